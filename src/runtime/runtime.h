@@ -1,0 +1,64 @@
+/* The runtime driver interface: how a sandbox is made. spaced calls only this table;
+ * each driver (ns/, later gvisor/, microvm/) fills one. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Root inside every ns sandbox maps to this uid/gid outside; ids 0..RT_ID_COUNT-1 inside
+ * map to RT_ID_BASE.. outside. Template trees are stored shifted into this range. */
+#define RT_ID_BASE 100000u
+#define RT_ID_COUNT 65536u
+
+struct rt_limits {
+        uint64_t memory_bytes; /* 0 = driver default */
+        uint32_t cpu_millis;   /* 1000 = one CPU; 0 = no limit */
+        uint32_t pids;         /* 0 = driver default */
+        uint32_t nofile;       /* RLIMIT_NOFILE inside; 0 = driver default */
+};
+
+struct rt_spec {
+        const char *id;          /* "sbx_…"; also the hostname and the cgroup name */
+        const char *lower_dirs;  /* overlayfs lowerdir list, ':'-separated, top first (template layers) */
+        const char *upper_dir;   /* the sandbox's writable layer (session files) */
+        const char *work_dir;    /* overlayfs workdir, same filesystem as upper_dir, empty */
+        const char *run_dir;     /* empty host dir the driver may use (rootfs mount point, …) */
+        const char *init_path;   /* host path of the static space-init binary */
+        struct rt_limits limits;
+        bool network;            /* false: loopback only */
+};
+
+struct rt_health {
+        bool alive;             /* space-init still runs */
+        bool oom_killed;        /* the memory limit killed something since create */
+        int init_status;        /* wait status of space-init once !alive */
+        uint64_t memory_bytes;  /* current usage */
+        uint32_t pids;          /* current number of tasks */
+};
+
+struct rt_sandbox; /* driver-private */
+
+struct runtime_ops {
+        const char *name;
+        bool memory_snapshots;
+        /* Host-level preparation once per daemon start (cgroup parents, …). */
+        int (*host_init)(const char *data_dir);
+        /* Makes a running sandbox whose PID 1 is spec->init_path, connected to the caller by
+         * the stream socket returned by init_fd(). Nothing is left behind on failure. */
+        int (*create)(const struct rt_spec *spec, struct rt_sandbox **ret);
+        /* Socket connected to space-init; owned by the sandbox (closed by destroy). */
+        int (*init_fd)(struct rt_sandbox *sb);
+        /* pidfd of space-init: readable when the sandbox's init has died. Owned by the sandbox. */
+        int (*pid_fd)(struct rt_sandbox *sb);
+        pid_t (*init_pid)(struct rt_sandbox *sb);
+        int (*freeze)(struct rt_sandbox *sb);
+        int (*thaw)(struct rt_sandbox *sb);
+        int (*health)(struct rt_sandbox *sb, struct rt_health *ret);
+        /* Kills every process, unmounts, removes cgroups, frees sb. Accepts NULL. */
+        int (*destroy)(struct rt_sandbox *sb);
+};
+
+extern const struct runtime_ops rt_ns_ops;
+
+/* NULL if no driver has that name. */
+const struct runtime_ops *runtime_find(const char *name);
