@@ -1,0 +1,1185 @@
+/* libspace: the public client API (include/space/space.h) over the HTTP client in http.c.
+ * Each call builds one request, maps the daemon's JSON error to a negative errno plus the
+ * message kept on the client, and turns NDJSON event streams into callbacks. */
+#include "space/space.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "client/b64.h"
+#include "client/http.h"
+#include "common/json.h"
+
+#define DEFAULT_TIMEOUT_MS (300 * 1000)
+#define MAX_ERROR_BODY (64u << 10) /* an error answer we read for its message */
+#define MAX_ID 63
+
+struct space_client {
+        struct http_conn conn;
+        char host[HTTP_MAX_HOST + 128];
+        int timeout_ms;
+        int last_status;
+        bool has_code;
+        char last_code[64];
+        char last_error[1024];
+};
+
+struct space_session {
+        space_client *c;
+        char id[MAX_ID + 1];
+        char *json;
+};
+
+/* ---- errors ---------------------------------------------------------------------- */
+
+static int fail(space_client *c, int err, const char *fmt, ...) _printf_(3, 4);
+static int fail(space_client *c, int err, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->last_error, sizeof c->last_error, fmt, ap);
+        va_end(ap);
+        c->has_code = false;
+        c->last_code[0] = '\0';
+        return err;
+}
+
+static void clear_error(space_client *c) {
+        c->last_error[0] = '\0';
+        c->last_code[0] = '\0';
+        c->has_code = false;
+        c->last_status = 0;
+}
+
+static int errno_from_status(int status) {
+        switch (status) {
+        case 400: return -EINVAL;
+        case 404: return -ENOENT;
+        case 405: return -EOPNOTSUPP;
+        case 409: return -EEXIST;
+        case 413: case 431: return -E2BIG;
+        case 422: return -ENOEXEC;
+        case 503: return -EHOSTDOWN;
+        default: return -EPROTO;
+        }
+}
+
+static int errno_from_code(const char *code) {
+        static const struct { const char *code; int status; } map[] = {
+                { "bad_request", 400 }, { "not_found", 404 }, { "method_not_allowed", 405 },
+                { "conflict", 409 },    { "too_large", 413 }, { "exec_failed", 422 },
+                { "unavailable", 503 },
+        };
+        for (size_t i = 0; code && i < ELEMENTSOF(map); i++)
+                if (strcmp(code, map[i].code) == 0)
+                        return errno_from_status(map[i].status);
+        return -EPROTO;
+}
+
+/* Takes {"error":{"code","message"}} (or anything else) and records it. */
+static void record_api_error(space_client *c, const struct json *err_obj) {
+        const char *code = json_get_str(err_obj, "code");
+        const char *msg = json_get_str(err_obj, "message");
+        snprintf(c->last_code, sizeof c->last_code, "%s", code ? code : "unknown");
+        c->has_code = true;
+        snprintf(c->last_error, sizeof c->last_error, "%s", msg ? msg : (code ? code : "error"));
+}
+
+static int api_error(space_client *c, int status, const struct buf *body) {
+        _cleanup_json_ struct json *j = NULL;
+        if (body->len > 0 && json_parse(body->data, body->len, &j, NULL, 0) >= 0 &&
+            json_type(json_get(j, "error")) == JSON_OBJECT) {
+                record_api_error(c, json_get(j, "error"));
+                return errno_from_status(status);
+        }
+        /* Not our JSON: show what there is (a proxy's page, a bare status). */
+        int n = 0;
+        while ((size_t)n < body->len && n < 200 && body->data[n] != '\n' && body->data[n] != '\r')
+                n++;
+        snprintf(c->last_code, sizeof c->last_code, "http_%d", status);
+        c->has_code = true;
+        if (n > 0)
+                snprintf(c->last_error, sizeof c->last_error, "HTTP %d: %.*s", status, n, body->data);
+        else
+                snprintf(c->last_error, sizeof c->last_error, "HTTP %d", status);
+        return errno_from_status(status);
+}
+
+const char *space_strerror(int err) {
+        switch (err) {
+        case -EBADMSG: return "malformed answer from spaced";
+        case -ENOEXEC: return "command could not be started";
+        case -EHOSTDOWN: return "sandbox unavailable";
+        default: return strerror(err < 0 ? -err : err);
+        }
+}
+
+/* ---- client ---------------------------------------------------------------------- */
+
+static int default_host(char *out, size_t n) {
+        const char *h = getenv("SPACE_HOST");
+        if (h && *h)
+                return snprintf(out, n, "%s", h) < (int)n ? 0 : -ENAMETOOLONG;
+        const char *d = getenv("SPACE_DATA");
+        if (!d || !*d)
+                d = "/var/lib/space";
+        return snprintf(out, n, "unix:%s/spaced.sock", d) < (int)n ? 0 : -ENAMETOOLONG;
+}
+
+int space_client_new(space_client **ret, const struct space_client_opts *opts) {
+        if (!ret || (opts && opts->version != SPACE_CLIENT_OPTS_VERSION))
+                return -EINVAL;
+        char spec[HTTP_MAX_HOST + 128];
+        int r;
+        if (opts && opts->host) {
+                if (strlen(opts->host) >= sizeof spec)
+                        return -ENAMETOOLONG;
+                strcpy(spec, opts->host);
+        } else if ((r = default_host(spec, sizeof spec)) < 0) {
+                return r;
+        }
+        struct http_addr addr;
+        r = http_addr_parse(spec, &addr);
+        if (r < 0)
+                return r;
+        space_client *c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        http_conn_init(&c->conn, &addr);
+        http_addr_format(&addr, c->host, sizeof c->host);
+        c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
+        *ret = c;
+        return 0;
+}
+
+space_client *space_client_free(space_client *c) {
+        if (!c)
+                return NULL;
+        http_conn_close(&c->conn);
+        free(c);
+        return NULL;
+}
+
+const char *space_client_host(const space_client *c) { return c->host; }
+const char *space_client_last_error(const space_client *c) { return c->last_error; }
+const char *space_client_last_error_code(const space_client *c) { return c->has_code ? c->last_code : NULL; }
+int space_client_last_status(const space_client *c) { return c->last_status; }
+
+/* ---- one request ----------------------------------------------------------------- */
+
+typedef int (*event_fn)(void *ud, const struct json *ev);
+
+struct call {
+        /* inputs */
+        const char *method;
+        const char *target;
+        const char *content_type;
+        const void *body;
+        size_t body_len;
+        bool body_from_fd;
+        int body_fd;
+        bool stream;        /* no timeout: the answer lasts as long as a command */
+        event_fn on_event;  /* NDJSON: one call per line of a 2xx answer */
+        void *ud;
+        bool to_fd;         /* raw 2xx body to out_fd */
+        int out_fd;
+        size_t max;         /* cap of the accumulated 2xx body */
+        /* state */
+        space_client *c;
+        struct buf body_in; /* 2xx body (no on_event/out_fd), or the error answer */
+        struct buf line;
+        uint64_t out_bytes;
+        int cb_err;         /* an error raised (and described) by a callback */
+};
+
+static int call_line(struct call *k, const char *line, size_t n) {
+        while (n > 0 && (line[n - 1] == '\r' || line[n - 1] == ' '))
+                n--;
+        if (n == 0)
+                return 0;
+        _cleanup_json_ struct json *ev = NULL;
+        char err[128];
+        int r = json_parse(line, n, &ev, err, sizeof err);
+        if (r < 0 || json_type(ev) != JSON_OBJECT) {
+                k->cb_err = fail(k->c, -EBADMSG, "malformed event from spaced: %s", r < 0 ? err : "not an object");
+                return k->cb_err;
+        }
+        r = k->on_event(k->ud, ev);
+        if (r < 0) {
+                if (!k->c->last_error[0])
+                        fail(k->c, r, "%s", space_strerror(r));
+                k->cb_err = r;
+        }
+        return r;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+        while (n > 0) {
+                ssize_t w = write(fd, p, n);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
+static int call_body(void *ud, const struct http_response *resp, const char *data, size_t n) {
+        struct call *k = ud;
+        int r;
+        if (resp->status < 200 || resp->status >= 300) {
+                /* keep what fits of an error answer; the rest is drained, not an error */
+                size_t room = MAX_ERROR_BODY - k->body_in.len;
+                (void)buf_append(&k->body_in, data, n < room ? n : room);
+                return 0;
+        }
+        if (k->to_fd) {
+                r = write_all(k->out_fd, data, n);
+                if (r < 0)
+                        return (k->cb_err = fail(k->c, r, "writing the downloaded data: %s", strerror(-r)));
+                k->out_bytes += n;
+                return 0;
+        }
+        if (k->on_event) {
+                /* split into lines; a line is bounded by SPACE_MAX_EVENT */
+                while (n > 0) {
+                        const char *nl = memchr(data, '\n', n);
+                        size_t take = nl ? (size_t)(nl - data) : n;
+                        if (buf_append(&k->line, data, take) < 0)
+                                return (k->cb_err = fail(k->c, -E2BIG, "event from spaced over %u bytes", SPACE_MAX_EVENT));
+                        if (!nl)
+                                return 0;
+                        r = call_line(k, k->line.data, k->line.len);
+                        buf_reset(&k->line);
+                        if (r < 0)
+                                return r;
+                        data += take + 1;
+                        n -= take + 1;
+                }
+                return 0;
+        }
+        if (buf_append(&k->body_in, data, n) < 0)
+                return (k->cb_err = fail(k->c, -E2BIG, "answer from spaced over %zu bytes", k->max));
+        return 0;
+}
+
+static int conn_error(space_client *c, int r) {
+        switch (r) {
+        case -ENOENT:
+        case -ECONNREFUSED:
+                return fail(c, r, "cannot connect to spaced at %s: %s (is spaced running?)", c->host, strerror(-r));
+        case -ETIMEDOUT:
+                return fail(c, r, "spaced at %s did not answer in time", c->host);
+        case -EBADMSG:
+                return fail(c, r, "malformed HTTP answer from spaced at %s", c->host);
+        case -ECONNRESET:
+        case -EPIPE:
+                return fail(c, r, "spaced at %s closed the connection", c->host);
+        case -E2BIG:
+                return fail(c, r, "answer from spaced at %s is over a size limit", c->host);
+        default:
+                return fail(c, r, "talking to spaced at %s: %s", c->host, strerror(-r));
+        }
+}
+
+/* Runs k; on a 2xx answer with no sink, k->body_in holds the body (NUL-terminated).
+ * Returns the HTTP status (>= 200) or a negative errno with the message set. */
+static int call_run(space_client *c, struct call *k) {
+        clear_error(c);
+        k->c = c;
+        k->body_in = BUF_INIT(k->max ? k->max : SPACE_MAX_RESPONSE);
+        k->line = BUF_INIT(SPACE_MAX_EVENT);
+        struct http_request req = {
+                .method = k->method,
+                .target = k->target,
+                .content_type = k->content_type,
+                .body = k->body,
+                .body_len = k->body_len,
+                .body_from_fd = k->body_from_fd,
+                .body_fd = k->body_fd,
+                .timeout_ms = k->stream ? -1 : c->timeout_ms,
+        };
+        struct http_response resp = { 0 };
+        int r = http_do(&c->conn, &req, &resp, call_body, k);
+        if (r < 0) {
+                if (k->cb_err && r == k->cb_err)
+                        return r;
+                return conn_error(c, r);
+        }
+        c->last_status = resp.status;
+        if (resp.status < 200 || resp.status >= 300)
+                return api_error(c, resp.status, &k->body_in);
+        if (k->on_event && k->line.len > 0) {
+                /* a last line without its newline still counts */
+                r = call_line(k, k->line.data, k->line.len);
+                buf_reset(&k->line);
+                if (r < 0)
+                        return r;
+        }
+        if (!buf_cstr(&k->body_in))
+                return fail(c, -ENOMEM, "out of memory");
+        return resp.status;
+}
+
+static void call_done(struct call *k) {
+        buf_free(&k->body_in);
+        buf_free(&k->line);
+}
+
+/* A JSON answer: parses k->body_in into *ret. */
+static int call_json(space_client *c, struct call *k, struct json **ret) {
+        int r = call_run(c, k);
+        if (r < 0)
+                return r;
+        char err[128];
+        if (json_parse(k->body_in.data, k->body_in.len, ret, err, sizeof err) < 0)
+                return fail(c, -EBADMSG, "malformed JSON from spaced: %s", err);
+        return r;
+}
+
+static bool id_ok(const char *id) {
+        size_t n = id ? strlen(id) : 0;
+        if (n == 0 || n > MAX_ID)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)id[i]) && id[i] != '_' && id[i] != '-' && id[i] != '.')
+                        return false;
+        return true;
+}
+
+/* "/v1/sessions/<id><suffix>" and, when path is given, "?path=<enc>" + extra. */
+static int session_target(struct buf *t, const space_session *s, const char *suffix, const char *path, const char *extra) {
+        int r = buf_printf(t, "/v1/sessions/%s%s", s->id, suffix ? suffix : "");
+        if (r >= 0 && path) {
+                r = buf_puts(t, "?path=");
+                if (r >= 0)
+                        r = http_urlencode(t, path);
+        }
+        if (r >= 0 && extra)
+                r = buf_puts(t, extra);
+        if (r >= 0 && !buf_cstr(t))
+                r = -ENOMEM;
+        return r;
+}
+
+/* ---- small JSON readers ---------------------------------------------------------- */
+
+static void copy_str(char *dst, size_t n, const struct json *obj, const char *key) {
+        const char *s = json_get_str(obj, key);
+        snprintf(dst, n, "%s", s ? s : "");
+}
+
+static int64_t get_i64(const struct json *obj, const char *key, int64_t def) {
+        int64_t v;
+        return json_get_int(obj, key, &v) >= 0 ? v : def;
+}
+
+static uint64_t get_u64(const struct json *obj, const char *key) {
+        const struct json *j = json_get(obj, key);
+        int64_t v;
+        if (j && json_int(j, &v) >= 0)
+                return v < 0 ? 0 : (uint64_t)v;
+        if (j && json_type(j) == JSON_NUMBER) {
+                double d = json_num(j);
+                return d > 0 ? (uint64_t)d : 0;
+        }
+        return 0;
+}
+
+/* A mode may come as a number or as an octal string ("0644"). */
+static unsigned get_mode(const struct json *obj, const char *key) {
+        const struct json *j = json_get(obj, key);
+        int64_t v;
+        if (j && json_int(j, &v) >= 0)
+                return (unsigned)v;
+        const char *s = json_str(j);
+        return s ? (unsigned)strtoul(s, NULL, 8) : 0;
+}
+
+/* A time may come as seconds or as an RFC 3339 string (then copied to str). */
+static void get_time(const struct json *obj, const char *key, char *str, size_t n) {
+        const struct json *j = json_get(obj, key);
+        if (json_type(j) == JSON_STRING)
+                snprintf(str, n, "%s", json_str(j));
+        else if (j && json_type(j) == JSON_NUMBER)
+                snprintf(str, n, "%" PRId64, (int64_t)json_num(j));
+        else
+                snprintf(str, n, "%s", "");
+}
+
+static void fill_session_info(const struct json *o, struct space_session_info *si) {
+        *si = (struct space_session_info){ 0 };
+        copy_str(si->id, sizeof si->id, o, "id");
+        copy_str(si->sandbox_id, sizeof si->sandbox_id, o, "sandbox_id");
+        copy_str(si->state, sizeof si->state, o, "state");
+        copy_str(si->template_name, sizeof si->template_name, o, "template");
+        copy_str(si->runtime, sizeof si->runtime, o, "runtime");
+        get_time(o, "created_at", si->created_at, sizeof si->created_at);
+        const struct json *lim = json_get(o, "limits");
+        si->memory_limit = get_u64(lim, "memory");
+        const struct json *cpus = json_get(lim, "cpus");
+        si->cpus = json_type(cpus) == JSON_NUMBER ? json_num(cpus) : 0;
+        si->pids_limit = get_i64(lim, "pids", 0);
+        si->network = json_get_bool(o, "network", false);
+        si->init_pid = (int)get_i64(o, "init_pid", 0);
+        const struct json *h = json_get(o, "health");
+        si->alive = json_get_bool(h, "alive", false);
+        si->oom_killed = json_get_bool(h, "oom_killed", false);
+        si->memory_bytes = get_u64(h, "memory_bytes");
+        si->pids = get_i64(h, "pids", 0);
+        copy_str(si->error, sizeof si->error, o, "error");
+}
+
+/* ---- generic GETs ---------------------------------------------------------------- */
+
+int space_get_json(space_client *c, const char *path, char **ret_json) {
+        if (!path || path[0] != '/')
+                return fail(c, -EINVAL, "invalid API path");
+        struct call k = { .method = "GET", .target = path };
+        int r = call_run(c, &k);
+        if (r >= 0) {
+                *ret_json = TAKE_PTR(k.body_in.data);
+                r = 0;
+        }
+        call_done(&k);
+        return r;
+}
+
+int space_health(space_client *c, char **ret_json) { return space_get_json(c, "/v1/health", ret_json); }
+
+/* ---- sessions -------------------------------------------------------------------- */
+
+static int env_object(struct json_writer *w, const char *const *env) {
+        json_w_obj_begin(w);
+        size_t n = 0;
+        for (; env && env[n]; n++) {
+                if (n >= SPACE_MAX_ARGV)
+                        return -E2BIG;
+                const char *eq = strchr(env[n], '=');
+                if (!eq || eq == env[n])
+                        return -EINVAL;
+                _cleanup_free_ char *k = strndup(env[n], (size_t)(eq - env[n]));
+                if (!k)
+                        return -ENOMEM;
+                json_w_kstr(w, k, eq + 1);
+        }
+        json_w_obj_end(w);
+        return 0;
+}
+
+static int session_from_json(space_client *c, struct json *j, const char *body, space_session **ret) {
+        const char *id = json_get_str(j, "id");
+        if (!id_ok(id))
+                return fail(c, -EBADMSG, "spaced answered without a valid session id");
+        space_session *s = calloc(1, sizeof *s);
+        if (!s)
+                return fail(c, -ENOMEM, "out of memory");
+        s->json = strdup(body);
+        if (!s->json) {
+                free(s);
+                return fail(c, -ENOMEM, "out of memory");
+        }
+        s->c = c;
+        strcpy(s->id, id);
+        *ret = s;
+        return 0;
+}
+
+int space_session_new(space_session **ret, space_client *c, const struct space_session_opts *o) {
+        if (o && o->version != SPACE_SESSION_OPTS_VERSION)
+                return fail(c, -EINVAL, "unknown space_session_opts version");
+        _cleanup_buf_ struct buf b = BUF_INIT(1u << 20);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        if (o && o->template)
+                json_w_kstr(&w, "template", o->template);
+        if (o && o->memory) {
+                json_w_key(&w, "memory");
+                json_w_uint(&w, o->memory);
+        }
+        if (o && o->cpus > 0) {
+                json_w_key(&w, "cpus");
+                json_w_double(&w, o->cpus);
+        }
+        if (o && o->pids > 0)
+                json_w_kint(&w, "pids", o->pids);
+        if (o && o->env) {
+                json_w_key(&w, "env");
+                int r = env_object(&w, o->env);
+                if (r < 0)
+                        return fail(c, r, r == -EINVAL ? "environment entries must be K=V" : "too many environment entries");
+        }
+        if (o && o->network)
+                json_w_kbool(&w, "network", true);
+        json_w_obj_end(&w);
+        if (w.err)
+                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
+        struct call k = { .method = "POST", .target = "/v1/sessions", .content_type = "application/json",
+                          .body = b.data, .body_len = b.len };
+        _cleanup_json_ struct json *j = NULL;
+        int r = call_json(c, &k, &j);
+        if (r >= 0)
+                r = session_from_json(c, j, k.body_in.data, ret);
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+int space_session_open(space_session **ret, space_client *c, const char *id) {
+        if (!id_ok(id))
+                return fail(c, -EINVAL, "invalid session id '%s'", id ? id : "");
+        char target[128];
+        snprintf(target, sizeof target, "/v1/sessions/%s", id);
+        struct call k = { .method = "GET", .target = target };
+        _cleanup_json_ struct json *j = NULL;
+        int r = call_json(c, &k, &j);
+        if (r >= 0)
+                r = session_from_json(c, j, k.body_in.data, ret);
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+space_session *space_session_free(space_session *s) {
+        if (!s)
+                return NULL;
+        free(s->json);
+        free(s);
+        return NULL;
+}
+
+const char *space_session_id(const space_session *s) { return s->id; }
+const char *space_session_json(const space_session *s) { return s->json; }
+
+int space_session_inspect(space_session *s, struct space_session_info *ret) {
+        char target[128];
+        snprintf(target, sizeof target, "/v1/sessions/%s", s->id);
+        struct call k = { .method = "GET", .target = target };
+        _cleanup_json_ struct json *j = NULL;
+        int r = call_json(s->c, &k, &j);
+        if (r >= 0) {
+                char *copy = strdup(k.body_in.data);
+                if (!copy) {
+                        r = fail(s->c, -ENOMEM, "out of memory");
+                } else {
+                        free(s->json);
+                        s->json = copy;
+                        if (ret)
+                                fill_session_info(j, ret);
+                }
+        }
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+int space_session_delete_id(space_client *c, const char *id) {
+        if (!id_ok(id))
+                return fail(c, -EINVAL, "invalid session id '%s'", id ? id : "");
+        char target[128];
+        snprintf(target, sizeof target, "/v1/sessions/%s", id);
+        struct call k = { .method = "DELETE", .target = target };
+        int r = call_run(c, &k);
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+int space_session_delete(space_session *s) { return space_session_delete_id(s->c, s->id); }
+
+int space_session_list(space_client *c, struct space_session_info **ret, size_t *ret_n) {
+        struct call k = { .method = "GET", .target = "/v1/sessions" };
+        _cleanup_json_ struct json *j = NULL;
+        int r = call_json(c, &k, &j);
+        call_done(&k);
+        if (r < 0)
+                return r;
+        const struct json *arr = json_get(j, "sessions");
+        if (json_type(arr) != JSON_ARRAY)
+                return fail(c, -EBADMSG, "session list without a \"sessions\" array");
+        size_t n = json_len(arr);
+        struct space_session_info *v = calloc(n ? n : 1, sizeof *v);
+        if (!v)
+                return fail(c, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++)
+                fill_session_info(json_at(arr, i), &v[i]);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* ---- exec and attach ------------------------------------------------------------- */
+
+struct exec_state {
+        space_client *c;
+        space_output_fn on_output;
+        space_start_fn on_start;
+        void *ud;
+        struct space_exec_result res;
+        struct buf tmp;
+};
+
+static int output_event(struct exec_state *st, const struct json *ev, enum space_stream which) {
+        const char *data = json_get_str(ev, "data");
+        if (data) {
+                if (st->on_output)
+                        return st->on_output(st->ud, which, data, strlen(data));
+                return 0;
+        }
+        const char *b64 = json_get_str(ev, "data_b64");
+        if (!b64)
+                return 0;
+        buf_reset(&st->tmp);
+        int r = client_b64_decode(&st->tmp, b64, strlen(b64));
+        if (r < 0)
+                return fail(st->c, -EBADMSG, "bad base64 in an output event");
+        if (st->on_output && st->tmp.len > 0)
+                return st->on_output(st->ud, which, st->tmp.data, st->tmp.len);
+        return 0;
+}
+
+static int exec_event(void *ud, const struct json *ev) {
+        struct exec_state *st = ud;
+        const char *type = json_get_str(ev, "type");
+        if (!type)
+                return 0;
+        if (strcmp(type, "stdout") == 0)
+                return output_event(st, ev, SPACE_STDOUT);
+        if (strcmp(type, "stderr") == 0)
+                return output_event(st, ev, SPACE_STDERR);
+        if (strcmp(type, "start") == 0) {
+                st->res.pid = (int)get_i64(ev, "pid", 0);
+                if (st->on_start)
+                        st->on_start(st->ud, st->res.pid);
+                return 0;
+        }
+        if (strcmp(type, "attach") == 0) {
+                st->res.offset = get_u64(ev, "offset");
+                st->res.running = json_get_bool(ev, "running", false);
+                return 0;
+        }
+        if (strcmp(type, "exit") == 0) {
+                st->res.exited = true;
+                st->res.running = false;
+                st->res.exit_code = (int)get_i64(ev, "exit_code", -1);
+                st->res.signal = (int)get_i64(ev, "signal", 0);
+                st->res.timed_out = json_get_bool(ev, "timed_out", false);
+                if (st->res.signal > 0 && !json_get(ev, "exit_code"))
+                        st->res.exit_code = -1;
+                return 0;
+        }
+        if (strcmp(type, "error") == 0) {
+                const struct json *e = json_get(ev, "error");
+                record_api_error(st->c, e ? e : ev);
+                return errno_from_code(st->c->last_code);
+        }
+        return 0; /* newer event types: ignored */
+}
+
+int space_exec(space_session *s, const struct space_exec_opts *o, struct space_exec_result *ret) {
+        space_client *c = s->c;
+        if (!o || o->version != SPACE_EXEC_OPTS_VERSION)
+                return fail(c, -EINVAL, "missing or unknown space_exec_opts version");
+        if (!o->argv || !o->argv[0] || !o->argv[0][0])
+                return fail(c, -EINVAL, "no command given");
+        if (o->stdin_len > SPACE_MAX_STDIN)
+                return fail(c, -E2BIG, "stdin is larger than %u bytes", SPACE_MAX_STDIN);
+        _cleanup_buf_ struct buf b = BUF_INIT(1u << 20);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "argv");
+        json_w_arr_begin(&w);
+        for (size_t i = 0; o->argv[i]; i++) {
+                if (i >= SPACE_MAX_ARGV)
+                        return fail(c, -E2BIG, "more than %d arguments", SPACE_MAX_ARGV);
+                json_w_str(&w, o->argv[i]);
+        }
+        json_w_arr_end(&w);
+        if (o->env) {
+                json_w_key(&w, "env");
+                int r = env_object(&w, o->env);
+                if (r < 0)
+                        return fail(c, r, r == -EINVAL ? "environment entries must be K=V" : "too many environment entries");
+        }
+        if (o->cwd)
+                json_w_kstr(&w, "cwd", o->cwd);
+        if (o->timeout_ms) {
+                json_w_key(&w, "timeout_ms");
+                json_w_uint(&w, o->timeout_ms);
+        }
+        if (o->stdin_data) {
+                if (client_utf8_valid(o->stdin_data, o->stdin_len)) {
+                        json_w_key(&w, "stdin");
+                        json_w_strn(&w, o->stdin_data, o->stdin_len);
+                } else {
+                        _cleanup_buf_ struct buf e = BUF_INIT(0);
+                        int r = client_b64_encode(&e, o->stdin_data, o->stdin_len);
+                        if (r < 0)
+                                return fail(c, r, "encoding stdin: %s", strerror(-r));
+                        json_w_key(&w, "stdin_b64");
+                        json_w_strn(&w, e.data ? e.data : "", e.len);
+                }
+        }
+        if (o->background)
+                json_w_kbool(&w, "background", true);
+        json_w_obj_end(&w);
+        if (w.err)
+                return fail(c, w.err, w.err == -E2BIG ? "the exec request is over 1 MiB" : "encoding the request: %s",
+                            strerror(-w.err));
+
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, "/exec", NULL, NULL);
+        if (r < 0)
+                return fail(c, r, "building the request: %s", strerror(-r));
+        struct exec_state st = { .c = c, .on_output = o->on_output, .on_start = o->on_start, .ud = o->userdata,
+                                 .tmp = BUF_INIT(SPACE_MAX_EVENT) };
+        struct call k = { .method = "POST", .target = t.data, .content_type = "application/json",
+                          .body = b.data, .body_len = b.len, .stream = !o->background };
+        _cleanup_json_ struct json *j = NULL;
+        if (o->background) {
+                r = call_json(c, &k, &j);
+                if (r >= 0) {
+                        st.res.pid = (int)get_i64(j, "pid", 0);
+                        if (st.res.pid <= 0)
+                                r = fail(c, -EBADMSG, "background exec answered without a pid");
+                        else
+                                st.res.running = true;
+                }
+        } else {
+                k.on_event = exec_event;
+                k.ud = &st;
+                r = call_run(c, &k);
+                if (r >= 0 && !st.res.exited)
+                        r = fail(c, -ECONNRESET, "the output stream ended before the command's exit");
+        }
+        call_done(&k);
+        buf_free(&st.tmp);
+        if (r < 0)
+                return r;
+        if (ret)
+                *ret = st.res;
+        return 0;
+}
+
+int space_attach(space_session *s, int pid, const struct space_attach_opts *o, struct space_exec_result *ret) {
+        space_client *c = s->c;
+        if (o && o->version != SPACE_ATTACH_OPTS_VERSION)
+                return fail(c, -EINVAL, "unknown space_attach_opts version");
+        if (pid <= 0)
+                return fail(c, -EINVAL, "invalid pid %d", pid);
+        char extra[96];
+        snprintf(extra, sizeof extra, "/processes/%d/output?offset=%" PRIu64 "&follow=%d", pid, o ? o->offset : 0,
+                 o && o->follow ? 1 : 0);
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, extra, NULL, NULL);
+        if (r < 0)
+                return fail(c, r, "building the request: %s", strerror(-r));
+        struct exec_state st = { .c = c, .on_output = o ? o->on_output : NULL, .ud = o ? o->userdata : NULL,
+                                 .tmp = BUF_INIT(SPACE_MAX_EVENT) };
+        st.res.pid = pid;
+        struct call k = { .method = "GET", .target = t.data, .stream = true, .on_event = exec_event, .ud = &st };
+        r = call_run(c, &k);
+        call_done(&k);
+        buf_free(&st.tmp);
+        if (r < 0)
+                return r;
+        if (ret)
+                *ret = st.res;
+        return 0;
+}
+
+int space_signal(space_session *s, int pid, int sig) {
+        space_client *c = s->c;
+        if (pid <= 0 || sig <= 0 || sig > 64)
+                return fail(c, -EINVAL, "invalid pid or signal");
+        char extra[64];
+        snprintf(extra, sizeof extra, "/processes/%d/signal", pid);
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, extra, NULL, NULL);
+        if (r < 0)
+                return fail(c, r, "building the request: %s", strerror(-r));
+        char body[32];
+        int n = snprintf(body, sizeof body, "{\"signal\":%d}", sig);
+        struct call k = { .method = "POST", .target = t.data, .content_type = "application/json",
+                          .body = body, .body_len = (size_t)n };
+        r = call_run(c, &k);
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+void space_process_list_free(struct space_process *p, size_t n) {
+        for (size_t i = 0; p && i < n; i++) {
+                for (char **a = p[i].argv; a && *a; a++)
+                        free(*a);
+                free(p[i].argv);
+        }
+        free(p);
+}
+
+int space_process_list(space_session *s, struct space_process **ret, size_t *ret_n) {
+        space_client *c = s->c;
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, "/processes", NULL, NULL);
+        if (r < 0)
+                return fail(c, r, "building the request: %s", strerror(-r));
+        struct call k = { .method = "GET", .target = t.data };
+        _cleanup_json_ struct json *j = NULL;
+        r = call_json(c, &k, &j);
+        call_done(&k);
+        if (r < 0)
+                return r;
+        const struct json *arr = json_get(j, "processes");
+        if (json_type(arr) != JSON_ARRAY)
+                return fail(c, -EBADMSG, "process list without a \"processes\" array");
+        size_t n = json_len(arr);
+        struct space_process *v = calloc(n ? n : 1, sizeof *v);
+        if (!v)
+                return fail(c, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                const struct json *p = json_at(arr, i);
+                v[i].pid = (int)get_i64(p, "pid", 0);
+                v[i].running = json_get_bool(p, "running", false);
+                int64_t ec;
+                if (json_get_int(p, "exit_code", &ec) >= 0) {
+                        v[i].has_exit_code = true;
+                        v[i].exit_code = (int)ec;
+                }
+                v[i].signal = (int)get_i64(p, "signal", 0);
+                v[i].started_ms = get_i64(p, "started_ms", 0);
+                v[i].output_bytes = get_u64(p, "output_bytes");
+                const struct json *argv = json_get(p, "argv");
+                size_t an = json_type(argv) == JSON_ARRAY ? json_len(argv) : 0;
+                v[i].argv = calloc(an + 1, sizeof(char *));
+                if (!v[i].argv) {
+                        space_process_list_free(v, n);
+                        return fail(c, -ENOMEM, "out of memory");
+                }
+                for (size_t a = 0; a < an; a++) {
+                        const char *str = json_str(json_at(argv, a));
+                        v[i].argv[a] = strdup(str ? str : "");
+                        if (!v[i].argv[a]) {
+                                space_process_list_free(v, n);
+                                return fail(c, -ENOMEM, "out of memory");
+                        }
+                }
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* ---- files ----------------------------------------------------------------------- */
+
+static bool path_ok(const char *p) { return p && p[0] && strlen(p) < 4096; }
+
+static int upload(space_session *s, const char *path, const void *data, size_t len, int fd, unsigned mode,
+                  bool parents, uint64_t *ret_written) {
+        space_client *c = s->c;
+        if (!path_ok(path))
+                return fail(c, -EINVAL, "invalid path");
+        char extra[48];
+        snprintf(extra, sizeof extra, "&mode=%04o%s", mode ? mode & 07777 : 0644, parents ? "&parents=1" : "");
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, "/files", path, extra);
+        if (r < 0)
+                return fail(c, r == -E2BIG ? -ENAMETOOLONG : r, "path too long");
+        struct call k = { .method = "PUT", .target = t.data, .content_type = "application/octet-stream",
+                          .body = data ? data : (fd < 0 ? "" : NULL), .body_len = len, .body_from_fd = fd >= 0, .body_fd = fd };
+        _cleanup_json_ struct json *j = NULL;
+        r = call_run(c, &k);
+        if (r >= 0 && ret_written) {
+                *ret_written = len;
+                if (k.body_in.len > 0 && json_parse(k.body_in.data, k.body_in.len, &j, NULL, 0) >= 0 &&
+                    json_get(j, "written"))
+                        *ret_written = get_u64(j, "written");
+        }
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+int space_file_write(space_session *s, const char *path, const void *data, size_t len, unsigned mode, bool parents) {
+        if (len > SPACE_MAX_UPLOAD)
+                return fail(s->c, -E2BIG, "file larger than %llu bytes", (unsigned long long)SPACE_MAX_UPLOAD);
+        return upload(s, path, data ? data : "", len, -1, mode, parents, NULL);
+}
+
+int space_file_upload_fd(space_session *s, const char *path, int fd, unsigned mode, bool parents, uint64_t *ret_written) {
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return fail(s->c, -errno, "stat of the source: %s", strerror(errno));
+        if (S_ISREG(st.st_mode)) {
+                off_t pos = lseek(fd, 0, SEEK_CUR);
+                if (pos < 0)
+                        return fail(s->c, -errno, "seek on the source: %s", strerror(errno));
+                uint64_t len = st.st_size > pos ? (uint64_t)(st.st_size - pos) : 0;
+                if (len > SPACE_MAX_UPLOAD)
+                        return fail(s->c, -E2BIG, "file larger than %llu bytes", (unsigned long long)SPACE_MAX_UPLOAD);
+                return upload(s, path, NULL, (size_t)len, fd, mode, parents, ret_written);
+        }
+        /* pipes and the like: no size up front, so read it all (bounded) first */
+        _cleanup_buf_ struct buf b = BUF_INIT(SPACE_MAX_UPLOAD);
+        for (;;) {
+                int r = buf_reserve(&b, 64 * 1024);
+                if (r < 0)
+                        return fail(s->c, r, r == -E2BIG ? "input larger than the upload limit" : "out of memory");
+                ssize_t n = read(fd, b.data + b.len, 64 * 1024);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return fail(s->c, -errno, "reading the source: %s", strerror(errno));
+                }
+                if (n == 0)
+                        break;
+                b.len += (size_t)n;
+        }
+        return upload(s, path, b.data ? b.data : "", b.len, -1, mode, parents, ret_written);
+}
+
+int space_file_read(space_session *s, const char *path, size_t max, char **ret, size_t *ret_len) {
+        space_client *c = s->c;
+        if (!path_ok(path))
+                return fail(c, -EINVAL, "invalid path");
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, "/files", path, NULL);
+        if (r < 0)
+                return fail(c, -ENAMETOOLONG, "path too long");
+        struct call k = { .method = "GET", .target = t.data, .max = max ? max : SPACE_MAX_RESPONSE };
+        r = call_run(c, &k);
+        if (r >= 0) {
+                *ret_len = k.body_in.len;
+                *ret = TAKE_PTR(k.body_in.data);
+        }
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+int space_file_download_fd(space_session *s, const char *path, int fd, uint64_t *ret_bytes) {
+        space_client *c = s->c;
+        if (!path_ok(path))
+                return fail(c, -EINVAL, "invalid path");
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, "/files", path, NULL);
+        if (r < 0)
+                return fail(c, -ENAMETOOLONG, "path too long");
+        /* a big file may take a while, but each read is still bounded by the timeout */
+        struct call k = { .method = "GET", .target = t.data, .to_fd = true, .out_fd = fd };
+        r = call_run(c, &k);
+        if (r >= 0 && ret_bytes)
+                *ret_bytes = k.out_bytes;
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+int space_file_remove(space_session *s, const char *path, bool recursive) {
+        space_client *c = s->c;
+        if (!path_ok(path))
+                return fail(c, -EINVAL, "invalid path");
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, "/files", path, recursive ? "&recursive=1" : NULL);
+        if (r < 0)
+                return fail(c, -ENAMETOOLONG, "path too long");
+        struct call k = { .method = "DELETE", .target = t.data };
+        r = call_run(c, &k);
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+int space_file_mkdir(space_session *s, const char *path, bool parents) {
+        space_client *c = s->c;
+        if (!path_ok(path))
+                return fail(c, -EINVAL, "invalid path");
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, "/files/mkdir", NULL, NULL);
+        if (r < 0)
+                return fail(c, r, "building the request: %s", strerror(-r));
+        _cleanup_buf_ struct buf b = BUF_INIT(16384);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "path", path);
+        json_w_kbool(&w, "parents", parents);
+        json_w_obj_end(&w);
+        if (w.err)
+                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
+        struct call k = { .method = "POST", .target = t.data, .content_type = "application/json",
+                          .body = b.data, .body_len = b.len };
+        r = call_run(c, &k);
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+static void fill_stat(const struct json *o, struct space_stat *st) {
+        *st = (struct space_stat){ 0 };
+        copy_str(st->type, sizeof st->type, o, "type");
+        st->size = get_u64(o, "size");
+        st->mode = get_mode(o, "mode");
+        st->uid = (unsigned)get_i64(o, "uid", 0);
+        st->gid = (unsigned)get_i64(o, "gid", 0);
+        st->mtime = get_i64(o, "mtime", 0);
+}
+
+int space_file_stat(space_session *s, const char *path, struct space_stat *ret) {
+        space_client *c = s->c;
+        if (!path_ok(path))
+                return fail(c, -EINVAL, "invalid path");
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, "/files/stat", path, NULL);
+        if (r < 0)
+                return fail(c, -ENAMETOOLONG, "path too long");
+        struct call k = { .method = "GET", .target = t.data };
+        _cleanup_json_ struct json *j = NULL;
+        r = call_json(c, &k, &j);
+        call_done(&k);
+        if (r < 0)
+                return r;
+        fill_stat(j, ret);
+        return 0;
+}
+
+int space_file_list(space_session *s, const char *path, struct space_dirent **ret, size_t *ret_n) {
+        space_client *c = s->c;
+        if (!path_ok(path))
+                return fail(c, -EINVAL, "invalid path");
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, "/files/list", path, NULL);
+        if (r < 0)
+                return fail(c, -ENAMETOOLONG, "path too long");
+        struct call k = { .method = "GET", .target = t.data };
+        _cleanup_json_ struct json *j = NULL;
+        r = call_json(c, &k, &j);
+        call_done(&k);
+        if (r < 0)
+                return r;
+        const struct json *arr = json_get(j, "entries");
+        if (json_type(arr) != JSON_ARRAY)
+                return fail(c, -EBADMSG, "listing without an \"entries\" array");
+        size_t n = json_len(arr);
+        struct space_dirent *v = calloc(n ? n : 1, sizeof *v);
+        if (!v)
+                return fail(c, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                const struct json *e = json_at(arr, i);
+                copy_str(v[i].name, sizeof v[i].name, e, "name");
+                fill_stat(e, &v[i].st);
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* ---- templates ------------------------------------------------------------------- */
+
+static bool name_ok(const char *n) { return id_ok(n); }
+
+static void fill_template(const struct json *o, struct space_template_info *t) {
+        *t = (struct space_template_info){ 0 };
+        copy_str(t->name, sizeof t->name, o, "name");
+        t->size_bytes = get_u64(o, "size_bytes");
+        get_time(o, "created_at", t->created_at, sizeof t->created_at);
+}
+
+int space_template_list(space_client *c, struct space_template_info **ret, size_t *ret_n) {
+        struct call k = { .method = "GET", .target = "/v1/templates" };
+        _cleanup_json_ struct json *j = NULL;
+        int r = call_json(c, &k, &j);
+        call_done(&k);
+        if (r < 0)
+                return r;
+        const struct json *arr = json_get(j, "templates");
+        if (json_type(arr) != JSON_ARRAY)
+                return fail(c, -EBADMSG, "template list without a \"templates\" array");
+        size_t n = json_len(arr);
+        struct space_template_info *v = calloc(n ? n : 1, sizeof *v);
+        if (!v)
+                return fail(c, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++)
+                fill_template(json_at(arr, i), &v[i]);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+struct build_state {
+        space_client *c;
+        space_progress_fn on_progress;
+        void *ud;
+        bool done;
+        struct space_template_info info;
+};
+
+static int build_event(void *ud, const struct json *ev) {
+        struct build_state *st = ud;
+        const char *type = json_get_str(ev, "type");
+        if (!type)
+                return 0;
+        if (strcmp(type, "progress") == 0) {
+                const char *m = json_get_str(ev, "message");
+                if (st->on_progress && m)
+                        st->on_progress(st->ud, m);
+        } else if (strcmp(type, "done") == 0) {
+                st->done = true;
+                fill_template(json_get(ev, "template"), &st->info);
+        } else if (strcmp(type, "error") == 0) {
+                const struct json *e = json_get(ev, "error");
+                record_api_error(st->c, e ? e : ev);
+                return errno_from_code(st->c->last_code);
+        }
+        return 0;
+}
+
+int space_template_build(space_client *c, const struct space_template_build_opts *o, struct space_template_info *ret) {
+        if (!o || o->version != SPACE_TEMPLATE_BUILD_OPTS_VERSION)
+                return fail(c, -EINVAL, "missing or unknown space_template_build_opts version");
+        if (!name_ok(o->name))
+                return fail(c, -EINVAL, "invalid template name '%s'", o->name ? o->name : "");
+        int sources = !!o->from_dir + !!o->from_tar + !!o->debootstrap_suite;
+        if (sources != 1)
+                return fail(c, -EINVAL, "give exactly one of a directory, a tar file or a debootstrap suite");
+        _cleanup_buf_ struct buf b = BUF_INIT(1u << 20);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "name", o->name);
+        if (o->from_dir)
+                json_w_kstr(&w, "from_dir", o->from_dir);
+        if (o->from_tar)
+                json_w_kstr(&w, "from_tar", o->from_tar);
+        if (o->debootstrap_suite) {
+                json_w_key(&w, "debootstrap");
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "suite", o->debootstrap_suite);
+                json_w_key(&w, "packages");
+                json_w_arr_begin(&w);
+                for (size_t i = 0; o->packages && o->packages[i]; i++)
+                        json_w_str(&w, o->packages[i]);
+                json_w_arr_end(&w);
+                json_w_obj_end(&w);
+        }
+        json_w_obj_end(&w);
+        if (w.err)
+                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
+        struct build_state st = { .c = c, .on_progress = o->on_progress, .ud = o->userdata };
+        struct call k = { .method = "POST", .target = "/v1/templates", .content_type = "application/json",
+                          .body = b.data, .body_len = b.len, .stream = true, .on_event = build_event, .ud = &st };
+        int r = call_run(c, &k);
+        call_done(&k);
+        if (r < 0)
+                return r;
+        if (!st.done)
+                return fail(c, -ECONNRESET, "the build stream ended without a result");
+        if (ret)
+                *ret = st.info;
+        return 0;
+}
+
+int space_template_delete(space_client *c, const char *name) {
+        if (!name_ok(name))
+                return fail(c, -EINVAL, "invalid template name '%s'", name ? name : "");
+        char target[192];
+        snprintf(target, sizeof target, "/v1/templates/%s", name);
+        struct call k = { .method = "DELETE", .target = target };
+        int r = call_run(c, &k);
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
