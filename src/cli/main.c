@@ -1,0 +1,1386 @@
+/* space: the command-line client of spaced. Each subcommand parses its own options,
+ * talks to the daemon through libspace, and maps the outcome to an exit status:
+ * 0 ok, 1 error ("space: <message>" on stderr), 2 usage error; exec and logs --follow
+ * exit with the command's status (128+N when killed by signal N). */
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "common/buf.h"
+#include "space/space.h"
+
+#define EXIT_USAGE 2
+#define EXIT_NOT_STARTED 127 /* a command that could not be started, as shells do */
+#define MAX_ENV 1024
+#define MAX_CP_DEPTH 64
+
+static const char *g_host; /* --host before the command */
+
+/* ---- messages -------------------------------------------------------------------- */
+
+static int errorf(const char *fmt, ...) _printf_(1, 2);
+static int errorf(const char *fmt, ...) {
+        va_list ap;
+        fputs("space: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return EXIT_FAILURE;
+}
+
+static int usage_error(const char *cmd, const char *fmt, ...) _printf_(2, 3);
+static int usage_error(const char *cmd, const char *fmt, ...) {
+        va_list ap;
+        fprintf(stderr, "space %s: ", cmd);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "\nTry 'space %s --help'.\n", cmd);
+        return EXIT_USAGE;
+}
+
+/* The library's message, or the errno text when it has none. */
+static int api_fail(space_client *c, int r) {
+        const char *m = c ? space_client_last_error(c) : "";
+        return errorf("%s", m && *m ? m : space_strerror(r));
+}
+
+/* ---- option parsing -------------------------------------------------------------- */
+
+struct cmd {
+        const char *name; /* "exec", "template build" */
+        const char *help;
+};
+
+/* getopt_long with our messages: returns the option, -1 at the end, or '?' after having
+ * printed a usage error. */
+static int next_opt(const struct cmd *cmd, int argc, char **argv, const char *sopts, const struct option *lopts) {
+        int c = getopt_long(argc, argv, sopts, lopts, NULL);
+        if (c == '?') {
+                if (optopt)
+                        usage_error(cmd->name, "unknown option '-%c'", optopt);
+                else
+                        usage_error(cmd->name, "unknown option '%s'", argv[optind - 1]);
+                return '?';
+        }
+        if (c == ':') {
+                usage_error(cmd->name, "option '%s' needs a value", argv[optind - 1]);
+                return '?';
+        }
+        return c;
+}
+
+static void start_opts(void) {
+        optind = 0; /* GNU: full re-initialisation between subcommands */
+        opterr = 0;
+}
+
+static int show_help(const struct cmd *cmd) {
+        fputs(cmd->help, stdout);
+        return EXIT_SUCCESS;
+}
+
+#define COMMON_LONG_OPTS { "help", no_argument, NULL, 'h' }, { "host", required_argument, NULL, 'H' }
+
+static int open_client(space_client **ret, const char *host) {
+        const char *h = host ? host : g_host;
+        int r = space_client_new(ret, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = h });
+        if (r < 0) {
+                if (h)
+                        return errorf("invalid daemon address '%s': %s", h, strerror(-r));
+                return errorf("invalid SPACE_HOST '%s': %s", getenv("SPACE_HOST") ? getenv("SPACE_HOST") : "",
+                              strerror(-r));
+        }
+        return 0;
+}
+
+static int open_session(space_client *c, const char *id, space_session **ret) {
+        int r = space_session_open(ret, c, id);
+        if (r < 0)
+                return api_fail(c, r);
+        return 0;
+}
+
+static int write_all(int fd, const void *data, size_t n) {
+        const char *p = data;
+        while (n > 0) {
+                ssize_t w = write(fd, p, n);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
+static int print_raw_json(const char *json) {
+        if (fputs(json, stdout) < 0)
+                return EXIT_FAILURE;
+        size_t n = strlen(json);
+        if (n == 0 || json[n - 1] != '\n')
+                fputc('\n', stdout);
+        return EXIT_SUCCESS;
+}
+
+static int print_pretty_json(const char *json) {
+        _cleanup_buf_ struct buf b = BUF_INIT(0);
+        if (cli_json_pretty(&b, json, strlen(json)) < 0)
+                return print_raw_json(json);
+        fwrite(b.data, 1, b.len, stdout);
+        return EXIT_SUCCESS;
+}
+
+static int get_json_and_print(space_client *c, const char *path) {
+        _cleanup_free_ char *json = NULL;
+        int r = space_get_json(c, path, &json);
+        if (r < 0)
+                return api_fail(c, r);
+        return print_raw_json(json);
+}
+
+static int exit_status_of(const struct space_exec_result *res) {
+        if (res->signal > 0)
+                return 128 + (res->signal & 0x7f);
+        if (res->exit_code < 0)
+                return EXIT_FAILURE;
+        return res->exit_code & 0xff;
+}
+
+/* ---- create ---------------------------------------------------------------------- */
+
+static const struct cmd cmd_create = { "create",
+        "Usage: space create [OPTIONS]\n"
+        "\n"
+        "Create a sandbox session and print its id.\n"
+        "\n"
+        "Options:\n"
+        "  -t, --template NAME   template to start from (daemon default: base)\n"
+        "  -m, --memory SIZE     memory limit, e.g. 512M, 2G (binary units)\n"
+        "      --cpus N          CPU limit in cores, e.g. 1.5\n"
+        "      --pids N          limit on the number of processes\n"
+        "  -e, --env K=V         environment for every command (repeatable)\n"
+        "      --network         give the sandbox network access (default: loopback only)\n"
+        "      --json            print the whole session object instead of the id\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_create(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "template", required_argument, NULL, 't' }, { "memory", required_argument, NULL, 'm' },
+                { "cpus", required_argument, NULL, 'c' },     { "pids", required_argument, NULL, 'p' },
+                { "env", required_argument, NULL, 'e' },      { "network", no_argument, NULL, 'n' },
+                { "json", no_argument, NULL, 'j' },           COMMON_LONG_OPTS,
+                { 0 },
+        };
+        const struct cmd *cmd = &cmd_create;
+        struct space_session_opts so = { SPACE_SESSION_OPTS_INIT };
+        const char *env[MAX_ENV + 1] = { 0 };
+        size_t nenv = 0;
+        bool json = false;
+        const char *host = NULL;
+        uint64_t u;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":t:m:e:h", lopts)) != -1) {
+                switch (c) {
+                case 't': so.template = optarg; break;
+                case 'm':
+                        if (cli_parse_size(optarg, &so.memory) < 0)
+                                return usage_error(cmd->name, "invalid size '%s' (e.g. 512M, 2G)", optarg);
+                        break;
+                case 'c':
+                        if (cli_parse_positive(optarg, CLI_MAX_CPUS, &so.cpus) < 0)
+                                return usage_error(cmd->name, "invalid CPU count '%s'", optarg);
+                        break;
+                case 'p':
+                        if (cli_parse_uint(optarg, 1, CLI_MAX_PIDS, &u) < 0)
+                                return usage_error(cmd->name, "invalid pids limit '%s'", optarg);
+                        so.pids = (int64_t)u;
+                        break;
+                case 'e':
+                        if (!cli_env_ok(optarg))
+                                return usage_error(cmd->name, "invalid environment entry '%s' (want K=V)", optarg);
+                        if (nenv >= MAX_ENV)
+                                return usage_error(cmd->name, "more than %d --env entries", MAX_ENV);
+                        env[nenv++] = optarg;
+                        break;
+                case 'n': so.network = true; break;
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        if (nenv)
+                so.env = env;
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        r = space_session_new(&s, cl, &so);
+        if (r < 0) {
+                int e = api_fail(cl, r);
+                space_client_free(cl);
+                return e;
+        }
+        if (json)
+                print_raw_json(space_session_json(s));
+        else
+                printf("%s\n", space_session_id(s));
+        space_session_free(s);
+        space_client_free(cl);
+        return EXIT_SUCCESS;
+}
+
+/* ---- exec ------------------------------------------------------------------------ */
+
+static const struct cmd cmd_exec = { "exec",
+        "Usage: space exec [OPTIONS] ID [--] COMMAND [ARG...]\n"
+        "\n"
+        "Run a command in a sandbox. Its stdout and stderr are streamed to ours as they\n"
+        "come; space exits with the command's exit code, 128+N when signal N killed it,\n"
+        "127 when it could not be started, 1 on other errors.\n"
+        "Our stdin is sent to the command (at most 512 KiB) with -i or when stdin is not a\n"
+        "terminal; use </dev/null to send nothing.\n"
+        "\n"
+        "Options:\n"
+        "  -i, --interactive     send stdin even when it is a terminal\n"
+        "  -w, --cwd DIR         working directory inside the sandbox\n"
+        "  -e, --env K=V         extra environment (repeatable)\n"
+        "      --timeout SEC     kill the command after SEC seconds\n"
+        "  -d, --background      start it in the background, print its pid and return;\n"
+        "                        see its output with 'space logs ID PID'\n"
+        "      --json            with -d: print {\"pid\":N}\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int on_exec_output(void *ud, enum space_stream stream, const void *data, size_t len) {
+        int r = write_all(stream == SPACE_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
+        if (r == -EPIPE)
+                *(bool *)ud = true;
+        return r;
+}
+
+/* Reads all of stdin, at most SPACE_MAX_STDIN bytes. */
+static int read_stdin(struct buf *b) {
+        for (;;) {
+                int r = buf_reserve(b, 16384);
+                if (r < 0)
+                        return r;
+                ssize_t n = read(STDIN_FILENO, b->data + b->len, 16384);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return 0;
+                b->len += (size_t)n;
+        }
+}
+
+static int do_exec(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "interactive", no_argument, NULL, 'i' }, { "cwd", required_argument, NULL, 'w' },
+                { "env", required_argument, NULL, 'e' },   { "timeout", required_argument, NULL, 'T' },
+                { "background", no_argument, NULL, 'd' },  { "detach", no_argument, NULL, 'd' },
+                { "json", no_argument, NULL, 'j' },        COMMON_LONG_OPTS,
+                { 0 },
+        };
+        const struct cmd *cmd = &cmd_exec;
+        struct space_exec_opts eo = { SPACE_EXEC_OPTS_INIT };
+        const char *env[MAX_ENV + 1] = { 0 };
+        size_t nenv = 0;
+        bool interactive = false, json = false;
+        const char *host = NULL;
+        double tmo;
+        int c;
+        start_opts();
+        /* '+': options end at the id, so the command's own options stay its own */
+        while ((c = next_opt(cmd, argc, argv, "+:iw:e:dh", lopts)) != -1) {
+                switch (c) {
+                case 'i': interactive = true; break;
+                case 'w': eo.cwd = optarg; break;
+                case 'e':
+                        if (!cli_env_ok(optarg))
+                                return usage_error(cmd->name, "invalid environment entry '%s' (want K=V)", optarg);
+                        if (nenv >= MAX_ENV)
+                                return usage_error(cmd->name, "more than %d --env entries", MAX_ENV);
+                        env[nenv++] = optarg;
+                        break;
+                case 'T':
+                        if (cli_parse_positive(optarg, CLI_MAX_TIMEOUT_S, &tmo) < 0)
+                                return usage_error(cmd->name, "invalid timeout '%s' (seconds)", optarg);
+                        eo.timeout_ms = (uint64_t)(tmo * 1000);
+                        if (eo.timeout_ms == 0)
+                                eo.timeout_ms = 1;
+                        break;
+                case 'd': eo.background = true; break;
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing sandbox id");
+        const char *id = argv[optind++];
+        if (optind < argc && strcmp(argv[optind], "--") == 0)
+                optind++;
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing command");
+        eo.argv = (const char *const *)&argv[optind];
+        if (nenv)
+                eo.env = env;
+
+        _cleanup_buf_ struct buf in = BUF_INIT(SPACE_MAX_STDIN);
+        if (interactive || (!eo.background && !isatty(STDIN_FILENO))) {
+                int r = read_stdin(&in);
+                if (r == -E2BIG)
+                        return errorf("stdin is larger than %u KiB, the most exec can send; copy big inputs "
+                                      "in with 'space cp'", SPACE_MAX_STDIN >> 10);
+                if (r < 0 && r != -EBADF)
+                        return errorf("reading stdin: %s", strerror(-r));
+                if (in.len > 0) {
+                        eo.stdin_data = in.data;
+                        eo.stdin_len = in.len;
+                }
+        }
+        bool broken_pipe = false;
+        eo.on_output = on_exec_output;
+        eo.userdata = &broken_pipe;
+
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        r = open_session(cl, id, &s);
+        if (r) {
+                space_client_free(cl);
+                return r;
+        }
+        struct space_exec_result res = { 0 };
+        r = space_exec(s, &eo, &res);
+        int status;
+        if (r == -EPIPE && broken_pipe) {
+                status = 128 + SIGPIPE; /* our reader went away, as a shell pipeline would see it */
+        } else if (r < 0) {
+                api_fail(cl, r);
+                status = r == -ENOEXEC ? EXIT_NOT_STARTED : EXIT_FAILURE;
+        } else if (eo.background) {
+                if (json)
+                        printf("{\"pid\":%d}\n", res.pid);
+                else
+                        printf("%d\n", res.pid);
+                status = EXIT_SUCCESS;
+        } else {
+                if (res.timed_out)
+                        errorf("command timed out after %.3g s and was killed", (double)eo.timeout_ms / 1000);
+                status = exit_status_of(&res);
+        }
+        space_session_free(s);
+        space_client_free(cl);
+        return status;
+}
+
+/* ---- logs ------------------------------------------------------------------------ */
+
+static const struct cmd cmd_logs = { "logs",
+        "Usage: space logs [OPTIONS] ID PID\n"
+        "\n"
+        "Print the recorded output of a process (usually one started with 'exec -d'):\n"
+        "stdout to stdout, stderr to stderr.\n"
+        "\n"
+        "Options:\n"
+        "  -f, --follow          keep printing until the process ends, then exit with its\n"
+        "                        status (128+N when killed by signal N)\n"
+        "      --offset N        skip the first N bytes of recorded output\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int parse_pid(const char *s, int *ret) {
+        uint64_t v;
+        if (cli_parse_uint(s, 1, INT_MAX, &v) < 0)
+                return -EINVAL;
+        *ret = (int)v;
+        return 0;
+}
+
+static int do_logs(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "follow", no_argument, NULL, 'f' }, { "offset", required_argument, NULL, 'o' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_logs;
+        struct space_attach_opts ao = { SPACE_ATTACH_OPTS_INIT };
+        const char *host = NULL;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":fh", lopts)) != -1) {
+                switch (c) {
+                case 'f': ao.follow = true; break;
+                case 'o':
+                        if (cli_parse_uint(optarg, 0, UINT64_MAX - 1, &ao.offset) < 0)
+                                return usage_error(cmd->name, "invalid offset '%s'", optarg);
+                        break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (argc - optind < 2)
+                return usage_error(cmd->name, argc - optind == 0 ? "missing sandbox id and pid" : "missing pid");
+        if (argc - optind > 2)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 2]);
+        int pid;
+        if (parse_pid(argv[optind + 1], &pid) < 0)
+                return usage_error(cmd->name, "invalid pid '%s'", argv[optind + 1]);
+        bool broken_pipe = false;
+        ao.on_output = on_exec_output;
+        ao.userdata = &broken_pipe;
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        r = open_session(cl, argv[optind], &s);
+        if (r) {
+                space_client_free(cl);
+                return r;
+        }
+        struct space_exec_result res = { 0 };
+        r = space_attach(s, pid, &ao, &res);
+        int status = EXIT_SUCCESS;
+        if (r == -EPIPE && broken_pipe)
+                status = 128 + SIGPIPE;
+        else if (r < 0)
+                status = api_fail(cl, r);
+        else if (ao.follow && res.exited)
+                status = exit_status_of(&res);
+        space_session_free(s);
+        space_client_free(cl);
+        return status;
+}
+
+/* ---- kill ------------------------------------------------------------------------ */
+
+static const struct cmd cmd_kill = { "kill",
+        "Usage: space kill [OPTIONS] ID PID [SIGNAL]\n"
+        "\n"
+        "Send a signal (default TERM) to a process in a sandbox. SIGNAL is a name (TERM,\n"
+        "SIGKILL, int) or a number.\n"
+        "\n"
+        "Options:\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_kill(int argc, char **argv) {
+        static const struct option lopts[] = { COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_kill;
+        const char *host = NULL;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, "+:h", lopts)) != -1) {
+                switch (c) {
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        int n = argc - optind;
+        if (n < 2)
+                return usage_error(cmd->name, n == 0 ? "missing sandbox id and pid" : "missing pid");
+        if (n > 3)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 3]);
+        int pid, sig = SIGTERM;
+        if (parse_pid(argv[optind + 1], &pid) < 0)
+                return usage_error(cmd->name, "invalid pid '%s'", argv[optind + 1]);
+        if (n == 3) {
+                const char *sname = argv[optind + 2];
+                if (sname[0] == '-')
+                        sname++; /* "-9", "-KILL" like kill(1) */
+                if (cli_parse_signal(sname, &sig) < 0)
+                        return usage_error(cmd->name, "unknown signal '%s'", argv[optind + 2]);
+        }
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        r = open_session(cl, argv[optind], &s);
+        if (r == 0) {
+                int e = space_signal(s, pid, sig);
+                r = e < 0 ? api_fail(cl, e) : EXIT_SUCCESS;
+        }
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+/* ---- ls / ps / inspect / rm ------------------------------------------------------ */
+
+static const struct cmd cmd_ls = { "ls",
+        "Usage: space ls [OPTIONS]\n"
+        "\n"
+        "List the sessions the daemon knows.\n"
+        "\n"
+        "Options:\n"
+        "      --json            print the daemon's JSON ({\"sessions\":[...]})\n"
+        "  -q, --quiet           print ids only\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_ls(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_ls;
+        const char *host = NULL;
+        bool json = false, quiet = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":qh", lopts)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 'q': quiet = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        if (json) {
+                r = get_json_and_print(cl, "/v1/sessions");
+                space_client_free(cl);
+                return r;
+        }
+        struct space_session_info *v = NULL;
+        size_t n = 0;
+        int e = space_session_list(cl, &v, &n);
+        if (e < 0) {
+                r = api_fail(cl, e);
+                space_client_free(cl);
+                return r;
+        }
+        if (!quiet)
+                printf("%-22s %-8s %-12s %-10s %-5s %-6s %s\n", "ID", "STATE", "TEMPLATE", "MEMORY", "CPUS", "PIDS",
+                       "CREATED");
+        for (size_t i = 0; i < n; i++) {
+                if (quiet) {
+                        printf("%s\n", v[i].id);
+                        continue;
+                }
+                char mem[32] = "-", cpus[16] = "-", pids[24] = "-";
+                if (v[i].memory_limit)
+                        cli_format_size(v[i].memory_limit, mem, sizeof mem);
+                if (v[i].cpus > 0)
+                        snprintf(cpus, sizeof cpus, "%g", v[i].cpus);
+                if (v[i].pids_limit > 0)
+                        snprintf(pids, sizeof pids, "%" PRId64, v[i].pids_limit);
+                printf("%-22s %-8s %-12s %-10s %-5s %-6s %s\n", v[i].id, v[i].state, v[i].template_name, mem, cpus,
+                       pids, v[i].created_at);
+        }
+        free(v);
+        space_client_free(cl);
+        return EXIT_SUCCESS;
+}
+
+static const struct cmd cmd_ps = { "ps",
+        "Usage: space ps [OPTIONS] ID\n"
+        "\n"
+        "List the processes a sandbox's init tracks (background ones and their results).\n"
+        "\n"
+        "Options:\n"
+        "      --json            print the daemon's JSON ({\"processes\":[...]})\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_ps(int argc, char **argv) {
+        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_ps;
+        const char *host = NULL;
+        bool json = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing sandbox id");
+        if (optind + 1 < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        r = open_session(cl, argv[optind], &s);
+        if (r) {
+                space_client_free(cl);
+                return r;
+        }
+        if (json) {
+                char path[128];
+                snprintf(path, sizeof path, "/v1/sessions/%s/processes", space_session_id(s));
+                r = get_json_and_print(cl, path);
+        } else {
+                struct space_process *p = NULL;
+                size_t n = 0;
+                int e = space_process_list(s, &p, &n);
+                if (e < 0) {
+                        r = api_fail(cl, e);
+                } else {
+                        printf("%-8s %-14s %-10s %s\n", "PID", "STATUS", "OUTPUT", "COMMAND");
+                        for (size_t i = 0; i < n; i++) {
+                                char st[32], out[32];
+                                const char *sn = cli_signal_name(p[i].signal);
+                                if (p[i].running)
+                                        snprintf(st, sizeof st, "running");
+                                else if (p[i].signal > 0)
+                                        snprintf(st, sizeof st, "killed %s%s", sn ? "SIG" : "", sn ? sn : "");
+                                else if (p[i].has_exit_code)
+                                        snprintf(st, sizeof st, "exited %d", p[i].exit_code);
+                                else
+                                        snprintf(st, sizeof st, "ended");
+                                if (!p[i].running && p[i].signal > 0 && !sn)
+                                        snprintf(st, sizeof st, "killed %d", p[i].signal);
+                                cli_format_size(p[i].output_bytes, out, sizeof out);
+                                printf("%-8d %-14s %-10s", p[i].pid, st, out);
+                                for (char **a = p[i].argv; a && *a; a++)
+                                        printf(" %s", *a);
+                                printf("\n");
+                        }
+                        space_process_list_free(p, n);
+                        r = EXIT_SUCCESS;
+                }
+        }
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+static const struct cmd cmd_inspect = { "inspect",
+        "Usage: space inspect [OPTIONS] ID\n"
+        "\n"
+        "Print a session's object (state, limits, health) as indented JSON.\n"
+        "\n"
+        "Options:\n"
+        "      --json            print it on one line, as the daemon sent it\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_inspect(int argc, char **argv) {
+        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_inspect;
+        const char *host = NULL;
+        bool raw = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'j': raw = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing sandbox id");
+        if (optind + 1 < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        r = open_session(cl, argv[optind], &s);
+        if (r == 0)
+                r = raw ? print_raw_json(space_session_json(s)) : print_pretty_json(space_session_json(s));
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+static const struct cmd cmd_rm = { "rm",
+        "Usage: space rm [OPTIONS] ID...\n"
+        "\n"
+        "Delete sessions: their processes are killed and their files are gone. Prints each\n"
+        "id deleted; goes on past failures and exits 1 if any.\n"
+        "\n"
+        "Options:\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_rm(int argc, char **argv) {
+        static const struct option lopts[] = { COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_rm;
+        const char *host = NULL;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing sandbox id");
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        int status = EXIT_SUCCESS;
+        for (int i = optind; i < argc; i++) {
+                int e = space_session_delete_id(cl, argv[i]);
+                if (e < 0) {
+                        errorf("%s: %s", argv[i], *space_client_last_error(cl) ? space_client_last_error(cl) : space_strerror(e));
+                        status = EXIT_FAILURE;
+                } else {
+                        printf("%s\n", argv[i]);
+                }
+        }
+        space_client_free(cl);
+        return status;
+}
+
+/* ---- cp -------------------------------------------------------------------------- */
+
+static const struct cmd cmd_cp = { "cp",
+        "Usage: space cp [OPTIONS] SRC DST\n"
+        "\n"
+        "Copy files between the host and a sandbox. One side is ID:/absolute/path in the\n"
+        "sandbox, the other a local path; '-' is stdin (as SRC) or stdout (as DST).\n"
+        "A DST that is an existing directory (or ends in '/') gets SRC's name inside it.\n"
+        "Directories are copied recursively (regular files and directories only).\n"
+        "\n"
+        "Options:\n"
+        "  -p, --parents         create missing parent directories in the sandbox\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static const char *base_name(const char *p) {
+        size_t n = strlen(p);
+        while (n > 1 && p[n - 1] == '/')
+                n--;
+        const char *s = p + n;
+        while (s > p && s[-1] != '/')
+                s--;
+        return s;
+}
+
+/* dir + "/" + name without doubled slashes; trailing slashes of name dropped. */
+static int join_path(char *out, size_t n, const char *dir, const char *name) {
+        size_t nl = strlen(name);
+        while (nl > 1 && name[nl - 1] == '/')
+                nl--;
+        size_t dl = strlen(dir);
+        while (dl > 1 && dir[dl - 1] == '/')
+                dl--;
+        int w = snprintf(out, n, "%.*s%s%.*s", (int)dl, dir, dl == 1 && dir[0] == '/' ? "" : "/", (int)nl, name);
+        return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
+}
+
+static int upload_tree(space_client *cl, space_session *s, const char *local, const char *remote, bool parents, int depth);
+
+static int upload_file(space_client *cl, space_session *s, const char *local, const char *remote, bool parents) {
+        _cleanup_close_ int fd = strcmp(local, "-") == 0 ? dup(STDIN_FILENO) : open(local, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errorf("%s: %s", local, strerror(errno));
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return errorf("%s: %s", local, strerror(errno));
+        unsigned mode = S_ISREG(st.st_mode) ? (st.st_mode & 07777) : 0644;
+        int r = space_file_upload_fd(s, remote, fd, mode, parents, NULL);
+        if (r < 0)
+                return api_fail(cl, r);
+        return 0;
+}
+
+static int upload_tree(space_client *cl, space_session *s, const char *local, const char *remote, bool parents, int depth) {
+        if (depth > MAX_CP_DEPTH)
+                return errorf("%s: directories nested deeper than %d", local, MAX_CP_DEPTH);
+        if (strcmp(local, "-") == 0)
+                return upload_file(cl, s, local, remote, parents);
+        struct stat st;
+        if (stat(local, &st) < 0)
+                return errorf("%s: %s", local, strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+                return upload_file(cl, s, local, remote, parents);
+        int r = space_file_mkdir(s, remote, parents);
+        if (r < 0 && r != -EEXIST)
+                return api_fail(cl, r);
+        _cleanup_closedir_ DIR *d = opendir(local);
+        if (!d)
+                return errorf("%s: %s", local, strerror(errno));
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                char lp[PATH_MAX], rp[PATH_MAX];
+                if (join_path(lp, sizeof lp, local, de->d_name) < 0 || join_path(rp, sizeof rp, remote, de->d_name) < 0)
+                        return errorf("%s/%s: path too long", local, de->d_name);
+                struct stat est;
+                if (lstat(lp, &est) < 0)
+                        return errorf("%s: %s", lp, strerror(errno));
+                if (!S_ISDIR(est.st_mode) && !S_ISREG(est.st_mode)) {
+                        fprintf(stderr, "space: skipping %s: not a regular file or directory\n", lp);
+                        continue;
+                }
+                r = upload_tree(cl, s, lp, rp, false, depth + 1);
+                if (r)
+                        return r;
+        }
+        return 0;
+}
+
+static int download_file(space_client *cl, space_session *s, const char *remote, const char *local, unsigned mode) {
+        if (strcmp(local, "-") == 0) {
+                int r = space_file_download_fd(s, remote, STDOUT_FILENO, NULL);
+                return r < 0 ? api_fail(cl, r) : 0;
+        }
+        /* into a temporary beside the target, renamed on success: a failed copy leaves
+         * no half-written file behind */
+        char tmp[PATH_MAX];
+        if (snprintf(tmp, sizeof tmp, "%s.space-cp-%d", local, (int)getpid()) >= (int)sizeof tmp)
+                return errorf("%s: path too long", local);
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode ? mode & 0777 : 0644);
+        if (fd < 0)
+                return errorf("%s: %s", local, strerror(errno));
+        int r = space_file_download_fd(s, remote, fd, NULL);
+        if (r < 0) {
+                unlink(tmp);
+                return api_fail(cl, r);
+        }
+        if (close(TAKE_FD(fd)) < 0 || rename(tmp, local) < 0) {
+                int e = errno;
+                unlink(tmp);
+                return errorf("%s: %s", local, strerror(e));
+        }
+        return 0;
+}
+
+static int download_tree(space_client *cl, space_session *s, const char *remote, const struct space_stat *rst,
+                         const char *local, int depth) {
+        if (depth > MAX_CP_DEPTH)
+                return errorf("%s: directories nested deeper than %d", remote, MAX_CP_DEPTH);
+        if (strcmp(rst->type, "dir") != 0 && strcmp(rst->type, "directory") != 0)
+                return download_file(cl, s, remote, local, rst->mode);
+        if (strcmp(local, "-") == 0)
+                return errorf("%s is a directory; it can't go to stdout", remote);
+        if (mkdir(local, 0755) < 0 && errno != EEXIST)
+                return errorf("%s: %s", local, strerror(errno));
+        struct space_dirent *ents = NULL;
+        size_t n = 0;
+        int r = space_file_list(s, remote, &ents, &n);
+        if (r < 0)
+                return api_fail(cl, r);
+        int status = 0;
+        for (size_t i = 0; i < n && !status; i++) {
+                char lp[PATH_MAX], rp[PATH_MAX];
+                if (strcmp(ents[i].name, ".") == 0 || strcmp(ents[i].name, "..") == 0 || strchr(ents[i].name, '/'))
+                        continue;
+                if (join_path(lp, sizeof lp, local, ents[i].name) < 0 || join_path(rp, sizeof rp, remote, ents[i].name) < 0) {
+                        status = errorf("%s/%s: path too long", remote, ents[i].name);
+                        break;
+                }
+                const char *t = ents[i].st.type;
+                if (strcmp(t, "file") != 0 && strcmp(t, "dir") != 0 && strcmp(t, "directory") != 0 &&
+                    strcmp(t, "regular") != 0) {
+                        fprintf(stderr, "space: skipping %s: not a regular file or directory\n", rp);
+                        continue;
+                }
+                status = download_tree(cl, s, rp, &ents[i].st, lp, depth + 1);
+        }
+        free(ents);
+        return status;
+}
+
+static int do_cp(int argc, char **argv) {
+        static const struct option lopts[] = { { "parents", no_argument, NULL, 'p' }, COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_cp;
+        const char *host = NULL;
+        bool parents = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":ph", lopts)) != -1) {
+                switch (c) {
+                case 'p': parents = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (argc - optind < 2)
+                return usage_error(cmd->name, argc - optind == 0 ? "missing source and destination" : "missing destination");
+        if (argc - optind > 2)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 2]);
+        struct cli_cp_arg src, dst;
+        if (cli_parse_cp_arg(argv[optind], &src) < 0)
+                return usage_error(cmd->name, "'%s': a sandbox path must be ID:/absolute/path", argv[optind]);
+        if (cli_parse_cp_arg(argv[optind + 1], &dst) < 0)
+                return usage_error(cmd->name, "'%s': a sandbox path must be ID:/absolute/path", argv[optind + 1]);
+        if (src.remote == dst.remote)
+                return usage_error(cmd->name, src.remote ? "copying between sandboxes is not supported"
+                                                         : "one side must be a sandbox path (ID:/path)");
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        r = open_session(cl, src.remote ? src.id : dst.id, &s);
+        if (r) {
+                space_client_free(cl);
+                return r;
+        }
+        char target[PATH_MAX];
+        if (src.remote) {
+                struct space_stat rst;
+                int e = space_file_stat(s, src.path, &rst);
+                if (e < 0) {
+                        r = api_fail(cl, e);
+                        goto out;
+                }
+                struct stat lst;
+                const char *local = dst.path;
+                size_t dl = strlen(local);
+                if (strcmp(local, "-") != 0 && ((stat(local, &lst) == 0 && S_ISDIR(lst.st_mode)) || local[dl - 1] == '/')) {
+                        if (join_path(target, sizeof target, local, base_name(src.path)) < 0) {
+                                r = errorf("%s: path too long", local);
+                                goto out;
+                        }
+                        local = target;
+                }
+                r = download_tree(cl, s, src.path, &rst, local, 0);
+        } else {
+                const char *remote = dst.path;
+                size_t rl = strlen(remote);
+                bool into = remote[rl - 1] == '/';
+                if (!into && strcmp(src.path, "-") != 0) {
+                        struct space_stat rst;
+                        if (space_file_stat(s, remote, &rst) == 0 &&
+                            (strcmp(rst.type, "dir") == 0 || strcmp(rst.type, "directory") == 0))
+                                into = true;
+                }
+                if (into) {
+                        if (strcmp(src.path, "-") == 0) {
+                                r = usage_error(cmd->name, "copying stdin needs a file name, not a directory");
+                                goto out;
+                        }
+                        if (join_path(target, sizeof target, remote, base_name(src.path)) < 0) {
+                                r = errorf("%s: path too long", remote);
+                                goto out;
+                        }
+                        remote = target;
+                }
+                struct stat lst;
+                if (strcmp(src.path, "-") != 0 && stat(src.path, &lst) < 0) {
+                        r = errorf("%s: %s", src.path, strerror(errno));
+                        goto out;
+                }
+                r = upload_tree(cl, s, src.path, remote, parents, 0);
+        }
+out:
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+/* ---- templates ------------------------------------------------------------------- */
+
+static const struct cmd cmd_template = { "template",
+        "Usage: space template COMMAND ...\n"
+        "\n"
+        "Manage the templates sandboxes start from.\n"
+        "\n"
+        "Commands:\n"
+        "  build NAME (--from-dir DIR | --from-tar FILE | --debootstrap SUITE [--packages a,b])\n"
+        "  ls [--json]\n"
+        "  rm NAME\n"
+        "\n"
+        "Run 'space template COMMAND --help' for details.\n" };
+
+static const struct cmd cmd_template_build = { "template build",
+        "Usage: space template build [OPTIONS] NAME (--from-dir DIR | --from-tar FILE |\n"
+        "                            --debootstrap SUITE [--packages a,b])\n"
+        "\n"
+        "Build a template on the daemon's host from a directory, a tar file, or a Debian\n"
+        "suite through debootstrap (the daemon caches debootstrap output). Progress lines\n"
+        "go to stdout; the last line names the template and its size.\n"
+        "Paths are read by the daemon; relative ones are made absolute here first.\n"
+        "\n"
+        "Options:\n"
+        "      --from-dir DIR        copy this directory tree\n"
+        "      --from-tar FILE       unpack this tar file\n"
+        "      --debootstrap SUITE   install Debian SUITE (e.g. bookworm), minbase variant\n"
+        "      --packages a,b        extra packages for --debootstrap\n"
+        "      --json                print the template object at the end (progress to stderr)\n"
+        "      --host ADDR           daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help                show this help\n" };
+
+static const struct cmd cmd_template_ls = { "template ls",
+        "Usage: space template ls [OPTIONS]\n"
+        "\n"
+        "List the templates on the daemon's host.\n"
+        "\n"
+        "Options:\n"
+        "      --json            print the daemon's JSON ({\"templates\":[...]})\n"
+        "  -q, --quiet           print names only\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static const struct cmd cmd_template_rm = { "template rm",
+        "Usage: space template rm [OPTIONS] NAME...\n"
+        "\n"
+        "Delete templates. A template a session still uses can't be deleted.\n"
+        "\n"
+        "Options:\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static void on_progress(void *ud, const char *msg) {
+        FILE *f = ud;
+        fprintf(f, "%s\n", msg);
+        fflush(f);
+}
+
+static int do_template_build(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "from-dir", required_argument, NULL, 'D' }, { "from-tar", required_argument, NULL, 'T' },
+                { "debootstrap", required_argument, NULL, 'B' }, { "packages", required_argument, NULL, 'P' },
+                { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_template_build;
+        struct space_template_build_opts bo = { SPACE_TEMPLATE_BUILD_OPTS_INIT };
+        const char *host = NULL, *packages = NULL;
+        bool json = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'D': bo.from_dir = optarg; break;
+                case 'T': bo.from_tar = optarg; break;
+                case 'B': bo.debootstrap_suite = optarg; break;
+                case 'P': packages = optarg; break;
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing template name");
+        if (optind + 1 < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        bo.name = argv[optind];
+        int sources = !!bo.from_dir + !!bo.from_tar + !!bo.debootstrap_suite;
+        if (sources != 1)
+                return usage_error(cmd->name, "give exactly one of --from-dir, --from-tar, --debootstrap");
+        if (packages && !bo.debootstrap_suite)
+                return usage_error(cmd->name, "--packages goes with --debootstrap");
+        char abs[PATH_MAX];
+        const char **rel = bo.from_dir ? &bo.from_dir : bo.from_tar ? &bo.from_tar : NULL;
+        if (rel && (*rel)[0] != '/') {
+                if (!realpath(*rel, abs))
+                        return errorf("%s: %s", *rel, strerror(errno));
+                *rel = abs;
+        }
+        _cleanup_free_ char **pkgs = NULL;
+        if (packages) {
+                if (cli_split_list(packages, &pkgs) < 0)
+                        return errorf("out of memory");
+                bo.packages = (const char *const *)pkgs;
+        }
+        bo.on_progress = on_progress;
+        bo.userdata = json ? stderr : stdout;
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        struct space_template_info info;
+        int e = space_template_build(cl, &bo, &info);
+        if (e < 0) {
+                r = api_fail(cl, e);
+        } else if (json) {
+                printf("{\"name\":\"%s\",\"size_bytes\":%" PRIu64 "}\n", info.name, info.size_bytes);
+        } else {
+                char size[32];
+                cli_format_size(info.size_bytes, size, sizeof size);
+                printf("template %s ready (%s)\n", info.name[0] ? info.name : bo.name, size);
+        }
+        space_client_free(cl);
+        return r;
+}
+
+static int do_template_ls(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_template_ls;
+        const char *host = NULL;
+        bool json = false, quiet = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":qh", lopts)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 'q': quiet = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        if (json) {
+                r = get_json_and_print(cl, "/v1/templates");
+                space_client_free(cl);
+                return r;
+        }
+        struct space_template_info *v = NULL;
+        size_t n = 0;
+        int e = space_template_list(cl, &v, &n);
+        if (e < 0) {
+                r = api_fail(cl, e);
+                space_client_free(cl);
+                return r;
+        }
+        if (!quiet)
+                printf("%-24s %-10s %s\n", "NAME", "SIZE", "CREATED");
+        for (size_t i = 0; i < n; i++) {
+                if (quiet) {
+                        printf("%s\n", v[i].name);
+                        continue;
+                }
+                char size[32];
+                cli_format_size(v[i].size_bytes, size, sizeof size);
+                printf("%-24s %-10s %s\n", v[i].name, size, v[i].created_at);
+        }
+        free(v);
+        space_client_free(cl);
+        return EXIT_SUCCESS;
+}
+
+static int do_template_rm(int argc, char **argv) {
+        static const struct option lopts[] = { COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_template_rm;
+        const char *host = NULL;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing template name");
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        int status = EXIT_SUCCESS;
+        for (int i = optind; i < argc; i++) {
+                int e = space_template_delete(cl, argv[i]);
+                if (e < 0) {
+                        errorf("%s: %s", argv[i], *space_client_last_error(cl) ? space_client_last_error(cl) : space_strerror(e));
+                        status = EXIT_FAILURE;
+                } else {
+                        printf("%s\n", argv[i]);
+                }
+        }
+        space_client_free(cl);
+        return status;
+}
+
+/* ---- health ---------------------------------------------------------------------- */
+
+static const struct cmd cmd_health = { "health",
+        "Usage: space health [OPTIONS]\n"
+        "\n"
+        "Ask the daemon whether it is up; prints its health object. Exit 1 if unreachable.\n"
+        "\n"
+        "Options:\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_health(int argc, char **argv) {
+        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_health;
+        const char *host = NULL;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'j': break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        r = get_json_and_print(cl, "/v1/health");
+        space_client_free(cl);
+        return r;
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
+
+static const char main_help[] =
+        "Usage: space [--host ADDR] COMMAND [ARGS...]\n"
+        "\n"
+        "Client of spaced, the SPACE sandbox daemon.\n"
+        "\n"
+        "Commands:\n"
+        "  create      create a sandbox session, print its id\n"
+        "  exec        run a command in a sandbox, streaming its output\n"
+        "  cp          copy files between the host and a sandbox\n"
+        "  ls          list sessions\n"
+        "  ps          list a sandbox's processes\n"
+        "  logs        print (or follow) a background process's output\n"
+        "  kill        signal a process in a sandbox\n"
+        "  inspect     show a session's details\n"
+        "  rm          delete sessions\n"
+        "  template    build, list and delete templates\n"
+        "  health      check that the daemon answers\n"
+        "\n"
+        "The daemon is found at --host ADDR, else $SPACE_HOST, else the Unix socket\n"
+        "$SPACE_DATA/spaced.sock ($SPACE_DATA defaults to /var/lib/space). ADDR is\n"
+        "unix:/path, /path, tcp://host:port or host:port.\n"
+        "Run 'space COMMAND --help' for a command's options.\n";
+
+struct entry {
+        const char *name;
+        int (*fn)(int argc, char **argv);
+};
+
+static const struct entry commands[] = {
+        { "create", do_create }, { "exec", do_exec }, { "cp", do_cp },           { "ls", do_ls },
+        { "list", do_ls },       { "ps", do_ps },     { "logs", do_logs },       { "kill", do_kill },
+        { "inspect", do_inspect }, { "rm", do_rm },   { "health", do_health },
+};
+
+static const struct entry template_commands[] = {
+        { "build", do_template_build }, { "ls", do_template_ls }, { "list", do_template_ls }, { "rm", do_template_rm },
+};
+
+static int do_template(int argc, char **argv) {
+        if (argc < 2)
+                return usage_error("template", "missing command (build, ls, rm)");
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)
+                return show_help(&cmd_template);
+        for (size_t i = 0; i < ELEMENTSOF(template_commands); i++)
+                if (strcmp(argv[1], template_commands[i].name) == 0)
+                        return template_commands[i].fn(argc - 1, argv + 1);
+        return usage_error("template", "unknown command '%s'", argv[1]);
+}
+
+static const struct cmd *help_of(const char *name) {
+        static const struct {
+                const char *name;
+                const struct cmd *cmd;
+        } map[] = {
+                { "create", &cmd_create }, { "exec", &cmd_exec },   { "cp", &cmd_cp },           { "ls", &cmd_ls },
+                { "ps", &cmd_ps },         { "logs", &cmd_logs },   { "kill", &cmd_kill },       { "inspect", &cmd_inspect },
+                { "rm", &cmd_rm },         { "health", &cmd_health }, { "template", &cmd_template },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(map); i++)
+                if (strcmp(name, map[i].name) == 0)
+                        return map[i].cmd;
+        return NULL;
+}
+
+int main(int argc, char **argv) {
+        /* A closed stdout pipe shows up as EPIPE from write(), handled where we write. */
+        signal(SIGPIPE, SIG_IGN);
+        static const struct option lopts[] = {
+                { "help", no_argument, NULL, 'h' }, { "host", required_argument, NULL, 'H' },
+                { "version", no_argument, NULL, 'V' }, { 0 },
+        };
+        int c;
+        start_opts();
+        while ((c = getopt_long(argc, argv, "+:h", lopts, NULL)) != -1) {
+                switch (c) {
+                case 'h': fputs(main_help, stdout); return EXIT_SUCCESS;
+                case 'H': g_host = optarg; break;
+                case 'V': printf("space 0.1\n"); return EXIT_SUCCESS;
+                case ':':
+                        fprintf(stderr, "space: option '%s' needs a value\nTry 'space --help'.\n", argv[optind - 1]);
+                        return EXIT_USAGE;
+                default:
+                        fprintf(stderr, "space: unknown option '%s'\nTry 'space --help'.\n", argv[optind - 1]);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc) {
+                fputs(main_help, stderr);
+                return EXIT_USAGE;
+        }
+        const char *name = argv[optind];
+        int sub_argc = argc - optind;
+        char **sub_argv = argv + optind;
+        if (strcmp(name, "help") == 0) {
+                if (sub_argc < 2) {
+                        fputs(main_help, stdout);
+                        return EXIT_SUCCESS;
+                }
+                if (strcmp(sub_argv[1], "template") == 0 && sub_argc >= 3) {
+                        char *av[] = { (char *)"template", sub_argv[2], (char *)"--help", NULL };
+                        return do_template(3, av);
+                }
+                const struct cmd *h = help_of(sub_argv[1]);
+                if (!h) {
+                        fprintf(stderr, "space: unknown command '%s'\nTry 'space --help'.\n", sub_argv[1]);
+                        return EXIT_USAGE;
+                }
+                return show_help(h);
+        }
+        if (strcmp(name, "template") == 0)
+                return do_template(sub_argc, sub_argv);
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                if (strcmp(name, commands[i].name) == 0) {
+                        int r = commands[i].fn(sub_argc, sub_argv);
+                        if (fflush(stdout) != 0 && r == EXIT_SUCCESS)
+                                r = EXIT_FAILURE;
+                        return r;
+                }
+        fprintf(stderr, "space: unknown command '%s'\nTry 'space --help'.\n", name);
+        return EXIT_USAGE;
+}
