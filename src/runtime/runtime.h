@@ -62,3 +62,10 @@ extern const struct runtime_ops rt_ns_ops;
 
 /* NULL if no driver has that name. */
 const struct runtime_ops *runtime_find(const char *name);
+
+/* What the last failing runtime call on this thread did wrong, for humans: "ns: mount
+ * /proc: Operation not permitted". "" when none. Set next to a negative errno return;
+ * valid until the next runtime call on the same thread. */
+const char *runtime_last_error(void);
+/* For drivers: records that message (printf-style). */
+void runtime_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

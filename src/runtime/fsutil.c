@@ -1,0 +1,140 @@
+/* File helpers for the runtime: control-file read/write, mkdir -p and a careful rm -rf
+ * (openat + O_NOFOLLOW all the way down, stops at mount points). */
+#include "runtime/fsutil.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "common/macros.h"
+
+int rt_write_file(const char *path, const char *s) {
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        size_t n = strlen(s);
+        ssize_t w = write(fd, s, n);
+        if (w < 0)
+                return -errno;
+        if ((size_t)w != n)
+                return -EIO;
+        return 0;
+}
+
+ssize_t rt_read_file(const char *path, char *buf, size_t size) {
+        if (size == 0 || size > RT_FILE_MAX)
+                return -EINVAL;
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        size_t len = 0;
+        while (len < size - 1) {
+                ssize_t r = read(fd, buf + len, size - 1 - len);
+                if (r < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (r == 0)
+                        break;
+                len += (size_t)r;
+        }
+        buf[len] = 0;
+        return (ssize_t)len;
+}
+
+int rt_mkdir_p(const char *path, mode_t mode) {
+        if (!path || !*path)
+                return -EINVAL;
+        size_t n = strlen(path);
+        if (n >= 4096)
+                return -ENAMETOOLONG;
+        char tmp[4096];
+        memcpy(tmp, path, n + 1);
+        for (char *p = tmp + 1;; p++) {
+                if (*p == '/' || *p == 0) {
+                        char c = *p;
+                        *p = 0;
+                        if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+                                return -errno;
+                        *p = c;
+                        if (c == 0)
+                                break;
+                }
+        }
+        struct stat st;
+        if (stat(path, &st) < 0)
+                return -errno;
+        return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+/* Depth bound: a tree deeper than this is refused rather than exhausting the stack. */
+#define RM_MAX_DEPTH 256
+
+static int rm_children(int dfd, dev_t dev, unsigned depth) {
+        if (depth > RM_MAX_DEPTH)
+                return -ELOOP;
+        int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+        if (dup_fd < 0)
+                return -errno;
+        _cleanup_closedir_ DIR *d = fdopendir(dup_fd);
+        if (!d) {
+                int r = -errno;
+                close(dup_fd);
+                return r;
+        }
+        int ret = 0;
+        struct dirent *de;
+        while ((errno = 0, de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                struct stat st;
+                if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno != ENOENT && ret == 0)
+                                ret = -errno;
+                        continue;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        if (st.st_dev != dev) { /* a mount point: never descend */
+                                if (ret == 0)
+                                        ret = -EBUSY;
+                                continue;
+                        }
+                        _cleanup_close_ int sub = openat(dfd, de->d_name,
+                                                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub < 0) {
+                                if (ret == 0)
+                                        ret = -errno;
+                                continue;
+                        }
+                        int r = rm_children(sub, dev, depth + 1);
+                        if (r < 0 && ret == 0)
+                                ret = r;
+                        if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0 && ret == 0)
+                                ret = -errno;
+                } else if (unlinkat(dfd, de->d_name, 0) < 0 && errno != ENOENT && ret == 0) {
+                        ret = -errno;
+                }
+        }
+        if (errno != 0 && ret == 0)
+                ret = -errno;
+        return ret;
+}
+
+int rt_rm_rf_at(int dfd, const char *name) {
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+        _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = rm_children(fd, st.st_dev, 0);
+        if (r < 0)
+                return r;
+        return unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+int rt_rm_rf(const char *path) {
+        return rt_rm_rf_at(AT_FDCWD, path);
+}

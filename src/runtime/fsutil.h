@@ -1,0 +1,20 @@
+/* Small file helpers shared by the runtime pieces (cgroup files, template trees, run
+ * dirs). Every function returns 0 or a negative errno and never follows a symlink it
+ * was not asked to. */
+#pragma once
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Longest control-file content rt_read_file reads (cgroup files are small). */
+#define RT_FILE_MAX (64u << 10)
+
+/* Writes s to an existing file (O_TRUNC, no O_CREAT: kernel control files exist or not). */
+int rt_write_file(const char *path, const char *s);
+/* Reads at most size-1 bytes and NUL-terminates; returns the length read. */
+ssize_t rt_read_file(const char *path, char *buf, size_t size);
+/* Like mkdir -p; existing directories are fine. */
+int rt_mkdir_p(const char *path, mode_t mode);
+/* Removes a tree without following symlinks or crossing into other mounts. */
+int rt_rm_rf(const char *path);
+/* Same, for the entry name under the open directory dfd. */
+int rt_rm_rf_at(int dfd, const char *name);

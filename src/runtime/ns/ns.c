@@ -1,0 +1,719 @@
+/* The `ns` runtime driver: a sandbox is a process tree in new user, pid, mount, net, ipc,
+ * uts and cgroup namespaces, on an overlayfs root, in its own cgroup(s), with a reduced
+ * capability set, no_new_privs and a seccomp filter. See docs/runtime-ns.md.
+ * Everything privileged happens in create (parent side) and ns_child (between clone and
+ * exec); the rest only reads cgroup files and signals. */
+#include "runtime/runtime.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <linux/capability.h>
+#include <linux/sched.h>
+#include "common/macros.h"
+#include "runtime/cgroup.h"
+#include "runtime/mount.h"
+#include "runtime/seccomp.h"
+
+/* Driver defaults when rt_limits leaves a field 0, and the bounds of what a caller may ask. */
+#define RT_NS_DEFAULT_MEMORY (512ull << 20)
+#define RT_NS_DEFAULT_PIDS 512u
+#define RT_NS_DEFAULT_NOFILE 4096u
+#define RT_NS_MIN_MEMORY (8ull << 20)
+#define RT_NS_MAX_PIDS (1u << 22)
+#define RT_NS_MAX_NOFILE (1u << 20)
+#define RT_NS_MAX_ID 64           /* also a hostname: HOST_NAME_MAX is 64 */
+#define RT_NS_MAX_PATH 4000
+#define RT_NS_SETUP_TIMEOUT_MS 10000
+#define RT_NS_KILL_TIMEOUT_MS 10000
+#define RT_NS_INIT_FD 3           /* space-init finds its socket here (SPACE_INIT_FD) */
+#define RT_NS_CHILD_FD_BASE 10    /* child moves the fds it needs above 0..3 first */
+
+struct rt_sandbox {
+        char *id;
+        char *rootfs;          /* run_dir/rootfs: the overlay, mounted on the host */
+        bool mounted;
+        struct rt_cgroup *cg;
+        int sock;              /* our end of the space-init socket */
+        int pidfd;
+        pid_t pid;
+        bool reaped;
+        int status;            /* wait status once reaped */
+};
+
+/* Everything the child needs, prepared before clone: the child must not allocate (the
+ * parent may be multi-threaded and another thread may hold the malloc lock). */
+struct child_args {
+        const char *rootfs;
+        const char *hostname;
+        struct rt_mount_cfg mcfg;
+        int go_fd, err_fd, sock_fd, exe_fd;
+        rlim_t nofile;
+        const struct rt_seccomp_prog *seccomp;
+        char *const *argv;
+        char *const *envp;
+};
+
+struct child_err {
+        int err;
+        char step[60];
+};
+
+/* Capabilities root keeps inside its namespace: what a package manager and ordinary
+ * admin work need (own files, switch users, bind low ports, chroot). Everything else,
+ * CAP_SYS_ADMIN (mount, new namespaces), CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_PTRACE
+ * (ptrace of own children needs none), CAP_MKNOD, ..., is dropped from the bounding set. */
+static const int keep_caps[] = {
+        CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID, CAP_KILL,
+        CAP_SETGID, CAP_SETUID, CAP_SETPCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
+        CAP_AUDIT_WRITE, CAP_SETFCAP,
+};
+
+/* ---------------- host-level state ---------------- */
+
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static int host_err;
+static const char *host_err_step;
+static struct rt_seccomp_prog seccomp_prog;
+
+static void host_setup(void) {
+        int r = rt_cgroup_host_init(NULL);
+        if (r < 0) {
+                host_err = r;
+                host_err_step = "cgroup host init";
+                return;
+        }
+        r = rt_seccomp_build(RT_SECCOMP_DENYLIST, &seccomp_prog);
+        if (r < 0) {
+                host_err = r;
+                host_err_step = "build seccomp filter";
+        }
+}
+
+static int ensure_host(void) {
+        pthread_once(&host_once, host_setup);
+        if (host_err < 0)
+                runtime_set_error("ns: %s: %s", host_err_step, strerror(-host_err));
+        return host_err;
+}
+
+static int ns_host_init(const char *data_dir) {
+        return ensure_host();
+}
+
+/* ---------------- child side ---------------- */
+
+_noreturn_ static void child_fail(const struct child_args *a, const char *step, int err) {
+        struct child_err e = { .err = err > 0 ? err : EIO };
+        strncpy(e.step, step, sizeof e.step - 1);
+        ssize_t w _unused_ = write(a->err_fd, &e, sizeof e);
+        _exit(127);
+}
+
+static int move_high(int fd) {
+        return fcntl(fd, F_DUPFD_CLOEXEC, RT_NS_CHILD_FD_BASE);
+}
+
+static int loopback_up(void) {
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return -errno;
+        struct ifreq ifr = { 0 };
+        strcpy(ifr.ifr_name, "lo");
+        int r = 0;
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+                r = -errno;
+        else {
+                ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+                if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                        r = -errno;
+        }
+        close(s);
+        return r;
+}
+
+static int drop_caps(void) {
+        uint64_t keep = 0;
+        for (size_t i = 0; i < ELEMENTSOF(keep_caps); i++)
+                keep |= 1ull << keep_caps[i];
+        for (int c = 0; c <= 63; c++) {
+                if (keep & (1ull << c))
+                        continue;
+                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+                        if (errno == EINVAL) /* past the kernel's last capability */
+                                break;
+                        return -errno;
+                }
+        }
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+                return -errno;
+        /* Inheritable cleared so nothing survives exec outside the bounding set rules. */
+        struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+        struct __user_cap_data_struct d[2] = {
+                { .effective = (uint32_t)keep, .permitted = (uint32_t)keep, .inheritable = 0 },
+                { .effective = (uint32_t)(keep >> 32), .permitted = (uint32_t)(keep >> 32), .inheritable = 0 },
+        };
+        if (syscall(SYS_capset, &h, d) < 0)
+                return -errno;
+        return 0;
+}
+
+_noreturn_ static void ns_child(const struct child_args *in) {
+        struct child_args a = *in;
+        const char *step = "start";
+        int r;
+
+        /* The daemon may ignore or block signals (SIGPIPE, signalfd); init must start
+         * with a clean slate, and both survive exec. */
+        sigset_t all;
+        sigemptyset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL);
+        for (int s = 1; s < NSIG; s++)
+                if (s != SIGKILL && s != SIGSTOP)
+                        signal(s, SIG_DFL);
+        umask(022);
+
+        /* Out of the way of 0..3, which get the socket and /dev/null at the end. */
+        if ((a.err_fd = move_high(a.err_fd)) < 0)
+                _exit(126);
+        if ((a.go_fd = move_high(a.go_fd)) < 0 || (a.sock_fd = move_high(a.sock_fd)) < 0 ||
+            (a.exe_fd = move_high(a.exe_fd)) < 0)
+                child_fail(&a, "move fds", errno);
+
+        /* Wait until the parent wrote our id maps and put us into the cgroups. EOF: the
+         * parent gave up (or died); leave without a word. */
+        char go;
+        do
+                r = (int)read(a.go_fd, &go, 1);
+        while (r < 0 && errno == EINTR);
+        if (r != 1)
+                _exit(1);
+        close(a.go_fd);
+
+        /* Still the host's root uid here: reach the rootfs path through the host's
+         * directories before becoming an unprivileged uid. The bind makes the root a
+         * mount of this namespace (the copied overlay mount is locked; pivot_root
+         * refuses locked mounts). */
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                child_fail(&a, "make mounts private", errno);
+        if (mount(a.rootfs, a.rootfs, NULL, MS_BIND | MS_REC, NULL) < 0)
+                child_fail(&a, "bind rootfs", errno);
+        if (chdir(a.rootfs) < 0)
+                child_fail(&a, "chdir rootfs", errno);
+
+        if (setresgid(0, 0, 0) < 0)
+                child_fail(&a, "setresgid", errno);
+        if (setgroups(0, NULL) < 0)
+                child_fail(&a, "setgroups", errno);
+        if (setresuid(0, 0, 0) < 0)
+                child_fail(&a, "setresuid", errno);
+        /* After the parent moved us into our cgroup: that group becomes our cgroup root. */
+        if (unshare(CLONE_NEWCGROUP) < 0)
+                child_fail(&a, "unshare cgroup namespace", errno);
+
+        r = rt_mount_setup_root(&a.mcfg, &step);
+        if (r < 0)
+                child_fail(&a, step, -r);
+        r = rt_mount_pivot(&step);
+        if (r < 0)
+                child_fail(&a, step, -r);
+
+        if (sethostname(a.hostname, strlen(a.hostname)) < 0)
+                child_fail(&a, "sethostname", errno);
+        r = loopback_up();
+        if (r < 0)
+                child_fail(&a, "bring up lo", -r);
+        struct rlimit rl = { a.nofile, a.nofile };
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                child_fail(&a, "setrlimit NOFILE", errno);
+
+        int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null_fd < 0)
+                child_fail(&a, "open /dev/null", errno);
+        if (dup3(a.sock_fd, RT_NS_INIT_FD, 0) < 0)
+                child_fail(&a, "dup init socket", errno);
+        for (int fd = 0; fd <= 2; fd++)
+                if (dup3(null_fd, fd, 0) < 0)
+                        child_fail(&a, "dup stdio", errno);
+        /* Whatever else the daemon had open (its other threads do not all use CLOEXEC)
+         * disappears at exec; the error pipe stays usable until then. */
+        if (close_range(RT_NS_INIT_FD + 1, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
+                child_fail(&a, "close_range", errno);
+
+        r = drop_caps();
+        if (r < 0)
+                child_fail(&a, "drop capabilities", -r);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                child_fail(&a, "no_new_privs", errno);
+        r = rt_seccomp_load(a.seccomp);
+        if (r < 0)
+                child_fail(&a, "load seccomp filter", -r);
+
+        syscall(SYS_execveat, a.exe_fd, "", a.argv, a.envp, AT_EMPTY_PATH);
+        child_fail(&a, "execveat space-init", errno);
+}
+
+/* ---------------- parent side ---------------- */
+
+static bool id_valid(const char *id) {
+        size_t n = id ? strlen(id) : 0;
+        if (n == 0 || n > RT_NS_MAX_ID || id[0] == '-' || id[0] == '.')
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = id[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '_' || c == '-'))
+                        return false;
+        }
+        return true;
+}
+
+static bool path_valid(const char *p) {
+        return p && p[0] == '/' && strlen(p) < RT_NS_MAX_PATH;
+}
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int write_id_map(pid_t pid, const char *file) {
+        char path[64], map[64];
+        snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+        snprintf(map, sizeof map, "0 %u %u\n", RT_ID_BASE, RT_ID_COUNT);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = write(fd, map, strlen(map));
+        if (n < 0)
+                return -errno;
+        return (size_t)n == strlen(map) ? 0 : -EIO;
+}
+
+/* The merged root directory takes owner and mode from the upper layer's root: give it
+ * those of the template's root (owned by RT_ID_BASE), or root inside could not create
+ * anything in "/". */
+static int match_upper_root(const char *lower_dirs, const char *upper) {
+        char top[RT_NS_MAX_PATH];
+        size_t n = strcspn(lower_dirs, ":");
+        if (n >= sizeof top)
+                return -ENAMETOOLONG;
+        memcpy(top, lower_dirs, n);
+        top[n] = 0;
+        struct stat st, ust;
+        if (stat(top, &st) < 0 || stat(upper, &ust) < 0)
+                return -errno;
+        if ((ust.st_uid != st.st_uid || ust.st_gid != st.st_gid) && chown(upper, st.st_uid, st.st_gid) < 0)
+                return -errno;
+        if ((ust.st_mode & 07777) != (st.st_mode & 07777) && chmod(upper, st.st_mode & 07777) < 0)
+                return -errno;
+        return 0;
+}
+
+static int si_to_status(const siginfo_t *si) {
+        switch (si->si_code) {
+        case CLD_EXITED:
+                return (si->si_status & 0xff) << 8;
+        case CLD_KILLED:
+                return si->si_status & 0x7f;
+        case CLD_DUMPED:
+                return (si->si_status & 0x7f) | 0x80;
+        default:
+                return 0;
+        }
+}
+
+/* Reaps space-init if it has exited. Our child has no exit signal (exit_signal 0), so a
+ * daemon's generic waitpid(-1) reaper never steals it; __WALL is needed to see it. */
+static int reap(struct rt_sandbox *sb, bool block) {
+        if (sb->reaped || sb->pidfd < 0)
+                return 0;
+        siginfo_t si = { 0 };
+        int r;
+        do
+                r = waitid((idtype_t)P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | __WALL | (block ? 0 : WNOHANG));
+        while (r < 0 && errno == EINTR);
+        if (r < 0)
+                return -errno;
+        if (si.si_pid == 0)
+                return 0;
+        sb->reaped = true;
+        sb->status = si_to_status(&si);
+        return 0;
+}
+
+static int kill_and_reap(struct rt_sandbox *sb) {
+        if (sb->pidfd < 0 || sb->reaped)
+                return 0;
+        /* SIGKILL of a pid namespace's init kills everything in the namespace. */
+        if (syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+                return -errno;
+        struct pollfd p = { .fd = sb->pidfd, .events = POLLIN };
+        int r;
+        do
+                r = poll(&p, 1, RT_NS_KILL_TIMEOUT_MS);
+        while (r < 0 && errno == EINTR);
+        if (r == 0)
+                return -ETIMEDOUT;
+        return reap(sb, true);
+}
+
+/* Undoes whatever create got to; also the body of destroy. Returns the first error. */
+static int teardown(struct rt_sandbox *sb) {
+        int ret = 0, r;
+        if (sb->cg) {
+                /* A frozen task never dies: thaw first (harmless when not frozen). */
+                r = rt_cgroup_freeze(sb->cg, false);
+                if (r < 0 && r != -ENOENT && ret == 0)
+                        ret = r;
+        }
+        r = kill_and_reap(sb);
+        if (r < 0 && ret == 0)
+                ret = r;
+        if (sb->cg) {
+                r = rt_cgroup_kill_all(sb->cg);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                r = rt_cgroup_remove(sb->cg);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                sb->cg = rt_cgroup_free(sb->cg);
+        }
+        if (sb->mounted) {
+                if (umount2(sb->rootfs, MNT_DETACH) < 0 && errno != EINVAL && ret == 0)
+                        ret = -errno;
+                sb->mounted = false;
+        }
+        if (sb->rootfs)
+                rmdir(sb->rootfs);
+        sb->sock = safe_close(sb->sock);
+        sb->pidfd = safe_close(sb->pidfd);
+        if (ret < 0)
+                runtime_set_error("ns: teardown of %s: %s", sb->id ? sb->id : "?", strerror(-ret));
+        return ret;
+}
+
+static void sandbox_free(struct rt_sandbox *sb) {
+        if (!sb)
+                return;
+        free(sb->id);
+        free(sb->rootfs);
+        free(sb);
+}
+
+static int ns_destroy(struct rt_sandbox *sb) {
+        if (!sb)
+                return 0;
+        int r = teardown(sb);
+        sandbox_free(sb);
+        return r;
+}
+
+static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
+        runtime_set_error("%s", "");
+        if (!spec || !id_valid(spec->id) || !spec->lower_dirs || !path_valid(spec->upper_dir) ||
+            !path_valid(spec->work_dir) || !path_valid(spec->run_dir) || !path_valid(spec->init_path)) {
+                runtime_set_error("ns: invalid spec (id or a path missing, relative or too long)");
+                return -EINVAL;
+        }
+        if (spec->network) {
+                runtime_set_error("ns: network access is not implemented yet (loopback only)");
+                return -EOPNOTSUPP;
+        }
+        const struct rt_limits *l = &spec->limits;
+        uint64_t mem = l->memory_bytes ? l->memory_bytes : RT_NS_DEFAULT_MEMORY;
+        uint32_t pids = l->pids ? l->pids : RT_NS_DEFAULT_PIDS;
+        uint32_t nofile = l->nofile ? l->nofile : RT_NS_DEFAULT_NOFILE;
+        if (mem < RT_NS_MIN_MEMORY || pids > RT_NS_MAX_PIDS || nofile > RT_NS_MAX_NOFILE) {
+                runtime_set_error("ns: limits out of range (memory >= %llu bytes, pids <= %u, nofile <= %u)",
+                                  (unsigned long long)RT_NS_MIN_MEMORY, RT_NS_MAX_PIDS, RT_NS_MAX_NOFILE);
+                return -ERANGE;
+        }
+        /* Raising the hard limit needs CAP_SYS_RESOURCE on the host: stay under ours. */
+        struct rlimit cur;
+        if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && nofile > cur.rlim_max)
+                nofile = (uint32_t)cur.rlim_max;
+
+        int r = ensure_host();
+        if (r < 0)
+                return r;
+
+        struct rt_sandbox *sb = calloc(1, sizeof *sb);
+        if (!sb)
+                return -ENOMEM;
+        sb->sock = sb->pidfd = -EBADF;
+        _cleanup_free_ char *opts = NULL;
+        _cleanup_close_ int exe_fd = -EBADF;
+        int sv[2] = { -EBADF, -EBADF }, go[2] = { -EBADF, -EBADF }, errp[2] = { -EBADF, -EBADF };
+        const char *what = NULL;
+
+        sb->id = strdup(spec->id);
+        if (!sb->id || asprintf(&sb->rootfs, "%s/rootfs", spec->run_dir) < 0) {
+                sb->rootfs = NULL;
+                r = -ENOMEM;
+                what = "allocate";
+                goto fail;
+        }
+        if (mkdir(sb->rootfs, 0755) < 0 && errno != EEXIST) {
+                r = -errno;
+                what = "mkdir run_dir/rootfs";
+                goto fail;
+        }
+        r = rt_mount_overlay_opts(spec->lower_dirs, spec->upper_dir, spec->work_dir, &opts);
+        if (r < 0) {
+                what = "overlay options";
+                goto fail;
+        }
+        r = match_upper_root(spec->lower_dirs, spec->upper_dir);
+        if (r < 0) {
+                what = "set owner of upper_dir";
+                goto fail;
+        }
+        r = rt_mount_overlay(sb->rootfs, opts);
+        if (r < 0) {
+                what = "mount overlay rootfs";
+                goto fail;
+        }
+        sb->mounted = true;
+
+        r = rt_cgroup_create(NULL, spec->id, &sb->cg);
+        if (r < 0) {
+                what = "create cgroup";
+                goto fail;
+        }
+        if ((r = rt_cgroup_set_memory(sb->cg, mem)) < 0) {
+                what = "set memory limit";
+                goto fail;
+        }
+        if ((r = rt_cgroup_set_cpu(sb->cg, l->cpu_millis)) < 0) {
+                what = "set cpu limit";
+                goto fail;
+        }
+        if ((r = rt_cgroup_set_pids(sb->cg, pids)) < 0) {
+                what = "set pids limit";
+                goto fail;
+        }
+
+        /* tmpfs pages count against the memory cgroup; the size bound keeps one mount
+         * from taking all of it silently. */
+        char tmp_opts[96], shm_opts[96], dev_opts[96];
+        if ((r = rt_mount_tmpfs_opts(tmp_opts, sizeof tmp_opts, 01777, mem, 0)) < 0 ||
+            (r = rt_mount_tmpfs_opts(shm_opts, sizeof shm_opts, 01777, MIN(mem, RT_MOUNT_SHM_SIZE), 0)) < 0 ||
+            (r = rt_mount_tmpfs_opts(dev_opts, sizeof dev_opts, 0755, RT_MOUNT_DEV_SIZE, 64)) < 0) {
+                what = "tmpfs options";
+                goto fail;
+        }
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(go, O_CLOEXEC) < 0 ||
+            pipe2(errp, O_CLOEXEC) < 0) {
+                r = -errno;
+                what = "socketpair/pipe";
+                goto fail;
+        }
+        exe_fd = open(spec->init_path, O_RDONLY | O_CLOEXEC);
+        if (exe_fd < 0) {
+                r = -errno;
+                what = "open init binary";
+                goto fail;
+        }
+
+        char env_id[16 + RT_NS_MAX_ID];
+        snprintf(env_id, sizeof env_id, "SPACE_SANDBOX_ID=%s", spec->id);
+        char *const argv[] = { (char *)"space-init", NULL };
+        char *const envp[] = {
+                (char *)"SPACE_INIT_FD=3",
+                env_id,
+                (char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                (char *)"HOME=/root",
+                (char *)"LANG=C.UTF-8",
+                NULL,
+        };
+        struct child_args ca = {
+                .rootfs = sb->rootfs,
+                .hostname = spec->id,
+                .mcfg = { .tmp_opts = tmp_opts, .shm_opts = shm_opts, .dev_opts = dev_opts },
+                .go_fd = go[0],
+                .err_fd = errp[1],
+                .sock_fd = sv[1],
+                .exe_fd = exe_fd,
+                .nofile = nofile,
+                .seccomp = &seccomp_prog,
+                .argv = argv,
+                .envp = envp,
+        };
+
+        int pidfd = -1;
+        struct clone_args cl = {
+                .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                         CLONE_NEWUTS | CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                .exit_signal = 0,
+        };
+        long pid = syscall(SYS_clone3, &cl, sizeof cl);
+        if (pid < 0) {
+                r = -errno;
+                what = "clone3";
+                goto fail;
+        }
+        if (pid == 0)
+                ns_child(&ca);
+
+        sb->pid = (pid_t)pid;
+        sb->pidfd = pidfd;
+        go[0] = safe_close(go[0]);
+        errp[1] = safe_close(errp[1]);
+        sv[1] = safe_close(sv[1]);
+        exe_fd = safe_close(exe_fd);
+
+        if ((r = write_id_map(sb->pid, "uid_map")) < 0 || (r = write_id_map(sb->pid, "gid_map")) < 0) {
+                what = "write id maps";
+                goto fail;
+        }
+        if ((r = rt_cgroup_attach(sb->cg, sb->pid)) < 0) {
+                what = "attach to cgroup";
+                goto fail;
+        }
+        if (write(go[1], "g", 1) != 1) {
+                r = -errno;
+                what = "signal child";
+                goto fail;
+        }
+        go[1] = safe_close(go[1]);
+
+        /* EOF on the error pipe = the exec happened (the pipe is close-on-exec). */
+        struct child_err ce;
+        size_t got = 0;
+        int64_t deadline = now_ms() + RT_NS_SETUP_TIMEOUT_MS;
+        while (got < sizeof ce) {
+                struct pollfd p = { .fd = errp[0], .events = POLLIN };
+                int64_t left = deadline - now_ms();
+                int pr = left > 0 ? poll(&p, 1, (int)left) : 0;
+                if (pr < 0 && errno == EINTR)
+                        continue;
+                if (pr <= 0) {
+                        r = pr < 0 ? -errno : -ETIMEDOUT;
+                        what = "wait for sandbox setup";
+                        goto fail;
+                }
+                ssize_t n = read(errp[0], (char *)&ce + got, sizeof ce - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                got += (size_t)n;
+        }
+        if (got == sizeof ce) {
+                ce.step[sizeof ce.step - 1] = 0;
+                r = -ce.err;
+                runtime_set_error("ns: sandbox setup failed at \"%s\": %s", ce.step, strerror(ce.err));
+                what = NULL;
+                goto fail;
+        }
+        /* Killed before exec (e.g. by the OOM killer during setup) reports nothing. */
+        r = reap(sb, false);
+        if (r == 0 && sb->reaped)
+                r = -ECHILD;
+        if (r < 0) {
+                what = "sandbox init died during setup";
+                goto fail;
+        }
+
+        safe_close(errp[0]);
+        sb->sock = sv[0];
+        *ret = sb;
+        return 0;
+
+fail:
+        if (what)
+                runtime_set_error("ns: %s: %s", what, strerror(-r));
+        {
+                /* Keep the message of the first failure, not of the cleanup. */
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", runtime_last_error());
+                teardown(sb);
+                runtime_set_error("%s", msg);
+        }
+        sandbox_free(sb);
+        safe_close(sv[0]);
+        safe_close(sv[1]);
+        safe_close(go[0]);
+        safe_close(go[1]);
+        safe_close(errp[0]);
+        safe_close(errp[1]);
+        return r;
+}
+
+static int ns_init_fd(struct rt_sandbox *sb) {
+        return sb->sock;
+}
+
+static int ns_pid_fd(struct rt_sandbox *sb) {
+        return sb->pidfd;
+}
+
+static pid_t ns_init_pid(struct rt_sandbox *sb) {
+        return sb->pid;
+}
+
+static int ns_freeze(struct rt_sandbox *sb) {
+        int r = rt_cgroup_freeze(sb->cg, true);
+        if (r < 0)
+                runtime_set_error("ns: freeze %s: %s", sb->id, strerror(-r));
+        return r;
+}
+
+static int ns_thaw(struct rt_sandbox *sb) {
+        int r = rt_cgroup_freeze(sb->cg, false);
+        if (r < 0)
+                runtime_set_error("ns: thaw %s: %s", sb->id, strerror(-r));
+        return r;
+}
+
+static int ns_health(struct rt_sandbox *sb, struct rt_health *ret) {
+        int r = reap(sb, false);
+        if (r < 0)
+                return r;
+        struct rt_health h = { .alive = !sb->reaped, .init_status = sb->status };
+        uint64_t oom = 0;
+        /* Usage is informative; a missing file (e.g. the group already gone) is not an
+         * error for liveness. The oom count is what callers act on. */
+        r = rt_cgroup_oom_kills(sb->cg, &oom);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        h.oom_killed = oom > 0;
+        (void)rt_cgroup_memory_current(sb->cg, &h.memory_bytes);
+        (void)rt_cgroup_pids_current(sb->cg, &h.pids);
+        *ret = h;
+        return 0;
+}
+
+const struct runtime_ops rt_ns_ops = {
+        .name = "ns",
+        .memory_snapshots = false,
+        .host_init = ns_host_init,
+        .create = ns_create,
+        .init_fd = ns_init_fd,
+        .pid_fd = ns_pid_fd,
+        .init_pid = ns_init_pid,
+        .freeze = ns_freeze,
+        .thaw = ns_thaw,
+        .health = ns_health,
+        .destroy = ns_destroy,
+};

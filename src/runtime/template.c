@@ -1,0 +1,1 @@
+/* Templates: see template.h (being written). */
