@@ -353,6 +353,8 @@ static int read_head(struct http_conn *c, int timeout_ms, struct http_response *
                         char *e = memmem(c->in.data + from, c->in.len - from, "\r\n\r\n", 4);
                         if (e) {
                                 size_t head_len = (size_t)(e - c->in.data) + 4;
+                                if (head_len > HTTP_MAX_HEAD)
+                                        return -E2BIG;
                                 int r = parse_head(c, head_len, resp);
                                 if (r < 0)
                                         return r;
@@ -366,7 +368,7 @@ static int read_head(struct http_conn *c, int timeout_ms, struct http_response *
                         }
                         scanned = c->in.len;
                 }
-                if (c->in.len > HTTP_MAX_HEAD)
+                if (c->in.len >= HTTP_MAX_HEAD)
                         return -E2BIG;
                 int n = fill(c, timeout_ms);
                 if (n < 0)

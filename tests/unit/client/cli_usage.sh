@@ -1,0 +1,56 @@
+#!/bin/sh
+# Runs the `space` binary with bad arguments and checks it answers with a usage error
+# (exit 2) before talking to any daemon, --help exits 0, and a missing daemon gives exit 1.
+space=$1
+fail=0
+expect() { # expected-status description command...
+        want=$1; what=$2; shift 2
+        out=$("$@" 2>&1 </dev/null); got=$?
+        if [ "$got" -eq "$want" ]; then
+                echo "ok: $what (exit $got)"
+        else
+                echo "FAIL: $what: exit $got, wanted $want; output: $out"
+                fail=1
+        fi
+}
+export SPACE_HOST=unix:/nonexistent/spaced.sock
+expect 2 "no command" "$space"
+expect 2 "unknown command" "$space" frobnicate
+expect 2 "unknown global option" "$space" --bogus ls
+expect 2 "create: unknown flag" "$space" create --bogus
+expect 2 "create: bad memory size" "$space" create --memory 12X
+expect 2 "create: --memory without value" "$space" create --memory
+expect 2 "create: bad env" "$space" create --env NOEQUALS
+expect 2 "create: bad cpus" "$space" create --cpus 0
+expect 2 "exec: missing id" "$space" exec
+expect 2 "exec: missing command" "$space" exec ses_1 --
+expect 2 "exec: bad timeout" "$space" exec --timeout x ses_1 -- true
+expect 2 "cp: one argument" "$space" cp a
+expect 2 "cp: two local paths" "$space" cp a b
+expect 2 "cp: relative sandbox path" "$space" cp a ses_1:rel
+expect 2 "ps: missing id" "$space" ps
+expect 2 "logs: missing pid" "$space" logs ses_1
+expect 2 "logs: bad pid" "$space" logs ses_1 abc
+expect 2 "kill: bad signal" "$space" kill ses_1 5 NOSIG
+expect 2 "rm: no ids" "$space" rm
+expect 2 "inspect: two ids" "$space" inspect a b
+expect 2 "template: no subcommand" "$space" template
+expect 2 "template build: no source" "$space" template build x
+expect 2 "template build: two sources" "$space" template build x --from-dir /a --from-tar /b
+expect 2 "template build: --packages without --debootstrap" "$space" template build x --from-dir /a --packages p
+expect 2 "template rm: no name" "$space" template rm
+for c in create exec cp ls ps logs kill inspect rm health template; do
+        expect 0 "$c --help" "$space" $c --help
+done
+for c in build ls rm; do
+        expect 0 "template $c --help" "$space" template $c --help
+done
+expect 0 "help exec" "$space" help exec
+expect 0 "--help" "$space" --help
+expect 1 "ls without a daemon" "$space" ls
+out=$("$space" ls 2>&1)
+case "$out" in
+"space: cannot connect to spaced at unix:/nonexistent/spaced.sock"*) echo "ok: error message format: $out" ;;
+*) echo "FAIL: unexpected error message: $out"; fail=1 ;;
+esac
+exit $fail

@@ -1,0 +1,133 @@
+/* The scripted HTTP server of libspace's unit tests (see fake_server.h). */
+#include "fake_server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static bool read_request(int fd, char **ret, size_t *ret_len) {
+        size_t cap = 4096, len = 0;
+        char *b = malloc(cap + 1);
+        size_t need = 0; /* total bytes once the head is known */
+        for (;;) {
+                if (need && len >= need)
+                        break;
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                if (poll(&p, 1, 10000) <= 0)
+                        goto fail;
+                if (len == cap) {
+                        if (cap >= FAKE_MAX_REQ)
+                                goto fail;
+                        cap *= 2;
+                        b = realloc(b, cap + 1);
+                }
+                ssize_t n = read(fd, b + len, cap - len);
+                if (n <= 0)
+                        goto fail;
+                len += (size_t)n;
+                b[len] = '\0';
+                if (!need) {
+                        char *e = strstr(b, "\r\n\r\n");
+                        if (e) {
+                                size_t head = (size_t)(e - b) + 4;
+                                size_t body = 0;
+                                char *cl = strcasestr(b, "\r\nContent-Length:");
+                                if (cl && cl < e)
+                                        body = strtoul(cl + 17, NULL, 10);
+                                need = head + body;
+                        }
+                }
+        }
+        b[len] = '\0';
+        *ret = b;
+        *ret_len = len;
+        return true;
+fail:
+        free(b);
+        return false;
+}
+
+static void *serve(void *arg) {
+        struct fake_server *f = arg;
+        int cfd = -1;
+        while (f->served < f->nreplies) {
+                if (cfd < 0) {
+                        struct pollfd p = { .fd = f->lfd, .events = POLLIN };
+                        if (poll(&p, 1, 10000) <= 0)
+                                break;
+                        cfd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+                        if (cfd < 0)
+                                break;
+                        f->connections++;
+                }
+                char *req;
+                size_t rlen;
+                if (!read_request(cfd, &req, &rlen)) {
+                        /* the client closed (or sent junk): wait for the next connection */
+                        close(cfd);
+                        cfd = -1;
+                        continue;
+                }
+                size_t i = f->served++;
+                f->requests[i] = req;
+                f->request_lens[i] = rlen;
+                const struct fake_reply *r = &f->replies[i];
+                if (r->delay_ms)
+                        poll(NULL, 0, r->delay_ms);
+                if (r->raw) {
+                        size_t n = r->raw_len ? r->raw_len : strlen(r->raw);
+                        const char *p = r->raw;
+                        while (n > 0) {
+                                ssize_t w = send(cfd, p, n, MSG_NOSIGNAL);
+                                if (w <= 0)
+                                        break;
+                                p += w;
+                                n -= (size_t)w;
+                        }
+                }
+                if (r->close_after) {
+                        close(cfd);
+                        cfd = -1;
+                }
+        }
+        if (cfd >= 0) {
+                /* let the client finish reading before the close */
+                shutdown(cfd, SHUT_WR);
+                char tmp[256];
+                struct pollfd p = { .fd = cfd, .events = POLLIN };
+                while (poll(&p, 1, 2000) > 0 && read(cfd, tmp, sizeof tmp) > 0)
+                        ;
+                close(cfd);
+        }
+        return NULL;
+}
+
+void fake_start(struct fake_server *f) {
+        snprintf(f->dir, sizeof f->dir, "/tmp/space-fake-XXXXXX");
+        if (!mkdtemp(f->dir))
+                abort();
+        snprintf(f->path, sizeof f->path, "%s/s.sock", f->dir);
+        f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sun = { .sun_family = AF_UNIX };
+        strcpy(sun.sun_path, f->path);
+        if (f->lfd < 0 || bind(f->lfd, (struct sockaddr *)&sun, sizeof sun) < 0 || listen(f->lfd, 16) < 0)
+                abort();
+        if (pthread_create(&f->thread, NULL, serve, f) != 0)
+                abort();
+}
+
+void fake_stop(struct fake_server *f) {
+        pthread_join(f->thread, NULL);
+        close(f->lfd);
+        unlink(f->path);
+        rmdir(f->dir);
+}
+
+void fake_free(struct fake_server *f) {
+        for (size_t i = 0; i < FAKE_MAX; i++)
+                free(f->requests[i]);
+}

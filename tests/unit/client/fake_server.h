@@ -1,0 +1,37 @@
+/* A scripted HTTP server on a Unix socket for libspace's unit tests: it answers the
+ * requests it gets, in order, with canned raw bytes, and records what it received. */
+#pragma once
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/un.h>
+
+#define FAKE_MAX 16
+#define FAKE_MAX_REQ (1u << 20)
+
+struct fake_reply {
+        const char *raw;       /* bytes to send back (NULL: send nothing) */
+        size_t raw_len;        /* 0: strlen(raw) */
+        bool close_after;      /* close the connection after replying */
+        int delay_ms;          /* wait before replying */
+};
+
+struct fake_server {
+        char dir[64];
+        char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        int lfd;
+        pthread_t thread;
+        struct fake_reply replies[FAKE_MAX];
+        size_t nreplies;
+        /* results, valid after fake_stop() */
+        size_t served;
+        int connections;
+        char *requests[FAKE_MAX]; /* raw request bytes (head + body), NUL-terminated */
+        size_t request_lens[FAKE_MAX];
+};
+
+/* Creates the socket and starts the thread; replies[] must be filled before. */
+void fake_start(struct fake_server *f);
+/* Waits for the thread (it ends once every reply is sent or after 10 s idle). */
+void fake_stop(struct fake_server *f);
+void fake_free(struct fake_server *f);

@@ -1,0 +1,713 @@
+/* Unit tests of libspace against a scripted fake spaced: request encoding, keep-alive and
+ * reconnects, chunked NDJSON streams, error mapping, size limits and timeouts. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/b64.h"
+#include "client/http.h"
+#include "fake_server.h"
+#include "space/space.h"
+
+/* ---- building canned answers ------------------------------------------------------ */
+
+static char *owned[256];
+static size_t nowned;
+
+static const char *keep(char *s) {
+        assert_true(nowned < 256);
+        owned[nowned++] = s;
+        return s;
+}
+
+static const char *json_resp(const char *status, const char *body) {
+        char *s;
+        assert_true(asprintf(&s, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", status,
+                             strlen(body), body) > 0);
+        return keep(s);
+}
+
+/* A chunked answer; each argument is one chunk, NULL ends the list. */
+static const char *chunked_resp(const char *status, ...) {
+        size_t cap = 1 << 16, len = 0;
+        char *s = malloc(cap);
+        len += (size_t)snprintf(s, cap, "HTTP/1.1 %s\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n", status);
+        va_list ap;
+        va_start(ap, status);
+        const char *c;
+        while ((c = va_arg(ap, const char *))) {
+                assert_true(len + strlen(c) + 32 < cap);
+                len += (size_t)snprintf(s + len, cap - len, "%zx\r\n%s\r\n", strlen(c), c);
+        }
+        va_end(ap);
+        snprintf(s + len, cap - len, "0\r\n\r\n");
+        return keep(s);
+}
+
+static void free_owned(void) {
+        for (size_t i = 0; i < nowned; i++)
+                free(owned[i]);
+        nowned = 0;
+}
+
+static int teardown(void **state) {
+        (void)state;
+        free_owned();
+        return 0;
+}
+
+static space_client *client_for(struct fake_server *f, int timeout_ms) {
+        space_client *c = NULL;
+        char host[200];
+        snprintf(host, sizeof host, "unix:%s", f->path);
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = host,
+                                                                           .timeout_ms = timeout_ms }),
+                         0);
+        return c;
+}
+
+static const char SESSION[] = "{\"id\":\"ses_0123456789abcdef\",\"sandbox_id\":\"sbx_0123456789abcdef\",\"state\":\"running\","
+                              "\"template\":\"base\",\"runtime\":\"ns\",\"created_at\":\"2025-01-01T00:00:00Z\","
+                              "\"limits\":{\"memory\":67108864,\"cpus\":1.5,\"pids\":128},\"network\":false,"
+                              "\"init_pid\":4242,\"health\":{\"alive\":true,\"oom_killed\":false,\"memory_bytes\":1000,\"pids\":2}}";
+
+/* ---- tests ---------------------------------------------------------------------- */
+
+static void test_addr_parse(void **state) {
+        (void)state;
+        printf("checks: daemon addresses parse as unix/tcp and bad ones are refused\n");
+        struct http_addr a;
+        char out[300];
+        assert_int_equal(http_addr_parse("unix:/run/s.sock", &a), 0);
+        assert_int_equal(a.kind, HTTP_ADDR_UNIX);
+        assert_string_equal(a.path, "/run/s.sock");
+        assert_int_equal(http_addr_parse("/var/lib/space/spaced.sock", &a), 0);
+        assert_int_equal(a.kind, HTTP_ADDR_UNIX);
+        assert_int_equal(http_addr_parse("tcp://127.0.0.1:8080", &a), 0);
+        assert_int_equal(a.kind, HTTP_ADDR_TCP);
+        assert_string_equal(a.host, "127.0.0.1");
+        assert_string_equal(a.port, "8080");
+        assert_int_equal(http_addr_parse("localhost:1", &a), 0);
+        http_addr_format(&a, out, sizeof out);
+        assert_string_equal(out, "tcp://localhost:1");
+        assert_int_equal(http_addr_parse("[::1]:443", &a), 0);
+        assert_string_equal(a.host, "::1");
+        http_addr_format(&a, out, sizeof out);
+        assert_string_equal(out, "tcp://[::1]:443");
+        assert_int_equal(http_addr_parse("", &a), -EINVAL);
+        assert_int_equal(http_addr_parse("unix:", &a), -EINVAL);
+        assert_int_equal(http_addr_parse("localhost", &a), -EINVAL);
+        assert_int_equal(http_addr_parse("host:", &a), -EINVAL);
+        assert_int_equal(http_addr_parse("host:99999", &a), -EINVAL);
+        assert_int_equal(http_addr_parse("host:12ab", &a), -EINVAL);
+        assert_int_equal(http_addr_parse("http://host:80", &a), -EINVAL);
+        assert_int_equal(http_addr_parse("::1:80", &a), -EINVAL);
+        char longp[200];
+        memset(longp, 'a', sizeof longp - 1);
+        longp[0] = '/';
+        longp[sizeof longp - 1] = '\0';
+        assert_int_equal(http_addr_parse(longp, &a), -ENAMETOOLONG);
+}
+
+static void test_default_host(void **state) {
+        (void)state;
+        printf("checks: SPACE_HOST, then SPACE_DATA, then /var/lib/space choose the daemon\n");
+        space_client *c = NULL;
+        unsetenv("SPACE_HOST");
+        unsetenv("SPACE_DATA");
+        assert_int_equal(space_client_new(&c, NULL), 0);
+        assert_string_equal(space_client_host(c), "unix:/var/lib/space/spaced.sock");
+        c = space_client_free(c);
+        setenv("SPACE_DATA", "/srv/sp", 1);
+        assert_int_equal(space_client_new(&c, NULL), 0);
+        assert_string_equal(space_client_host(c), "unix:/srv/sp/spaced.sock");
+        c = space_client_free(c);
+        setenv("SPACE_HOST", "127.0.0.1:7000", 1);
+        assert_int_equal(space_client_new(&c, NULL), 0);
+        assert_string_equal(space_client_host(c), "tcp://127.0.0.1:7000");
+        c = space_client_free(c);
+        setenv("SPACE_HOST", "nonsense", 1);
+        assert_int_equal(space_client_new(&c, NULL), -EINVAL);
+        assert_null(c);
+        unsetenv("SPACE_HOST");
+        unsetenv("SPACE_DATA");
+}
+
+static void test_keepalive(void **state) {
+        (void)state;
+        printf("checks: two requests share one kept-alive connection; the request line is right\n");
+        struct fake_server f = { .nreplies = 2 };
+        f.replies[0].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
+        f.replies[1].raw = json_resp("200 OK", "{\"sessions\":[]}");
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        char *j = NULL;
+        assert_int_equal(space_health(c, &j), 0);
+        assert_string_equal(j, "{\"status\":\"ok\"}");
+        free(j);
+        struct space_session_info *v = NULL;
+        size_t n = 99;
+        assert_int_equal(space_session_list(c, &v, &n), 0);
+        assert_int_equal(n, 0);
+        free(v);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_int_equal(f.connections, 1);
+        assert_int_equal(strncmp(f.requests[0], "GET /v1/health HTTP/1.1\r\n", 25), 0);
+        assert_int_equal(strncmp(f.requests[1], "GET /v1/sessions HTTP/1.1\r\n", 27), 0);
+        fake_free(&f);
+}
+
+static void test_reconnect_after_server_close(void **state) {
+        (void)state;
+        printf("checks: a kept-alive connection the server closed is reopened and the request resent\n");
+        struct fake_server f = { .nreplies = 2 };
+        /* keep-alive as far as the client knows, but the server hangs up right after */
+        f.replies[0].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
+        f.replies[0].close_after = true;
+        f.replies[1].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        char *j = NULL;
+        assert_int_equal(space_health(c, &j), 0);
+        free(j);
+        usleep(50 * 1000);
+        assert_int_equal(space_health(c, &j), 0);
+        assert_string_equal(j, "{\"status\":\"ok\"}");
+        free(j);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_int_equal(f.connections, 2);
+        fake_free(&f);
+}
+
+static void test_connection_close_header(void **state) {
+        (void)state;
+        printf("checks: 'Connection: close' answers are honoured (next request on a new connection)\n");
+        struct fake_server f = { .nreplies = 2 };
+        f.replies[0].raw = "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}";
+        f.replies[0].close_after = true;
+        f.replies[1].raw = "HTTP/1.0 200 OK\r\n\r\n{\"a\":1}"; /* no length: body runs to close */
+        f.replies[1].close_after = true;
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        char *j = NULL;
+        assert_int_equal(space_health(c, &j), 0);
+        assert_string_equal(j, "{}");
+        free(j);
+        assert_int_equal(space_health(c, &j), 0);
+        assert_string_equal(j, "{\"a\":1}");
+        free(j);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_int_equal(f.connections, 2);
+        fake_free(&f);
+}
+
+static void test_create_request(void **state) {
+        (void)state;
+        printf("checks: space_session_new sends template, memory, cpus, pids, env, network and reads the id\n");
+        struct fake_server f = { .nreplies = 1 };
+        f.replies[0].raw = json_resp("201 Created", SESSION);
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        const char *env[] = { "A=1", "B=x=y", NULL };
+        assert_int_equal(space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = "base",
+                                                                                 .memory = 64 << 20, .cpus = 1.5, .pids = 128,
+                                                                                 .env = env, .network = true }),
+                         0);
+        assert_string_equal(space_session_id(s), "ses_0123456789abcdef");
+        assert_non_null(strstr(space_session_json(s), "sbx_0123456789abcdef"));
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        const char *req = f.requests[0];
+        assert_int_equal(strncmp(req, "POST /v1/sessions HTTP/1.1\r\n", 28), 0);
+        assert_non_null(strcasestr(req, "\r\nContent-Type: application/json\r\n"));
+        const char *body = strstr(req, "\r\n\r\n") + 4;
+        assert_non_null(strstr(body, "\"template\":\"base\""));
+        assert_non_null(strstr(body, "\"memory\":67108864"));
+        assert_non_null(strstr(body, "\"cpus\":1.5"));
+        assert_non_null(strstr(body, "\"pids\":128"));
+        assert_non_null(strstr(body, "\"env\":{\"A\":\"1\",\"B\":\"x=y\"}"));
+        assert_non_null(strstr(body, "\"network\":true"));
+        fake_free(&f);
+}
+
+static void test_inspect_fields(void **state) {
+        (void)state;
+        printf("checks: the session object fills space_session_info\n");
+        struct fake_server f = { .nreplies = 2 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = json_resp("200 OK", SESSION);
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        struct space_session_info si;
+        assert_int_equal(space_session_inspect(s, &si), 0);
+        assert_string_equal(si.id, "ses_0123456789abcdef");
+        assert_string_equal(si.state, "running");
+        assert_string_equal(si.template_name, "base");
+        assert_int_equal(si.memory_limit, 64 << 20);
+        assert_true(si.cpus > 1.49 && si.cpus < 1.51);
+        assert_int_equal(si.pids_limit, 128);
+        assert_int_equal(si.init_pid, 4242);
+        assert_true(si.alive);
+        assert_false(si.oom_killed);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        fake_free(&f);
+}
+
+struct collected {
+        char out[256];
+        char err[256];
+        int start_pid;
+};
+
+static int collect(void *ud, enum space_stream st, const void *data, size_t len) {
+        struct collected *c = ud;
+        char *dst = st == SPACE_STDOUT ? c->out : c->err;
+        size_t have = strlen(dst);
+        assert_true(have + len < sizeof c->out);
+        memcpy(dst + have, data, len);
+        dst[have + len] = '\0';
+        return 0;
+}
+
+static void on_start(void *ud, int pid) { ((struct collected *)ud)->start_pid = pid; }
+
+static void test_exec_stream(void **state) {
+        (void)state;
+        printf("checks: exec streams stdout/stderr (text and base64, lines split across chunks) and the exit code\n");
+        struct fake_server f = { .nreplies = 2 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = chunked_resp("200 OK", "{\"type\":\"start\",\"pid\":7}\n{\"type\":\"std", "out\",\"data\":\"4",
+                                        "2\\n\"}\n{\"type\":\"stderr\",\"data_b64\":\"/wA=\"}\n",
+                                        "{\"type\":\"future\",\"x\":1}\n{\"type\":\"exit\",\"exit_code\":3}\n", NULL);
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        struct collected col = { 0 };
+        const char *argv[] = { "sh", "-c", "exit 3", NULL };
+        const char *env[] = { "K=V", NULL };
+        struct space_exec_result res;
+        assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv, .env = env, .cwd = "/root",
+                                                                  .timeout_ms = 1500, .stdin_data = "hi\n", .stdin_len = 3,
+                                                                  .on_output = collect, .on_start = on_start, .userdata = &col },
+                                   &res),
+                         0);
+        assert_string_equal(col.out, "42\n");
+        assert_int_equal((unsigned char)col.err[0], 0xff);
+        assert_int_equal(col.start_pid, 7);
+        assert_true(res.exited);
+        assert_int_equal(res.exit_code, 3);
+        assert_int_equal(res.signal, 0);
+        assert_int_equal(res.pid, 7);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        const char *req = f.requests[1];
+        assert_int_equal(strncmp(req, "POST /v1/sessions/ses_0123456789abcdef/exec HTTP/1.1\r\n", 54), 0);
+        const char *body = strstr(req, "\r\n\r\n") + 4;
+        assert_non_null(strstr(body, "\"argv\":[\"sh\",\"-c\",\"exit 3\"]"));
+        assert_non_null(strstr(body, "\"env\":{\"K\":\"V\"}"));
+        assert_non_null(strstr(body, "\"cwd\":\"/root\""));
+        assert_non_null(strstr(body, "\"timeout_ms\":1500"));
+        assert_non_null(strstr(body, "\"stdin\":\"hi\\n\""));
+        assert_null(strstr(body, "background"));
+        fake_free(&f);
+}
+
+static void test_exec_signal_and_binary_stdin(void **state) {
+        (void)state;
+        printf("checks: a signal exit is reported; binary stdin goes as stdin_b64\n");
+        struct fake_server f = { .nreplies = 2 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = chunked_resp("200 OK", "{\"type\":\"exit\",\"signal\":9,\"timed_out\":true}", NULL);
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        const char *argv[] = { "sleep", "100", NULL };
+        struct space_exec_result res;
+        assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv, .stdin_data = "\xff\x00",
+                                                                  .stdin_len = 2 },
+                                   &res),
+                         0);
+        assert_true(res.exited);
+        assert_int_equal(res.signal, 9);
+        assert_true(res.timed_out);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_non_null(strstr(f.requests[1], "\"stdin_b64\":\"/wA=\""));
+        fake_free(&f);
+}
+
+static void test_exec_background(void **state) {
+        (void)state;
+        printf("checks: a background exec returns the pid from a 201 JSON answer\n");
+        struct fake_server f = { .nreplies = 2 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = json_resp("201 Created", "{\"pid\":99}");
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        const char *argv[] = { "sleep", "100", NULL };
+        struct space_exec_result res;
+        assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv, .background = true }, &res), 0);
+        assert_int_equal(res.pid, 99);
+        assert_false(res.exited);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_non_null(strstr(f.requests[1], "\"background\":true"));
+        fake_free(&f);
+}
+
+static void test_exec_errors(void **state) {
+        (void)state;
+        printf("checks: 422 exec_failed -> -ENOEXEC with the daemon's message; a stream without exit -> error\n");
+        struct fake_server f = { .nreplies = 3 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = json_resp("422 Unprocessable Entity",
+                                     "{\"error\":{\"code\":\"exec_failed\",\"message\":\"nope: No such file or directory\"}}");
+        f.replies[2].raw = chunked_resp("200 OK", "{\"type\":\"stdout\",\"data\":\"x\"}\n", NULL);
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        const char *argv[] = { "nope", NULL };
+        struct space_exec_result res = { .pid = -5 };
+        assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res), -ENOEXEC);
+        assert_string_equal(space_client_last_error(c), "nope: No such file or directory");
+        assert_string_equal(space_client_last_error_code(c), "exec_failed");
+        assert_int_equal(space_client_last_status(c), 422);
+        assert_int_equal(res.pid, -5); /* untouched on failure */
+        assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res), -ECONNRESET);
+        assert_non_null(strstr(space_client_last_error(c), "before the command's exit"));
+        assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = NULL }, &res), -EINVAL);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        fake_free(&f);
+}
+
+static void test_error_mapping(void **state) {
+        (void)state;
+        printf("checks: 404/409/400 JSON errors map to -ENOENT/-EEXIST/-EINVAL; a non-JSON 500 to -EPROTO\n");
+        struct fake_server f = { .nreplies = 4 };
+        f.replies[0].raw = json_resp("404 Not Found", "{\"error\":{\"code\":\"not_found\",\"message\":\"no session ses_1\"}}");
+        f.replies[1].raw = json_resp("409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"in use\"}}");
+        f.replies[2].raw = json_resp("400 Bad Request", "{\"error\":{\"code\":\"bad_request\",\"message\":\"bad\"}}");
+        f.replies[3].raw = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 5\r\n\r\noops\n";
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_1"), -ENOENT);
+        assert_null(s);
+        assert_string_equal(space_client_last_error(c), "no session ses_1");
+        assert_string_equal(space_client_last_error_code(c), "not_found");
+        assert_int_equal(space_template_delete(c, "base"), -EEXIST);
+        assert_string_equal(space_client_last_error(c), "in use");
+        assert_int_equal(space_session_delete_id(c, "ses_2"), -EINVAL);
+        assert_int_equal(space_session_delete_id(c, "ses_3"), -EPROTO);
+        assert_string_equal(space_client_last_error(c), "HTTP 500: oops");
+        /* refused locally, nothing sent */
+        assert_int_equal(space_session_delete_id(c, "../x"), -EINVAL);
+        assert_null(space_client_last_error_code(c));
+        space_client_free(c);
+        fake_stop(&f);
+        assert_int_equal(strncmp(f.requests[1], "DELETE /v1/templates/base HTTP/1.1", 34), 0);
+        fake_free(&f);
+}
+
+static void test_malformed_answers(void **state) {
+        (void)state;
+        printf("checks: a bad status line, a bad chunk size and a head over %u bytes are refused\n", HTTP_MAX_HEAD);
+        struct fake_server f = { .nreplies = 3 };
+        f.replies[0].raw = "HTTP/1.1 abc OK\r\n\r\n";
+        f.replies[0].close_after = true;
+        f.replies[1].raw = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n";
+        f.replies[1].close_after = true;
+        size_t big = HTTP_MAX_HEAD + 1024;
+        char *h = malloc(big + 64);
+        int n = snprintf(h, 64, "HTTP/1.1 200 OK\r\nX-Pad: ");
+        memset(h + n, 'a', big);
+        memcpy(h + n + big, "\r\n\r\n", 5);
+        f.replies[2].raw = keep(h);
+        f.replies[2].close_after = true;
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        char *j = NULL;
+        assert_int_equal(space_health(c, &j), -EBADMSG);
+        assert_int_equal(space_health(c, &j), -EBADMSG);
+        assert_int_equal(space_health(c, &j), -E2BIG);
+        assert_null(j);
+        space_client_free(c);
+        fake_stop(&f);
+        fake_free(&f);
+}
+
+static void test_size_limits(void **state) {
+        (void)state;
+        printf("checks: a file read over its max and an event line over SPACE_MAX_EVENT give -E2BIG\n");
+        struct fake_server f = { .nreplies = 3 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+                           "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789";
+        /* one NDJSON line longer than the limit, never terminated */
+        size_t big = SPACE_MAX_EVENT + 16;
+        char *ev = malloc(big + 200);
+        int n = snprintf(ev, 200, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", big);
+        memset(ev + n, 'a', big);
+        f.replies[2].raw = keep(ev);
+        f.replies[2].raw_len = (size_t)n + big;
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(space_file_read(s, "/root/a b", 10, &data, &len), -E2BIG);
+        assert_null(data);
+        struct space_exec_result res;
+        assert_int_equal(space_attach(s, 5, &(struct space_attach_opts){ SPACE_ATTACH_OPTS_INIT, .follow = true }, &res), -E2BIG);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_int_equal(strncmp(f.requests[1], "GET /v1/sessions/ses_0123456789abcdef/files?path=/root/a%20b HTTP/1.1", 69), 0);
+        assert_int_equal(strncmp(f.requests[2], "GET /v1/sessions/ses_0123456789abcdef/processes/5/output?offset=0&follow=1 ", 75), 0);
+        fake_free(&f);
+}
+
+static void test_timeout(void **state) {
+        (void)state;
+        printf("checks: an ordinary request gives -ETIMEDOUT when the daemon doesn't answer in time\n");
+        struct fake_server f = { .nreplies = 1 };
+        f.replies[0].raw = json_resp("200 OK", "{}");
+        f.replies[0].delay_ms = 1500;
+        fake_start(&f);
+        space_client *c = client_for(&f, 200);
+        char *j = NULL;
+        assert_int_equal(space_health(c, &j), -ETIMEDOUT);
+        assert_non_null(strstr(space_client_last_error(c), "did not answer"));
+        space_client_free(c);
+        fake_stop(&f);
+        fake_free(&f);
+}
+
+static void test_files(void **state) {
+        (void)state;
+        printf("checks: upload from an fd sends the file with mode and parents; download writes to an fd; stat and list parse\n");
+        struct fake_server f = { .nreplies = 5 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = json_resp("201 Created", "{\"written\":11}");
+        f.replies[2].raw = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           "6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n";
+        f.replies[3].raw = json_resp("200 OK", "{\"type\":\"file\",\"size\":11,\"mode\":420,\"uid\":0,\"gid\":0,\"mtime\":1700000000}");
+        f.replies[4].raw = json_resp("200 OK", "{\"entries\":[{\"name\":\"a\",\"type\":\"file\",\"size\":1,\"mode\":\"0755\",\"mtime\":1},"
+                                               "{\"name\":\"d\",\"type\":\"dir\",\"size\":0,\"mode\":493,\"mtime\":2}]}");
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        char tmpl[] = "/tmp/space-client-test-XXXXXX";
+        int fd = mkstemp(tmpl);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "hello world", 11), 11);
+        assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+        uint64_t written = 0;
+        assert_int_equal(space_file_upload_fd(s, "/root/x.txt", fd, 0600, true, &written), 0);
+        assert_int_equal(written, 11);
+        assert_int_equal(ftruncate(fd, 0), 0);
+        assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+        uint64_t got = 0;
+        assert_int_equal(space_file_download_fd(s, "/root/x.txt", fd, &got), 0);
+        assert_int_equal(got, 11);
+        char back[32] = { 0 };
+        assert_int_equal(pread(fd, back, sizeof back, 0), 11);
+        assert_string_equal(back, "hello world");
+        close(fd);
+        unlink(tmpl);
+        struct space_stat st;
+        assert_int_equal(space_file_stat(s, "/root/x.txt", &st), 0);
+        assert_string_equal(st.type, "file");
+        assert_int_equal(st.size, 11);
+        assert_int_equal(st.mode, 0644);
+        assert_int_equal(st.mtime, 1700000000);
+        struct space_dirent *ents = NULL;
+        size_t n = 0;
+        assert_int_equal(space_file_list(s, "/root", &ents, &n), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(ents[0].name, "a");
+        assert_int_equal(ents[0].st.mode, 0755);
+        assert_string_equal(ents[1].st.type, "dir");
+        free(ents);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_int_equal(strncmp(f.requests[1], "PUT /v1/sessions/ses_0123456789abcdef/files?path=/root/x.txt&mode=0600&parents=1 HTTP/1.1", 89), 0);
+        assert_non_null(strstr(f.requests[1], "Content-Length: 11\r\n"));
+        assert_string_equal(strstr(f.requests[1], "\r\n\r\n") + 4, "hello world");
+        fake_free(&f);
+}
+
+static void progress(void *ud, const char *msg) {
+        int *n = ud;
+        assert_string_equal(msg, *n == 0 ? "debootstrap bookworm" : "unpacking");
+        (*n)++;
+}
+
+static void test_template_build(void **state) {
+        (void)state;
+        printf("checks: template build streams progress and ends with the template; an error event fails it\n");
+        struct fake_server f = { .nreplies = 2 };
+        f.replies[0].raw = chunked_resp("200 OK", "{\"type\":\"progress\",\"message\":\"debootstrap bookworm\"}\n",
+                                        "{\"type\":\"progress\",\"message\":\"unpacking\"}\n",
+                                        "{\"type\":\"done\",\"template\":{\"name\":\"py\",\"size_bytes\":1234,\"created_at\":\"x\"}}\n", NULL);
+        f.replies[1].raw = chunked_resp("200 OK", "{\"type\":\"error\",\"error\":{\"code\":\"bad_request\",\"message\":\"no such suite\"}}\n", NULL);
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        int nprog = 0;
+        const char *pk[] = { "python3", "curl", NULL };
+        struct space_template_info ti;
+        assert_int_equal(space_template_build(c, &(struct space_template_build_opts){ SPACE_TEMPLATE_BUILD_OPTS_INIT, .name = "py",
+                                                                                      .debootstrap_suite = "bookworm", .packages = pk,
+                                                                                      .on_progress = progress, .userdata = &nprog },
+                                              &ti),
+                         0);
+        assert_int_equal(nprog, 2);
+        assert_string_equal(ti.name, "py");
+        assert_int_equal(ti.size_bytes, 1234);
+        assert_int_equal(space_template_build(c, &(struct space_template_build_opts){ SPACE_TEMPLATE_BUILD_OPTS_INIT, .name = "py",
+                                                                                      .debootstrap_suite = "nosuch" },
+                                              &ti),
+                         -EINVAL);
+        assert_string_equal(space_client_last_error(c), "no such suite");
+        /* two sources: refused before sending */
+        assert_int_equal(space_template_build(c, &(struct space_template_build_opts){ SPACE_TEMPLATE_BUILD_OPTS_INIT, .name = "py",
+                                                                                      .from_dir = "/a", .from_tar = "/b" },
+                                              &ti),
+                         -EINVAL);
+        space_client_free(c);
+        fake_stop(&f);
+        const char *body = strstr(f.requests[0], "\r\n\r\n") + 4;
+        assert_string_equal(body, "{\"name\":\"py\",\"debootstrap\":{\"suite\":\"bookworm\",\"packages\":[\"python3\",\"curl\"]}}");
+        fake_free(&f);
+}
+
+static void test_processes(void **state) {
+        (void)state;
+        printf("checks: the process list parses (argv, running, exit code, signal) and signal sends its body\n");
+        struct fake_server f = { .nreplies = 3 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = json_resp("200 OK", "{\"processes\":[{\"pid\":5,\"argv\":[\"sleep\",\"9\"],\"running\":true,\"exit_code\":null,"
+                                               "\"signal\":null,\"started_ms\":1,\"output_bytes\":0},{\"pid\":6,\"argv\":[\"true\"],"
+                                               "\"running\":false,\"exit_code\":0,\"started_ms\":2,\"output_bytes\":10}]}");
+        f.replies[2].raw = json_resp("200 OK", "{}");
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        struct space_process *p = NULL;
+        size_t n = 0;
+        assert_int_equal(space_process_list(s, &p, &n), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(p[0].pid, 5);
+        assert_string_equal(p[0].argv[1], "9");
+        assert_null(p[0].argv[2]);
+        assert_true(p[0].running);
+        assert_false(p[0].has_exit_code);
+        assert_true(p[1].has_exit_code);
+        assert_int_equal(p[1].output_bytes, 10);
+        space_process_list_free(p, n);
+        assert_int_equal(space_signal(s, 5, 15), 0);
+        assert_int_equal(space_signal(s, 5, 0), -EINVAL);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_string_equal(strstr(f.requests[2], "\r\n\r\n") + 4, "{\"signal\":15}");
+        fake_free(&f);
+}
+
+static void test_connect_refused(void **state) {
+        (void)state;
+        printf("checks: no daemon -> a clear 'cannot connect' error\n");
+        space_client *c = NULL;
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = "/nonexistent/spaced.sock" }), 0);
+        char *j = NULL;
+        assert_int_equal(space_health(c, &j), -ENOENT);
+        assert_non_null(strstr(space_client_last_error(c), "cannot connect to spaced at unix:/nonexistent/spaced.sock"));
+        space_client_free(c);
+}
+
+static void test_b64_utf8(void **state) {
+        (void)state;
+        printf("checks: base64 round trips and refuses junk; the UTF-8 check refuses overlongs, surrogates, NUL\n");
+        struct buf b = BUF_INIT(0), d = BUF_INIT(0);
+        const char *in[] = { "", "f", "fo", "foo", "foob", "fooba", "foobar" };
+        const char *out[] = { "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy" };
+        for (size_t i = 0; i < 7; i++) {
+                buf_reset(&b);
+                buf_reset(&d);
+                assert_int_equal(client_b64_encode(&b, in[i], strlen(in[i])), 0);
+                assert_int_equal(b.len, strlen(out[i]));
+                assert_memory_equal(b.data ? b.data : "", out[i], b.len);
+                assert_int_equal(client_b64_decode(&d, out[i], strlen(out[i])), 0);
+                assert_int_equal(d.len, strlen(in[i]));
+                assert_memory_equal(d.data ? d.data : "", in[i], d.len);
+        }
+        assert_int_equal(client_b64_decode(&d, "Zm9", 3), -EINVAL);
+        assert_int_equal(client_b64_decode(&d, "Zm=v", 4), -EINVAL);
+        assert_int_equal(client_b64_decode(&d, "Z!9v", 4), -EINVAL);
+        assert_int_equal(client_b64_decode(&d, "Zg==Zg==", 8), -EINVAL);
+        buf_free(&b);
+        buf_free(&d);
+        assert_true(client_utf8_valid("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80", 15));
+        assert_false(client_utf8_valid("\xc0\xaf", 2));
+        assert_false(client_utf8_valid("\xed\xa0\x80", 3));
+        assert_false(client_utf8_valid("a\0b", 3));
+        assert_false(client_utf8_valid("\xe2\x82", 2));
+        assert_false(client_utf8_valid("\xff", 1));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_teardown(test_addr_parse, teardown),
+                cmocka_unit_test_teardown(test_default_host, teardown),
+                cmocka_unit_test_teardown(test_keepalive, teardown),
+                cmocka_unit_test_teardown(test_reconnect_after_server_close, teardown),
+                cmocka_unit_test_teardown(test_connection_close_header, teardown),
+                cmocka_unit_test_teardown(test_create_request, teardown),
+                cmocka_unit_test_teardown(test_inspect_fields, teardown),
+                cmocka_unit_test_teardown(test_exec_stream, teardown),
+                cmocka_unit_test_teardown(test_exec_signal_and_binary_stdin, teardown),
+                cmocka_unit_test_teardown(test_exec_background, teardown),
+                cmocka_unit_test_teardown(test_exec_errors, teardown),
+                cmocka_unit_test_teardown(test_error_mapping, teardown),
+                cmocka_unit_test_teardown(test_malformed_answers, teardown),
+                cmocka_unit_test_teardown(test_size_limits, teardown),
+                cmocka_unit_test_teardown(test_timeout, teardown),
+                cmocka_unit_test_teardown(test_files, teardown),
+                cmocka_unit_test_teardown(test_template_build, teardown),
+                cmocka_unit_test_teardown(test_processes, teardown),
+                cmocka_unit_test_teardown(test_connect_refused, teardown),
+                cmocka_unit_test_teardown(test_b64_utf8, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
