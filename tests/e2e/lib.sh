@@ -1,0 +1,94 @@
+# Shared helpers of the end-to-end tests (sourced, POSIX sh + bash features used: none).
+# Every test script gets BIN (dir with space/spaced) and STATE (written by fixture.sh
+# setup: the daemon's address and data dir), and reports each check as it goes.
+set -u
+
+BIN=${1:?usage: $0 BIN_DIR STATE_DIR}
+STATE=${2:?usage: $0 BIN_DIR STATE_DIR}
+SPACE=$BIN/space
+FAILS=0
+CHECKS=0
+
+if [ "$(id -u)" -ne 0 ]; then
+        echo "SKIP: end-to-end tests need root (namespaces, cgroups, mounts)"
+        exit 77
+fi
+if [ ! -f "$STATE/host" ]; then
+        echo "FAIL: no daemon state in $STATE (did the e2e.setup fixture run?)"
+        exit 1
+fi
+SPACE_HOST=$(cat "$STATE/host")
+DATA=$(cat "$STATE/data")
+export SPACE_HOST
+TMPD=$(mktemp -d /tmp/space-e2e-t.XXXXXX)
+trap 'rm -rf "$TMPD"' EXIT
+
+say() { echo "--- $*"; }
+pass() { CHECKS=$((CHECKS + 1)); echo "ok: $*"; }
+fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL: $*"; }
+# check DESCRIPTION COMMAND...: passes when the command succeeds
+check() {
+        d=$1; shift
+        if "$@"; then pass "$d"; else fail "$d"; fi
+}
+# expect_eq DESCRIPTION GOT WANT
+expect_eq() {
+        if [ "$2" = "$3" ]; then pass "$1 (got '$2')"; else fail "$1: got '$2', wanted '$3'"; fi
+}
+finish() {
+        echo "== $CHECKS checks, $FAILS failed"
+        [ "$FAILS" -eq 0 ]
+        exit $?
+}
+
+now_ms() { date +%s%3N; }
+
+# space ARGS...: the CLI with no stdin unless the caller redirects one
+sp() { "$SPACE" "$@"; }
+
+# json_get JSON KEY.PATH: prints a field of a JSON document (python3 on the host)
+json_get() {
+        python3 -c 'import json,sys
+v=json.loads(sys.argv[1])
+for k in sys.argv[2].split("."):
+    v = v[int(k)] if isinstance(v, list) else v.get(k) if isinstance(v, dict) else None
+print("" if v is None else (json.dumps(v) if isinstance(v,(dict,list)) else v))' "$1" "$2"
+}
+
+# new_sandbox [create options]: prints the session id; records it with its sandbox id
+# and init pid so the fixture's cleanup can prove nothing of it is left.
+new_sandbox() {
+        _id=$(sp create "$@" </dev/null) || return 1
+        _js=$(sp inspect --json "$_id" </dev/null) || return 1
+        echo "$_id $(json_get "$_js" sandbox_id) $(json_get "$_js" init_pid)" >>"$STATE/created"
+        echo "$_id"
+}
+
+# sandbox_of SESSION_ID: the sbx_ id recorded for it
+sandbox_of() { awk -v s="$1" '$1 == s { print $2 }' "$STATE/created" | tail -n 1; }
+init_pid_of() { awk -v s="$1" '$1 == s { print $3 }' "$STATE/created" | tail -n 1; }
+
+# leftovers SBX_ID PID: prints what is left of a deleted sandbox (mounts, cgroups, init)
+leftovers() {
+        _sbx=$1 _pid=$2
+        [ -n "$_sbx" ] || return 0
+        grep -F "$_sbx" /proc/self/mountinfo | awk '{ print "mount " $5 }'
+        for _cg in /sys/fs/cgroup/*/space/"$_sbx" /sys/fs/cgroup/space/"$_sbx"; do
+                [ -d "$_cg" ] && echo "cgroup $_cg"
+        done
+        if [ -n "$_pid" ] && [ "$_pid" -gt 0 ] 2>/dev/null && [ -e "/proc/$_pid" ]; then
+                _comm=$(cat "/proc/$_pid/comm" 2>/dev/null)
+                case $_comm in *init*) echo "process $_pid ($_comm)" ;; esac
+        fi
+        return 0
+}
+
+# wait_until SECONDS COMMAND...: polls every 0.2 s
+wait_until() {
+        _end=$(( $(date +%s) + $1 )); shift
+        while ! "$@"; do
+                [ "$(date +%s)" -ge "$_end" ] && return 1
+                sleep 0.2
+        done
+        return 0
+}
