@@ -1,0 +1,212 @@
+/* bench-create: times "create a sandbox and run `true` in it until it returns" through
+ * libspace, interleaved run by run with `bwrap --unshare-all --die-with-parent --ro-bind
+ * / / true`, and prints p50/p90/p99 of each and their ratio as JSON lines. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "space/space.h"
+
+#define MAX_RUNS 100000
+
+static double now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double pct(const double *v, size_t n, double p) {
+        size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+        if (rank < 1)
+                rank = 1;
+        return v[rank - 1];
+}
+
+struct series {
+        const char *what;
+        double *v;
+        size_t n;
+        size_t failures;
+};
+
+static void report(struct series *s, const char *extra) {
+        if (s->n == 0) {
+                printf("{\"bench\":\"create\",\"what\":\"%s\",\"runs\":0,\"failures\":%zu}\n", s->what, s->failures);
+                return;
+        }
+        qsort(s->v, s->n, sizeof(double), cmp_double);
+        double sum = 0;
+        for (size_t i = 0; i < s->n; i++)
+                sum += s->v[i];
+        printf("{\"bench\":\"create\",\"what\":\"%s\",%s\"runs\":%zu,\"failures\":%zu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
+               "\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f}\n",
+               s->what, extra, s->n, s->failures, pct(s->v, s->n, 50), pct(s->v, s->n, 90), pct(s->v, s->n, 99),
+               sum / (double)s->n, s->v[0], s->v[s->n - 1]);
+}
+
+/* One bwrap run; returns its wall time or a negative errno. */
+static double run_bwrap(const char *bwrap) {
+        double t0 = now_ms();
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                execlp(bwrap, bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true", (char *)NULL);
+                _exit(127);
+        }
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        double t1 = now_ms();
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return -ECHILD;
+        return t1 - t0;
+}
+
+/* One create + exec true; the delete is timed apart. */
+static int run_space(space_client *c, const char *tmpl, double *ret_create, double *ret_delete) {
+        static const char *const argv[] = { "true", NULL };
+        double t0 = now_ms();
+        space_session *s = NULL;
+        int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = tmpl });
+        if (r < 0)
+                return r;
+        struct space_exec_result res;
+        r = space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res);
+        double t1 = now_ms();
+        if (r >= 0 && (!res.exited || res.exit_code != 0 || res.signal))
+                r = -ECHILD;
+        int d = space_session_delete(s);
+        double t2 = now_ms();
+        space_session_free(s);
+        if (r < 0)
+                return r;
+        if (d < 0)
+                return d;
+        *ret_create = t1 - t0;
+        *ret_delete = t2 - t1;
+        return 0;
+}
+
+static void usage(FILE *f) {
+        fputs("Usage: bench-create [--runs N] [--warmup N] [--host ADDR] [--template NAME] [--bwrap PATH] [--no-bwrap]\n"
+              "\n"
+              "Times 'create a sandbox and run true in it until it returns' through spaced's API,\n"
+              "interleaved with 'bwrap --unshare-all --die-with-parent --ro-bind / / true', and\n"
+              "prints p50/p90/p99 (ms) of each and the ratio as JSON lines. Defaults: 200 runs,\n"
+              "5 warm-up runs of each, the daemon from $SPACE_HOST, template base.\n",
+              f);
+}
+
+int main(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "runs", required_argument, NULL, 'n' },   { "warmup", required_argument, NULL, 'w' },
+                { "host", required_argument, NULL, 'H' },   { "template", required_argument, NULL, 't' },
+                { "bwrap", required_argument, NULL, 'b' },  { "no-bwrap", no_argument, NULL, 'B' },
+                { "help", no_argument, NULL, 'h' },         { 0 },
+        };
+        long runs = 200, warmup = 5;
+        const char *host = NULL, *tmpl = "base", *bwrap = "bwrap";
+        int c;
+        while ((c = getopt_long(argc, argv, "n:h", lopts, NULL)) != -1) {
+                char *end;
+                switch (c) {
+                case 'n':
+                        runs = strtol(optarg, &end, 10);
+                        if (*end || runs < 1 || runs > MAX_RUNS) {
+                                fprintf(stderr, "bench-create: --runs between 1 and %d\n", MAX_RUNS);
+                                return 2;
+                        }
+                        break;
+                case 'w':
+                        warmup = strtol(optarg, &end, 10);
+                        if (*end || warmup < 0 || warmup > 1000) {
+                                fprintf(stderr, "bench-create: --warmup between 0 and 1000\n");
+                                return 2;
+                        }
+                        break;
+                case 'H': host = optarg; break;
+                case 't': tmpl = optarg; break;
+                case 'b': bwrap = optarg; break;
+                case 'B': bwrap = NULL; break;
+                case 'h': usage(stdout); return 0;
+                default: usage(stderr); return 2;
+                }
+        }
+        if (optind < argc) {
+                usage(stderr);
+                return 2;
+        }
+        space_client *cl = NULL;
+        int r = space_client_new(&cl, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = host });
+        if (r < 0) {
+                fprintf(stderr, "bench-create: bad daemon address: %s\n", strerror(-r));
+                return 1;
+        }
+        struct series sp = { .what = "space: create + exec true", .v = calloc((size_t)runs, sizeof(double)) };
+        struct series del = { .what = "space: delete", .v = calloc((size_t)runs, sizeof(double)) };
+        struct series bw = { .what = "bwrap --unshare-all --die-with-parent --ro-bind / / true",
+                             .v = calloc((size_t)runs, sizeof(double)) };
+        if (!sp.v || !del.v || !bw.v)
+                return 1;
+        for (long i = 0; i < warmup; i++) {
+                double a, b;
+                if ((r = run_space(cl, tmpl, &a, &b)) < 0) {
+                        fprintf(stderr, "bench-create: warm-up run failed: %s\n",
+                                *space_client_last_error(cl) ? space_client_last_error(cl) : strerror(-r));
+                        return 1;
+                }
+                if (bwrap && run_bwrap(bwrap) < 0) {
+                        fprintf(stderr, "bench-create: '%s' failed; run with --no-bwrap to skip it\n", bwrap);
+                        return 1;
+                }
+        }
+        for (long i = 0; i < runs; i++) {
+                double a, b;
+                r = run_space(cl, tmpl, &a, &b);
+                if (r < 0) {
+                        sp.failures++;
+                        fprintf(stderr, "bench-create: run %ld: %s\n", i,
+                                *space_client_last_error(cl) ? space_client_last_error(cl) : strerror(-r));
+                } else {
+                        sp.v[sp.n++] = a;
+                        del.v[del.n++] = b;
+                }
+                if (bwrap) {
+                        double t = run_bwrap(bwrap);
+                        if (t < 0)
+                                bw.failures++;
+                        else
+                                bw.v[bw.n++] = t;
+                }
+        }
+        char extra[160];
+        snprintf(extra, sizeof extra, "\"template\":\"%s\",\"host\":\"%s\",", tmpl, space_client_host(cl));
+        report(&sp, extra);
+        report(&del, extra);
+        if (bwrap) {
+                report(&bw, "");
+                if (sp.n && bw.n)
+                        printf("{\"bench\":\"create\",\"what\":\"ratio space/bwrap\",\"p50\":%.2f,\"p90\":%.2f,\"p99\":%.2f}\n",
+                               pct(sp.v, sp.n, 50) / pct(bw.v, bw.n, 50), pct(sp.v, sp.n, 90) / pct(bw.v, bw.n, 90),
+                               pct(sp.v, sp.n, 99) / pct(bw.v, bw.n, 99));
+        }
+        free(sp.v);
+        free(del.v);
+        free(bw.v);
+        space_client_free(cl);
+        return sp.failures || bw.failures ? 1 : 0;
+}
