@@ -1,0 +1,232 @@
+/* Runs the `space` binary against the scripted fake daemon and checks what a user sees:
+ * stdout/stderr, exit statuses (command's code, 128+signal, 127 not started, 1 errors),
+ * stdin forwarding, and that --json prints the daemon's document. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fake_server.h"
+
+static const char *space_bin;
+static char *owned[64];
+static size_t nowned;
+
+static const char *keep(char *s) {
+        owned[nowned++] = s;
+        return s;
+}
+
+static const char *json_resp(const char *status, const char *body) {
+        char *s;
+        assert_true(asprintf(&s, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", status,
+                             strlen(body), body) > 0);
+        return keep(s);
+}
+
+static const char *stream_resp(const char *ndjson) {
+        char *s;
+        assert_true(asprintf(&s, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                 "%zx\r\n%s\r\n0\r\n\r\n", strlen(ndjson), ndjson) > 0);
+        return keep(s);
+}
+
+static int teardown(void **state) {
+        (void)state;
+        for (size_t i = 0; i < nowned; i++)
+                free(owned[i]);
+        nowned = 0;
+        return 0;
+}
+
+static const char SESSION[] = "{\"id\":\"ses_00000000000000aa\",\"sandbox_id\":\"sbx_00000000000000aa\",\"state\":\"running\","
+                              "\"template\":\"base\",\"runtime\":\"ns\",\"created_at\":\"2025-01-01T00:00:00Z\","
+                              "\"limits\":{\"memory\":536870912,\"cpus\":1,\"pids\":512}}";
+
+struct run {
+        int status; /* exit code */
+        char out[4096];
+        char err[4096];
+};
+
+static void slurp(const char *path, char *buf, size_t n) {
+        FILE *f = fopen(path, "re");
+        size_t got = f ? fread(buf, 1, n - 1, f) : 0;
+        buf[got] = '\0';
+        if (f)
+                fclose(f);
+}
+
+/* Runs space with SPACE_HOST at the fake server; stdin from `input` (NULL: /dev/null). */
+static void run_space(struct fake_server *f, const char *input, struct run *ret, ...) {
+        char *argv[32] = { (char *)space_bin };
+        va_list ap;
+        va_start(ap, ret);
+        size_t n = 1;
+        char *a;
+        while ((a = va_arg(ap, char *)) && n < 31)
+                argv[n++] = a;
+        va_end(ap);
+        char outp[] = "/tmp/space-cli-out-XXXXXX", errp[] = "/tmp/space-cli-err-XXXXXX", inp[] = "/tmp/space-cli-in-XXXXXX";
+        int ofd = mkstemp(outp), efd = mkstemp(errp), ifd = mkstemp(inp);
+        assert_true(ofd >= 0 && efd >= 0 && ifd >= 0);
+        if (input)
+                assert_int_equal(write(ifd, input, strlen(input)), (ssize_t)strlen(input));
+        lseek(ifd, 0, SEEK_SET);
+        char host[200];
+        snprintf(host, sizeof host, "unix:%s", f->path);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                setenv("SPACE_HOST", host, 1);
+                dup2(input ? ifd : open("/dev/null", O_RDONLY), 0);
+                dup2(ofd, 1);
+                dup2(efd, 2);
+                execv(space_bin, argv);
+                _exit(99);
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        ret->status = WEXITSTATUS(st);
+        slurp(outp, ret->out, sizeof ret->out);
+        slurp(errp, ret->err, sizeof ret->err);
+        close(ofd);
+        close(efd);
+        close(ifd);
+        unlink(outp);
+        unlink(errp);
+        unlink(inp);
+}
+
+static void test_exec_output_and_code(void **state) {
+        (void)state;
+        printf("checks: space exec splits stdout/stderr, exits with the code, forwards piped stdin\n");
+        struct fake_server f = { .nreplies = 2 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = stream_resp("{\"type\":\"start\",\"pid\":3}\n{\"type\":\"stdout\",\"data\":\"42\\n\"}\n"
+                                       "{\"type\":\"stderr\",\"data\":\"warn\\n\"}\n{\"type\":\"exit\",\"exit_code\":3}\n");
+        fake_start(&f);
+        struct run r;
+        run_space(&f, "input-text", &r, "exec", "ses_00000000000000aa", "--", "python3", "-c", "x", NULL);
+        fake_stop(&f);
+        assert_int_equal(r.status, 3);
+        assert_string_equal(r.out, "42\n");
+        assert_string_equal(r.err, "warn\n");
+        assert_non_null(strstr(f.requests[1], "\"argv\":[\"python3\",\"-c\",\"x\"]"));
+        assert_non_null(strstr(f.requests[1], "\"stdin\":\"input-text\""));
+        fake_free(&f);
+}
+
+static void test_exec_signal_and_not_found(void **state) {
+        (void)state;
+        printf("checks: killed by signal 9 -> 137; command not found (422) -> 127 with the daemon's message\n");
+        struct fake_server f = { .nreplies = 4 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = stream_resp("{\"type\":\"exit\",\"signal\":9}\n");
+        f.replies[2].raw = json_resp("200 OK", SESSION);
+        f.replies[3].raw = json_resp("422 Unprocessable Entity",
+                                     "{\"error\":{\"code\":\"exec_failed\",\"message\":\"nosuch: command not found\"}}");
+        fake_start(&f);
+        struct run r;
+        run_space(&f, NULL, &r, "exec", "ses_00000000000000aa", "sleep", "9", NULL);
+        assert_int_equal(r.status, 137);
+        run_space(&f, NULL, &r, "exec", "ses_00000000000000aa", "--", "nosuch", NULL);
+        fake_stop(&f);
+        assert_int_equal(r.status, 127);
+        assert_string_equal(r.err, "space: nosuch: command not found\n");
+        assert_null(strstr(f.requests[1], "\"stdin")); /* /dev/null: nothing to send */
+        fake_free(&f);
+}
+
+static void test_errors_exit_1(void **state) {
+        (void)state;
+        printf("checks: an API error prints 'space: <message>' and exits 1\n");
+        struct fake_server f = { .nreplies = 1 };
+        f.replies[0].raw = json_resp("404 Not Found", "{\"error\":{\"code\":\"not_found\",\"message\":\"no session ses_x\"}}");
+        fake_start(&f);
+        struct run r;
+        run_space(&f, NULL, &r, "inspect", "ses_x", NULL);
+        fake_stop(&f);
+        assert_int_equal(r.status, 1);
+        assert_string_equal(r.err, "space: no session ses_x\n");
+        assert_string_equal(r.out, "");
+        fake_free(&f);
+}
+
+static void test_create_and_lists(void **state) {
+        (void)state;
+        printf("checks: create prints the id; ls prints a table; ls --json prints the daemon's JSON\n");
+        char list[sizeof SESSION + 32];
+        snprintf(list, sizeof list, "{\"sessions\":[%s]}", SESSION);
+        struct fake_server f = { .nreplies = 3 };
+        f.replies[0].raw = json_resp("201 Created", SESSION);
+        f.replies[1].raw = json_resp("200 OK", list);
+        f.replies[2].raw = json_resp("200 OK", list);
+        fake_start(&f);
+        struct run r;
+        run_space(&f, NULL, &r, "create", "--memory", "1G", "--cpus", "2", "--pids", "100", "--env", "A=b", NULL);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, "ses_00000000000000aa\n");
+        run_space(&f, NULL, &r, "ls", NULL);
+        assert_int_equal(r.status, 0);
+        assert_non_null(strstr(r.out, "ID"));
+        assert_non_null(strstr(r.out, "ses_00000000000000aa"));
+        assert_non_null(strstr(r.out, "512 MiB"));
+        run_space(&f, NULL, &r, "ls", "--json", NULL);
+        fake_stop(&f);
+        assert_int_equal(r.status, 0);
+        assert_int_equal(strncmp(r.out, list, strlen(list)), 0);
+        const char *body = strstr(f.requests[0], "\r\n\r\n") + 4;
+        assert_non_null(strstr(body, "\"memory\":1073741824"));
+        assert_non_null(strstr(body, "\"cpus\":2"));
+        assert_non_null(strstr(body, "\"pids\":100"));
+        assert_non_null(strstr(body, "\"env\":{\"A\":\"b\"}"));
+        fake_free(&f);
+}
+
+static void test_background_and_logs(void **state) {
+        (void)state;
+        printf("checks: exec -d prints the pid; logs --follow prints output and exits with the code\n");
+        struct fake_server f = { .nreplies = 4 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = json_resp("201 Created", "{\"pid\":77}");
+        f.replies[2].raw = json_resp("200 OK", SESSION);
+        f.replies[3].raw = stream_resp("{\"type\":\"attach\",\"offset\":0,\"running\":true}\n{\"type\":\"stdout\",\"data\":\"a\\n\"}\n"
+                                       "{\"type\":\"exit\",\"exit_code\":4}\n");
+        fake_start(&f);
+        struct run r;
+        run_space(&f, NULL, &r, "exec", "-d", "ses_00000000000000aa", "--", "sleep", "5", NULL);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, "77\n");
+        run_space(&f, NULL, &r, "logs", "--follow", "--offset", "2", "ses_00000000000000aa", "77", NULL);
+        fake_stop(&f);
+        assert_int_equal(r.status, 4);
+        assert_string_equal(r.out, "a\n");
+        assert_non_null(strstr(f.requests[3], "/processes/77/output?offset=2&follow=1 "));
+        fake_free(&f);
+}
+
+int main(int argc, char **argv) {
+        if (argc < 2) {
+                fprintf(stderr, "usage: test_cli_run PATH-TO-space\n");
+                return 2;
+        }
+        space_bin = argv[1];
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_teardown(test_exec_output_and_code, teardown),
+                cmocka_unit_test_teardown(test_exec_signal_and_not_found, teardown),
+                cmocka_unit_test_teardown(test_errors_exit_1, teardown),
+                cmocka_unit_test_teardown(test_create_and_lists, teardown),
+                cmocka_unit_test_teardown(test_background_and_logs, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
