@@ -553,6 +553,16 @@ int http_do(struct http_conn *c, const struct http_request *req, struct http_res
                 /* A stale leftover would be mistaken for the answer. */
                 buf_reset(&c->in);
                 r = send_request(c, req, fd_start);
+                if (r == -EPIPE || r == -ECONNRESET) {
+                        /* The server may have answered (413, say) and closed before taking
+                         * the whole body: that answer is worth more than EPIPE. */
+                        int h = read_head(c, 1000, &resp, &got_any);
+                        if (h >= 0) {
+                                resp.close = true;
+                                r = 0;
+                                break;
+                        }
+                }
                 if (r >= 0)
                         r = read_head(c, req->timeout_ms, &resp, &got_any);
                 if (r >= 0)

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static bool read_request(int fd, char **ret, size_t *ret_len) {
+static bool read_request(int fd, bool head_only, char **ret, size_t *ret_len) {
         size_t cap = 4096, len = 0;
         char *b = malloc(cap + 1);
         size_t need = 0; /* total bytes once the head is known */
@@ -38,7 +38,7 @@ static bool read_request(int fd, char **ret, size_t *ret_len) {
                                 char *cl = strcasestr(b, "\r\nContent-Length:");
                                 if (cl && cl < e)
                                         body = strtoul(cl + 17, NULL, 10);
-                                need = head + body;
+                                need = head_only ? len : head + body;
                         }
                 }
         }
@@ -66,7 +66,7 @@ static void *serve(void *arg) {
                 }
                 char *req;
                 size_t rlen;
-                if (!read_request(cfd, &req, &rlen)) {
+                if (!read_request(cfd, f->replies[f->served].after_head, &req, &rlen)) {
                         /* the client closed (or sent junk): wait for the next connection */
                         close(cfd);
                         cfd = -1;
@@ -89,7 +89,7 @@ static void *serve(void *arg) {
                                 n -= (size_t)w;
                         }
                 }
-                if (r->close_after) {
+                if (r->close_after || r->after_head) {
                         close(cfd);
                         cfd = -1;
                 }

@@ -14,6 +14,7 @@ struct fake_reply {
         size_t raw_len;        /* 0: strlen(raw) */
         bool close_after;      /* close the connection after replying */
         int delay_ms;          /* wait before replying */
+        bool after_head;       /* reply once the head is in, without reading the body, and close */
 };
 
 struct fake_server {

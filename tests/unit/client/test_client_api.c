@@ -567,6 +567,29 @@ static void test_files(void **state) {
         fake_free(&f);
 }
 
+static void test_early_answer(void **state) {
+        (void)state;
+        printf("checks: an upload the daemon refuses early (413, then close) reports the 413, not EPIPE\n");
+        struct fake_server f = { .nreplies = 2 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = json_resp("413 Payload Too Large", "{\"error\":{\"code\":\"too_large\",\"message\":\"upload over 256 MiB\"}}");
+        f.replies[1].after_head = true;
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        size_t n = 16u << 20;
+        char *big = calloc(1, n);
+        assert_non_null(big);
+        assert_int_equal(space_file_write(s, "/root/big", big, n, 0, false), -E2BIG);
+        assert_string_equal(space_client_last_error(c), "upload over 256 MiB");
+        free(big);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        fake_free(&f);
+}
+
 static void progress(void *ud, const char *msg) {
         int *n = ud;
         assert_string_equal(msg, *n == 0 ? "debootstrap bookworm" : "unpacking");
@@ -704,6 +727,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_size_limits, teardown),
                 cmocka_unit_test_teardown(test_timeout, teardown),
                 cmocka_unit_test_teardown(test_files, teardown),
+                cmocka_unit_test_teardown(test_early_answer, teardown),
                 cmocka_unit_test_teardown(test_template_build, teardown),
                 cmocka_unit_test_teardown(test_processes, teardown),
                 cmocka_unit_test_teardown(test_connect_refused, teardown),
