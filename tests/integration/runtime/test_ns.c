@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "common/macros.h"
+#include "common/proto.h"
 #include "runtime/cgroup.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
@@ -115,6 +116,14 @@ static void box_spec(struct box *b, struct rt_spec *s, const char *lowerdir) {
         };
 }
 
+static void track(struct rt_sandbox *sb) {
+        for (size_t i = 0; i < ELEMENTSOF(live); i++)
+                if (!live[i]) {
+                        live[i] = sb;
+                        return;
+                }
+}
+
 static void box_create(struct box *b, const struct rt_limits *l) {
         struct rt_spec s;
         box_spec(b, &s, NULL);
@@ -124,11 +133,7 @@ static void box_create(struct box *b, const struct rt_limits *l) {
         if (r < 0)
                 printf("# create failed: %s\n", runtime_last_error());
         assert_int_equal(r, 0);
-        for (size_t i = 0; i < ELEMENTSOF(live); i++)
-                if (!live[i]) {
-                        live[i] = b->sb;
-                        break;
-                }
+        track(b->sb);
 }
 
 static int read_full(int fd, void *buf, size_t n, int timeout_ms) {
@@ -468,6 +473,40 @@ static void test_many(void **state) {
                 box_destroy(&b[i]);
 }
 
+static void test_real_space_init(void **state) {
+#ifdef SPACE_INIT_PATH
+        if (access(SPACE_INIT_PATH, X_OK) != 0) {
+                printf("# real space-init: skipped (%s not built)\n", SPACE_INIT_PATH);
+                skip();
+        }
+        printf("# real space-init as PID 1: its HELLO arrives on the socket and says pid 1\n");
+        struct box b = { 0 };
+        struct rt_spec s;
+        box_spec(&b, &s, NULL);
+        s.init_path = SPACE_INIT_PATH;
+        int r = ops->create(&s, &b.sb);
+        if (r < 0)
+                printf("# create failed: %s\n", runtime_last_error());
+        assert_int_equal(r, 0);
+        track(b.sb);
+        uint8_t hdr[PROTO_HDR_SIZE];
+        int fd = ops->init_fd(b.sb);
+        assert_int_equal(read_full(fd, hdr, sizeof hdr, 10000), 0);
+        struct proto_hdr h;
+        assert_int_equal(proto_hdr_decode(hdr, &h), 0);
+        assert_int_equal(h.type, PROTO_HELLO);
+        assert_true(h.len > 0 && h.len < 4096);
+        char json[4096];
+        assert_int_equal(read_full(fd, json, h.len, 10000), 0);
+        json[h.len] = 0;
+        printf("# hello: %s\n", json);
+        assert_non_null(strstr(json, "\"pid\":1"));
+        box_destroy(&b);
+#else
+        skip();
+#endif
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_isolation),
@@ -477,6 +516,7 @@ int main(void) {
                 cmocka_unit_test(test_init_death),
                 cmocka_unit_test(test_create_failures),
                 cmocka_unit_test(test_many),
+                cmocka_unit_test(test_real_space_init),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
