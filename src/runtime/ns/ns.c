@@ -63,7 +63,9 @@ struct child_args {
         const char *rootfs;
         const char *hostname;
         struct rt_mount_cfg mcfg;
-        int go_fd, err_fd, sock_fd, exe_fd;
+        int sync_fd, sock_fd, exe_fd; /* sync: "go" in, error record out */
+        int parent_sync_fd;           /* the parent's end: closed at once, or a dead parent
+                                       * would never give us EOF */
         rlim_t nofile;
         const struct rt_seccomp_prog *seccomp;
         char *const *argv;
@@ -122,7 +124,7 @@ static int ns_host_init(const char *data_dir) {
 _noreturn_ static void child_fail(const struct child_args *a, const char *step, int err) {
         struct child_err e = { .err = err > 0 ? err : EIO };
         strncpy(e.step, step, sizeof e.step - 1);
-        ssize_t w _unused_ = write(a->err_fd, &e, sizeof e);
+        ssize_t w _unused_ = send(a->sync_fd, &e, sizeof e, MSG_NOSIGNAL);
         _exit(127);
 }
 
@@ -189,10 +191,11 @@ _noreturn_ static void ns_child(const struct child_args *in) {
                         signal(s, SIG_DFL);
         umask(022);
 
+        close(a.parent_sync_fd);
         /* Out of the way of 0..3, which get the socket and /dev/null at the end. */
-        if ((a.err_fd = move_high(a.err_fd)) < 0)
+        if ((a.sync_fd = move_high(a.sync_fd)) < 0)
                 _exit(126);
-        if ((a.go_fd = move_high(a.go_fd)) < 0 || (a.sock_fd = move_high(a.sock_fd)) < 0 ||
+        if ((a.sock_fd = move_high(a.sock_fd)) < 0 ||
             (a.exe_fd = move_high(a.exe_fd)) < 0)
                 child_fail(&a, "move fds", errno);
 
@@ -200,11 +203,10 @@ _noreturn_ static void ns_child(const struct child_args *in) {
          * parent gave up (or died); leave without a word. */
         char go;
         do
-                r = (int)read(a.go_fd, &go, 1);
+                r = (int)read(a.sync_fd, &go, 1);
         while (r < 0 && errno == EINTR);
         if (r != 1)
                 _exit(1);
-        close(a.go_fd);
 
         /* Still the host's root uid here: reach the rootfs path through the host's
          * directories before becoming an unprivileged uid. The bind makes the root a
@@ -252,7 +254,7 @@ _noreturn_ static void ns_child(const struct child_args *in) {
                 if (dup3(null_fd, fd, 0) < 0)
                         child_fail(&a, "dup stdio", errno);
         /* Whatever else the daemon had open (its other threads do not all use CLOEXEC)
-         * disappears at exec; the error pipe stays usable until then. */
+         * disappears at exec; the sync socket stays usable until then. */
         if (close_range(RT_NS_INIT_FD + 1, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
                 child_fail(&a, "close_range", errno);
 
@@ -461,7 +463,10 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         sb->sock = sb->pidfd = -EBADF;
         _cleanup_free_ char *opts = NULL;
         _cleanup_close_ int exe_fd = -EBADF;
-        int sv[2] = { -EBADF, -EBADF }, go[2] = { -EBADF, -EBADF }, errp[2] = { -EBADF, -EBADF };
+        /* sync: one byte "go" to the child; an error record back, or EOF once the exec
+         * closed the child's close-on-exec end. A socket, not pipes, so that a child
+         * that died early gives EPIPE and never SIGPIPE (MSG_NOSIGNAL) to the daemon. */
+        int sv[2] = { -EBADF, -EBADF }, sync[2] = { -EBADF, -EBADF };
         const char *what = NULL;
 
         sb->id = strdup(spec->id);
@@ -521,10 +526,10 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 goto fail;
         }
 
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(go, O_CLOEXEC) < 0 ||
-            pipe2(errp, O_CLOEXEC) < 0) {
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0) {
                 r = -errno;
-                what = "socketpair/pipe";
+                what = "socketpair";
                 goto fail;
         }
         exe_fd = open(spec->init_path, O_RDONLY | O_CLOEXEC);
@@ -549,8 +554,8 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 .rootfs = sb->rootfs,
                 .hostname = spec->id,
                 .mcfg = { .tmp_opts = tmp_opts, .shm_opts = shm_opts, .dev_opts = dev_opts },
-                .go_fd = go[0],
-                .err_fd = errp[1],
+                .sync_fd = sync[1],
+                .parent_sync_fd = sync[0],
                 .sock_fd = sv[1],
                 .exe_fd = exe_fd,
                 .nofile = nofile,
@@ -577,8 +582,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
 
         sb->pid = (pid_t)pid;
         sb->pidfd = pidfd;
-        go[0] = safe_close(go[0]);
-        errp[1] = safe_close(errp[1]);
+        sync[1] = safe_close(sync[1]);
         sv[1] = safe_close(sv[1]);
         exe_fd = safe_close(exe_fd);
 
@@ -590,19 +594,18 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 what = "attach to cgroup";
                 goto fail;
         }
-        if (write(go[1], "g", 1) != 1) {
+        if (send(sync[0], "g", 1, MSG_NOSIGNAL) != 1) {
                 r = -errno;
                 what = "signal child";
                 goto fail;
         }
-        go[1] = safe_close(go[1]);
 
-        /* EOF on the error pipe = the exec happened (the pipe is close-on-exec). */
+        /* EOF = the exec happened. */
         struct child_err ce;
         size_t got = 0;
         int64_t deadline = now_ms() + RT_NS_SETUP_TIMEOUT_MS;
         while (got < sizeof ce) {
-                struct pollfd p = { .fd = errp[0], .events = POLLIN };
+                struct pollfd p = { .fd = sync[0], .events = POLLIN };
                 int64_t left = deadline - now_ms();
                 int pr = left > 0 ? poll(&p, 1, (int)left) : 0;
                 if (pr < 0 && errno == EINTR)
@@ -612,7 +615,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                         what = "wait for sandbox setup";
                         goto fail;
                 }
-                ssize_t n = read(errp[0], (char *)&ce + got, sizeof ce - got);
+                ssize_t n = read(sync[0], (char *)&ce + got, sizeof ce - got);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)
@@ -635,7 +638,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 goto fail;
         }
 
-        safe_close(errp[0]);
+        safe_close(sync[0]);
         sb->sock = sv[0];
         *ret = sb;
         return 0;
@@ -653,10 +656,8 @@ fail:
         sandbox_free(sb);
         safe_close(sv[0]);
         safe_close(sv[1]);
-        safe_close(go[0]);
-        safe_close(go[1]);
-        safe_close(errp[0]);
-        safe_close(errp[1]);
+        safe_close(sync[0]);
+        safe_close(sync[1]);
         return r;
 }
 
