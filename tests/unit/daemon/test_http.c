@@ -289,7 +289,7 @@ static void test_response(void **state) {
         buf_reset(&b);
         http_chunk_append(&b, "hello world, this is 26 by", 26);
         http_chunk_append(&b, NULL, 0);
-        assert_string_equal(buf_cstr(&b), "1a\r\nhello world, this is 26 b\r\n0\r\n\r\n");
+        assert_string_equal(buf_cstr(&b), "1a\r\nhello world, this is 26 by\r\n0\r\n\r\n");
         buf_free(&b);
         assert_string_equal(http_status_code_name(413), "too_large");
         assert_string_equal(http_status_code_name(431), "too_large");
