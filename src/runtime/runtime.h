@@ -56,6 +56,10 @@ struct runtime_ops {
         int (*health)(struct rt_sandbox *sb, struct rt_health *ret);
         /* Kills every process, unmounts, removes cgroups, frees sb. Accepts NULL. */
         int (*destroy)(struct rt_sandbox *sb);
+        /* For what a sandbox left behind when its rt_sandbox was lost (daemon crash):
+         * kills its processes, unmounts run_dir's rootfs, removes its cgroups. Idempotent;
+         * 0 when nothing was left. Never call it for a sandbox still held. */
+        int (*reclaim)(const char *id, const char *run_dir);
 };
 
 extern const struct runtime_ops rt_ns_ops;

@@ -705,6 +705,39 @@ static int ns_health(struct rt_sandbox *sb, struct rt_health *ret) {
         return 0;
 }
 
+static int ns_reclaim(const char *id, const char *run_dir) {
+        if (!id_valid(id) || !path_valid(run_dir))
+                return -EINVAL;
+        int ret = 0;
+        struct rt_cgroup *cg = NULL;
+        int r = rt_cgroup_open(NULL, id, &cg);
+        if (r == 0) {
+                /* Thawed first: frozen tasks never die. Killing the pid namespace's init
+                 * is not possible without its pidfd; the cgroup holds every task anyway. */
+                r = rt_cgroup_freeze(cg, false);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                r = rt_cgroup_kill_all(cg);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                r = rt_cgroup_remove(cg);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                rt_cgroup_free(cg);
+        } else if (r != -ENOENT) {
+                ret = r;
+        }
+        char rootfs[RT_NS_MAX_PATH + 16];
+        snprintf(rootfs, sizeof rootfs, "%s/rootfs", run_dir);
+        if (umount2(rootfs, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT && ret == 0)
+                ret = -errno;
+        if (rmdir(rootfs) < 0 && errno != ENOENT && ret == 0)
+                ret = -errno;
+        if (ret < 0)
+                runtime_set_error("ns: reclaim of %s: %s", id, strerror(-ret));
+        return ret;
+}
+
 const struct runtime_ops rt_ns_ops = {
         .name = "ns",
         .memory_snapshots = false,
@@ -717,4 +750,5 @@ const struct runtime_ops rt_ns_ops = {
         .thaw = ns_thaw,
         .health = ns_health,
         .destroy = ns_destroy,
+        .reclaim = ns_reclaim,
 };

@@ -473,6 +473,62 @@ static void test_many(void **state) {
                 box_destroy(&b[i]);
 }
 
+static void test_reclaim(void **state) {
+        printf("# reclaim after a daemon crash: the creating process dies without destroy;\n"
+               "#   reclaim(id, run_dir) leaves no mount, cgroup or process\n");
+        struct box b = { 0 };
+        struct rt_spec s;
+        box_spec(&b, &s, NULL);
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        pid_t daemon = fork();
+        assert_true(daemon >= 0);
+        if (daemon == 0) {
+                struct rt_sandbox *sb = NULL;
+                pid_t init = ops->create(&s, &sb) == 0 ? ops->init_pid(sb) : -1;
+                /* A process holding the socket keeps test-init from seeing EOF, as a
+                 * space-init that outlives its daemon would. */
+                pid_t holder = fork();
+                if (holder == 0) {
+                        for (;;)
+                                pause();
+                }
+                ssize_t w _unused_ = write(p[1], &init, sizeof init);
+                w = write(p[1], &holder, sizeof holder);
+                _exit(0); /* "crash": no destroy */
+        }
+        pid_t holder = 0;
+        pid_t init = 0;
+        assert_int_equal(read(p[0], &init, sizeof init), (ssize_t)sizeof init);
+        assert_int_equal(read(p[0], &holder, sizeof holder), (ssize_t)sizeof holder);
+        close(p[0]);
+        close(p[1]);
+        assert_int_equal(waitpid(daemon, NULL, 0), daemon);
+        assert_true(init > 0);
+        usleep(100000);
+        assert_int_equal(kill(init, 0), 0); /* the sandbox outlived its creator */
+        char st[512], line[256];
+        PJ(st, "/proc/%d/stat", (int)init);
+        FILE *f = fopen(st, "re");
+        assert_non_null(f);
+        assert_non_null(fgets(line, sizeof line, f));
+        fclose(f);
+        assert_null(strstr(line, ") Z ")); /* alive, not a zombie */
+        assert_true(mounted_under(b.run));
+        assert_true(cgroup_left(b.id));
+
+        assert_int_equal(ops->reclaim(b.id, b.run), 0);
+        assert_false(mounted_under(b.run));
+        assert_false(cgroup_left(b.id));
+        /* init was reparented to the host's init, which reaps it; allow it a moment */
+        for (int i = 0; i < 500 && kill(init, 0) == 0; i++)
+                usleep(10000);
+        assert_int_equal(kill(init, 0), -1);
+        kill(holder, SIGKILL);
+        assert_int_equal(ops->reclaim(b.id, b.run), 0); /* idempotent */
+        assert_int_equal(ops->reclaim("../x", b.run), -EINVAL);
+}
+
 static void test_real_space_init(void **state) {
 #ifdef SPACE_INIT_PATH
         if (access(SPACE_INIT_PATH, X_OK) != 0) {
@@ -516,6 +572,7 @@ int main(void) {
                 cmocka_unit_test(test_init_death),
                 cmocka_unit_test(test_create_failures),
                 cmocka_unit_test(test_many),
+                cmocka_unit_test(test_reclaim),
                 cmocka_unit_test(test_real_space_init),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
