@@ -1,0 +1,440 @@
+/* Materialize: recreates a snapshot in an empty directory from its root tree alone. The
+ * walk creates every entry relative to directory fds it made itself (names are validated
+ * by the decoder: no "/", ".", ".."), so nothing can land outside the target; file data is
+ * fetched, hash-checked and written by the pool. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <time.h>
+
+#include "store/store-internal.h"
+
+/* Trees are shared by the walk and the file tasks that point into them. */
+struct tree_ref {
+        struct tree t;
+        atomic_int refs;
+};
+
+static void tref_put(struct tree_ref *r) {
+        if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
+                tree_free(&r->t);
+                free(r);
+        }
+}
+
+struct link_ent {
+        uint64_t id;
+        char *path;
+};
+
+struct mat {
+        struct store *s;
+        const struct store_materialize_opts *o;
+        int rootfd;
+        atomic_size_t pending;
+        atomic_int err;
+        pthread_mutex_t mu;
+        char errmsg[1024];
+        atomic_uint_least64_t bytes_read, bytes_written, files;
+        uint64_t entries;
+        struct link_ent *links;
+        size_t links_n, links_cap;
+        struct scache_builder sc;  /* under mu */
+        int64_t max_ctime_ns;      /* under mu */
+        int64_t last_progress;
+        struct store_hash stack[STORE_MAX_DEPTH + 2];
+};
+
+static void mat_fail(struct mat *m, int r) {
+        int zero = 0;
+        pthread_mutex_lock(&m->mu);
+        if (atomic_compare_exchange_strong(&m->err, &zero, r))
+                snprintf(m->errmsg, sizeof m->errmsg, "%s", store_error_detail());
+        pthread_mutex_unlock(&m->mu);
+}
+
+static void progress(struct mat *m, bool force) {
+        if (!m->o || !m->o->progress)
+                return;
+        int64_t now = store_now_ns();
+        if (!force && now - m->last_progress < 100000000)
+                return;
+        m->last_progress = now;
+        struct store_progress p = { .phase = "write", .entries = m->entries, .bytes = atomic_load(&m->bytes_written) };
+        m->o->progress(m->o->userdata, &p);
+}
+
+static void record_stat(struct mat *m, const char *path, const struct stat *st) {
+        if (m->o && m->o->no_stat_cache)
+                return;
+        struct scache_rec r = { .ino = (uint64_t)st->st_ino, .ctime_sec = st->st_ctim.tv_sec,
+                                .ctime_nsec = (uint32_t)st->st_ctim.tv_nsec, .mtime_sec = st->st_mtim.tv_sec,
+                                .mtime_nsec = (uint32_t)st->st_mtim.tv_nsec, .size = (uint64_t)st->st_size };
+        int64_t c = st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+        pthread_mutex_lock(&m->mu);
+        (void)scache_add(&m->sc, path, &r);
+        if (c > m->max_ctime_ns)
+                m->max_ctime_ns = c;
+        pthread_mutex_unlock(&m->mu);
+}
+
+static int set_xattrs(int fd, const char *path, const struct t_entry *e, const char *shown) {
+        for (uint32_t i = 0; i < e->nxattr; i++) {
+                const struct t_xattr *x = &e->xattrs[i];
+                int k = fd >= 0 ? fsetxattr(fd, x->name, x->value, x->vlen, 0) : lsetxattr(path, x->name, x->value, x->vlen, 0);
+                if (k < 0)
+                        return store_fail(-errno, "%s: cannot set xattr %s: %m", shown, x->name);
+        }
+        return 0;
+}
+
+static struct timespec mtime_of(const struct t_entry *e) {
+        return (struct timespec){ .tv_sec = e->mtime_sec, .tv_nsec = e->mtime_nsec };
+}
+
+/* Owner, mode, xattrs, times: in this order, since chown clears set-id bits and file
+ * capabilities and every change moves ctime. */
+static int set_meta_fd(struct mat *m, int fd, const struct t_entry *e, const char *shown) {
+        if (!(m->o && m->o->no_owner) && fchown(fd, e->uid, e->gid) < 0)
+                return store_fail(-errno, "%s: cannot set the owner: %m", shown);
+        if (fchmod(fd, e->mode) < 0)
+                return store_fail(-errno, "%s: cannot set the mode: %m", shown);
+        int r = set_xattrs(fd, NULL, e, shown);
+        if (r < 0)
+                return r;
+        struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, mtime_of(e) };
+        if (futimens(fd, ts) < 0)
+                return store_fail(-errno, "%s: cannot set the mtime: %m", shown);
+        return 0;
+}
+
+/* ---- file data ---- */
+
+struct file_task {
+        struct pool_task task;
+        struct mat *m;
+        struct tree_ref *tr;
+        const struct t_entry *e;
+        int fd;
+        bool record;
+        char path[];
+};
+
+static int write_file(struct mat *m, struct file_task *t) {
+        const struct t_entry *e = t->e;
+        if (ftruncate(t->fd, (off_t)e->size) < 0)
+                return store_fail(-errno, "%s: cannot size the file: %m", t->path);
+        for (uint32_t i = 0; i < e->nchunks && !atomic_load(&m->err); i++) {
+                const struct t_chunk *c = &e->chunks[i];
+                _cleanup_free_ void *data = NULL;
+                size_t len;
+                uint64_t br = 0;
+                int r = obj_read(m->s, &c->hash, OBJ_CHUNK, &data, &len, &br);
+                atomic_fetch_add(&m->bytes_read, br);
+                if (r < 0) {
+                        char msg[1100];
+                        snprintf(msg, sizeof msg, "%s (file %s)", store_error_detail(), t->path);
+                        return store_fail(r, "%s", msg);
+                }
+                if (len != c->len)
+                        return store_fail(-EBADMSG, "%s: chunk %u holds %zu bytes, the tree says %u", t->path, i, len,
+                                          c->len);
+                size_t done = 0;
+                while (done < len) {
+                        ssize_t k = pwrite(t->fd, (char *)data + done, len - done, (off_t)(c->off + done));
+                        if (k < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                return store_fail(-errno, "%s: write error: %m", t->path);
+                        }
+                        done += (size_t)k;
+                }
+                atomic_fetch_add(&m->bytes_written, len);
+        }
+        int r = set_meta_fd(m, t->fd, e, t->path);
+        if (r < 0)
+                return r;
+        struct stat st;
+        if (t->record && fstat(t->fd, &st) == 0)
+                record_stat(m, t->path, &st);
+        return 0;
+}
+
+static void file_run(struct pool_task *pt) {
+        struct file_task *t = (struct file_task *)pt;
+        struct mat *m = t->m;
+        if (!atomic_load(&m->err)) {
+                int r = write_file(m, t);
+                if (r < 0)
+                        mat_fail(m, r);
+        }
+        atomic_fetch_add(&m->files, 1);
+        close(t->fd);
+        tref_put(t->tr);
+        free(t);
+        atomic_fetch_sub(&m->pending, 1);
+        pool_notify(m->s->pool);
+}
+
+/* ---- the walk ---- */
+
+static const char *link_find(struct mat *m, uint64_t id) {
+        for (size_t i = 0; i < m->links_n; i++) /* link groups are few */
+                if (m->links[i].id == id)
+                        return m->links[i].path;
+        return NULL;
+}
+
+static int link_add(struct mat *m, uint64_t id, const char *path) {
+        if (m->links_n == m->links_cap) {
+                size_t nc = m->links_cap ? m->links_cap * 2 : 16;
+                struct link_ent *nl = realloc(m->links, nc * sizeof *nl);
+                if (!nl)
+                        return -ENOMEM;
+                m->links = nl;
+                m->links_cap = nc;
+        }
+        char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        m->links[m->links_n++] = (struct link_ent){ id, p };
+        return 0;
+}
+
+static int make_link(struct mat *m, const char *first, int dfd, const char *name, const char *shown) {
+        struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        _cleanup_close_ int fd = (int)syscall(SYS_openat2, m->rootfd, first, &how, sizeof how);
+        if (fd < 0)
+                return store_fail(-errno, "%s: cannot find %s to link to: %m", shown, first);
+        if (linkat(fd, "", dfd, name, AT_EMPTY_PATH) == 0)
+                return 0;
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW) < 0)
+                return store_fail(-errno, "%s: cannot create the hard link: %m", shown);
+        return 0;
+}
+
+static int mat_dir(struct mat *m, const struct store_hash *tree, int dfd, const char *path, unsigned depth);
+
+static int mat_entry(struct mat *m, struct tree_ref *tr, const struct t_entry *e, int dfd, const char *dpath,
+                     unsigned depth) {
+        _cleanup_free_ char *path = NULL;
+        if (asprintf(&path, "%s%s%s", dpath, *dpath ? "/" : "", e->name) < 0)
+                return -ENOMEM;
+        m->entries++;
+        char proc[64 + STORE_MAX_NAME];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d/%s", dfd, e->name);
+        switch (e->type) {
+        case T_REG: {
+                if (e->link) {
+                        const char *first = link_find(m, e->link);
+                        if (first)
+                                return make_link(m, first, dfd, e->name, path);
+                        int r = link_add(m, e->link, path);
+                        if (r < 0)
+                                return r;
+                }
+                int fd = openat(dfd, e->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0)
+                        return store_fail(-errno, "%s: cannot create: %m", path);
+                size_t pl = strlen(path);
+                struct file_task *t = malloc(sizeof *t + pl + 1);
+                if (!t) {
+                        close(fd);
+                        return -ENOMEM;
+                }
+                *t = (struct file_task){ .task.fn = file_run, .m = m, .tr = tr, .e = e, .fd = fd, .record = !e->link };
+                memcpy(t->path, path, pl + 1);
+                atomic_fetch_add(&tr->refs, 1);
+                atomic_fetch_add(&m->pending, 1);
+                pool_submit(m->s->pool, &t->task, false);
+                return 0;
+        }
+        case T_DIR: {
+                if (depth + 1 > STORE_MAX_DEPTH)
+                        return store_fail(-ELOOP, "%s: nested deeper than %u directories", path, STORE_MAX_DEPTH);
+                if (mkdirat(dfd, e->name, 0700) < 0)
+                        return store_fail(-errno, "%s: cannot create the directory: %m", path);
+                _cleanup_close_ int cfd = openat(dfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (cfd < 0)
+                        return store_fail(-errno, "%s: cannot open the directory: %m", path);
+                int r = mat_dir(m, &e->tree, cfd, path, depth + 1);
+                if (r < 0)
+                        return r;
+                r = set_meta_fd(m, cfd, e, path);
+                if (r < 0)
+                        return r;
+                struct stat st;
+                if (fstat(cfd, &st) == 0)
+                        record_stat(m, path, &st);
+                return 0;
+        }
+        case T_LNK:
+                if (symlinkat(e->target, dfd, e->name) < 0)
+                        return store_fail(-errno, "%s: cannot create the symlink: %m", path);
+                break;
+        case T_CHR:
+        case T_BLK:
+        case T_FIFO:
+        case T_SOCK: {
+                mode_t type = e->type == T_CHR ? S_IFCHR : e->type == T_BLK ? S_IFBLK : e->type == T_FIFO ? S_IFIFO : S_IFSOCK;
+                dev_t dev = (e->type == T_CHR || e->type == T_BLK) ? makedev(e->major, e->minor) : 0;
+                if (mknodat(dfd, e->name, type | 0600, dev) < 0)
+                        return store_fail(-errno, "%s: cannot create the %s: %m", path,
+                                          e->type == T_FIFO ? "fifo" : e->type == T_SOCK ? "socket" : "device node");
+                break;
+        }
+        default:
+                return store_fail(-EBADMSG, "%s: unknown entry type", path);
+        }
+        /* Everything but files and directories: metadata by name, never following. */
+        if (!(m->o && m->o->no_owner) && fchownat(dfd, e->name, e->uid, e->gid, AT_SYMLINK_NOFOLLOW) < 0)
+                return store_fail(-errno, "%s: cannot set the owner: %m", path);
+        if (e->type != T_LNK && fchmodat(dfd, e->name, e->mode, AT_SYMLINK_NOFOLLOW) < 0)
+                return store_fail(-errno, "%s: cannot set the mode: %m", path);
+        int r = set_xattrs(-1, proc, e, path);
+        if (r < 0)
+                return r;
+        struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, mtime_of(e) };
+        if (utimensat(dfd, e->name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+                return store_fail(-errno, "%s: cannot set the mtime: %m", path);
+        struct stat st;
+        if (fstatat(dfd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                record_stat(m, path, &st);
+        return 0;
+}
+
+static int mat_dir(struct mat *m, const struct store_hash *tree, int dfd, const char *path, unsigned depth) {
+        for (unsigned i = 0; i < depth; i++)
+                if (store_hash_eq(&m->stack[i], tree)) {
+                        char hex[STORE_HEX_LEN + 1];
+                        store_hash_to_hex(tree, hex);
+                        return store_fail(-ELOOP, "tree %s refers to itself (at %s)", hex, *path ? path : ".");
+                }
+        m->stack[depth] = *tree;
+        struct tree_ref *tr = calloc(1, sizeof *tr);
+        if (!tr)
+                return -ENOMEM;
+        atomic_init(&tr->refs, 1);
+        uint64_t br = 0;
+        int r = tree_load(m->s, tree, &tr->t, &br);
+        atomic_fetch_add(&m->bytes_read, br);
+        if (r < 0) {
+                free(tr);
+                if (*path) {
+                        char msg[1100];
+                        snprintf(msg, sizeof msg, "%s (directory %s)", store_error_detail(), path);
+                        return store_fail(r, "%s", msg);
+                }
+                return r;
+        }
+        for (size_t i = 0; i < tr->t.n && r == 0; i++) {
+                r = mat_entry(m, tr, &tr->t.e[i], dfd, path, depth);
+                progress(m, false);
+                if (atomic_load(&m->err))
+                        break;
+        }
+        tref_put(tr);
+        return r;
+}
+
+static int target_prepare(const char *dir, int *ret) {
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return store_fail(-errno, "cannot create %s: %m", dir);
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return store_fail(-errno, errno == ENOTDIR || errno == ELOOP ? "%s is not a directory" : "cannot open %s: %m",
+                                  dir);
+        int fd2 = dup(fd);
+        DIR *d = fd2 >= 0 ? fdopendir(fd2) : NULL;
+        if (!d) {
+                int r = -errno;
+                if (fd2 >= 0)
+                        close(fd2);
+                close(fd);
+                return r;
+        }
+        struct dirent *de;
+        bool empty = true;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+                        empty = false;
+                        break;
+                }
+        closedir(d);
+        if (!empty) {
+                close(fd);
+                return store_fail(-ENOTEMPTY, "%s is not empty: materialize needs an empty or new directory", dir);
+        }
+        *ret = fd;
+        return 0;
+}
+
+int store_materialize(struct store *s, const struct store_hash *snap, const char *dir,
+                      const struct store_materialize_opts *o) {
+        struct store_materialize_opts def = { 0 };
+        if (!o)
+                o = &def;
+        struct mat m = { .s = s, .o = o, .rootfd = -EBADF, .sc = { .b = BUF_INIT(0) } };
+        pthread_mutex_init(&m.mu, NULL);
+        struct txn *pin = NULL;
+        struct snap_record rec = { 0 };
+        int r = txn_begin(s, snap, 1, &pin);
+        if (r < 0)
+                goto out;
+        r = snap_load(s, snap, &rec);
+        if (r < 0)
+                goto out;
+        r = target_prepare(dir, &m.rootfd);
+        if (r < 0)
+                goto out;
+        r = mat_dir(&m, &rec.root.tree, m.rootfd, "", 0);
+        if (r < 0)
+                mat_fail(&m, r);
+        while (!pool_wait(s->pool, &m.pending, 100))
+                progress(&m, false);
+        r = atomic_load(&m.err);
+        if (r < 0) {
+                store_set_detail(m.errmsg);
+                goto out;
+        }
+        r = set_meta_fd(&m, m.rootfd, &rec.root, dir);
+        if (r < 0)
+                goto out;
+        progress(&m, true);
+        if (!o->no_stat_cache) {
+                struct stat st;
+                if (fstat(m.rootfd, &st) == 0) {
+                        /* Return only once the clock has passed every ctime we produced, so a
+                         * later change can't reuse a timestamp the cache holds. */
+                        for (int i = 0; i < 10 && store_now_ns() < m.max_ctime_ns + 20000000LL; i++)
+                                nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
+                        (void)scache_save(s, snap, (uint64_t)st.st_dev, (uint64_t)st.st_ino, &m.sc);
+                }
+        }
+out:
+        pool_wait(s->pool, &m.pending, 0);
+        if (o->stats) {
+                o->stats->entries += m.entries;
+                o->stats->files += atomic_load(&m.files);
+                o->stats->bytes_read += atomic_load(&m.bytes_read);
+                o->stats->bytes_logical += atomic_load(&m.bytes_written);
+        }
+        for (size_t i = 0; i < m.links_n; i++)
+                free(m.links[i].path);
+        free(m.links);
+        buf_free(&m.sc.b);
+        snap_record_free(&rec);
+        txn_free(pin);
+        safe_close(m.rootfd);
+        pthread_mutex_destroy(&m.mu);
+        return r;
+}

@@ -1,0 +1,769 @@
+/* space-store: the admin tool over a snapshot store directory (put, get, diff, log, show,
+ * fork, rm, verify, gc, stats). It is a thin shell over src/store/store.h; everything it
+ * prints for machines is one hash per line or JSON. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/json.h"
+#include "store/store.h"
+
+enum {
+        EXIT_OK = 0,
+        EXIT_FAIL = 1,      /* the operation failed (I/O, permissions, ...) */
+        EXIT_USAGE = 2,     /* bad command line */
+        EXIT_NOTFOUND = 3,  /* no such store, snapshot or directory */
+        EXIT_CORRUPT = 4,   /* the store holds damaged or foreign data (verify found problems) */
+};
+
+static const char *store_dir;
+static bool quiet;
+static unsigned opt_threads;
+static int opt_level;
+static const char *cmd_name = "";
+
+static const char *const main_usage =
+        "usage: space-store [--store DIR] [--threads N] [--level N] [--quiet] COMMAND [ARGS]\n"
+        "\n"
+        "Content-addressed snapshot store: chunks, trees and snapshot records in DIR.\n"
+        "The store is --store DIR, else $SPACE_STORE.\n"
+        "\n"
+        "commands:\n"
+        "  init                     create an empty store\n"
+        "  put DIR [--parent SNAP]  capture DIR as a new snapshot; prints its id\n"
+        "  get SNAP DIR             materialize SNAP into DIR (empty or new)\n"
+        "  diff A B                 paths that differ between snapshots A and B\n"
+        "  log                      list snapshots, oldest first\n"
+        "  show SNAP                one snapshot's record\n"
+        "  fork SNAP                a new snapshot sharing SNAP's data (O(1))\n"
+        "  rm SNAP...               stop listing snapshots; gc then frees their data\n"
+        "  verify                   check every object and every listed snapshot\n"
+        "  gc [--dry-run]           remove everything no listed snapshot reaches\n"
+        "  stats                    objects, bytes stored and logical, dedup ratio\n"
+        "\n"
+        "SNAP is a snapshot id or a unique prefix of at least 4 hex digits.\n"
+        "'space-store COMMAND --help' describes each command.\n"
+        "\n"
+        "exit status: 0 success, 1 failure, 2 usage error, 3 not found,\n"
+        "             4 damaged data (verify found problems, or get met a corrupt object)\n";
+
+static _printf_(1, 2) void err(const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "space-store%s%s: ", *cmd_name ? " " : "", cmd_name);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+}
+
+/* Maps a store error to a message and an exit status. */
+static int fail(int r, const char *what) {
+        const char *d = store_error_detail();
+        err("%s: %s", what, *d ? d : strerror(-r));
+        switch (r) {
+        case -ENOENT:
+                return EXIT_NOTFOUND;
+        case -EBADMSG:
+        case -ELOOP:
+                return EXIT_CORRUPT;
+        case -EINVAL:
+        case -ENOTUNIQ:
+                return EXIT_USAGE;
+        default:
+                return EXIT_FAIL;
+        }
+}
+
+static int usage_error(const char *usage, const char *fmt, ...) _printf_(2, 3);
+static int usage_error(const char *usage, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "space-store%s%s: ", *cmd_name ? " " : "", cmd_name);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+}
+
+/* ---- progress on a terminal ---- */
+
+static bool progress_on;
+static bool progress_drawn;
+
+static void human(uint64_t b, char *out, size_t n) {
+        if (b >= (1ull << 30))
+                snprintf(out, n, "%.2f GiB", (double)b / (1 << 30));
+        else if (b >= (1ull << 20))
+                snprintf(out, n, "%.1f MiB", (double)b / (1 << 20));
+        else if (b >= 1024)
+                snprintf(out, n, "%.1f KiB", (double)b / 1024);
+        else
+                snprintf(out, n, "%" PRIu64 " B", b);
+}
+
+static void on_progress(void *ud, const struct store_progress *p) {
+        if (!progress_on)
+                return;
+        char b[32];
+        human(p->bytes, b, sizeof b);
+        fprintf(stderr, "\r\033[K%s: %s: %" PRIu64 " %s, %s", cmd_name, p->phase, p->entries,
+                !strcmp(p->phase, "verify") || !strcmp(p->phase, "mark") || !strcmp(p->phase, "sweep") ? "objects"
+                                                                                                          : "entries",
+                b);
+        progress_drawn = true;
+}
+
+static void progress_end(void) {
+        if (progress_drawn)
+                fputs("\r\033[K", stderr);
+        progress_drawn = false;
+}
+
+/* ---- helpers ---- */
+
+static int open_store(bool create, struct store **ret) {
+        if (!store_dir || !*store_dir) {
+                err("no store given: use --store DIR or set SPACE_STORE");
+                return EXIT_USAGE;
+        }
+        struct store_opts o = { STORE_OPTS_INIT, .create = create, .threads = opt_threads,
+                                .compression_level = opt_level };
+        int r = store_open(store_dir, &o, ret);
+        if (r < 0)
+                return fail(r, "cannot open the store");
+        return 0;
+}
+
+static int resolve(struct store *s, const char *arg, struct store_hash *ret) {
+        int r = store_snapshot_resolve(s, arg, ret);
+        if (r < 0)
+                return fail(r, "bad snapshot");
+        return 0;
+}
+
+static bool want_help(int argc, char **argv) {
+        for (int i = 1; i < argc; i++) {
+                if (!strcmp(argv[i], "--"))
+                        break;
+                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+                        return true;
+        }
+        return false;
+}
+
+static void hex_of(const struct store_hash *h, char out[STORE_HEX_LEN + 1]) { store_hash_to_hex(h, out); }
+
+static void print_time(int64_t ns, char *out, size_t n) {
+        time_t t = (time_t)(ns / 1000000000);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void stats_json(struct json_writer *w, const struct store_op_stats *st) {
+        json_w_key(w, "entries");
+        json_w_uint(w, st->entries);
+        json_w_key(w, "files");
+        json_w_uint(w, st->files);
+        json_w_key(w, "files_read");
+        json_w_uint(w, st->files_read);
+        json_w_key(w, "bytes_read");
+        json_w_uint(w, st->bytes_read);
+        json_w_key(w, "bytes_logical");
+        json_w_uint(w, st->bytes_logical);
+        json_w_key(w, "objects_written");
+        json_w_uint(w, st->objects_written);
+        json_w_key(w, "bytes_written");
+        json_w_uint(w, st->bytes_written);
+        json_w_key(w, "objects_reused");
+        json_w_uint(w, st->objects_reused);
+        json_w_key(w, "trees_written");
+        json_w_uint(w, st->trees_written);
+}
+
+static int print_buf(struct buf *b) {
+        buf_putc(b, '\n');
+        fwrite(b->data, 1, b->len, stdout);
+        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+}
+
+/* ---- commands ---- */
+
+static int cmd_init(int argc, char **argv) {
+        static const char usage[] = "usage: space-store init\n  Creates an empty store at --store DIR (or $SPACE_STORE).\n";
+        if (want_help(argc, argv)) {
+                fputs(usage, stdout);
+                return 0;
+        }
+        if (argc != 1)
+                return usage_error(usage, "init takes no arguments");
+        struct store *s;
+        int r = open_store(true, &s);
+        if (r)
+                return r;
+        store_free(s);
+        return 0;
+}
+
+static int cmd_put(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store put DIR [--parent SNAP] [--session ID] [--label TEXT]\n"
+                "                       [--reason manual|rolling|pause|fork] [--no-stat-cache] [--json]\n"
+                "  Captures DIR (files, directories, symlinks, hard links, devices, whiteouts,\n"
+                "  xattrs, owners, modes, mtimes) as a new snapshot and prints its id.\n"
+                "  With --parent, files unchanged since SNAP (size, mtime, ctime, inode) are not\n"
+                "  read again. --json prints the id with what the capture read and wrote.\n"
+                "  Creates the store if it does not exist.\n";
+        static const struct option opts[] = {
+                { "parent", required_argument, NULL, 'p' }, { "session", required_argument, NULL, 's' },
+                { "label", required_argument, NULL, 'l' },  { "reason", required_argument, NULL, 'r' },
+                { "no-stat-cache", no_argument, NULL, 'n' }, { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },         { 0 },
+        };
+        const char *parent = NULL;
+        bool json = false;
+        struct store_capture_opts co = { 0 };
+        int c;
+        while ((c = getopt_long(argc, argv, "p:s:l:r:njh", opts, NULL)) != -1) {
+                switch (c) {
+                case 'p': parent = optarg; break;
+                case 's': co.session = optarg; break;
+                case 'l': co.label = optarg; break;
+                case 'r':
+                        if (store_reason_from_name(optarg, &co.reason) < 0)
+                                return usage_error(usage, "unknown reason \"%s\"", optarg);
+                        break;
+                case 'n': co.no_stat_cache = true; break;
+                case 'j': json = true; break;
+                case 'h': fputs(usage, stdout); return 0;
+                default: return usage_error(usage, "bad option");
+                }
+        }
+        if (argc - optind != 1)
+                return usage_error(usage, "put needs exactly one directory");
+        const char *dir = argv[optind];
+        struct store *s;
+        int r = open_store(true, &s);
+        if (r)
+                return r;
+        struct store_hash ph, h;
+        if (parent && (r = resolve(s, parent, &ph))) {
+                store_free(s);
+                return r;
+        }
+        struct store_op_stats st = { 0 };
+        co.progress = on_progress;
+        co.stats = &st;
+        /* A concurrent gc may take away an object we reused: capture again. */
+        for (int tries = 0;; tries++) {
+                st = (struct store_op_stats){ 0 };
+                r = store_capture(s, dir, parent ? &ph : NULL, &co, &h);
+                if (r != -EAGAIN || tries >= 3)
+                        break;
+        }
+        progress_end();
+        store_free(s);
+        if (r < 0)
+                return fail(r, "capture failed");
+        char hex[STORE_HEX_LEN + 1];
+        hex_of(&h, hex);
+        if (!json) {
+                printf("%s\n", hex);
+                return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+        }
+        _cleanup_buf_ struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "snapshot", hex);
+        stats_json(&w, &st);
+        json_w_obj_end(&w);
+        return print_buf(&b);
+}
+
+static int cmd_get(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store get SNAP DIR [--no-owner] [--json]\n"
+                "  Materializes snapshot SNAP into DIR, which must be empty or not exist.\n"
+                "  Every object is checked against its hash; a damaged one stops the restore\n"
+                "  (exit 4). --no-owner keeps files owned by the caller.\n";
+        static const struct option opts[] = {
+                { "no-owner", no_argument, NULL, 'o' }, { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },     { 0 },
+        };
+        struct store_materialize_opts mo = { 0 };
+        bool json = false;
+        int c;
+        while ((c = getopt_long(argc, argv, "ojh", opts, NULL)) != -1) {
+                switch (c) {
+                case 'o': mo.no_owner = true; break;
+                case 'j': json = true; break;
+                case 'h': fputs(usage, stdout); return 0;
+                default: return usage_error(usage, "bad option");
+                }
+        }
+        if (argc - optind != 2)
+                return usage_error(usage, "get needs a snapshot and a directory");
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        struct store_hash h;
+        if ((r = resolve(s, argv[optind], &h))) {
+                store_free(s);
+                return r;
+        }
+        struct store_op_stats st = { 0 };
+        mo.progress = on_progress;
+        mo.stats = &st;
+        r = store_materialize(s, &h, argv[optind + 1], &mo);
+        progress_end();
+        store_free(s);
+        if (r < 0)
+                return fail(r, "restore failed");
+        if (json) {
+                _cleanup_buf_ struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                json_w_obj_begin(&w);
+                stats_json(&w, &st);
+                json_w_obj_end(&w);
+                return print_buf(&b);
+        }
+        return 0;
+}
+
+static int diff_line(void *ud, enum store_change c, const char *path) {
+        (*(uint64_t *)ud)++;
+        printf("%c %s\n", (char)c, path);
+        return 0;
+}
+
+static int cmd_diff(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store diff A B\n"
+                "  Lists the paths that differ from snapshot A to snapshot B, in path order:\n"
+                "  'A path' added, 'D path' removed, 'M path' modified (content, type, mode,\n"
+                "  owner, mtime or xattrs). Unchanged directories are skipped unread.\n";
+        if (want_help(argc, argv)) {
+                fputs(usage, stdout);
+                return 0;
+        }
+        if (argc != 3)
+                return usage_error(usage, "diff needs two snapshots");
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        struct store_hash a, b;
+        if ((r = resolve(s, argv[1], &a)) || (r = resolve(s, argv[2], &b))) {
+                store_free(s);
+                return r;
+        }
+        uint64_t n = 0;
+        r = store_diff(s, &a, &b, diff_line, &n);
+        store_free(s);
+        if (r < 0)
+                return fail(r, "diff failed");
+        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+}
+
+static void info_json(struct json_writer *w, const struct store_snapshot_info *i) {
+        char hex[STORE_HEX_LEN + 1], t[40];
+        json_w_obj_begin(w);
+        hex_of(&i->hash, hex);
+        json_w_kstr(w, "snapshot", hex);
+        print_time(i->time_ns, t, sizeof t);
+        json_w_kstr(w, "time", t);
+        json_w_kint(w, "time_ns", i->time_ns);
+        json_w_kstr(w, "reason", store_reason_name(i->reason));
+        json_w_kstr(w, "session", i->session);
+        json_w_kstr(w, "label", i->label);
+        hex_of(&i->parent, hex);
+        json_w_kstr(w, "parent", i->has_parent ? hex : NULL);
+        hex_of(&i->root, hex);
+        json_w_kstr(w, "root", hex);
+        hex_of(&i->memory, hex);
+        json_w_kstr(w, "memory", i->has_memory ? hex : NULL);
+        json_w_key(w, "files");
+        json_w_uint(w, i->files);
+        json_w_key(w, "bytes_logical");
+        json_w_uint(w, i->bytes_logical);
+        json_w_obj_end(w);
+}
+
+static int cmd_log(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store log [--json]\n"
+                "  Lists the snapshots of the store, oldest first: id, time (UTC), reason,\n"
+                "  files, bytes, session and label. --json prints one object per line.\n";
+        bool json = false;
+        for (int i = 1; i < argc; i++) {
+                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                        fputs(usage, stdout);
+                        return 0;
+                }
+                if (!strcmp(argv[i], "--json"))
+                        json = true;
+                else
+                        return usage_error(usage, "unexpected argument \"%s\"", argv[i]);
+        }
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        struct store_hash *v = NULL;
+        size_t n = 0;
+        r = store_snapshot_list(s, &v, &n);
+        if (r < 0) {
+                store_free(s);
+                return fail(r, "cannot list snapshots");
+        }
+        int rc = 0;
+        for (size_t i = 0; i < n; i++) {
+                struct store_snapshot_info info;
+                char hex[STORE_HEX_LEN + 1];
+                hex_of(&v[i], hex);
+                r = store_snapshot_get(s, &v[i], &info);
+                if (r < 0) {
+                        err("snapshot %s: %s", hex, store_error_detail());
+                        rc = EXIT_CORRUPT;
+                        continue;
+                }
+                if (json) {
+                        _cleanup_buf_ struct buf b = BUF_INIT(0);
+                        struct json_writer w = JSON_WRITER_INIT(&b);
+                        info_json(&w, &info);
+                        print_buf(&b);
+                } else {
+                        char t[40], sz[32];
+                        print_time(info.time_ns, t, sizeof t);
+                        human(info.bytes_logical, sz, sizeof sz);
+                        printf("%s %s %-7s %8" PRIu64 " files %10s  %s%s%s\n", hex, t, store_reason_name(info.reason),
+                               info.files, sz, info.session, *info.label ? " " : "", info.label);
+                }
+        }
+        free(v);
+        store_free(s);
+        return fflush(stdout) == 0 ? rc : EXIT_FAIL;
+}
+
+static int cmd_show(int argc, char **argv) {
+        static const char usage[] = "usage: space-store show SNAP\n  Prints one snapshot record as JSON.\n";
+        if (want_help(argc, argv)) {
+                fputs(usage, stdout);
+                return 0;
+        }
+        if (argc != 2)
+                return usage_error(usage, "show needs one snapshot");
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        struct store_hash h;
+        struct store_snapshot_info info;
+        if ((r = resolve(s, argv[1], &h))) {
+                store_free(s);
+                return r;
+        }
+        r = store_snapshot_get(s, &h, &info);
+        store_free(s);
+        if (r < 0)
+                return fail(r, "cannot read the snapshot");
+        _cleanup_buf_ struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        info_json(&w, &info);
+        return print_buf(&b);
+}
+
+static int cmd_fork(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store fork SNAP [--session ID] [--label TEXT]\n"
+                "  Makes a new snapshot record that shares SNAP's root tree (nothing is\n"
+                "  copied) with SNAP as its parent, and prints its id.\n";
+        static const struct option opts[] = {
+                { "session", required_argument, NULL, 's' },
+                { "label", required_argument, NULL, 'l' },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        const char *session = NULL, *label = NULL;
+        int c;
+        while ((c = getopt_long(argc, argv, "s:l:h", opts, NULL)) != -1) {
+                switch (c) {
+                case 's': session = optarg; break;
+                case 'l': label = optarg; break;
+                case 'h': fputs(usage, stdout); return 0;
+                default: return usage_error(usage, "bad option");
+                }
+        }
+        if (argc - optind != 1)
+                return usage_error(usage, "fork needs one snapshot");
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        struct store_hash h, n;
+        if ((r = resolve(s, argv[optind], &h))) {
+                store_free(s);
+                return r;
+        }
+        r = store_fork(s, &h, session, label, &n);
+        store_free(s);
+        if (r < 0)
+                return fail(r, "fork failed");
+        char hex[STORE_HEX_LEN + 1];
+        hex_of(&n, hex);
+        printf("%s\n", hex);
+        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+}
+
+static int cmd_rm(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store rm SNAP...\n"
+                "  Stops listing the snapshots. Their data stays until 'gc' finds that no\n"
+                "  listed snapshot reaches it.\n";
+        if (want_help(argc, argv)) {
+                fputs(usage, stdout);
+                return 0;
+        }
+        if (argc < 2)
+                return usage_error(usage, "rm needs at least one snapshot");
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        int rc = 0;
+        for (int i = 1; i < argc; i++) {
+                struct store_hash h;
+                if ((r = resolve(s, argv[i], &h))) {
+                        rc = r;
+                        continue;
+                }
+                r = store_snapshot_forget(s, &h);
+                if (r < 0)
+                        rc = fail(r, "rm failed");
+        }
+        store_free(s);
+        return rc;
+}
+
+static void on_problem(void *ud, const struct store_problem *p) {
+        static const char *const kinds[] = { "missing", "corrupt", "foreign" };
+        printf("%s: %s\n", kinds[p->kind], p->message);
+}
+
+static int cmd_verify(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store verify [--json]\n"
+                "  Reads every object and checks it against its hash, reports files that are\n"
+                "  not store objects, and checks that every listed snapshot's trees, chunks\n"
+                "  and memory image are present. One line per problem on stdout; exit 4 if\n"
+                "  any was found.\n";
+        bool json = false;
+        for (int i = 1; i < argc; i++) {
+                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                        fputs(usage, stdout);
+                        return 0;
+                }
+                if (!strcmp(argv[i], "--json"))
+                        json = true;
+                else
+                        return usage_error(usage, "unexpected argument \"%s\"", argv[i]);
+        }
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        struct store_verify_result res = { 0 };
+        r = store_verify(s, on_problem, NULL, on_progress, NULL, &res);
+        progress_end();
+        store_free(s);
+        if (r < 0)
+                return fail(r, "verify could not run");
+        if (json) {
+                printf("{\"snapshots\":%" PRIu64 ",\"objects\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"problems\":%" PRIu64
+                       ",\"unreachable\":%" PRIu64 "}\n",
+                       res.snapshots, res.objects_checked, res.bytes_checked, res.problems, res.unreachable);
+        } else if (!quiet) {
+                char b[32];
+                human(res.bytes_checked, b, sizeof b);
+                fprintf(stderr, "%" PRIu64 " snapshots, %" PRIu64 " objects (%s) checked, %" PRIu64
+                                " unreachable, %" PRIu64 " problems\n",
+                        res.snapshots, res.objects_checked, b, res.unreachable, res.problems);
+        }
+        fflush(stdout);
+        return res.problems ? EXIT_CORRUPT : 0;
+}
+
+static int cmd_gc(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store gc [--dry-run] [--json]\n"
+                "  Every listed snapshot is live (remove one with 'rm'). Removes every object\n"
+                "  no live snapshot reaches, and leftovers of interrupted captures. Safe while\n"
+                "  captures run. --dry-run only counts.\n";
+        struct store_gc_opts go = { 0 };
+        bool json = false;
+        for (int i = 1; i < argc; i++) {
+                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                        fputs(usage, stdout);
+                        return 0;
+                }
+                if (!strcmp(argv[i], "--dry-run"))
+                        go.dry_run = true;
+                else if (!strcmp(argv[i], "--json"))
+                        json = true;
+                else
+                        return usage_error(usage, "unexpected argument \"%s\"", argv[i]);
+        }
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        struct store_hash *live = NULL;
+        size_t n = 0;
+        r = store_snapshot_list(s, &live, &n);
+        if (r < 0) {
+                store_free(s);
+                return fail(r, "cannot list snapshots");
+        }
+        struct store_gc_result res = { 0 };
+        go.progress = on_progress;
+        r = store_gc(s, live, n, &go, &res);
+        progress_end();
+        free(live);
+        store_free(s);
+        if (r < 0)
+                return fail(r, "gc failed");
+        if (json)
+                printf("{\"live_snapshots\":%" PRIu64 ",\"objects_kept\":%" PRIu64 ",\"objects_removed\":%" PRIu64
+                       ",\"bytes_removed\":%" PRIu64 ",\"snapshots_removed\":%" PRIu64 ",\"temp_removed\":%" PRIu64
+                       ",\"dry_run\":%s}\n",
+                       res.live_snapshots, res.objects_kept, res.objects_removed, res.bytes_removed,
+                       res.snapshots_removed, res.temp_removed, go.dry_run ? "true" : "false");
+        else if (!quiet) {
+                char b[32];
+                human(res.bytes_removed, b, sizeof b);
+                printf("%s%" PRIu64 " objects (%s) removed, %" PRIu64 " kept, %" PRIu64 " live snapshots\n",
+                       go.dry_run ? "would be: " : "", res.objects_removed, b, res.objects_kept, res.live_snapshots);
+        }
+        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+}
+
+static int cmd_stats(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store stats [--json]\n"
+                "  Objects (by kind), bytes stored on disk, bytes before compression, the\n"
+                "  logical bytes of all listed snapshots and the dedup ratio (logical/stored).\n";
+        bool json = false;
+        for (int i = 1; i < argc; i++) {
+                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                        fputs(usage, stdout);
+                        return 0;
+                }
+                if (!strcmp(argv[i], "--json"))
+                        json = true;
+                else
+                        return usage_error(usage, "unexpected argument \"%s\"", argv[i]);
+        }
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        struct store_stats st;
+        r = store_stats(s, &st);
+        store_free(s);
+        if (r < 0)
+                return fail(r, "stats failed");
+        if (json) {
+                printf("{\"objects\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"trees\":%" PRIu64 ",\"snapshot_records\":%" PRIu64
+                       ",\"memory_images\":%" PRIu64 ",\"bytes_stored\":%" PRIu64 ",\"bytes_plain\":%" PRIu64
+                       ",\"snapshots\":%" PRIu64 ",\"bytes_logical\":%" PRIu64 ",\"dedup_ratio\":%.3f}\n",
+                       st.objects, st.by_kind[0], st.by_kind[1], st.by_kind[2], st.by_kind[3], st.bytes_stored,
+                       st.bytes_plain, st.snapshots, st.bytes_logical, st.dedup_ratio);
+        } else {
+                char a[32], b[32], c[32];
+                human(st.bytes_stored, a, sizeof a);
+                human(st.bytes_plain, b, sizeof b);
+                human(st.bytes_logical, c, sizeof c);
+                printf("objects        %" PRIu64 " (%" PRIu64 " chunks, %" PRIu64 " trees, %" PRIu64
+                       " snapshot records, %" PRIu64 " memory images)\n",
+                       st.objects, st.by_kind[0], st.by_kind[1], st.by_kind[2], st.by_kind[3]);
+                printf("bytes stored   %s (%" PRIu64 ")\n", a, st.bytes_stored);
+                printf("bytes plain    %s (%" PRIu64 ")\n", b, st.bytes_plain);
+                printf("snapshots      %" PRIu64 "\n", st.snapshots);
+                printf("bytes logical  %s (%" PRIu64 ")\n", c, st.bytes_logical);
+                printf("dedup ratio    %.2f\n", st.dedup_ratio);
+        }
+        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+}
+
+static const struct {
+        const char *name;
+        int (*fn)(int argc, char **argv);
+} commands[] = {
+        { "init", cmd_init }, { "put", cmd_put },   { "get", cmd_get },       { "diff", cmd_diff },
+        { "log", cmd_log },   { "show", cmd_show }, { "fork", cmd_fork },     { "rm", cmd_rm },
+        { "verify", cmd_verify }, { "gc", cmd_gc }, { "stats", cmd_stats },
+};
+
+int main(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "store", required_argument, NULL, 's' }, { "threads", required_argument, NULL, 't' },
+                { "level", required_argument, NULL, 'l' }, { "quiet", no_argument, NULL, 'q' },
+                { "help", no_argument, NULL, 'h' },        { 0 },
+        };
+        store_dir = getenv("SPACE_STORE");
+        int c;
+        while ((c = getopt_long(argc, argv, "+s:t:l:qh", opts, NULL)) != -1) {
+                char *end;
+                switch (c) {
+                case 's': store_dir = optarg; break;
+                case 't':
+                        errno = 0;
+                        opt_threads = (unsigned)strtoul(optarg, &end, 10);
+                        if (errno || *end || opt_threads < 1 || opt_threads > STORE_MAX_THREADS)
+                                return usage_error(main_usage, "--threads must be 1..%u", STORE_MAX_THREADS);
+                        break;
+                case 'l':
+                        errno = 0;
+                        opt_level = (int)strtol(optarg, &end, 10);
+                        if (errno || *end || opt_level < 1 || opt_level > 19)
+                                return usage_error(main_usage, "--level must be 1..19");
+                        break;
+                case 'q': quiet = true; break;
+                case 'h': fputs(main_usage, stdout); return 0;
+                default: return usage_error(main_usage, "bad option");
+                }
+        }
+        if (optind >= argc)
+                return usage_error(main_usage, "no command given");
+        const char *name = argv[optind];
+        if (!strcmp(name, "help")) {
+                fputs(main_usage, stdout);
+                return 0;
+        }
+        progress_on = !quiet && isatty(STDERR_FILENO);
+        /* Deep trees hold one directory fd per level. */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+                if (!strcmp(name, commands[i].name)) {
+                        cmd_name = name;
+                        int sub_argc = argc - optind;
+                        char **sub_argv = argv + optind;
+                        optind = 0; /* GNU getopt: start over for the command's own options */
+                        return commands[i].fn(sub_argc, sub_argv);
+                }
+        return usage_error(main_usage, "unknown command \"%s\"", name);
+}
