@@ -1,0 +1,541 @@
+/* File operations of space-init. Every path is resolved with openat2(RESOLVE_IN_ROOT) under
+ * init's root, and the last component is handled with *at() calls on the resolved parent,
+ * so neither ".." nor a symlink (absolute or relative) can reach outside the root. */
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "common/log.h"
+#include "init/init.h"
+
+#define RESOLVE_FLAGS (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+
+static int check_path(const char *path) {
+        if (!path)
+                return -EINVAL;
+        size_t n = strnlen(path, PROTO_MAX_PATH + 1);
+        if (n == 0)
+                return -EINVAL;
+        if (n > PROTO_MAX_PATH)
+                return -ENAMETOOLONG;
+        return 0;
+}
+
+int fs_resolve(const char *path, int flags, mode_t mode, int *ret) {
+        int r = check_path(path);
+        if (r < 0)
+                return r;
+        struct open_how how = {
+                .flags = (uint64_t)(flags | O_CLOEXEC),
+                .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+                .resolve = RESOLVE_FLAGS,
+        };
+        for (int tries = 0;; tries++) {
+                int fd = (int)syscall(SYS_openat2, g.root_fd, path, &how, sizeof how);
+                if (fd >= 0) {
+                        *ret = fd;
+                        return 0;
+                }
+                /* EAGAIN: a concurrent rename raced the lookup; it's safe to try again. */
+                if ((errno != EAGAIN && errno != EINTR) || tries >= 16)
+                        return -errno;
+        }
+}
+
+/* Splits path into its resolved parent directory and last component. Returns 0, or 1 with
+ * no fd when the path names the root itself or ends in "." or ".." (no name to act on). */
+static int fs_parent(const char *path, int *ret_dirfd, char name[NAME_MAX + 1]) {
+        int r = check_path(path);
+        if (r < 0)
+                return r;
+        char buf[PROTO_MAX_PATH + 1];
+        strcpy(buf, path);
+        size_t n = strlen(buf);
+        while (n > 1 && buf[n - 1] == '/')
+                buf[--n] = '\0';
+        char *slash = strrchr(buf, '/');
+        const char *base = slash ? slash + 1 : buf;
+        if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+                return 1;
+        if (strlen(base) > NAME_MAX)
+                return -ENAMETOOLONG;
+        strcpy(name, base);
+        const char *dir = ".";
+        if (slash) {
+                *slash = '\0';
+                dir = buf[0] ? buf : "/";
+        }
+        int fd;
+        r = fs_resolve(dir, O_PATH | O_DIRECTORY, 0, &fd);
+        if (r < 0)
+                return r;
+        *ret_dirfd = fd;
+        return 0;
+}
+
+static const char *type_name(mode_t m) {
+        return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
+}
+
+static int get_mode(const struct json *req, const char *key, int64_t def, mode_t *ret) {
+        int64_t m = def;
+        if (json_get(req, key) && (json_get_int(req, key, &m) < 0 || m < 0 || m > 07777))
+                return -EINVAL;
+        *ret = (mode_t)m;
+        return 0;
+}
+
+static int mkdir_p(const char *path, mode_t mode) {
+        char buf[PROTO_MAX_PATH + 1];
+        int r = check_path(path);
+        if (r < 0)
+                return r;
+        strcpy(buf, path);
+        size_t len = strlen(buf);
+        for (size_t i = 1; i <= len; i++) {
+                if (i < len && buf[i] != '/')
+                        continue;
+                if (buf[i - 1] == '/')
+                        continue; /* empty component */
+                char saved = buf[i];
+                buf[i] = '\0';
+                int fd;
+                r = fs_resolve(buf, O_PATH | O_DIRECTORY, 0, &fd);
+                if (r == 0)
+                        close(fd);
+                else if (r == -ENOENT) {
+                        _cleanup_close_ int dfd = -EBADF;
+                        char name[NAME_MAX + 1];
+                        r = fs_parent(buf, &dfd, name);
+                        if (r == 1)
+                                r = -ENOENT;
+                        if (r < 0)
+                                return r;
+                        if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
+                                return -errno;
+                } else
+                        return r;
+                buf[i] = saved;
+        }
+        return 0;
+}
+
+/* ---- read ---- */
+
+void op_read(uint32_t id, const struct json *req) {
+        const char *path = json_get_str(req, "path");
+        int64_t offset = 0, length = -1;
+        if (json_get(req, "offset") && (json_get_int(req, "offset", &offset) < 0 || offset < 0))
+                return send_error(id, EINVAL, "\"offset\" must be an integer >= 0");
+        if (json_get(req, "length") && (json_get_int(req, "length", &length) < 0 || length < -1))
+                return send_error(id, EINVAL, "\"length\" must be an integer >= -1");
+        if (g.conn->n_streams >= INIT_MAX_STREAMS)
+                return send_error(id, EAGAIN, "too many live requests (%d)", INIT_MAX_STREAMS);
+        _cleanup_close_ int fd = -EBADF;
+        int r = fs_resolve(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, &fd);
+        if (r < 0)
+                return send_error(id, -r, "%.512s: %s", path ? path : "(no path)", strerror(-r));
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return send_error(id, errno, "%.512s: %s", path, strerror(errno));
+        if (S_ISDIR(st.st_mode))
+                return send_error(id, EISDIR, "%.512s: is a directory", path);
+        if (!S_ISREG(st.st_mode))
+                return send_error(id, EINVAL, "%.512s: not a regular file", path);
+        struct stream *s = stream_new(id, STREAM_READ);
+        if (!s)
+                return send_error(id, ENOMEM, "out of memory");
+        s->fd = TAKE_FD(fd);
+        s->written = (uint64_t)offset; /* the read position */
+        s->remaining = length;
+
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kint(&w, "size", st.st_size);
+        json_w_kint(&w, "mode", st.st_mode);
+        json_w_obj_end(&w);
+        send_json(PROTO_RESP, id, &b);
+}
+
+void read_pump(struct stream *s) {
+        static uint8_t chunk[INIT_CHUNK];
+        while (conn_queued(g.conn) < INIT_OUT_HIGH) {
+                size_t want = sizeof chunk;
+                if (s->remaining >= 0 && (uint64_t)s->remaining < want)
+                        want = (size_t)s->remaining;
+                ssize_t n = 0;
+                if (want > 0)
+                        n = pread(s->fd, chunk, want, (off_t)s->written);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        int e = errno;
+                        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+                        struct json_writer w = JSON_WRITER_INIT(&b);
+                        json_w_obj_begin(&w);
+                        json_w_key(&w, "error");
+                        json_w_obj_begin(&w);
+                        json_w_kstr(&w, "code", strerrorname_np(e) ? strerrorname_np(e) : "EIO");
+                        json_w_kint(&w, "errno", e);
+                        json_w_kstr(&w, "message", strerror(e));
+                        json_w_obj_end(&w);
+                        json_w_obj_end(&w);
+                        send_json(PROTO_EXIT, s->id, &b);
+                        stream_free(s);
+                        return;
+                }
+                if (n == 0) {
+                        send_frame(PROTO_DATA, s->id, NULL, 0);
+                        stream_free(s);
+                        return;
+                }
+                send_frame(PROTO_DATA, s->id, chunk, (size_t)n);
+                s->written += (uint64_t)n;
+                if (s->remaining > 0)
+                        s->remaining -= n;
+        }
+}
+
+/* ---- write ---- */
+
+static void write_set_err(struct stream *s, int err, const char *fmt, ...) _printf_(3, 4);
+static void write_set_err(struct stream *s, int err, const char *fmt, ...) {
+        if (s->err)
+                return;
+        s->err = err;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+        va_end(ap);
+}
+
+static void write_open(struct stream *s, const struct json *req) {
+        static unsigned counter;
+        const char *path = json_get_str(req, "path");
+        mode_t mode;
+        if (check_path(path) < 0)
+                return write_set_err(s, EINVAL, "\"path\" must be a non-empty string of at most %d bytes", PROTO_MAX_PATH);
+        if (get_mode(req, "mode", 0644, &mode) < 0)
+                return write_set_err(s, EINVAL, "\"mode\" must be an integer in 0..07777");
+        bool append = json_get_bool(req, "append", false);
+        if (json_get_bool(req, "parents", false)) {
+                char dir[PROTO_MAX_PATH + 1];
+                strcpy(dir, path);
+                char *slash = strrchr(dir, '/');
+                if (slash && slash != dir) {
+                        *slash = '\0';
+                        int r = mkdir_p(dir, 0755);
+                        if (r < 0)
+                                return write_set_err(s, -r, "%.200s: %s", dir, strerror(-r));
+                }
+        }
+        char name[NAME_MAX + 1];
+        int r = fs_parent(path, &s->dirfd, name);
+        if (r == 1)
+                r = -EISDIR;
+        if (r < 0)
+                return write_set_err(s, -r, "%.200s: %s", path, strerror(-r));
+        if (append) {
+                r = fs_resolve(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY, mode, &s->fd);
+                if (r < 0)
+                        return write_set_err(s, -r, "%.200s: %s", path, strerror(-r));
+                struct stat st;
+                if (fstat(s->fd, &st) < 0 || !S_ISREG(st.st_mode))
+                        return write_set_err(s, EINVAL, "%.200s: not a regular file", path);
+                return;
+        }
+        if (!(s->name = strdup(name)))
+                return write_set_err(s, ENOMEM, "out of memory");
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, ".space-upload-%d-%u", (int)getpid(), ++counter);
+        if (!(s->tmp_name = strdup(tmp)))
+                return write_set_err(s, ENOMEM, "out of memory");
+        s->fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (s->fd < 0) {
+                int e = errno;
+                free(s->tmp_name);
+                s->tmp_name = NULL;
+                return write_set_err(s, e, "%.200s: %s", path, strerror(e));
+        }
+}
+
+void op_write(uint32_t id, const struct json *req) {
+        if (g.conn->n_streams >= INIT_MAX_STREAMS)
+                return send_error(id, EAGAIN, "too many live requests (%d)", INIT_MAX_STREAMS);
+        struct stream *s = stream_new(id, STREAM_WRITE);
+        if (!s)
+                return send_error(id, ENOMEM, "out of memory");
+        write_open(s, req);
+}
+
+void write_abort(struct stream *s) {
+        if (s->tmp_name && s->dirfd >= 0)
+                (void)unlinkat(s->dirfd, s->tmp_name, 0);
+        free(s->tmp_name);
+        s->tmp_name = NULL;
+}
+
+static void write_finish(struct stream *s) {
+        if (!s->err && s->fd >= 0 && s->tmp_name) {
+                if (close(s->fd) < 0)
+                        write_set_err(s, errno, "close: %s", strerror(errno));
+                s->fd = -EBADF;
+                if (!s->err && renameat(s->dirfd, s->tmp_name, s->dirfd, s->name) < 0)
+                        write_set_err(s, errno, "%.200s: %s", s->name, strerror(errno));
+                if (!s->err) {
+                        free(s->tmp_name);
+                        s->tmp_name = NULL;
+                }
+        }
+        if (s->err) {
+                write_abort(s);
+                send_error(s->id, s->err, "%s", s->errmsg);
+        } else {
+                _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                json_w_obj_begin(&w);
+                json_w_key(&w, "written");
+                json_w_uint(&w, s->written);
+                json_w_obj_end(&w);
+                send_json(PROTO_RESP, s->id, &b);
+        }
+        stream_free(s);
+}
+
+void write_data(struct stream *s, const uint8_t *data, size_t n) {
+        if (n == 0)
+                return write_finish(s);
+        while (n > 0 && !s->err) {
+                ssize_t k = write(s->fd, data, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        write_set_err(s, errno, "write: %s", strerror(errno));
+                        break;
+                }
+                data += k;
+                n -= (size_t)k;
+                s->written += (uint64_t)k;
+        }
+}
+
+/* ---- list, stat, mkdir, remove ---- */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void write_stat(struct json_writer *w, const struct stat *st) {
+        json_w_kstr(w, "type", type_name(st->st_mode));
+        json_w_kint(w, "size", st->st_size);
+        json_w_kint(w, "mode", st->st_mode);
+        json_w_kint(w, "mtime", st->st_mtim.tv_sec);
+}
+
+void op_list(uint32_t id, const struct json *req) {
+        const char *path = json_get_str(req, "path");
+        const char *after = json_get(req, "after") ? json_get_str(req, "after") : "";
+        int64_t limit = 0;
+        if (!after)
+                return send_error(id, EINVAL, "\"after\" must be a string");
+        if (json_get(req, "limit") && (json_get_int(req, "limit", &limit) < 0 || limit < 0))
+                return send_error(id, EINVAL, "\"limit\" must be an integer >= 0");
+        int fd;
+        int r = fs_resolve(path, O_RDONLY | O_DIRECTORY, 0, &fd);
+        if (r < 0)
+                return send_error(id, -r, "%.512s: %s", path ? path : "(no path)", strerror(-r));
+        _cleanup_closedir_ DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return send_error(id, errno, "%.512s: %s", path, strerror(errno));
+        }
+        size_t n = 0, cap = 0;
+        char **names = NULL;
+        bool truncated = false;
+        int err = 0;
+        struct dirent *de;
+        while ((errno = 0, de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (strcmp(de->d_name, after) <= 0)
+                        continue;
+                if (n >= PROTO_MAX_LIST) {
+                        truncated = true;
+                        break;
+                }
+                if (n == cap) {
+                        size_t ncap = cap ? cap * 2 : 64;
+                        char **nn = realloc(names, ncap * sizeof *nn);
+                        if (!nn) {
+                                err = ENOMEM;
+                                break;
+                        }
+                        names = nn;
+                        cap = ncap;
+                }
+                if (!(names[n] = strdup(de->d_name))) {
+                        err = ENOMEM;
+                        break;
+                }
+                n++;
+        }
+        if (!de && errno)
+                err = errno;
+        if (!err)
+                qsort(names, n, sizeof *names, cmp_str);
+
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        _cleanup_buf_ struct buf one = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "entries");
+        json_w_arr_begin(&w);
+        for (size_t i = 0; i < n && !err; i++) {
+                struct stat st;
+                if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue; /* removed meanwhile */
+                if (limit > 0 && (int64_t)i >= limit) {
+                        truncated = true;
+                        break;
+                }
+                buf_reset(&one);
+                struct json_writer ow = JSON_WRITER_INIT(&one);
+                json_w_obj_begin(&ow);
+                json_w_kstr(&ow, "name", names[i]);
+                write_stat(&ow, &st);
+                json_w_obj_end(&ow);
+                if (ow.err || b.len + one.len + 64 > PROTO_MAX_JSON) {
+                        truncated = true;
+                        break;
+                }
+                json_w_raw(&w, one.data, one.len);
+        }
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        if (err)
+                return send_error(id, err, "%.512s: %s", path, strerror(err));
+        json_w_arr_end(&w);
+        json_w_kbool(&w, "truncated", truncated);
+        json_w_obj_end(&w);
+        if (w.err)
+                return send_error(id, EOVERFLOW, "listing too large");
+        send_json(PROTO_RESP, id, &b);
+}
+
+void op_stat(uint32_t id, const struct json *req) {
+        const char *path = json_get_str(req, "path");
+        _cleanup_close_ int dfd = -EBADF;
+        char name[NAME_MAX + 1];
+        struct stat st;
+        char target[PATH_MAX];
+        ssize_t tlen = -1;
+        int r = fs_parent(path, &dfd, name);
+        if (r < 0)
+                return send_error(id, -r, "%.512s: %s", path ? path : "(no path)", strerror(-r));
+        if (r == 1) {
+                _cleanup_close_ int fd = -EBADF;
+                r = fs_resolve(path, O_PATH, 0, &fd);
+                if (r < 0)
+                        return send_error(id, -r, "%.512s: %s", path, strerror(-r));
+                if (fstat(fd, &st) < 0)
+                        return send_error(id, errno, "%.512s: %s", path, strerror(errno));
+        } else {
+                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return send_error(id, errno, "%.512s: %s", path, strerror(errno));
+                if (S_ISLNK(st.st_mode)) {
+                        tlen = readlinkat(dfd, name, target, sizeof target);
+                        if (tlen < 0)
+                                return send_error(id, errno, "%.512s: %s", path, strerror(errno));
+                }
+        }
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        write_stat(&w, &st);
+        json_w_kint(&w, "uid", st.st_uid);
+        json_w_kint(&w, "gid", st.st_gid);
+        if (tlen >= 0) {
+                json_w_key(&w, "target");
+                json_w_strn(&w, target, (size_t)tlen);
+        }
+        json_w_obj_end(&w);
+        send_json(PROTO_RESP, id, &b);
+}
+
+void op_mkdir(uint32_t id, const struct json *req) {
+        const char *path = json_get_str(req, "path");
+        mode_t mode;
+        if (get_mode(req, "mode", 0755, &mode) < 0)
+                return send_error(id, EINVAL, "\"mode\" must be an integer in 0..07777");
+        int r;
+        if (json_get_bool(req, "parents", false))
+                r = mkdir_p(path, mode);
+        else {
+                _cleanup_close_ int dfd = -EBADF;
+                char name[NAME_MAX + 1];
+                r = fs_parent(path, &dfd, name);
+                if (r == 1)
+                        r = -EEXIST;
+                if (r == 0 && mkdirat(dfd, name, mode) < 0)
+                        r = -errno;
+        }
+        if (r < 0)
+                return send_error(id, -r, "%.512s: %s", path ? path : "(no path)", strerror(-r));
+        send_frame(PROTO_RESP, id, "{}", 2);
+}
+
+static int rm_tree(int dfd, const char *name, dev_t dev, int depth) {
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        if (st.st_dev != dev)
+                return -EXDEV; /* never descend into another mount (a sandbox's /proc, say) */
+        if (depth >= INIT_RM_MAX_DEPTH)
+                return -ELOOP;
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        struct dirent *de;
+        int r = 0;
+        while (r == 0 && (de = readdir(d)))
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        r = rm_tree(dirfd(d), de->d_name, dev, depth + 1);
+        closedir(d);
+        if (r < 0)
+                return r;
+        return unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+void op_remove(uint32_t id, const struct json *req) {
+        const char *path = json_get_str(req, "path");
+        _cleanup_close_ int dfd = -EBADF;
+        char name[NAME_MAX + 1];
+        int r = fs_parent(path, &dfd, name);
+        if (r == 1)
+                return send_error(id, EBUSY, "%.512s: refusing to remove the root or a \".\"/\"..\" path", path);
+        if (r < 0)
+                return send_error(id, -r, "%.512s: %s", path ? path : "(no path)", strerror(-r));
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return send_error(id, errno, "%.512s: %s", path, strerror(errno));
+        if (S_ISDIR(st.st_mode) && json_get_bool(req, "recursive", false))
+                r = rm_tree(dfd, name, st.st_dev, 0);
+        else if (S_ISDIR(st.st_mode))
+                r = unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+        else
+                r = unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+        if (r < 0)
+                return send_error(id, -r, "%.512s: %s", path, strerror(-r));
+        send_frame(PROTO_RESP, id, "{}", 2);
+}

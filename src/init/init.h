@@ -1,0 +1,138 @@
+/* space-init internals: the state of the single-threaded event loop shared by its files
+ * (main.c: loop, connection and dispatch; proc.c: commands; fs.c: file operations). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+#include "common/json.h"
+#include "common/proto.h"
+#include "init/ring.h"
+
+#define INIT_OUT_HIGH (1u << 20)      /* output queue size that pauses foreground pipes */
+#define INIT_OUT_MAX (8u << 20)       /* hard cap of the output queue */
+#define INIT_STDIN_HIGH (1u << 20)    /* pending stdin of one command that pauses the socket */
+#define INIT_CHUNK (64u << 10)        /* one read from a pipe or file */
+#define INIT_MAX_STREAMS 1024         /* live request ids on one connection */
+#define INIT_LINGER_MS 200            /* silence on the pipes after exit that ends a command */
+#define INIT_TERM_GRACE_MS 3000       /* SIGTERM -> SIGKILL */
+#define INIT_PS_ARGV_MAX 1024         /* argv bytes kept per process for ps */
+#define INIT_RM_MAX_DEPTH 256         /* directory depth of a recursive remove */
+
+/* An fd in the epoll set; the callback finds its owner with container_of. */
+struct watch {
+        int fd;
+        uint32_t events; /* currently registered, 0 = not in the set */
+        void (*cb)(struct watch *w, uint32_t revents);
+};
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+struct stream;
+
+struct proc {
+        struct proc *next;
+        pid_t pid;
+        char **argv; /* NULL-terminated, shortened to INIT_PS_ARGV_MAX bytes */
+        struct watch out, err, in;
+        struct buf stdin_pending;
+        bool stdin_eof;   /* close stdin once pending is written */
+        bool background;
+        struct stream *fg; /* the foreground exec stream, NULL when detached */
+        bool exited, timed_out;
+        int status;
+        uint64_t deadline_ms;     /* monotonic, 0 = none */
+        uint64_t last_activity_ms; /* monotonic: exit or last output */
+        int64_t started_ms;       /* wall clock */
+        uint64_t total_out;
+        struct ring ring;
+        unsigned attached;
+};
+
+enum stream_kind { STREAM_EXEC, STREAM_ATTACH, STREAM_READ, STREAM_WRITE };
+
+struct stream {
+        struct stream *next;
+        uint32_t id;
+        enum stream_kind kind;
+        struct proc *proc;         /* EXEC, ATTACH */
+        struct ring_cursor cursor; /* ATTACH */
+        bool follow;               /* ATTACH */
+        int fd;                    /* READ, WRITE */
+        int64_t remaining;         /* READ: bytes left, -1 = to EOF */
+        int dirfd;                 /* WRITE: parent directory */
+        char *tmp_name, *name;     /* WRITE: temporary and final name; tmp NULL for append */
+        uint64_t written;          /* WRITE */
+        int err;                   /* WRITE: first error, kept until the end */
+        char errmsg[256];
+};
+
+struct conn {
+        struct watch w;
+        struct buf in, out;
+        size_t out_off; /* bytes of out already sent */
+        struct stream *streams;
+        unsigned n_streams;
+        bool closing;
+};
+
+struct init {
+        int epfd;
+        struct watch sig, listen;
+        int root_fd;
+        bool pid1;
+        uint64_t start_ms;
+        struct conn *conn;
+        int pending_fd; /* accepted, to replace conn at the top of the loop */
+        struct proc *procs;
+        unsigned n_bg;
+        bool terminating;
+        uint64_t term_deadline_ms;
+        bool killed_hard;
+};
+
+extern struct init g;
+
+uint64_t now_ms(void);
+int64_t wall_ms(void);
+int watch_set(struct watch *w, uint32_t events);
+void watch_close(struct watch *w);
+
+/* Output towards spaced; all bounded by the connection's queue cap. */
+size_t conn_queued(const struct conn *c);
+void send_frame(uint8_t type, uint32_t id, const void *p, size_t n);
+void send_json(uint8_t type, uint32_t id, struct buf *json);
+void send_error(uint32_t id, int err, const char *fmt, ...) _printf_(3, 4);
+struct stream *stream_new(uint32_t id, enum stream_kind kind);
+void stream_free(struct stream *s);
+
+/* proc.c */
+void op_exec(uint32_t id, const struct json *req);
+void op_ps(uint32_t id, const struct json *req);
+void op_attach(uint32_t id, const struct json *req);
+void op_signal(uint32_t id, const struct json *req);
+void proc_stdin(struct proc *p, const uint8_t *data, size_t n);
+bool proc_stdin_full(void);
+void proc_detach(struct proc *p);
+void procs_reap(void);
+void procs_tick(uint64_t now);
+uint64_t procs_next_deadline(void);
+void procs_pump(void);
+void attach_pump(struct stream *s);
+void procs_kill_all(int sig);
+bool procs_any_running(void);
+
+/* fs.c */
+/* Opens path under the root with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS). */
+int fs_resolve(const char *path, int flags, mode_t mode, int *ret);
+void op_read(uint32_t id, const struct json *req);
+void op_write(uint32_t id, const struct json *req);
+void write_data(struct stream *s, const uint8_t *data, size_t n);
+void op_list(uint32_t id, const struct json *req);
+void op_stat(uint32_t id, const struct json *req);
+void op_mkdir(uint32_t id, const struct json *req);
+void op_remove(uint32_t id, const struct json *req);
+void read_pump(struct stream *s);
+void write_abort(struct stream *s);

@@ -1,0 +1,618 @@
+/* space-init: PID 1 of every sandbox. One single-threaded epoll loop serves one connection
+ * to spaced (fd 3, or accepted on --listen), runs commands, streams their output, serves
+ * files and reaps every zombie. The protocol is docs/protocol.md. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "init/init.h"
+
+struct init g = { .epfd = -EBADF, .root_fd = -EBADF, .pending_fd = -EBADF };
+
+uint64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int64_t wall_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int watch_set(struct watch *w, uint32_t events) {
+        if (w->fd < 0 || w->events == events)
+                return 0;
+        struct epoll_event ev = { .events = events, .data.ptr = w };
+        int op = w->events == 0 ? EPOLL_CTL_ADD : events == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
+        if (epoll_ctl(g.epfd, op, w->fd, &ev) < 0)
+                return -errno;
+        w->events = events;
+        return 0;
+}
+
+void watch_close(struct watch *w) {
+        if (w->fd < 0)
+                return;
+        if (w->events)
+                epoll_ctl(g.epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        w->events = 0;
+        w->fd = safe_close(w->fd);
+}
+
+/* ---- output towards spaced ---- */
+
+size_t conn_queued(const struct conn *c) { return c ? c->out.len - c->out_off : 0; }
+
+void send_frame(uint8_t type, uint32_t id, const void *p, size_t n) {
+        struct conn *c = g.conn;
+        if (!c || c->closing)
+                return;
+        if (c->out_off > 0 && c->out_off == c->out.len) {
+                buf_reset(&c->out);
+                c->out_off = 0;
+        }
+        int r = proto_frame_append(&c->out, type, id, p, (uint32_t)n);
+        if (r < 0) {
+                /* Only a bug can get here (every producer checks the queue first). */
+                log_error("dropping connection: cannot queue %s frame: %s", proto_type_name(type), strerror(-r));
+                c->closing = true;
+        }
+}
+
+void send_json(uint8_t type, uint32_t id, struct buf *json) { send_frame(type, id, json->data, json->len); }
+
+void send_error(uint32_t id, int err, const char *fmt, ...) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        const char *name = strerrorname_np(err);
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "error");
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "code", name ? name : "EIO");
+        json_w_kint(&w, "errno", err);
+        json_w_kstr(&w, "message", msg);
+        json_w_obj_end(&w);
+        json_w_obj_end(&w);
+        send_json(PROTO_RESP, id, &b);
+}
+
+struct stream *stream_new(uint32_t id, enum stream_kind kind) {
+        struct conn *c = g.conn;
+        struct stream *s = calloc(1, sizeof *s);
+        if (!s)
+                return NULL;
+        s->id = id;
+        s->kind = kind;
+        s->fd = -EBADF;
+        s->dirfd = -EBADF;
+        s->next = c->streams;
+        c->streams = s;
+        c->n_streams++;
+        return s;
+}
+
+void stream_free(struct stream *s) {
+        struct conn *c = g.conn;
+        for (struct stream **pp = &c->streams; *pp; pp = &(*pp)->next)
+                if (*pp == s) {
+                        *pp = s->next;
+                        c->n_streams--;
+                        break;
+                }
+        if (s->kind == STREAM_ATTACH && s->proc)
+                s->proc->attached--;
+        if (s->kind == STREAM_EXEC && s->proc)
+                s->proc->fg = NULL;
+        safe_close(s->fd);
+        safe_close(s->dirfd);
+        free(s->tmp_name);
+        free(s->name);
+        free(s);
+}
+
+static struct stream *stream_find(uint32_t id) {
+        for (struct stream *s = g.conn->streams; s; s = s->next)
+                if (s->id == id)
+                        return s;
+        return NULL;
+}
+
+/* ---- requests ---- */
+
+static void op_ping(uint32_t id, const struct json *req) {
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kint(&w, "pid", getpid());
+        json_w_kint(&w, "uptime_ms", (int64_t)(now_ms() - g.start_ms));
+        json_w_obj_end(&w);
+        send_json(PROTO_RESP, id, &b);
+}
+
+static const struct {
+        const char *name;
+        void (*fn)(uint32_t id, const struct json *req);
+} ops[] = {
+        { "exec", op_exec },   { "ps", op_ps },       { "attach", op_attach }, { "signal", op_signal },
+        { "read", op_read },   { "write", op_write }, { "list", op_list },     { "stat", op_stat },
+        { "mkdir", op_mkdir }, { "remove", op_remove }, { "ping", op_ping },
+};
+
+static void handle_req(uint32_t id, const uint8_t *p, size_t n) {
+        if (id == 0) {
+                send_error(0, EINVAL, "request id 0 is reserved");
+                return;
+        }
+        if (stream_find(id)) {
+                send_error(id, EBUSY, "request id %u is still in use", id);
+                return;
+        }
+        _cleanup_json_ struct json *req = NULL;
+        char err[128] = "";
+        int r = json_parse((const char *)p, n, &req, err, sizeof err);
+        if (r < 0) {
+                send_error(id, EINVAL, "malformed request JSON: %s", err[0] ? err : strerror(-r));
+                return;
+        }
+        const char *op = json_get_str(req, "op");
+        if (json_type(req) != JSON_OBJECT || !op) {
+                send_error(id, EINVAL, "a request is a JSON object with a string \"op\"");
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(ops); i++)
+                if (strcmp(ops[i].name, op) == 0) {
+                        ops[i].fn(id, req);
+                        return;
+                }
+        send_error(id, EOPNOTSUPP, "unknown op \"%.64s\"", op);
+}
+
+static void handle_cancel(struct stream *s) {
+        switch (s->kind) {
+        case STREAM_EXEC:
+                proc_detach(s->proc);
+                break;
+        case STREAM_WRITE:
+                write_abort(s);
+                break;
+        case STREAM_ATTACH:
+        case STREAM_READ:
+                break;
+        }
+        stream_free(s);
+}
+
+static void handle_frame(const struct proto_hdr *h, const uint8_t *p) {
+        struct stream *s;
+        switch (h->type) {
+        case PROTO_REQ:
+                handle_req(h->id, p, h->len);
+                break;
+        case PROTO_STDIN:
+                s = stream_find(h->id);
+                if (s && s->kind == STREAM_EXEC)
+                        proc_stdin(s->proc, p, h->len);
+                break;
+        case PROTO_DATA:
+                s = stream_find(h->id);
+                if (s && s->kind == STREAM_WRITE)
+                        write_data(s, p, h->len);
+                break;
+        case PROTO_CANCEL:
+                s = stream_find(h->id);
+                if (s)
+                        handle_cancel(s);
+                break;
+        default:
+                log_debug("ignoring %s frame from spaced", proto_type_name(h->type));
+                break;
+        }
+}
+
+static void conn_process_input(struct conn *c) {
+        while (!c->closing && !proc_stdin_full()) {
+                struct proto_hdr h;
+                const uint8_t *p;
+                int r = proto_frame_peek(&c->in, &h, &p);
+                if (r == 0)
+                        break;
+                if (r < 0) {
+                        log_warn("framing error from spaced (%s), closing the connection", strerror(-r));
+                        c->closing = true;
+                        break;
+                }
+                handle_frame(&h, p);
+                buf_consume(&c->in, PROTO_HDR_SIZE + h.len);
+        }
+}
+
+/* ---- the connection ---- */
+
+static void conn_cb(struct watch *w, uint32_t revents) {
+        struct conn *c = container_of(w, struct conn, w);
+        if (c->closing)
+                return;
+        if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+                size_t room = c->in.max - c->in.len;
+                if (room > INIT_CHUNK)
+                        room = INIT_CHUNK;
+                if (room > 0 && buf_reserve(&c->in, room) == 0) {
+                        ssize_t n = read(w->fd, c->in.data + c->in.len, room);
+                        if (n > 0)
+                                c->in.len += (size_t)n;
+                        else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                                log_info("connection closed by spaced");
+                                c->closing = true;
+                                return;
+                        }
+                }
+        }
+        if (revents & EPOLLOUT) {
+                /* flushed by the loop */
+        }
+}
+
+static void conn_flush(struct conn *c) {
+        while (!c->closing && conn_queued(c) > 0) {
+                ssize_t n = send(c->w.fd, c->out.data + c->out_off, conn_queued(c), MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                c->closing = true;
+                        break;
+                }
+                c->out_off += (size_t)n;
+        }
+        if (c->out_off == c->out.len) {
+                buf_reset(&c->out);
+                c->out_off = 0;
+        } else if (c->out_off >= INIT_OUT_HIGH) {
+                buf_consume(&c->out, c->out_off);
+                c->out_off = 0;
+        }
+}
+
+static void conn_destroy(struct conn *c) {
+        while (c->streams) {
+                struct stream *s = c->streams;
+                if (s->kind == STREAM_EXEC)
+                        proc_detach(s->proc);
+                else if (s->kind == STREAM_WRITE)
+                        write_abort(s);
+                stream_free(s);
+        }
+        watch_close(&c->w);
+        buf_free(&c->in);
+        buf_free(&c->out);
+        free(c);
+        g.conn = NULL;
+}
+
+static int conn_start(int fd) {
+        if (g.conn) {
+                log_info("a new connection replaces the active one");
+                conn_destroy(g.conn);
+        }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+                int e = -errno;
+                close(fd);
+                return e;
+        }
+        struct conn *c = calloc(1, sizeof *c);
+        if (!c) {
+                close(fd);
+                return -ENOMEM;
+        }
+        c->w = (struct watch){ .fd = fd, .cb = conn_cb };
+        c->in = BUF_INIT(PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD);
+        c->out = BUF_INIT(INIT_OUT_MAX);
+        g.conn = c;
+        int r = watch_set(&c->w, EPOLLIN);
+        if (r < 0) {
+                conn_destroy(c);
+                return r;
+        }
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer jw = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&jw);
+        json_w_kint(&jw, "version", PROTO_VERSION);
+        json_w_kint(&jw, "pid", getpid());
+        json_w_kint(&jw, "uptime_ms", (int64_t)(now_ms() - g.start_ms));
+        json_w_obj_end(&jw);
+        send_json(PROTO_HELLO, 0, &b);
+        return 0;
+}
+
+static void listen_cb(struct watch *w, uint32_t revents) {
+        int fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+                if (errno != EAGAIN && errno != EINTR)
+                        log_warn("accept: %m");
+                return;
+        }
+        /* Started by the loop, outside the callbacks: replacing the active connection frees
+         * it, and an event for it may still be pending in this epoll batch. */
+        safe_close(g.pending_fd);
+        g.pending_fd = fd;
+}
+
+static int listen_on(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        (void)unlink(path);
+        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 8) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+/* ---- signals ---- */
+
+static void begin_termination(void) {
+        if (g.terminating)
+                return;
+        log_info("terminating: SIGTERM to every process");
+        g.terminating = true;
+        g.term_deadline_ms = now_ms() + INIT_TERM_GRACE_MS;
+        procs_kill_all(SIGTERM);
+}
+
+static void sig_cb(struct watch *w, uint32_t revents) {
+        struct signalfd_siginfo si;
+        while (read(w->fd, &si, sizeof si) == (ssize_t)sizeof si) {
+                switch (si.ssi_signo) {
+                case SIGCHLD:
+                        procs_reap();
+                        break;
+                case SIGTERM:
+                case SIGINT:
+                        begin_termination();
+                        break;
+                default:
+                        break;
+                }
+        }
+}
+
+static int setup_signals(void) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGCHLD);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+                return -errno;
+        signal(SIGPIPE, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        g.sig = (struct watch){ .fd = fd, .cb = sig_cb };
+        return watch_set(&g.sig, EPOLLIN);
+}
+
+/* ---- main ---- */
+
+static void usage(FILE *f) {
+        fprintf(f, "usage: space-init [--fd N] [--listen PATH] [--root DIR] [--debug]\n"
+                   "PID 1 of a SPACE sandbox; speaks the protocol of docs/protocol.md on fd N\n"
+                   "(default: $SPACE_INIT_FD, else 3) and/or on connections accepted at PATH.\n");
+}
+
+static void stdio_ensure_open(void) {
+        /* Pipes must never land on 0-2, or the dup2 in a child would clobber them. */
+        for (int fd = 0; fd < 3; fd++)
+                if (fcntl(fd, F_GETFD) < 0) {
+                        int n = open("/dev/null", O_RDWR);
+                        if (n >= 0 && n != fd) {
+                                dup2(n, fd);
+                                close(n);
+                        }
+                }
+}
+
+static int parse_fd(const char *s) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || *end || end == s || v < 0 || v > 65535)
+                return -EINVAL;
+        return (int)v;
+}
+
+int main(int argc, char **argv) {
+        static const struct option longopts[] = {
+                { "fd", required_argument, NULL, 'f' },   { "listen", required_argument, NULL, 'l' },
+                { "root", required_argument, NULL, 'r' }, { "debug", no_argument, NULL, 'd' },
+                { "help", no_argument, NULL, 'h' },       {},
+        };
+        const char *listen_path = NULL, *root = "/";
+        int conn_fd = -1;
+        bool fd_given = false;
+        int c;
+
+        log_set_ident("space-init");
+        while ((c = getopt_long(argc, argv, "", longopts, NULL)) >= 0) {
+                switch (c) {
+                case 'f':
+                        conn_fd = parse_fd(optarg);
+                        if (conn_fd < 0) {
+                                fprintf(stderr, "space-init: bad --fd '%s'\n", optarg);
+                                return 2;
+                        }
+                        fd_given = true;
+                        break;
+                case 'l':
+                        listen_path = optarg;
+                        break;
+                case 'r':
+                        root = optarg;
+                        break;
+                case 'd':
+                        log_set_level(LOG_DEBUG);
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                usage(stderr);
+                return 2;
+        }
+        if (!fd_given) {
+                const char *e = getenv("SPACE_INIT_FD");
+                if (e) {
+                        conn_fd = parse_fd(e);
+                        if (conn_fd < 0) {
+                                fprintf(stderr, "space-init: bad SPACE_INIT_FD '%s'\n", e);
+                                return 2;
+                        }
+                } else if (!listen_path)
+                        conn_fd = 3;
+        }
+        if (conn_fd >= 0 && fcntl(conn_fd, F_GETFD) < 0) {
+                if (fd_given || !listen_path) {
+                        fprintf(stderr, "space-init: fd %d is not open\n", conn_fd);
+                        return 2;
+                }
+                conn_fd = -1;
+        }
+
+        g.start_ms = now_ms();
+        g.pid1 = getpid() == 1;
+        umask(0); /* modes in requests are exact; children get 022 back */
+        stdio_ensure_open();
+        if (!g.pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                log_warn("cannot become a child subreaper: %m");
+
+        g.root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (g.root_fd < 0) {
+                log_error("cannot open root %s: %m", root);
+                return 1;
+        }
+        g.epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (g.epfd < 0) {
+                log_error("epoll_create1: %m");
+                return 1;
+        }
+        int r = setup_signals();
+        if (r < 0) {
+                log_error("cannot set up signals: %s", strerror(-r));
+                return 1;
+        }
+        g.listen = (struct watch){ .fd = -EBADF, .cb = listen_cb };
+        if (listen_path) {
+                r = listen_on(listen_path);
+                if (r < 0) {
+                        log_error("cannot listen on %s: %s", listen_path, strerror(-r));
+                        return 1;
+                }
+                g.listen.fd = r;
+                r = watch_set(&g.listen, EPOLLIN);
+                if (r < 0) {
+                        log_error("epoll: %s", strerror(-r));
+                        return 1;
+                }
+        }
+        if (conn_fd >= 0) {
+                r = conn_start(conn_fd);
+                if (r < 0) {
+                        log_error("cannot use fd %d: %s", conn_fd, strerror(-r));
+                        return 1;
+                }
+        }
+        log_debug("ready (pid %d, root %s)", (int)getpid(), root);
+
+        for (;;) {
+                /* Work first, then sleep: a frame queued before the loop (HELLO) or by the
+                 * last callbacks must go out before epoll_wait can block. */
+                if (g.pending_fd >= 0) {
+                        int rc = conn_start(TAKE_FD(g.pending_fd));
+                        if (rc < 0)
+                                log_warn("cannot start connection: %s", strerror(-rc));
+                }
+                struct conn *cn = g.conn;
+                if (cn && !cn->closing)
+                        conn_process_input(cn);
+                procs_pump();
+                if (cn && !cn->closing)
+                        conn_flush(cn);
+                if (cn && cn->closing) {
+                        conn_destroy(cn);
+                        cn = NULL;
+                        if (g.listen.fd < 0) {
+                                log_info("connection gone and nothing to accept another: exiting");
+                                procs_kill_all(SIGKILL);
+                                return 0;
+                        }
+                }
+                if (cn) {
+                        uint32_t ev = 0;
+                        if (!proc_stdin_full() && cn->in.len < cn->in.max)
+                                ev |= EPOLLIN;
+                        if (conn_queued(cn) > 0)
+                                ev |= EPOLLOUT;
+                        if (watch_set(&cn->w, ev) < 0)
+                                cn->closing = true;
+                }
+                if (g.terminating) {
+                        if (!procs_any_running()) {
+                                log_info("every process ended: exiting");
+                                return 0;
+                        }
+                        if (now_ms() >= g.term_deadline_ms) {
+                                log_info("grace period over: SIGKILL to every process, exiting");
+                                procs_kill_all(SIGKILL);
+                                return 0;
+                        }
+                }
+
+                uint64_t now = now_ms();
+                uint64_t next = procs_next_deadline();
+                if (g.terminating && (next == 0 || g.term_deadline_ms < next))
+                        next = g.term_deadline_ms;
+                int timeout = -1;
+                if (cn && cn->closing)
+                        timeout = 0;
+                else if (next)
+                        timeout = next > now ? (int)MIN(next - now, (uint64_t)60000) : 0;
+                struct epoll_event evs[64];
+                int n = epoll_wait(g.epfd, evs, (int)ELEMENTSOF(evs), timeout);
+                if (n < 0 && errno != EINTR) {
+                        log_error("epoll_wait: %m");
+                        return 1;
+                }
+                for (int i = 0; i < n; i++) {
+                        struct watch *w = evs[i].data.ptr;
+                        w->cb(w, evs[i].events);
+                }
+                procs_tick(now_ms());
+        }
+}

@@ -1,0 +1,730 @@
+/* Commands: spawning (exec failures reported through a close-on-exec pipe), output
+ * pumping with backpressure, background processes with their output rings, attach,
+ * signals, reaping and timeouts. */
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "common/log.h"
+#include "init/init.h"
+
+static const char *const default_env[] = {
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/root",
+        "TERM=xterm",
+        "LANG=C.UTF-8",
+};
+
+enum spawn_stage { STAGE_SETUP, STAGE_CWD, STAGE_IDS, STAGE_EXEC };
+
+struct spawn_err {
+        int stage;
+        int err;
+};
+
+static void strv_free(char **v) {
+        if (!v)
+                return;
+        for (char **p = v; *p; p++)
+                free(*p);
+        free(v);
+}
+
+static void strv_freep(char ***v) { strv_free(*v); }
+
+static bool proc_ended(const struct proc *p) { return p->exited && p->out.fd < 0 && p->err.fd < 0; }
+
+static bool proc_paused(const struct proc *p) { return p->fg && conn_queued(g.conn) >= INIT_OUT_HIGH; }
+
+static void proc_free(struct proc *p) {
+        for (struct proc **pp = &g.procs; *pp; pp = &(*pp)->next)
+                if (*pp == p) {
+                        *pp = p->next;
+                        break;
+                }
+        if (p->background)
+                g.n_bg--;
+        watch_close(&p->out);
+        watch_close(&p->err);
+        watch_close(&p->in);
+        buf_free(&p->stdin_pending);
+        ring_free(&p->ring);
+        strv_free(p->argv);
+        free(p);
+}
+
+static void proc_close_stdin(struct proc *p) {
+        watch_close(&p->in);
+        buf_free(&p->stdin_pending);
+        p->stdin_eof = true;
+}
+
+/* Frees the oldest ended background process nobody is attached to, if the table is full. */
+static int bg_make_room(void) {
+        if (g.n_bg < PROTO_MAX_BG)
+                return 0;
+        for (struct proc *p = g.procs; p; p = p->next)
+                if (p->background && proc_ended(p) && p->attached == 0) {
+                        proc_free(p);
+                        return 0;
+                }
+        return -EAGAIN;
+}
+
+/* ---- output ---- */
+
+static void pipe_read(struct proc *p, struct watch *w, uint8_t type) {
+        static uint8_t chunk[INIT_CHUNK];
+        ssize_t n = read(w->fd, chunk, sizeof chunk);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                watch_close(w);
+                return;
+        }
+        p->last_activity_ms = now_ms();
+        p->total_out += (uint64_t)n;
+        if (p->fg)
+                send_frame(type, p->fg->id, chunk, (size_t)n);
+        else if (p->background) {
+                int r = ring_append(&p->ring, type, chunk, (size_t)n);
+                if (r < 0)
+                        log_warn("pid %d: output dropped: %s", (int)p->pid, strerror(-r));
+        }
+        /* else: a process being killed because it could not be detached; output goes nowhere */
+}
+
+static void out_cb(struct watch *w, uint32_t revents) { pipe_read(container_of(w, struct proc, out), w, PROTO_STDOUT); }
+static void err_cb(struct watch *w, uint32_t revents) { pipe_read(container_of(w, struct proc, err), w, PROTO_STDERR); }
+
+static void in_cb(struct watch *w, uint32_t revents) {
+        struct proc *p = container_of(w, struct proc, in);
+        while (p->stdin_pending.len > 0) {
+                ssize_t n = write(w->fd, p->stdin_pending.data, p->stdin_pending.len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                proc_close_stdin(p); /* EPIPE: the command closed its stdin */
+                        return;
+                }
+                buf_consume(&p->stdin_pending, (size_t)n);
+        }
+        if (p->stdin_eof)
+                proc_close_stdin(p);
+}
+
+void proc_stdin(struct proc *p, const uint8_t *data, size_t n) {
+        if (p->in.fd < 0 || p->stdin_eof)
+                return;
+        if (n == 0) {
+                p->stdin_eof = true;
+                if (p->stdin_pending.len == 0)
+                        proc_close_stdin(p);
+                return;
+        }
+        if (buf_append(&p->stdin_pending, data, n) < 0) {
+                log_warn("pid %d: stdin over its bound, closing it", (int)p->pid);
+                proc_close_stdin(p);
+        }
+}
+
+bool proc_stdin_full(void) {
+        for (struct proc *p = g.procs; p; p = p->next)
+                if (p->stdin_pending.len > INIT_STDIN_HIGH)
+                        return true;
+        return false;
+}
+
+/* ---- exit reporting ---- */
+
+static void write_exit_fields(struct json_writer *w, const struct proc *p) {
+        if (WIFSIGNALED(p->status))
+                json_w_kint(w, "signal", WTERMSIG(p->status));
+        else
+                json_w_kint(w, "exit_code", WEXITSTATUS(p->status));
+        if (p->timed_out)
+                json_w_kbool(w, "timed_out", true);
+}
+
+void procs_reap(void) {
+        for (;;) {
+                int st;
+                pid_t pid = waitpid(-1, &st, WNOHANG);
+                if (pid <= 0)
+                        break;
+                for (struct proc *p = g.procs; p; p = p->next)
+                        if (p->pid == pid && !p->exited) {
+                                p->exited = true;
+                                p->status = st;
+                                p->deadline_ms = 0;
+                                p->last_activity_ms = now_ms();
+                                proc_close_stdin(p);
+                                break;
+                        }
+        }
+}
+
+bool procs_any_running(void) {
+        siginfo_t si = { 0 };
+        return waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
+void procs_kill_all(int sig) {
+        if (g.pid1) {
+                kill(-1, sig);
+                return;
+        }
+        for (struct proc *p = g.procs; p; p = p->next)
+                if (!p->exited)
+                        kill(-p->pid, sig);
+}
+
+void procs_tick(uint64_t now) {
+        for (struct proc *p = g.procs; p; p = p->next) {
+                if (!p->exited && p->deadline_ms && now >= p->deadline_ms) {
+                        log_debug("pid %d: timeout, killing its process group", (int)p->pid);
+                        kill(-p->pid, SIGKILL);
+                        kill(p->pid, SIGKILL);
+                        p->timed_out = true;
+                        p->deadline_ms = 0;
+                }
+                if (p->exited && (p->out.fd >= 0 || p->err.fd >= 0)) {
+                        if (proc_paused(p))
+                                p->last_activity_ms = now;
+                        else if (now >= p->last_activity_ms + INIT_LINGER_MS) {
+                                /* A leftover grandchild holds the pipes: don't wait for it. */
+                                watch_close(&p->out);
+                                watch_close(&p->err);
+                        }
+                }
+        }
+}
+
+uint64_t procs_next_deadline(void) {
+        uint64_t next = 0;
+        for (struct proc *p = g.procs; p; p = p->next) {
+                uint64_t d = 0;
+                if (!p->exited && p->deadline_ms)
+                        d = p->deadline_ms;
+                else if (p->exited && (p->out.fd >= 0 || p->err.fd >= 0) && !proc_paused(p))
+                        d = p->last_activity_ms + INIT_LINGER_MS;
+                if (d && (next == 0 || d < next))
+                        next = d;
+        }
+        return next;
+}
+
+void proc_detach(struct proc *p) {
+        proc_close_stdin(p);
+        if (p->background)
+                return;
+        if (bg_make_room() == 0) {
+                p->background = true;
+                ring_init(&p->ring, PROTO_BG_RING, p->total_out);
+                g.n_bg++;
+                return;
+        }
+        log_warn("pid %d: no room to keep it in the background, killing it", (int)p->pid);
+        if (!p->exited)
+                kill(-p->pid, SIGKILL);
+}
+
+void procs_pump(void) {
+        struct proc *next;
+        for (struct proc *p = g.procs; p; p = next) {
+                next = p->next;
+                if (proc_ended(p) && p->fg) {
+                        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+                        struct json_writer w = JSON_WRITER_INIT(&b);
+                        json_w_obj_begin(&w);
+                        write_exit_fields(&w, p);
+                        json_w_obj_end(&w);
+                        send_json(PROTO_EXIT, p->fg->id, &b);
+                        stream_free(p->fg);
+                        proc_free(p);
+                        continue;
+                }
+                if (proc_ended(p) && !p->background) {
+                        proc_free(p);
+                        continue;
+                }
+                uint32_t ev = proc_paused(p) ? 0 : EPOLLIN;
+                watch_set(&p->out, ev);
+                watch_set(&p->err, ev);
+                if (p->in.fd >= 0)
+                        watch_set(&p->in, p->stdin_pending.len > 0 ? EPOLLOUT : 0);
+        }
+        if (!g.conn)
+                return;
+        struct stream *snext;
+        for (struct stream *s = g.conn->streams; s; s = snext) {
+                snext = s->next;
+                if (s->kind == STREAM_ATTACH)
+                        attach_pump(s);
+                else if (s->kind == STREAM_READ)
+                        read_pump(s);
+        }
+}
+
+/* ---- exec ---- */
+
+static int env_build(const struct json *env, char ***ret) {
+        size_t n_user = json_len(env);
+        char **v = calloc(ELEMENTSOF(default_env) + n_user + 1, sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        size_t n = 0;
+        for (size_t i = 0; i < ELEMENTSOF(default_env); i++)
+                if (!(v[n++] = strdup(default_env[i])))
+                        goto oom;
+        for (size_t i = 0; i < n_user; i++) {
+                const char *e = json_str(json_at(env, i));
+                const char *eq = e ? strchr(e, '=') : NULL;
+                if (!eq || eq == e) {
+                        strv_free(v);
+                        return -EINVAL;
+                }
+                size_t klen = (size_t)(eq - e) + 1;
+                size_t j;
+                for (j = 0; j < n; j++)
+                        if (strncmp(v[j], e, klen) == 0)
+                                break;
+                char *d = strdup(e);
+                if (!d)
+                        goto oom;
+                if (j < n) {
+                        free(v[j]);
+                        v[j] = d;
+                } else
+                        v[n++] = d;
+        }
+        *ret = v;
+        return 0;
+oom:
+        strv_free(v);
+        return -ENOMEM;
+}
+
+/* Copies argv for ps, keeping at most INIT_PS_ARGV_MAX bytes. */
+static char **argv_for_ps(char **argv) {
+        size_t n = 0, budget = INIT_PS_ARGV_MAX;
+        while (argv[n])
+                n++;
+        char **v = calloc(n + 1, sizeof *v);
+        if (!v)
+                return NULL;
+        for (size_t i = 0; i < n && budget > 0; i++) {
+                v[i] = strndup(argv[i], budget);
+                if (!v[i])
+                        break;
+                budget -= MIN(budget, strlen(v[i]) + 1);
+        }
+        return v;
+}
+
+static const char *env_get(char **envp, const char *key) {
+        size_t k = strlen(key);
+        for (char **e = envp; *e; e++)
+                if (strncmp(*e, key, k) == 0 && (*e)[k] == '=')
+                        return *e + k + 1;
+        return NULL;
+}
+
+/* In the child: execve argv[0], looked up in the command's own PATH like execvp. */
+static int child_exec(char **argv, char **envp) {
+        const char *file = argv[0];
+        if (!*file)
+                return ENOENT;
+        if (strchr(file, '/')) {
+                execve(file, argv, envp);
+                return errno;
+        }
+        const char *path = env_get(envp, "PATH");
+        if (!path)
+                path = "/usr/bin:/bin";
+        bool eacces = false;
+        size_t flen = strlen(file);
+        for (const char *p = path;; p++) {
+                const char *end = strchrnul(p, ':');
+                size_t dlen = (size_t)(end - p);
+                char full[PROTO_MAX_PATH + 256];
+                if (dlen + flen + 2 <= sizeof full) {
+                        memcpy(full, p, dlen);
+                        size_t o = dlen;
+                        if (o == 0)
+                                full[o++] = '.';
+                        full[o++] = '/';
+                        memcpy(full + o, file, flen + 1);
+                        execve(full, argv, envp);
+                        if (errno == EACCES)
+                                eacces = true;
+                        else if (errno != ENOENT && errno != ENOTDIR)
+                                return errno;
+                }
+                if (!*end)
+                        break;
+                p = end;
+        }
+        return eacces ? EACCES : ENOENT;
+}
+
+static _noreturn_ void child_fail(int fd, int stage, int err) {
+        struct spawn_err se = { .stage = stage, .err = err };
+        (void)!write(fd, &se, sizeof se);
+        _exit(127);
+}
+
+struct spawn_req {
+        char **argv, **envp;
+        int cwd_fd;
+        bool set_ids;
+        uid_t uid;
+        gid_t gid;
+        bool want_stdin;
+};
+
+static _noreturn_ void child_run(const struct spawn_req *sr, int errfd, int in_r, int out_w, int err_w) {
+        sigset_t all;
+        sigemptyset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        umask(022);
+        if (setsid() < 0)
+                child_fail(errfd, STAGE_SETUP, errno);
+        if (in_r < 0) {
+                in_r = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (in_r < 0) {
+                        /* a sandbox without /dev/null: an empty pipe is just as good */
+                        int pp[2];
+                        if (pipe2(pp, O_CLOEXEC) < 0)
+                                child_fail(errfd, STAGE_SETUP, errno);
+                        close(pp[1]);
+                        in_r = pp[0];
+                }
+        }
+        if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+                child_fail(errfd, STAGE_SETUP, errno);
+        if (fchdir(sr->cwd_fd) < 0)
+                child_fail(errfd, STAGE_CWD, errno);
+        if (sr->set_ids) {
+                if (setgroups(0, NULL) < 0 && errno != EPERM)
+                        child_fail(errfd, STAGE_IDS, errno);
+                if (setgid(sr->gid) < 0 || setuid(sr->uid) < 0)
+                        child_fail(errfd, STAGE_IDS, errno);
+        }
+        child_fail(errfd, STAGE_EXEC, child_exec(sr->argv, sr->envp));
+}
+
+static void exec_fail_resp(uint32_t id, const struct spawn_err *se, const char *argv0, const char *cwd) {
+        int e = se->err;
+        switch (se->stage) {
+        case STAGE_CWD:
+                send_error(id, e, "cwd %.512s: %s", cwd, strerror(e));
+                break;
+        case STAGE_IDS:
+                send_error(id, e, "cannot switch user: %s", strerror(e));
+                break;
+        case STAGE_EXEC:
+                if (e == ENOENT && !strchr(argv0, '/'))
+                        send_error(id, e, "%.512s: command not found", argv0);
+                else
+                        send_error(id, e, "%.512s: %s", argv0, strerror(e));
+                break;
+        default:
+                send_error(id, e, "cannot start the command: %s", strerror(e));
+                break;
+        }
+}
+
+static int nonblock(int fd) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        return 0;
+}
+
+void op_exec(uint32_t id, const struct json *req) {
+        const struct json *jargv = json_get(req, "argv"), *jenv = json_get(req, "env");
+        if (json_type(jargv) != JSON_ARRAY || json_len(jargv) == 0)
+                return send_error(id, EINVAL, "\"argv\" must be a non-empty array of strings");
+        if (jenv && json_type(jenv) != JSON_ARRAY)
+                return send_error(id, EINVAL, "\"env\" must be an array of \"K=V\" strings");
+        size_t argc = json_len(jargv);
+        if (argc + json_len(jenv) > PROTO_MAX_ARGV)
+                return send_error(id, E2BIG, "argv + env over %d entries", PROTO_MAX_ARGV);
+        const char *cwd = json_get(req, "cwd") ? json_get_str(req, "cwd") : "/";
+        if (!cwd)
+                return send_error(id, EINVAL, "\"cwd\" must be a string");
+        int64_t timeout = 0, uid = -1, gid = -1;
+        if (json_get(req, "timeout_ms") && (json_get_int(req, "timeout_ms", &timeout) < 0 || timeout < 0))
+                return send_error(id, EINVAL, "\"timeout_ms\" must be an integer >= 0");
+        if ((json_get(req, "uid") && (json_get_int(req, "uid", &uid) < 0 || uid < 0 || uid > UINT32_MAX - 1)) ||
+            (json_get(req, "gid") && (json_get_int(req, "gid", &gid) < 0 || gid < 0 || gid > UINT32_MAX - 1)))
+                return send_error(id, EINVAL, "\"uid\" and \"gid\" must be integers >= 0");
+        bool want_stdin = json_get_bool(req, "stdin", false);
+        bool background = json_get_bool(req, "background", false);
+        if (background && want_stdin)
+                return send_error(id, EINVAL, "a background command has no stdin");
+        if (!background && g.conn->n_streams >= INIT_MAX_STREAMS)
+                return send_error(id, EAGAIN, "too many live requests (%d)", INIT_MAX_STREAMS);
+        if (background && bg_make_room() < 0)
+                return send_error(id, EAGAIN, "%d background processes are still running", PROTO_MAX_BG);
+
+        _cleanup_free_ char **argv = calloc(argc + 1, sizeof *argv);
+        if (!argv)
+                return send_error(id, ENOMEM, "out of memory");
+        for (size_t i = 0; i < argc; i++)
+                if (!(argv[i] = (char *)json_str(json_at(jargv, i))))
+                        return send_error(id, EINVAL, "\"argv\" must be a non-empty array of strings");
+        char **envp = NULL;
+        int r = env_build(jenv, &envp);
+        if (r < 0)
+                return send_error(id, -r, r == -EINVAL ? "\"env\" entries must be \"K=V\" strings" : "out of memory");
+        _cleanup_(strv_freep) char **envp_owned = envp;
+
+        _cleanup_close_ int cwd_fd = -EBADF;
+        r = fs_resolve(cwd, O_PATH | O_DIRECTORY, 0, &cwd_fd);
+        if (r < 0)
+                return send_error(id, -r, "cwd %.512s: %s", cwd, strerror(-r));
+
+        int ep[2] = { -1, -1 }, op[2] = { -1, -1 }, erp[2] = { -1, -1 }, ip[2] = { -1, -1 };
+        if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(op, O_CLOEXEC) < 0 || pipe2(erp, O_CLOEXEC) < 0 ||
+            (want_stdin && pipe2(ip, O_CLOEXEC) < 0)) {
+                r = errno;
+                goto fail_pipes;
+        }
+        struct spawn_req sr = { .argv = argv, .envp = envp, .cwd_fd = cwd_fd, .want_stdin = want_stdin,
+                                .set_ids = (uid >= 0 && (uid_t)uid != getuid()) || (gid >= 0 && (gid_t)gid != getgid()),
+                                .uid = uid >= 0 ? (uid_t)uid : getuid(), .gid = gid >= 0 ? (gid_t)gid : getgid() };
+        pid_t pid = fork();
+        if (pid < 0) {
+                r = errno;
+                goto fail_pipes;
+        }
+        if (pid == 0)
+                child_run(&sr, ep[1], ip[0], op[1], erp[1]);
+
+        close(ep[1]);
+        close(op[1]);
+        close(erp[1]);
+        if (ip[0] >= 0)
+                close(ip[0]);
+        struct spawn_err se;
+        ssize_t n;
+        do
+                n = read(ep[0], &se, sizeof se);
+        while (n < 0 && errno == EINTR);
+        close(ep[0]);
+        if (n == (ssize_t)sizeof se) {
+                close(op[0]);
+                close(erp[0]);
+                if (ip[1] >= 0)
+                        close(ip[1]);
+                (void)waitpid(pid, NULL, 0); /* it has exited or is about to */
+                exec_fail_resp(id, &se, argv[0], cwd);
+                return;
+        }
+
+        struct proc *p = calloc(1, sizeof *p);
+        if (!p) {
+                /* Can't track it: don't leave it running unseen. */
+                kill(-pid, SIGKILL);
+                close(op[0]);
+                close(erp[0]);
+                if (ip[1] >= 0)
+                        close(ip[1]);
+                return send_error(id, ENOMEM, "out of memory");
+        }
+        p->pid = pid;
+        p->argv = argv_for_ps(argv);
+        p->out = (struct watch){ .fd = op[0], .cb = out_cb };
+        p->err = (struct watch){ .fd = erp[0], .cb = err_cb };
+        p->in = (struct watch){ .fd = ip[1], .cb = in_cb };
+        p->stdin_pending = BUF_INIT(INIT_STDIN_HIGH + PROTO_MAX_PAYLOAD);
+        p->stdin_eof = !want_stdin;
+        p->started_ms = wall_ms();
+        p->last_activity_ms = now_ms();
+        if (timeout > 0)
+                p->deadline_ms = now_ms() + (uint64_t)timeout;
+        (void)nonblock(op[0]);
+        (void)nonblock(erp[0]);
+        if (ip[1] >= 0)
+                (void)nonblock(ip[1]);
+        struct proc **tail = &g.procs;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = p;
+        if (background) {
+                p->background = true;
+                ring_init(&p->ring, PROTO_BG_RING, 0);
+                g.n_bg++;
+        } else {
+                struct stream *s = stream_new(id, STREAM_EXEC);
+                if (!s) {
+                        proc_detach(p);
+                        return send_error(id, ENOMEM, "out of memory");
+                }
+                s->proc = p;
+                p->fg = s;
+        }
+        log_debug("started pid %d: %s%s", (int)pid, argv[0], background ? " (background)" : "");
+
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kint(&w, "pid", pid);
+        json_w_obj_end(&w);
+        send_json(PROTO_RESP, id, &b);
+        return;
+
+fail_pipes:
+        for (int i = 0; i < 2; i++) {
+                safe_close(ep[i]);
+                safe_close(op[i]);
+                safe_close(erp[i]);
+                safe_close(ip[i]);
+        }
+        send_error(id, r, "cannot start the command: %s", strerror(r));
+}
+
+/* ---- ps, attach, signal ---- */
+
+void op_ps(uint32_t id, const struct json *req) {
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        _cleanup_buf_ struct buf one = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        bool truncated = false;
+        json_w_obj_begin(&w);
+        json_w_key(&w, "processes");
+        json_w_arr_begin(&w);
+        for (struct proc *p = g.procs; p; p = p->next) {
+                if (!p->background)
+                        continue;
+                buf_reset(&one);
+                struct json_writer ow = JSON_WRITER_INIT(&one);
+                json_w_obj_begin(&ow);
+                json_w_kint(&ow, "pid", p->pid);
+                json_w_key(&ow, "argv");
+                json_w_arr_begin(&ow);
+                for (char **a = p->argv; a && *a; a++)
+                        json_w_str(&ow, *a);
+                json_w_arr_end(&ow);
+                json_w_kbool(&ow, "running", !p->exited);
+                json_w_key(&ow, "exit_code");
+                if (p->exited && WIFEXITED(p->status))
+                        json_w_int(&ow, WEXITSTATUS(p->status));
+                else
+                        json_w_null(&ow);
+                json_w_key(&ow, "signal");
+                if (p->exited && WIFSIGNALED(p->status))
+                        json_w_int(&ow, WTERMSIG(p->status));
+                else
+                        json_w_null(&ow);
+                json_w_kbool(&ow, "timed_out", p->timed_out);
+                json_w_kint(&ow, "started_ms", p->started_ms);
+                json_w_key(&ow, "output_bytes");
+                json_w_uint(&ow, p->total_out);
+                json_w_obj_end(&ow);
+                if (ow.err || b.len + one.len + 64 > PROTO_MAX_JSON) {
+                        truncated = true;
+                        break;
+                }
+                json_w_raw(&w, one.data, one.len);
+        }
+        json_w_arr_end(&w);
+        json_w_kbool(&w, "truncated", truncated);
+        json_w_obj_end(&w);
+        if (w.err)
+                return send_error(id, EOVERFLOW, "process list too large");
+        send_json(PROTO_RESP, id, &b);
+}
+
+static struct proc *proc_find(pid_t pid, bool background_only) {
+        struct proc *found = NULL;
+        for (struct proc *p = g.procs; p; p = p->next)
+                if (p->pid == pid && (!background_only || p->background))
+                        found = p; /* the newest: a pid may have been reused */
+        return found;
+}
+
+void op_attach(uint32_t id, const struct json *req) {
+        int64_t pid, offset = 0;
+        if (json_get_int(req, "pid", &pid) < 0 || pid <= 0 || pid > INT32_MAX)
+                return send_error(id, EINVAL, "\"pid\" must be a positive integer");
+        if (json_get(req, "offset") && json_get_int(req, "offset", &offset) < 0)
+                return send_error(id, EINVAL, "\"offset\" must be an integer");
+        if (offset < 0)
+                offset = 0;
+        struct proc *p = proc_find((pid_t)pid, true);
+        if (!p)
+                return send_error(id, ESRCH, "no background process %lld", (long long)pid);
+        if (g.conn->n_streams >= INIT_MAX_STREAMS)
+                return send_error(id, EAGAIN, "too many live requests (%d)", INIT_MAX_STREAMS);
+        struct stream *s = stream_new(id, STREAM_ATTACH);
+        if (!s)
+                return send_error(id, ENOMEM, "out of memory");
+        s->proc = p;
+        p->attached++;
+        s->follow = json_get_bool(req, "follow", true);
+        ring_seek(&p->ring, (uint64_t)offset, &s->cursor);
+
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "offset");
+        json_w_uint(&w, ring_cursor_off(&s->cursor));
+        json_w_key(&w, "end");
+        json_w_uint(&w, p->ring.end_off);
+        json_w_kbool(&w, "running", !p->exited);
+        json_w_obj_end(&w);
+        send_json(PROTO_RESP, id, &b);
+}
+
+void attach_pump(struct stream *s) {
+        static uint8_t chunk[RING_MAX_REC];
+        struct proc *p = s->proc;
+        while (conn_queued(g.conn) < INIT_OUT_HIGH) {
+                uint8_t type = PROTO_STDOUT;
+                size_t n = ring_next(&p->ring, &s->cursor, &type, chunk);
+                if (n > 0) {
+                        send_frame(type, s->id, chunk, n);
+                        continue;
+                }
+                bool ended = proc_ended(p);
+                if (!ended && s->follow)
+                        return;
+                _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                json_w_obj_begin(&w);
+                json_w_kbool(&w, "running", !ended);
+                if (ended)
+                        write_exit_fields(&w, p);
+                json_w_key(&w, "offset");
+                json_w_uint(&w, ring_cursor_off(&s->cursor));
+                json_w_obj_end(&w);
+                send_json(PROTO_EXIT, s->id, &b);
+                stream_free(s);
+                return;
+        }
+}
+
+void op_signal(uint32_t id, const struct json *req) {
+        int64_t pid, sig = SIGTERM;
+        if (json_get_int(req, "pid", &pid) < 0 || pid <= 0 || pid > INT32_MAX)
+                return send_error(id, EINVAL, "\"pid\" must be a positive integer");
+        if (json_get(req, "signal") && (json_get_int(req, "signal", &sig) < 0 || sig < 0 || sig > SIGRTMAX))
+                return send_error(id, EINVAL, "\"signal\" must be a signal number");
+        bool group = json_get_bool(req, "group", true);
+        struct proc *p = proc_find((pid_t)pid, false);
+        if (!p || p->exited)
+                return send_error(id, ESRCH, "no running process %lld started by init", (long long)pid);
+        if (kill(group ? -p->pid : p->pid, (int)sig) < 0)
+                return send_error(id, errno, "kill %lld: %s", (long long)pid, strerror(errno));
+        send_frame(PROTO_RESP, id, "{}", 2);
+}

@@ -1,0 +1,861 @@
+/* Integration tests of space-init over its real protocol: it runs as an ordinary
+ * unprivileged process (--fd on a socketpair, or --listen) with --root on a temp dir. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "initc.h"
+
+static const char *init_path;
+
+struct fx {
+        struct initc c;
+        char root[PATH_MAX];
+};
+
+static int64_t mono_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void rm_rf(const char *path) {
+        char cmd[PATH_MAX + 32];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+        assert_int_equal(system(cmd), 0);
+}
+
+static int setup(void **state) {
+        struct fx *f = calloc(1, sizeof *f);
+        char tmpl[] = "/tmp/space-init-test-XXXXXX";
+        if (!f || !mkdtemp(tmpl) || !realpath(tmpl, f->root))
+                return -1;
+        const char *extra[] = { "--root", f->root, NULL };
+        int r = initc_spawn(&f->c, init_path, extra);
+        if (r < 0) {
+                fprintf(stderr, "cannot start %s: %s\n", init_path, strerror(-r));
+                initc_close(&f->c, 0);
+                return -1;
+        }
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fx *f = *state;
+        /* No listener: closing the connection makes init kill its processes and exit 0. */
+        int st = initc_close(&f->c, 5000);
+        rm_rf(f->root);
+        free(f);
+        if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                fprintf(stderr, "space-init did not exit cleanly after the connection closed (%d)\n", st);
+                return -1;
+        }
+        return 0;
+}
+
+static struct json *call(struct initc *c, const char *fmt, ...) _printf_(2, 3);
+static struct json *call(struct initc *c, const char *fmt, ...) {
+        char req[8192];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(req, sizeof req, fmt, ap);
+        va_end(ap);
+        struct json *resp = NULL;
+        int r = initc_call(c, req, &resp);
+        if (r < 0)
+                fail_msg("request %s: %s", req, strerror(-r));
+        return resp;
+}
+
+static void assert_error(struct json *resp, const char *code) {
+        const char *got = initc_error_code(resp);
+        if (!got || strcmp(got, code) != 0)
+                fail_msg("expected error %s, got %s", code, got ? got : "success");
+        assert_non_null(json_get_str(json_get(resp, "error"), "message"));
+        int64_t e;
+        assert_int_equal(json_get_int(json_get(resp, "error"), "errno", &e), 0);
+        assert_true(e > 0);
+}
+
+static void assert_ok(struct json *resp) {
+        if (json_get(resp, "error"))
+                fail_msg("unexpected error: %s: %s", initc_error_code(resp),
+                         json_get_str(json_get(resp, "error"), "message"));
+}
+
+static int64_t get_int(const struct json *j, const char *key) {
+        int64_t v = 0;
+        if (json_get_int(j, key, &v) < 0)
+                fail_msg("no integer \"%s\"", key);
+        return v;
+}
+
+/* Collects STDOUT/STDERR of id until EXIT (returned parsed) or until want bytes came. */
+static struct json *collect(struct initc *c, uint32_t id, struct buf *out, struct buf *err, size_t want, int timeout_ms) {
+        int64_t end = mono_ms() + timeout_ms;
+        for (;;) {
+                if (want && out->len + (err ? err->len : 0) >= want)
+                        return NULL;
+                struct initc_frame fr;
+                int64_t left = end - mono_ms();
+                int r = initc_recv(c, id, &fr, left > 0 ? (int)left : 0);
+                if (r <= 0)
+                        fail_msg("waiting for output of id %u: %s", id, r == 0 ? "timeout" : strerror(-r));
+                if (fr.h.type == PROTO_STDOUT || fr.h.type == PROTO_STDERR) {
+                        struct buf *b = fr.h.type == PROTO_STDOUT || !err ? out : err;
+                        assert_int_equal(buf_append(b, fr.payload.data, fr.payload.len), 0);
+                        initc_frame_free(&fr);
+                        continue;
+                }
+                assert_int_equal(fr.h.type, PROTO_EXIT);
+                struct json *j = NULL;
+                assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &j, NULL, 0), 0);
+                initc_frame_free(&fr);
+                return j;
+        }
+}
+
+/* ---- commands ---- */
+
+static void test_hello_ping(void **state) {
+        struct fx *f = *state;
+        print_message("HELLO says version 1 and init's pid; ping answers pid and uptime\n");
+        assert_int_equal(get_int(f->c.hello, "version"), 1);
+        assert_int_equal(get_int(f->c.hello, "pid"), f->c.pid);
+        _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"ping\"}");
+        assert_int_equal(get_int(r, "pid"), f->c.pid);
+        assert_true(get_int(r, "uptime_ms") >= 0);
+}
+
+static void test_exec_basic(void **state) {
+        struct fx *f = *state;
+        struct initc_result res;
+        print_message("stdout and stderr come apart, exit code 3 is reported\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"echo out; echo err >&2; exit 3\"]}",
+                                   NULL, 0, &res, 10000), 0);
+        assert_ok(res.resp);
+        assert_true(get_int(res.resp, "pid") > 0);
+        assert_string_equal(res.out.data, "out\n");
+        assert_string_equal(res.err.data, "err\n");
+        assert_int_equal(res.exit_code, 3);
+        assert_int_equal(res.signal, -1);
+        assert_false(res.timed_out);
+        initc_result_free(&res);
+
+        print_message("a command killed by a signal reports the signal\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"kill -9 $$\"]}", NULL, 0, &res, 10000), 0);
+        assert_int_equal(res.signal, 9);
+        assert_int_equal(res.exit_code, -1);
+        initc_result_free(&res);
+}
+
+static void test_exec_env_cwd(void **state) {
+        struct fx *f = *state;
+        struct initc_result res;
+        char path[PATH_MAX + 16], expect[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/sub", f->root);
+        assert_int_equal(mkdir(path, 0755), 0);
+        print_message("env entries merge over the default environment; cwd resolves under the root\n");
+        assert_int_equal(initc_run(&f->c,
+                                   "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"echo \\\"$FOO|$HOME|$PATH|$LANG\\\"; pwd\"],"
+                                   "\"env\":[\"FOO=bar\",\"HOME=/home/x\"],\"cwd\":\"/sub\"}",
+                                   NULL, 0, &res, 10000), 0);
+        assert_ok(res.resp);
+        snprintf(expect, sizeof expect, "bar|/home/x|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|C.UTF-8\n%s\n", path);
+        assert_string_equal(res.out.data, expect);
+        assert_int_equal(res.exit_code, 0);
+        initc_result_free(&res);
+
+        print_message("a cwd of ../../.. stays at the root\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"pwd\"],\"cwd\":\"../../..\"}", NULL, 0, &res, 10000), 0);
+        snprintf(expect, sizeof expect, "%s\n", f->root);
+        assert_string_equal(res.out.data, expect);
+        initc_result_free(&res);
+
+        print_message("bad env entry and bad argv are EINVAL\n");
+        _cleanup_json_ struct json *r1 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"env\":[\"NOEQUALS\"]}");
+        assert_error(r1, "EINVAL");
+        _cleanup_json_ struct json *r2 = call(&f->c, "{\"op\":\"exec\",\"argv\":[]}");
+        assert_error(r2, "EINVAL");
+        _cleanup_json_ struct json *r3 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"cat\"],\"stdin\":true,\"background\":true}");
+        assert_error(r3, "EINVAL");
+}
+
+static void test_exec_stdin(void **state) {
+        struct fx *f = *state;
+        struct initc_result res;
+        size_t n = 3u << 20; /* more than every pipe and init's stdin bound */
+        char *data = malloc(n);
+        assert_non_null(data);
+        for (size_t i = 0; i < n; i++)
+                data[i] = (char)('a' + i % 23);
+        print_message("3 MiB of stdin reach cat and come back unchanged\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"cat\"],\"stdin\":true}", data, n, &res, 30000), 0);
+        assert_ok(res.resp);
+        assert_int_equal(res.out.len, n);
+        assert_memory_equal(res.out.data, data, n);
+        assert_int_equal(res.exit_code, 0);
+        initc_result_free(&res);
+
+        print_message("without stdin:true the command reads /dev/null (EOF at once)\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"wc\",\"-c\"]}", NULL, 0, &res, 10000), 0);
+        assert_string_equal(res.out.data, "0\n");
+        initc_result_free(&res);
+        free(data);
+}
+
+static void test_exec_missing(void **state) {
+        struct fx *f = *state;
+        struct initc_result res;
+        print_message("a missing command is a quick ENOENT error, not a hang\n");
+        int64_t t0 = mono_ms();
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"python4-does-not-exist\",\"-V\"]}", NULL, 0, &res, 5000), 0);
+        assert_true(mono_ms() - t0 < 2000);
+        assert_error(res.resp, "ENOENT");
+        assert_non_null(strstr(json_get_str(json_get(res.resp, "error"), "message"), "python4-does-not-exist: command not found"));
+        assert_null(res.exit);
+        initc_result_free(&res);
+
+        print_message("a missing absolute path, a non-executable file and a missing cwd are errors too\n");
+        _cleanup_json_ struct json *r1 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"/nonexistent/bin/x\"]}");
+        assert_error(r1, "ENOENT");
+        _cleanup_json_ struct json *r2 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"/etc/hostname\"]}");
+        assert_error(r2, "EACCES");
+        _cleanup_json_ struct json *r3 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"cwd\":\"/no/such/dir\"}");
+        assert_error(r3, "ENOENT");
+        assert_non_null(strstr(json_get_str(json_get(r3, "error"), "message"), "cwd"));
+        /* the connection is still fine */
+        _cleanup_json_ struct json *r4 = call(&f->c, "{\"op\":\"ping\"}");
+        assert_ok(r4);
+}
+
+static bool pid_gone(pid_t pid, int within_ms) {
+        int64_t end = mono_ms() + within_ms;
+        while (mono_ms() < end) {
+                if (kill(pid, 0) < 0 && errno == ESRCH)
+                        return true;
+                usleep(10000);
+        }
+        return false;
+}
+
+static void test_exec_timeout(void **state) {
+        struct fx *f = *state;
+        struct initc_result res;
+        print_message("timeout_ms kills the whole process group and says timed_out\n");
+        int64_t t0 = mono_ms();
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"sleep 100 & echo $!; wait\"],\"timeout_ms\":300}",
+                                   NULL, 0, &res, 10000), 0);
+        int64_t took = mono_ms() - t0;
+        assert_ok(res.resp);
+        assert_int_equal(res.signal, 9);
+        assert_true(res.timed_out);
+        assert_true(took >= 250 && took < 5000);
+        pid_t grandchild = (pid_t)atoi(res.out.data);
+        assert_true(grandchild > 0);
+        assert_true(pid_gone(grandchild, 3000)); /* killed and reaped by init */
+        initc_result_free(&res);
+}
+
+static bool ps_find(struct initc *c, int64_t pid, struct json **ret_all, const struct json **ret) {
+        struct json *ps = call(c, "{\"op\":\"ps\"}");
+        assert_ok(ps);
+        const struct json *list = json_get(ps, "processes");
+        assert_int_equal(json_type(list), JSON_ARRAY);
+        *ret_all = ps;
+        for (size_t i = 0; i < json_len(list); i++)
+                if (get_int(json_at(list, i), "pid") == pid) {
+                        *ret = json_at(list, i);
+                        return true;
+                }
+        return false;
+}
+
+static void test_background(void **state) {
+        struct fx *f = *state;
+        print_message("a background process outlives its request and ps lists it\n");
+        _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\","
+                                                    "\"echo start; sleep 0.3; echo more >&2; exec sleep 60\"],\"background\":true}");
+        assert_ok(r);
+        int64_t pid = get_int(r, "pid");
+        struct json *ps = NULL;
+        const struct json *e = NULL;
+        assert_true(ps_find(&f->c, pid, &ps, &e));
+        assert_true(json_is_true(json_get(e, "running")));
+        assert_int_equal(json_type(json_get(e, "exit_code")), JSON_NULL);
+        assert_string_equal(json_str(json_at(json_get(e, "argv"), 0)), "sh");
+        assert_true(get_int(e, "started_ms") > 1600000000000);
+        json_free(ps);
+
+        print_message("attach from offset 0 replays and then follows live output\n");
+        int64_t aid = initc_req(&f->c, "{\"op\":\"attach\",\"pid\":0}");
+        assert_true(aid > 0); /* pid 0: a bad request answered under its id */
+        struct initc_frame fr;
+        assert_int_equal(initc_recv(&f->c, (uint32_t)aid, &fr, 5000), 1);
+        assert_int_equal(fr.h.type, PROTO_RESP);
+        initc_frame_free(&fr);
+
+        char req[256];
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld,\"offset\":0,\"follow\":true}", (long long)pid);
+        aid = initc_req(&f->c, req);
+        assert_int_equal(initc_recv(&f->c, (uint32_t)aid, &fr, 5000), 1);
+        assert_int_equal(fr.h.type, PROTO_RESP);
+        _cleanup_json_ struct json *ar = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &ar, NULL, 0), 0);
+        initc_frame_free(&fr);
+        assert_int_equal(get_int(ar, "offset"), 0);
+        assert_true(json_is_true(json_get(ar, "running")));
+        _cleanup_buf_ struct buf out = BUF_INIT(0), err = BUF_INIT(0);
+        assert_null(collect(&f->c, (uint32_t)aid, &out, &err, 11, 5000));
+        assert_int_equal(out.len, 6);
+        assert_memory_equal(out.data, "start\n", 6);
+        assert_int_equal(err.len, 5);
+        assert_memory_equal(err.data, "more\n", 5);
+
+        print_message("signal reaches the process; the attached stream ends with its EXIT\n");
+        _cleanup_json_ struct json *sr = call(&f->c, "{\"op\":\"signal\",\"pid\":%lld,\"signal\":15}", (long long)pid);
+        assert_ok(sr);
+        _cleanup_json_ struct json *ex = collect(&f->c, (uint32_t)aid, &out, &err, 0, 5000);
+        assert_non_null(ex);
+        assert_false(json_get_bool(ex, "running", true));
+        assert_int_equal(get_int(ex, "signal"), 15);
+        assert_int_equal(get_int(ex, "offset"), 11);
+
+        print_message("ps keeps the ended process with its signal and output size\n");
+        assert_true(ps_find(&f->c, pid, &ps, &e));
+        assert_false(json_is_true(json_get(e, "running")));
+        assert_int_equal(get_int(e, "signal"), 15);
+        assert_int_equal(get_int(e, "output_bytes"), 11);
+        json_free(ps);
+
+        print_message("attach at offset 3 without follow replays the rest, then EXIT\n");
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld,\"offset\":3,\"follow\":false}", (long long)pid);
+        aid = initc_req(&f->c, req);
+        assert_int_equal(initc_recv(&f->c, (uint32_t)aid, &fr, 5000), 1);
+        _cleanup_json_ struct json *ar2 = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &ar2, NULL, 0), 0);
+        initc_frame_free(&fr);
+        assert_int_equal(get_int(ar2, "offset"), 3);
+        assert_int_equal(get_int(ar2, "end"), 11);
+        assert_false(json_is_true(json_get(ar2, "running")));
+        buf_reset(&out);
+        buf_reset(&err);
+        _cleanup_json_ struct json *ex2 = collect(&f->c, (uint32_t)aid, &out, &err, 0, 5000);
+        assert_int_equal(out.len, 3);
+        assert_memory_equal(out.data, "rt\n", 3);
+        assert_int_equal(err.len, 5);
+
+        print_message("signal and attach on unknown pids are ESRCH\n");
+        _cleanup_json_ struct json *s2 = call(&f->c, "{\"op\":\"signal\",\"pid\":%lld,\"signal\":9}", (long long)pid);
+        assert_error(s2, "ESRCH");
+        _cleanup_json_ struct json *s3 = call(&f->c, "{\"op\":\"attach\",\"pid\":999999999}");
+        assert_error(s3, "ESRCH");
+}
+
+static void test_cancel_detaches(void **state) {
+        struct fx *f = *state;
+        print_message("CANCEL on a foreground exec turns it into a background process\n");
+        int64_t id = initc_req(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"echo a; sleep 0.5; echo b; exec sleep 60\"]}");
+        struct initc_frame fr;
+        assert_int_equal(initc_recv(&f->c, (uint32_t)id, &fr, 5000), 1);
+        _cleanup_json_ struct json *r = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &r, NULL, 0), 0);
+        initc_frame_free(&fr);
+        int64_t pid = get_int(r, "pid");
+        _cleanup_buf_ struct buf out = BUF_INIT(0);
+        assert_null(collect(&f->c, (uint32_t)id, &out, NULL, 2, 5000));
+        assert_int_equal(initc_send(&f->c, PROTO_CANCEL, (uint32_t)id, NULL, 0), 0);
+
+        struct json *ps = NULL;
+        const struct json *e = NULL;
+        assert_true(ps_find(&f->c, pid, &ps, &e));
+        assert_true(json_is_true(json_get(e, "running")));
+        json_free(ps);
+
+        char req[256];
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld}", (long long)pid);
+        int64_t aid = initc_req(&f->c, req);
+        assert_int_equal(initc_recv(&f->c, (uint32_t)aid, &fr, 5000), 1);
+        _cleanup_json_ struct json *ar = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &ar, NULL, 0), 0);
+        initc_frame_free(&fr);
+        assert_int_equal(get_int(ar, "offset"), 2); /* "a\n" went to the foreground stream */
+        buf_reset(&out);
+        assert_null(collect(&f->c, (uint32_t)aid, &out, NULL, 2, 5000));
+        assert_memory_equal(out.data, "b\n", 2);
+
+        print_message("CANCEL on an attach detaches without touching the process\n");
+        assert_int_equal(initc_send(&f->c, PROTO_CANCEL, (uint32_t)aid, NULL, 0), 0);
+        assert_true(ps_find(&f->c, pid, &ps, &e));
+        assert_true(json_is_true(json_get(e, "running")));
+        json_free(ps);
+        _cleanup_json_ struct json *sr = call(&f->c, "{\"op\":\"signal\",\"pid\":%lld,\"signal\":9}", (long long)pid);
+        assert_ok(sr);
+        assert_true(pid_gone((pid_t)pid, 3000));
+}
+
+static void test_reaps_orphans(void **state) {
+        struct fx *f = *state;
+        struct initc_result res;
+        print_message("orphaned grandchildren reparent to init and are reaped (no zombies left)\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"(sleep 0.2 &) ; echo spawned\"]}", NULL, 0, &res, 10000), 0);
+        assert_int_equal(res.exit_code, 0);
+        initc_result_free(&res);
+        char path[64], buf[256];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)f->c.pid, (int)f->c.pid);
+        int64_t end = mono_ms() + 3000;
+        ssize_t n = 1;
+        while (mono_ms() < end) {
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                assert_true(fd >= 0);
+                n = read(fd, buf, sizeof buf);
+                close(fd);
+                if (n == 0)
+                        break;
+                usleep(20000);
+        }
+        assert_int_equal(n, 0);
+}
+
+/* ---- files ---- */
+
+static void write_file(struct initc *c, const char *req, const char *const *chunks, struct json **ret) {
+        int64_t id = initc_req(c, req);
+        assert_true(id > 0);
+        for (size_t i = 0; chunks && chunks[i]; i++)
+                assert_int_equal(initc_send(c, PROTO_DATA, (uint32_t)id, chunks[i], strlen(chunks[i])), 0);
+        assert_int_equal(initc_send(c, PROTO_DATA, (uint32_t)id, NULL, 0), 0);
+        struct initc_frame fr;
+        assert_int_equal(initc_recv(c, (uint32_t)id, &fr, 5000), 1);
+        assert_int_equal(fr.h.type, PROTO_RESP);
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, ret, NULL, 0), 0);
+        initc_frame_free(&fr);
+}
+
+/* Reads a file through init; returns the RESP, fills data. */
+static struct json *read_file(struct initc *c, const char *req, struct buf *data) {
+        int64_t id = initc_req(c, req);
+        struct initc_frame fr;
+        assert_int_equal(initc_recv(c, (uint32_t)id, &fr, 5000), 1);
+        assert_int_equal(fr.h.type, PROTO_RESP);
+        struct json *resp = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &resp, NULL, 0), 0);
+        initc_frame_free(&fr);
+        if (json_get(resp, "error"))
+                return resp;
+        for (;;) {
+                assert_int_equal(initc_recv(c, (uint32_t)id, &fr, 5000), 1);
+                assert_int_equal(fr.h.type, PROTO_DATA);
+                size_t n = fr.payload.len;
+                assert_int_equal(buf_append(data, fr.payload.data, n), 0);
+                initc_frame_free(&fr);
+                if (n == 0)
+                        return resp;
+        }
+}
+
+static void test_files(void **state) {
+        struct fx *f = *state;
+        char host[PATH_MAX + 64];
+        struct stat st;
+        print_message("write with parents in three DATA frames, then check on the host\n");
+        const char *chunks[] = { "hello ", "world", "\n", NULL };
+        _cleanup_json_ struct json *w = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/dir/sub/f.txt\",\"mode\":384,\"parents\":true}", chunks, &w);
+        assert_ok(w);
+        assert_int_equal(get_int(w, "written"), 12);
+        snprintf(host, sizeof host, "%s/dir/sub/f.txt", f->root);
+        assert_int_equal(stat(host, &st), 0);
+        assert_int_equal(st.st_size, 12);
+        assert_int_equal(st.st_mode & 07777, 0600);
+
+        print_message("read it back whole and in part\n");
+        _cleanup_buf_ struct buf data = BUF_INIT(0);
+        _cleanup_json_ struct json *r = read_file(&f->c, "{\"op\":\"read\",\"path\":\"dir/sub/f.txt\"}", &data);
+        assert_ok(r);
+        assert_int_equal(get_int(r, "size"), 12);
+        assert_int_equal(get_int(r, "mode") & 07777, 0600);
+        assert_int_equal(data.len, 12);
+        assert_memory_equal(data.data, "hello world\n", 12);
+        buf_reset(&data);
+        _cleanup_json_ struct json *r2 = read_file(&f->c, "{\"op\":\"read\",\"path\":\"/dir/sub/f.txt\",\"offset\":6,\"length\":5}", &data);
+        assert_int_equal(data.len, 5);
+        assert_memory_equal(data.data, "world", 5);
+
+        print_message("append adds to the file\n");
+        const char *more[] = { "again\n", NULL };
+        _cleanup_json_ struct json *w2 = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/dir/sub/f.txt\",\"append\":true}", more, &w2);
+        assert_ok(w2);
+        assert_int_equal(stat(host, &st), 0);
+        assert_int_equal(st.st_size, 18);
+
+        print_message("stat of a file, a directory and a symlink (not followed)\n");
+        _cleanup_json_ struct json *s1 = call(&f->c, "{\"op\":\"stat\",\"path\":\"/dir/sub/f.txt\"}");
+        assert_string_equal(json_get_str(s1, "type"), "file");
+        assert_int_equal(get_int(s1, "size"), 18);
+        assert_int_equal(get_int(s1, "uid"), getuid());
+        _cleanup_json_ struct json *s2 = call(&f->c, "{\"op\":\"stat\",\"path\":\"/dir/sub/\"}");
+        assert_string_equal(json_get_str(s2, "type"), "dir");
+        snprintf(host, sizeof host, "%s/dir/link", f->root);
+        assert_int_equal(symlink("sub/f.txt", host), 0);
+        _cleanup_json_ struct json *s3 = call(&f->c, "{\"op\":\"stat\",\"path\":\"/dir/link\"}");
+        assert_string_equal(json_get_str(s3, "type"), "symlink");
+        assert_string_equal(json_get_str(s3, "target"), "sub/f.txt");
+
+        print_message("list is sorted, typed, and pages with after/limit\n");
+        const char *none[] = { NULL };
+        _cleanup_json_ struct json *w3 = NULL, *w4 = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/dir/a\"}", none, &w3);
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/dir/b\"}", none, &w4);
+        assert_ok(w3);
+        assert_int_equal(get_int(w3, "written"), 0);
+        _cleanup_json_ struct json *l1 = call(&f->c, "{\"op\":\"list\",\"path\":\"/dir\"}");
+        const struct json *ents = json_get(l1, "entries");
+        assert_int_equal(json_len(ents), 4);
+        const char *names[] = { "a", "b", "link", "sub" }, *types[] = { "file", "file", "symlink", "dir" };
+        for (size_t i = 0; i < 4; i++) {
+                assert_string_equal(json_get_str(json_at(ents, i), "name"), names[i]);
+                assert_string_equal(json_get_str(json_at(ents, i), "type"), types[i]);
+        }
+        assert_false(json_get_bool(l1, "truncated", true));
+        _cleanup_json_ struct json *l2 = call(&f->c, "{\"op\":\"list\",\"path\":\"/dir\",\"limit\":2}");
+        assert_int_equal(json_len(json_get(l2, "entries")), 2);
+        assert_true(json_get_bool(l2, "truncated", false));
+        _cleanup_json_ struct json *l3 = call(&f->c, "{\"op\":\"list\",\"path\":\"/dir\",\"after\":\"b\"}");
+        assert_int_equal(json_len(json_get(l3, "entries")), 2);
+        assert_string_equal(json_get_str(json_at(json_get(l3, "entries"), 0), "name"), "link");
+
+        print_message("mkdir with and without parents\n");
+        _cleanup_json_ struct json *m1 = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"/m/n\"}");
+        assert_error(m1, "ENOENT");
+        _cleanup_json_ struct json *m2 = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"/m/n/o\",\"parents\":true,\"mode\":448}");
+        assert_ok(m2);
+        _cleanup_json_ struct json *m3 = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"/m/n/o\",\"parents\":true}");
+        assert_ok(m3);
+        _cleanup_json_ struct json *m4 = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"/m/n\"}");
+        assert_error(m4, "EEXIST");
+        snprintf(host, sizeof host, "%s/m/n/o", f->root);
+        assert_int_equal(stat(host, &st), 0);
+        assert_true(S_ISDIR(st.st_mode));
+        assert_int_equal(st.st_mode & 07777, 0700);
+
+        print_message("errors: read of a directory, of a missing file; remove of a non-empty dir\n");
+        buf_reset(&data);
+        _cleanup_json_ struct json *e1 = read_file(&f->c, "{\"op\":\"read\",\"path\":\"/dir\"}", &data);
+        assert_error(e1, "EISDIR");
+        _cleanup_json_ struct json *e2 = read_file(&f->c, "{\"op\":\"read\",\"path\":\"/nope\"}", &data);
+        assert_error(e2, "ENOENT");
+        _cleanup_json_ struct json *e3 = call(&f->c, "{\"op\":\"remove\",\"path\":\"/dir\"}");
+        assert_error(e3, "ENOTEMPTY");
+
+        print_message("a write that fails answers one error RESP after its DATA ends\n");
+        const char *junk[] = { "x", "y", NULL };
+        _cleanup_json_ struct json *e4 = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/missing/dir/f\"}", junk, &e4);
+        assert_error(e4, "ENOENT");
+
+        print_message("a cancelled write leaves neither the file nor a temporary behind\n");
+        int64_t id = initc_req(&f->c, "{\"op\":\"write\",\"path\":\"/dir/cancelled\"}");
+        assert_int_equal(initc_send(&f->c, PROTO_DATA, (uint32_t)id, "abc", 3), 0);
+        assert_int_equal(initc_send(&f->c, PROTO_CANCEL, (uint32_t)id, NULL, 0), 0);
+        _cleanup_json_ struct json *l4 = call(&f->c, "{\"op\":\"list\",\"path\":\"/dir\"}");
+        assert_int_equal(json_len(json_get(l4, "entries")), 4);
+
+        print_message("remove: a symlink, then a tree recursively\n");
+        _cleanup_json_ struct json *d1 = call(&f->c, "{\"op\":\"remove\",\"path\":\"/dir/link\"}");
+        assert_ok(d1);
+        snprintf(host, sizeof host, "%s/dir/sub/f.txt", f->root);
+        assert_int_equal(stat(host, &st), 0); /* the target stays */
+        _cleanup_json_ struct json *d2 = call(&f->c, "{\"op\":\"remove\",\"path\":\"/dir\",\"recursive\":true}");
+        assert_ok(d2);
+        snprintf(host, sizeof host, "%s/dir", f->root);
+        assert_int_equal(stat(host, &st), -1);
+        _cleanup_json_ struct json *d3 = call(&f->c, "{\"op\":\"remove\",\"path\":\"/\",\"recursive\":true}");
+        assert_error(d3, "EBUSY");
+}
+
+static void test_no_escape(void **state) {
+        struct fx *f = *state;
+        char outside[] = "/tmp/space-init-outside-XXXXXX", host[PATH_MAX + 64], req[PATH_MAX + 256];
+        struct stat st;
+        assert_non_null(mkdtemp(outside));
+        snprintf(host, sizeof host, "%s/secret", outside);
+        FILE *fp = fopen(host, "w");
+        assert_non_null(fp);
+        fputs("TOP", fp);
+        fclose(fp);
+        snprintf(host, sizeof host, "%s/abs", f->root);
+        assert_int_equal(symlink(outside, host), 0);
+        snprintf(host, sizeof host, "%s/rel", f->root);
+        snprintf(req, sizeof req, "../../../../../../../..%s", outside);
+        assert_int_equal(symlink(req, host), 0);
+
+        print_message("reading through an absolute symlink, a relative one and ../.. finds nothing outside\n");
+        const char *paths[] = { "/abs/secret", "rel/secret", NULL };
+        _cleanup_buf_ struct buf data = BUF_INIT(0);
+        for (size_t i = 0; paths[i]; i++) {
+                snprintf(req, sizeof req, "{\"op\":\"read\",\"path\":\"%s\"}", paths[i]);
+                _cleanup_json_ struct json *r = read_file(&f->c, req, &data);
+                assert_error(r, "ENOENT");
+        }
+        snprintf(req, sizeof req, "{\"op\":\"read\",\"path\":\"../../../../..%s/secret\"}", outside);
+        _cleanup_json_ struct json *r1 = read_file(&f->c, req, &data);
+        assert_error(r1, "ENOENT");
+        assert_int_equal(data.len, 0);
+
+        print_message("writes, mkdirs and removes through them stay under the root\n");
+        const char *chunks[] = { "pwned", NULL };
+        _cleanup_json_ struct json *w1 = NULL, *w2 = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/abs/pwn\",\"parents\":true}", chunks, &w1);
+        snprintf(req, sizeof req, "{\"op\":\"write\",\"path\":\"../../..%s/pwn2\",\"parents\":true}", outside);
+        write_file(&f->c, req, chunks, &w2);
+        _cleanup_json_ struct json *m = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"rel/newdir\",\"parents\":true}");
+        _cleanup_json_ struct json *d = call(&f->c, "{\"op\":\"remove\",\"path\":\"abs/secret\"}");
+        assert_error(d, "ENOENT");
+        snprintf(host, sizeof host, "%s/pwn", outside);
+        assert_int_equal(stat(host, &st), -1);
+        snprintf(host, sizeof host, "%s/pwn2", outside);
+        assert_int_equal(stat(host, &st), -1);
+        snprintf(host, sizeof host, "%s/newdir", outside);
+        assert_int_equal(stat(host, &st), -1);
+        snprintf(host, sizeof host, "%s/secret", outside);
+        assert_int_equal(stat(host, &st), 0);
+        /* what was written landed inside the root instead */
+        snprintf(host, sizeof host, "%s%s/pwn", f->root, outside);
+        assert_int_equal(stat(host, &st), 0);
+
+        print_message("stat and list of ../.. are the root itself; an over-long path is refused\n");
+        _cleanup_json_ struct json *s = call(&f->c, "{\"op\":\"stat\",\"path\":\"../..\"}");
+        assert_ok(s);
+        assert_string_equal(json_get_str(s, "type"), "dir");
+        _cleanup_json_ struct json *l = call(&f->c, "{\"op\":\"list\",\"path\":\"../..\"}");
+        assert_ok(l);
+        bool saw_abs = false;
+        for (size_t i = 0; i < json_len(json_get(l, "entries")); i++)
+                saw_abs |= strcmp(json_get_str(json_at(json_get(l, "entries"), i), "name"), "abs") == 0;
+        assert_true(saw_abs);
+        char *longp = malloc(PROTO_MAX_PATH + 64);
+        assert_non_null(longp);
+        strcpy(longp, "{\"op\":\"stat\",\"path\":\"");
+        size_t o = strlen(longp);
+        memset(longp + o, 'a', PROTO_MAX_PATH + 1);
+        strcpy(longp + o + PROTO_MAX_PATH + 1, "\"}");
+        struct json *lr = NULL;
+        assert_int_equal(initc_call(&f->c, longp, &lr), 0);
+        assert_error(lr, "ENAMETOOLONG");
+        json_free(lr);
+        free(longp);
+        rm_rf(outside);
+}
+
+/* ---- bounds ---- */
+
+static long vm_kb(pid_t pid, const char *field) {
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+        FILE *fp = fopen(path, "r");
+        assert_non_null(fp);
+        long v = -1;
+        size_t fl = strlen(field);
+        while (fgets(line, sizeof line, fp))
+                if (strncmp(line, field, fl) == 0 && line[fl] == ':')
+                        v = strtol(line + fl + 1, NULL, 10);
+        fclose(fp);
+        assert_true(v >= 0);
+        return v;
+}
+
+static void test_flood_bounded(void **state) {
+        struct fx *f = *state;
+        const long limit_kb = 24 * 1024;
+        print_message("a foreground flood (64 MB) while the client does not read: init's memory stays bounded\n");
+        int64_t id = initc_req(&f->c, "{\"op\":\"exec\",\"argv\":[\"head\",\"-c\",\"64000000\",\"/dev/zero\"]}");
+        usleep(1500 * 1000);
+        long hwm = vm_kb(f->c.pid, "VmHWM");
+        print_message("  peak RSS while stalled: %ld kB\n", hwm);
+        assert_true(hwm < limit_kb);
+        size_t total = 0;
+        struct json *ex = NULL;
+        for (;;) {
+                struct initc_frame fr;
+                assert_int_equal(initc_recv(&f->c, (uint32_t)id, &fr, 20000), 1);
+                if (fr.h.type == PROTO_STDOUT)
+                        total += fr.payload.len;
+                else if (fr.h.type == PROTO_EXIT) {
+                        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &ex, NULL, 0), 0);
+                        initc_frame_free(&fr);
+                        break;
+                } else
+                        assert_int_equal(fr.h.type, PROTO_RESP);
+                initc_frame_free(&fr);
+        }
+        assert_int_equal(total, 64000000);
+        assert_int_equal(get_int(ex, "exit_code"), 0);
+        json_free(ex);
+
+        print_message("a background flood (50 MB) keeps only the ring\n");
+        _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"head\",\"-c\",\"50000000\",\"/dev/zero\"],\"background\":true}");
+        int64_t pid = get_int(r, "pid");
+        int64_t end = mono_ms() + 20000;
+        for (;;) {
+                struct json *ps = NULL;
+                const struct json *e = NULL;
+                assert_true(ps_find(&f->c, pid, &ps, &e));
+                bool done = !json_is_true(json_get(e, "running")) && get_int(e, "output_bytes") == 50000000;
+                json_free(ps);
+                if (done)
+                        break;
+                assert_true(mono_ms() < end);
+                usleep(50000);
+        }
+        hwm = vm_kb(f->c.pid, "VmHWM");
+        print_message("  peak RSS: %ld kB\n", hwm);
+        assert_true(hwm < limit_kb);
+        char req[128];
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld}", (long long)pid);
+        id = initc_req(&f->c, req);
+        struct initc_frame fr;
+        assert_int_equal(initc_recv(&f->c, (uint32_t)id, &fr, 5000), 1);
+        _cleanup_json_ struct json *ar = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &ar, NULL, 0), 0);
+        initc_frame_free(&fr);
+        int64_t first = get_int(ar, "offset");
+        assert_true(first >= 50000000 - (int64_t)PROTO_BG_RING && first < 50000000);
+        _cleanup_buf_ struct buf out = BUF_INIT(0);
+        _cleanup_json_ struct json *ex2 = collect(&f->c, (uint32_t)id, &out, NULL, 0, 10000);
+        assert_int_equal((int64_t)out.len, 50000000 - first);
+        assert_int_equal(get_int(ex2, "offset"), 50000000);
+}
+
+static void test_bad_input(void **state) {
+        struct fx *f = *state;
+        print_message("malformed JSON, a non-object, an unknown op: errors under their ids\n");
+        _cleanup_json_ struct json *r1 = call(&f->c, "{\"op\":");
+        assert_error(r1, "EINVAL");
+        _cleanup_json_ struct json *r2 = call(&f->c, "[1,2]");
+        assert_error(r2, "EINVAL");
+        _cleanup_json_ struct json *r3 = call(&f->c, "{\"op\":\"launch-missiles\"}");
+        assert_error(r3, "EOPNOTSUPP");
+        _cleanup_json_ struct json *r4 = call(&f->c, "{\"op\":\"signal\",\"pid\":1,\"signal\":\"TERM\"}");
+        assert_error(r4, "EINVAL");
+
+        print_message("a framing error (bad magic) closes the connection; init exits as nothing can reconnect\n");
+        uint8_t junk[PROTO_HDR_SIZE] = "XXXXXXXXXXXXXXX";
+        assert_int_equal(write(f->c.fd, junk, sizeof junk), (ssize_t)sizeof junk);
+        struct initc_frame fr;
+        assert_int_equal(initc_recv_any(&f->c, &fr, 5000), -EPIPE);
+        /* teardown checks that init exited 0 */
+}
+
+/* ---- --listen, reconnects, SIGTERM ---- */
+
+static pid_t start_listener(const char *sock, const char *root) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                execl(init_path, init_path, "--listen", sock, "--root", root, (char *)NULL);
+                _exit(127);
+        }
+        return pid;
+}
+
+static int wait_exit(pid_t pid, int ms) {
+        int64_t end = mono_ms() + ms;
+        int st;
+        while (mono_ms() < end) {
+                if (waitpid(pid, &st, WNOHANG) == pid)
+                        return st;
+                usleep(10000);
+        }
+        return -1;
+}
+
+static void test_listen_reconnect(void **state) {
+        char dir[] = "/tmp/space-init-listen-XXXXXX", sock[PATH_MAX];
+        assert_non_null(mkdtemp(dir));
+        snprintf(sock, sizeof sock, "%s/init.sock", dir);
+        pid_t ipid = start_listener(sock, dir);
+
+        print_message("--listen: a background process survives the connection; the newest connection wins\n");
+        struct initc c1, c2, c3;
+        assert_int_equal(initc_connect(&c1, sock), 0);
+        _cleanup_json_ struct json *r = call(&c1, "{\"op\":\"exec\",\"argv\":[\"sleep\",\"60\"],\"background\":true}");
+        int64_t pid = get_int(r, "pid");
+        int64_t fid = initc_req(&c1, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"echo x; exec sleep 60\"]}");
+        struct initc_frame fr;
+        assert_int_equal(initc_recv(&c1, (uint32_t)fid, &fr, 5000), 1);
+        _cleanup_json_ struct json *fr_resp = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &fr_resp, NULL, 0), 0);
+        initc_frame_free(&fr);
+        int64_t fpid = get_int(fr_resp, "pid");
+
+        assert_int_equal(initc_connect(&c2, sock), 0);
+        assert_int_equal(initc_recv(&c1, 12345, &fr, 5000), -EPIPE);
+        initc_close(&c1, 0);
+        struct json *ps = NULL;
+        const struct json *e = NULL;
+        assert_true(ps_find(&c2, pid, &ps, &e));
+        assert_true(json_is_true(json_get(e, "running")));
+        json_free(ps);
+        print_message("a foreground command of a dropped connection goes on in the background\n");
+        assert_true(ps_find(&c2, fpid, &ps, &e));
+        assert_true(json_is_true(json_get(e, "running")));
+        json_free(ps);
+        initc_close(&c2, 0);
+
+        assert_int_equal(initc_connect(&c3, sock), 0);
+        assert_true(ps_find(&c3, pid, &ps, &e));
+        assert_true(json_is_true(json_get(e, "running")));
+        json_free(ps);
+
+        print_message("SIGTERM: init terminates its processes and exits 0\n");
+        assert_int_equal(kill(ipid, SIGTERM), 0);
+        int st = wait_exit(ipid, 5000);
+        assert_true(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        assert_true(pid_gone((pid_t)pid, 2000));
+        assert_true(pid_gone((pid_t)fpid, 2000));
+        initc_close(&c3, 0);
+        rm_rf(dir);
+}
+
+int main(int argc, char **argv) {
+        if (argc < 2) {
+                fprintf(stderr, "usage: %s PATH-TO-space-init\n", argv[0]);
+                return 2;
+        }
+        init_path = argv[1];
+        signal(SIGPIPE, SIG_IGN);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_hello_ping, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_basic, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_env_cwd, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_stdin, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_missing, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_timeout, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_background, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cancel_detaches, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reaps_orphans, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_no_escape, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_flood_bounded, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+                cmocka_unit_test(test_listen_reconnect),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
