@@ -120,6 +120,8 @@ void procs_reap(void);
 void procs_tick(uint64_t now);
 uint64_t procs_next_deadline(void);
 void procs_pump(void);
+/* Pipe interests follow the output queue: call after the last flush of an iteration. */
+void procs_update_watches(void);
 void attach_pump(struct stream *s);
 void procs_kill_all(int sig);
 bool procs_any_running(void);

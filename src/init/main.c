@@ -573,6 +573,7 @@ int main(int argc, char **argv) {
                                 return 0;
                         }
                 }
+                procs_update_watches();
                 if (cn) {
                         uint32_t ev = 0;
                         if (!proc_stdin_full() && cn->in.len < cn->in.max)

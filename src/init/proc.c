@@ -253,11 +253,6 @@ void procs_pump(void) {
                         proc_free(p);
                         continue;
                 }
-                uint32_t ev = proc_paused(p) ? 0 : EPOLLIN;
-                watch_set(&p->out, ev);
-                watch_set(&p->err, ev);
-                if (p->in.fd >= 0)
-                        watch_set(&p->in, p->stdin_pending.len > 0 ? EPOLLOUT : 0);
         }
         if (!g.conn)
                 return;
@@ -268,6 +263,16 @@ void procs_pump(void) {
                         attach_pump(s);
                 else if (s->kind == STREAM_READ)
                         read_pump(s);
+        }
+}
+
+void procs_update_watches(void) {
+        for (struct proc *p = g.procs; p; p = p->next) {
+                uint32_t ev = proc_paused(p) ? 0 : EPOLLIN;
+                watch_set(&p->out, ev);
+                watch_set(&p->err, ev);
+                if (p->in.fd >= 0)
+                        watch_set(&p->in, p->stdin_pending.len > 0 ? EPOLLOUT : 0);
         }
 }
 
