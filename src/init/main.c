@@ -3,6 +3,7 @@
  * files and reaps every zombie. The protocol is docs/protocol.md. */
 #include <fcntl.h>
 #include <getopt.h>
+#include <linux/close_range.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -509,6 +510,8 @@ int main(int argc, char **argv) {
         g.pid1 = getpid() == 1;
         umask(0); /* modes in requests are exact; children get 022 back */
         stdio_ensure_open();
+        /* Whatever fds the spawner leaked to us must not leak on to the commands. */
+        (void)close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
         if (!g.pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 log_warn("cannot become a child subreaper: %m");
 

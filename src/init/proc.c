@@ -397,8 +397,11 @@ static _noreturn_ void child_run(const struct spawn_req *sr, int errfd, int in_r
         sigset_t all;
         sigemptyset(&all);
         sigprocmask(SIG_SETMASK, &all, NULL);
-        signal(SIGPIPE, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
+        /* Ignored signals survive exec: give the command a clean slate, whatever init
+         * itself was started with. */
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        signal(sig, SIG_DFL);
         umask(022);
         if (setsid() < 0)
                 child_fail(errfd, STAGE_SETUP, errno);

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -194,6 +196,18 @@ static void test_exec_env_cwd(void **state) {
         assert_error(r2, "EINVAL");
         _cleanup_json_ struct json *r3 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"cat\"],\"stdin\":true,\"background\":true}");
         assert_error(r3, "EINVAL");
+}
+
+static void test_exec_clean_fds(void **state) {
+        struct fx *f = *state;
+        struct initc_result res;
+        print_message("a command inherits only fds 0-2 and no ignored signals\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\","
+                                          "\"ls /proc/self/fd | grep -v '^[012]$' | wc -l; grep SigIgn /proc/self/status\"]}",
+                                   NULL, 0, &res, 10000), 0);
+        /* ls sees its own directory fd, nothing else */
+        assert_string_equal(res.out.data, "1\nSigIgn:\t0000000000000000\n");
+        initc_result_free(&res);
 }
 
 static void test_exec_stdin(void **state) {
@@ -842,6 +856,95 @@ static void test_listen_reconnect(void **state) {
         rm_rf(dir);
 }
 
+/* Runs space-init as PID 1 of a new pid namespace (root only). *ret_host_pid gets its pid
+ * as seen from here; the returned pid is a relay that exits with init's exit code. */
+static pid_t start_pid1(struct initc *c, pid_t *ret_host_pid) {
+        int sv[2], pp[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        assert_int_equal(pipe2(pp, O_CLOEXEC), 0);
+        pid_t relay = fork();
+        assert_true(relay >= 0);
+        if (relay == 0) {
+                if (unshare(CLONE_NEWPID) < 0)
+                        _exit(100);
+                pid_t p = fork();
+                if (p < 0)
+                        _exit(101);
+                if (p == 0) {
+                        if (dup2(sv[1], 3) < 0)
+                                _exit(126);
+                        execl(init_path, init_path, "--fd", "3", (char *)NULL);
+                        _exit(127);
+                }
+                (void)!write(pp[1], &p, sizeof p);
+                int st;
+                if (waitpid(p, &st, 0) < 0)
+                        _exit(102);
+                _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        }
+        close(sv[1]);
+        close(pp[1]);
+        assert_int_equal(read(pp[0], ret_host_pid, sizeof *ret_host_pid), (ssize_t)sizeof *ret_host_pid);
+        close(pp[0]);
+        *c = (struct initc){ .fd = sv[0], .pid = -1, .next_id = 1, .in = BUF_INIT(0), .out = BUF_INIT(0) };
+        struct initc_frame fr;
+        assert_int_equal(initc_recv_any(c, &fr, 5000), 1);
+        assert_int_equal(fr.h.type, PROTO_HELLO);
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &c->hello, NULL, 0), 0);
+        initc_frame_free(&fr);
+        return relay;
+}
+
+static void test_pid1(void **state) {
+        if (geteuid() != 0) {
+                print_message("not root: skipping the PID 1 test\n");
+                skip();
+        }
+        struct initc c;
+        pid_t host_pid;
+        pid_t relay = start_pid1(&c, &host_pid);
+        print_message("as PID 1 of a pid namespace: HELLO and ping say pid 1\n");
+        assert_int_equal(get_int(c.hello, "pid"), 1);
+        _cleanup_json_ struct json *pr = call(&c, "{\"op\":\"ping\"}");
+        assert_int_equal(get_int(pr, "pid"), 1);
+
+        print_message("orphans of a command are reaped by PID 1\n");
+        struct initc_result res;
+        assert_int_equal(initc_run(&c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"(sleep 0.2 &); (sleep 0.1 &); echo $$\"]}",
+                                   NULL, 0, &res, 10000), 0);
+        assert_int_equal(res.exit_code, 0);
+        assert_true(atoi(res.out.data) > 1);
+        initc_result_free(&res);
+        char path[64], buf[256];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)host_pid, (int)host_pid);
+        int64_t end = mono_ms() + 3000;
+        ssize_t n = 1;
+        while (n != 0 && mono_ms() < end) {
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                assert_true(fd >= 0);
+                n = read(fd, buf, sizeof buf);
+                close(fd);
+                usleep(20000);
+        }
+        assert_int_equal(n, 0);
+
+        print_message("SIGTERM to PID 1: TERM to all, KILL after the grace period for one that ignores it, exit 0\n");
+        _cleanup_json_ struct json *b1 = call(&c, "{\"op\":\"exec\",\"argv\":[\"sleep\",\"60\"],\"background\":true}");
+        assert_ok(b1);
+        _cleanup_json_ struct json *b2 = call(&c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"trap '' TERM; sleep 60 & wait\"],\"background\":true}");
+        assert_ok(b2);
+        usleep(100000);
+        int64_t t0 = mono_ms();
+        assert_int_equal(kill(host_pid, SIGTERM), 0);
+        int st = wait_exit(relay, 10000);
+        int64_t took = mono_ms() - t0;
+        print_message("  init exited after %lld ms\n", (long long)took);
+        assert_true(st >= 0 && WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+        assert_true(took >= 2500 && took < 8000);
+        initc_close(&c, 0);
+}
+
 int main(int argc, char **argv) {
         if (argc < 2) {
                 fprintf(stderr, "usage: %s PATH-TO-space-init\n", argv[0]);
@@ -853,6 +956,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_hello_ping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_basic, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_env_cwd, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_clean_fds, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_stdin, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_missing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_timeout, setup, teardown),
@@ -864,6 +968,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_flood_bounded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
                 cmocka_unit_test(test_listen_reconnect),
+                cmocka_unit_test(test_pid1),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
