@@ -328,6 +328,34 @@ void write_data(struct stream *s, const uint8_t *data, size_t n) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+static void swap_str(char **a, char **b) {
+        char *t = *a;
+        *a = *b;
+        *b = t;
+}
+
+/* Max-heap of names by strcmp. */
+static void heap_up(char **h, size_t i) {
+        while (i > 0 && strcmp(h[(i - 1) / 2], h[i]) < 0) {
+                swap_str(&h[(i - 1) / 2], &h[i]);
+                i = (i - 1) / 2;
+        }
+}
+
+static void heap_down(char **h, size_t n, size_t i) {
+        for (;;) {
+                size_t l = 2 * i + 1, r = l + 1, m = i;
+                if (l < n && strcmp(h[l], h[m]) > 0)
+                        m = l;
+                if (r < n && strcmp(h[r], h[m]) > 0)
+                        m = r;
+                if (m == i)
+                        return;
+                swap_str(&h[i], &h[m]);
+                i = m;
+        }
+}
+
 static void write_stat(struct json_writer *w, const struct stat *st) {
         json_w_kstr(w, "type", type_name(st->st_mode));
         json_w_kint(w, "size", st->st_size);
@@ -352,22 +380,33 @@ void op_list(uint32_t id, const struct json *req) {
                 close(fd);
                 return send_error(id, errno, "%.512s: %s", path, strerror(errno));
         }
+        /* Keep the PROTO_MAX_LIST smallest names after "after" in a max-heap, so pages are
+         * right however large the directory is, with bounded memory. */
         size_t n = 0, cap = 0;
         char **names = NULL;
         bool truncated = false;
         int err = 0;
         struct dirent *de;
         while ((errno = 0, de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                const char *nm = de->d_name;
+                if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0 || strcmp(nm, after) <= 0)
                         continue;
-                if (strcmp(de->d_name, after) <= 0)
-                        continue;
-                if (n >= PROTO_MAX_LIST) {
+                if (n == PROTO_MAX_LIST) {
                         truncated = true;
-                        break;
+                        if (strcmp(nm, names[0]) >= 0)
+                                continue;
+                        char *dup = strdup(nm);
+                        if (!dup) {
+                                err = ENOMEM;
+                                break;
+                        }
+                        free(names[0]);
+                        names[0] = dup;
+                        heap_down(names, n, 0);
+                        continue;
                 }
                 if (n == cap) {
-                        size_t ncap = cap ? cap * 2 : 64;
+                        size_t ncap = cap ? MIN(cap * 2, (size_t)PROTO_MAX_LIST) : 64;
                         char **nn = realloc(names, ncap * sizeof *nn);
                         if (!nn) {
                                 err = ENOMEM;
@@ -376,11 +415,11 @@ void op_list(uint32_t id, const struct json *req) {
                         names = nn;
                         cap = ncap;
                 }
-                if (!(names[n] = strdup(de->d_name))) {
+                if (!(names[n] = strdup(nm))) {
                         err = ENOMEM;
                         break;
                 }
-                n++;
+                heap_up(names, n++);
         }
         if (!de && errno)
                 err = errno;
@@ -393,11 +432,12 @@ void op_list(uint32_t id, const struct json *req) {
         json_w_obj_begin(&w);
         json_w_key(&w, "entries");
         json_w_arr_begin(&w);
+        int64_t emitted = 0;
         for (size_t i = 0; i < n && !err; i++) {
                 struct stat st;
                 if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue; /* removed meanwhile */
-                if (limit > 0 && (int64_t)i >= limit) {
+                if (limit > 0 && emitted >= limit) {
                         truncated = true;
                         break;
                 }
@@ -412,6 +452,7 @@ void op_list(uint32_t id, const struct json *req) {
                         break;
                 }
                 json_w_raw(&w, one.data, one.len);
+                emitted++;
         }
         for (size_t i = 0; i < n; i++)
                 free(names[i]);

@@ -228,7 +228,10 @@ static void handle_frame(const struct proto_hdr *h, const uint8_t *p) {
 }
 
 static void conn_process_input(struct conn *c) {
-        while (!c->closing && !proc_stdin_full()) {
+        /* Stop taking requests while their answers can't leave (output queue full) or a
+         * command's stdin is backed up: both bound init's memory, and TCP-like backpressure
+         * reaches spaced through the socket. */
+        while (!c->closing && !proc_stdin_full() && conn_queued(c) < INIT_OUT_HIGH) {
                 struct proto_hdr h;
                 const uint8_t *p;
                 int r = proto_frame_peek(&c->in, &h, &p);
@@ -250,10 +253,20 @@ static void conn_cb(struct watch *w, uint32_t revents) {
         struct conn *c = container_of(w, struct conn, w);
         if (c->closing)
                 return;
-        if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        if (revents & EPOLLERR) {
+                log_info("connection error, closing it");
+                c->closing = true;
+                return;
+        }
+        if (revents & (EPOLLIN | EPOLLHUP)) {
                 size_t room = c->in.max - c->in.len;
                 if (room > INIT_CHUNK)
                         room = INIT_CHUNK;
+                if (room == 0 && (revents & EPOLLHUP)) {
+                        /* can't read the rest, and level-triggered HUP would spin */
+                        c->closing = true;
+                        return;
+                }
                 if (room > 0 && buf_reserve(&c->in, room) == 0) {
                         ssize_t n = read(w->fd, c->in.data + c->in.len, room);
                         if (n > 0)
@@ -265,9 +278,7 @@ static void conn_cb(struct watch *w, uint32_t revents) {
                         }
                 }
         }
-        if (revents & EPOLLOUT) {
-                /* flushed by the loop */
-        }
+        /* EPOLLOUT: the loop flushes after every batch of events. */
 }
 
 static void conn_flush(struct conn *c) {

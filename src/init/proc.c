@@ -79,6 +79,8 @@ static int bg_make_room(void) {
 
 static void pipe_read(struct proc *p, struct watch *w, uint8_t type) {
         static uint8_t chunk[INIT_CHUNK];
+        if (proc_paused(p))
+                return; /* the queue filled up during this batch of events */
         ssize_t n = read(w->fd, chunk, sizeof chunk);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
