@@ -2,8 +2,9 @@
  *  1. under the exclusive lock (briefly): note the listed records, drop leftovers of
  *     crashed operations;
  *  2. without the lock: mark from the live set and the pins of running operations;
- *  3. under the exclusive lock: bump the GC generation, mark records committed since 1 and
- *     pins taken since, then sweep.
+ *  3. under the exclusive lock: bump the GC generation, mark records committed since 1 or
+ *     since the caller computed its live set (keep_since_ns), and pins taken since, then
+ *     sweep.
  * A capture keeps new objects private until it commits under the shared lock, pins its
  * parent, and at commit re-checks reused objects if the generation moved (store.c). */
 #include <dirent.h>
@@ -64,6 +65,33 @@ static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, ui
         *ret = TAKE_PTR(v);
         *ret_n = n;
         return 0;
+}
+
+/* Slack for the file system's coarse clock, which can lag CLOCK_REALTIME by a tick. */
+#define KEEP_SLACK_NS (50 * 1000000LL)
+
+/* Records whose ref file was created at or after cutoff_ns. */
+static int refs_recent(struct store *s, int64_t cutoff_ns, struct hset *ret) {
+        int fd = dup(s->snapfd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return -errno;
+        }
+        rewinddir(d);
+        struct dirent *de;
+        int r = 0;
+        while ((de = readdir(d)) && r >= 0) {
+                struct store_hash h;
+                struct stat st;
+                if (store_hash_from_hex(de->d_name, &h) < 0 || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if (st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec >= cutoff_ns - KEEP_SLACK_NS)
+                        r = hset_add(ret, &h, 1);
+        }
+        closedir(d);
+        return r < 0 ? r : 0;
 }
 
 static int refs_list(struct store *s, struct hset *ret) {
@@ -222,6 +250,8 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
         struct reach rc = { .s = s, .seen = &seen, .on_obj = gc_on_obj, .on_err = gc_on_err, .ud = &g };
         int lk = -EBADF;
 
+        int64_t keep_since = o->keep_since_ns ? o->keep_since_ns : store_now_ns();
+        struct hset recent = { 0 };
         int r = gc_locked_start(s, &refs0, &pins0, &npins0, o->dry_run, &res);
         if (r < 0)
                 goto out;
@@ -252,6 +282,11 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
                 goto out;
         for (size_t i = 0; i < refs1.cap; i++)
                 if (refs1.vals[i] && !hset_get(&refs0, &refs1.keys[i]) && (r = mark(&rc, &refs1.keys[i])) < 0)
+                        goto out;
+        if ((r = refs_recent(s, keep_since, &recent)) < 0)
+                goto out;
+        for (size_t i = 0; i < recent.cap; i++)
+                if (recent.vals[i] && (r = mark(&rc, &recent.keys[i])) < 0)
                         goto out;
         if ((r = read_pins(s, &pins1, &npins1, NULL, true)) < 0)
                 goto out;
@@ -290,6 +325,7 @@ out:
         safe_close(lk);
         hset_free(&refs0);
         hset_free(&refs1);
+        hset_free(&recent);
         hset_free(&seen);
         return r;
 }

@@ -195,6 +195,10 @@ int store_verify(struct store *s, store_problem_fn fn, void *userdata, store_pro
 
 struct store_gc_opts {
         bool dry_run;
+        /* Records committed at or after this CLOCK_REALTIME time are kept as if live, so the
+         * live set only has to name what existed when it was computed: take the time, then
+         * compute the live set, then call store_gc. 0 = the time store_gc is called. */
+        int64_t keep_since_ns;
         store_progress_fn progress;
         void *userdata;
 };

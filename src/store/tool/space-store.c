@@ -629,6 +629,9 @@ static int cmd_gc(int argc, char **argv) {
                 return r;
         struct store_hash *live = NULL;
         size_t n = 0;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        go.keep_since_ns = now.tv_sec * 1000000000LL + now.tv_nsec; /* a put committing after the listing stays */
         r = store_snapshot_list(s, &live, &n);
         if (r < 0) {
                 store_free(s);
