@@ -211,6 +211,22 @@ static void test_exec_clean_fds(void **state) {
         initc_result_free(&res);
 }
 
+static void test_exec_uid(void **state) {
+        struct fx *f = *state;
+        struct initc_result res;
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"id -u; id -g; id -G\"],"
+                                          "\"uid\":65534,\"gid\":65534}", NULL, 0, &res, 10000), 0);
+        if (geteuid() == 0) {
+                print_message("uid/gid switch the command's ids and drop supplementary groups\n");
+                assert_ok(res.resp);
+                assert_string_equal(res.out.data, "65534\n65534\n65534\n");
+        } else {
+                print_message("unprivileged: switching ids is an EPERM exec error\n");
+                assert_error(res.resp, "EPERM");
+        }
+        initc_result_free(&res);
+}
+
 static void test_exec_stdin(void **state) {
         struct fx *f = *state;
         struct initc_result res;
@@ -959,6 +975,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_exec_basic, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_env_cwd, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_clean_fds, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_uid, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_stdin, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_missing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_timeout, setup, teardown),
