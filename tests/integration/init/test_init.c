@@ -802,6 +802,44 @@ static void test_bad_input(void **state) {
         /* teardown checks that init exited 0 */
 }
 
+static void test_random_frames(void **state) {
+        struct fx *f = *state;
+        print_message("2000 well-framed but random requests and stream frames: init answers or ignores, and lives\n");
+        static const char *const pieces[] = {
+                "{\"op\":\"exec\"", "{\"op\":\"read\"", "{\"op\":\"write\"", "{\"op\":\"attach\"",
+                "{\"op\":\"list\"", "{\"op\":\"stat\"", "{\"op\":\"signal\"", "{\"op\":\"remove\"",
+                ",\"path\":\"/x\"", ",\"path\":7", ",\"argv\":[\"true\"]", ",\"argv\":[1]", ",\"pid\":-3",
+                ",\"offset\":1e300", ",\"length\":-7", ",\"mode\":99999", ",\"env\":[\"=\"]", ",\"timeout_ms\":1",
+                ",\"background\":true", ",\"signal\":0", ",\"path\":\"\"", "}", "]", "\"", "\\u0000", "{",
+        };
+        unsigned seed = 12345;
+        char req[512];
+        for (int i = 0; i < 2000; i++) {
+                size_t n = 0;
+                int parts = 1 + (int)(rand_r(&seed) % 5);
+                for (int k = 0; k < parts; k++) {
+                        const char *p = pieces[rand_r(&seed) % ELEMENTSOF(pieces)];
+                        size_t l = strlen(p);
+                        if (n + l + 2 >= sizeof req)
+                                break;
+                        memcpy(req + n, p, l);
+                        n += l;
+                }
+                if (rand_r(&seed) % 2)
+                        req[n++] = '}';
+                uint8_t type = (uint8_t)(PROTO_REQ + rand_r(&seed) % 8); /* REQ..CANCEL, and the init-only types */
+                uint32_t id = 1 + rand_r(&seed) % 50;
+                assert_int_equal(initc_send(&f->c, type, id, req, type == PROTO_CANCEL ? 0 : n), 0);
+        }
+        /* Finish any writes left open so their ids can be reused, then check init still answers. */
+        for (uint32_t id = 1; id <= 50; id++)
+                assert_int_equal(initc_send(&f->c, PROTO_DATA, id, NULL, 0), 0);
+        f->c.next_id = 1000;
+        _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"ping\"}");
+        assert_ok(r);
+        assert_int_equal(get_int(r, "pid"), f->c.pid);
+}
+
 /* ---- --listen, reconnects, SIGTERM ---- */
 
 static pid_t start_listener(const char *sock, const char *root) {
@@ -985,6 +1023,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_files, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_escape, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_flood_bounded, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_random_frames, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
                 cmocka_unit_test(test_listen_reconnect),
                 cmocka_unit_test(test_pid1),
