@@ -530,6 +530,7 @@ const char *http_status_reason(int status) {
         case 201: return "Created";
         case 204: return "No Content";
         case 400: return "Bad Request";
+        case 403: return "Forbidden";
         case 404: return "Not Found";
         case 405: return "Method Not Allowed";
         case 408: return "Request Timeout";
@@ -543,6 +544,7 @@ const char *http_status_reason(int status) {
         case 500: return "Internal Server Error";
         case 501: return "Not Implemented";
         case 503: return "Service Unavailable";
+        case 507: return "Insufficient Storage";
         default: return "Unknown";
         }
 }
@@ -550,12 +552,14 @@ const char *http_status_reason(int status) {
 const char *http_status_code_name(int status) {
         switch (status) {
         case 400: case 411: case 417: return "bad_request";
+        case 403: return "forbidden";
         case 404: return "not_found";
         case 405: return "method_not_allowed";
         case 409: return "conflict";
         case 413: case 431: return "too_large";
         case 422: return "exec_failed";
         case 503: return "unavailable";
+        case 507: return "no_space";
         default: return status >= 400 && status < 500 ? "bad_request" : "internal";
         }
 }

@@ -1,0 +1,291 @@
+/* spaced: the SPACE host daemon. Parses options, takes the data directory (one daemon per
+ * directory, enforced by a lock), cleans what a previous run left, and runs the event loop
+ * until SIGTERM/SIGINT, when it destroys every sandbox and exits. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+
+#include "common/log.h"
+#include "daemon/spaced.h"
+#include "runtime/fsutil.h"
+#include "runtime/runtime.h"
+
+#define DEFAULT_DATA "/var/lib/space"
+
+static void usage(FILE *f) {
+        fprintf(f,
+                "Usage: spaced [OPTIONS]\n"
+                "The SPACE host daemon: serves the HTTP API of docs/api.md and runs sandboxes.\n"
+                "\n"
+                "  --data DIR         data directory (default $SPACE_DATA, else " DEFAULT_DATA ");\n"
+                "                     the API socket is DIR/spaced.sock (mode 0600)\n"
+                "  --listen HOST:PORT also serve the API on TCP (no authentication: bind to\n"
+                "                     loopback unless the network is trusted)\n"
+                "  --pidfile PATH     write the daemon's pid to PATH\n"
+                "  --init PATH        space-init binary (default: space-init next to spaced)\n"
+                "  --runtime NAME     sandbox runtime (default ns)\n"
+                "  --log-level LEVEL  error, warn, info (default) or debug\n"
+                "  --help             this text\n"
+                "  --version          the version\n"
+                "\n"
+                "SIGTERM or SIGINT destroys every sandbox and exits. On start, sandboxes a previous\n"
+                "run left in DIR/sandboxes are destroyed (sessions are not durable yet).\n");
+}
+
+static int parse_level(const char *s, enum log_level *ret) {
+        static const char *const names[] = { "error", "warn", "info", "debug" };
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if (strcmp(s, names[i]) == 0) {
+                        *ret = (enum log_level)i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+/* Destroys what a previous spaced left in DATA/sandboxes: processes, mounts, cgroups,
+ * files. Runs under the data-dir lock, so no live daemon owns any of it. */
+static void cleanup_stale(struct daemon *d) {
+        _cleanup_free_ char *dir = NULL;
+        if (asprintf(&dir, "%s/sandboxes", d->data_dir) < 0)
+                return;
+        _cleanup_closedir_ DIR *dp = opendir(dir);
+        if (!dp)
+                return;
+        int n = 0;
+        struct dirent *de;
+        while ((de = readdir(dp))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                _cleanup_free_ char *sdir = NULL, *run = NULL;
+                if (asprintf(&sdir, "%s/%s", dir, de->d_name) < 0 || asprintf(&run, "%s/run", sdir) < 0)
+                        return;
+                if (d->rt->reclaim && d->rt->reclaim(de->d_name, run) < 0)
+                        log_warn("reclaiming %s: %s", de->d_name, runtime_last_error());
+                int r = rt_rm_rf(sdir);
+                if (r < 0)
+                        log_warn("removing %s: %s", sdir, strerror(-r));
+                n++;
+        }
+        if (n)
+                log_info("cleaned up %d sandbox(es) left by a previous run", n);
+}
+
+static void signal_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct daemon *d = (struct daemon *)((char *)src - offsetof(struct daemon, sig_src));
+        struct signalfd_siginfo si;
+        while (read(src->fd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+                        log_info("signal %d: shutting down", (int)si.ssi_signo);
+                        d->stopping = true;
+                }
+        }
+}
+
+static void timer_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct daemon *d = (struct daemon *)((char *)src - offsetof(struct daemon, timer_src));
+        uint64_t ticks;
+        (void)!read(src->fd, &ticks, sizeof ticks);
+        ses_tick(d);
+}
+
+static char *default_init_path(void) {
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n < 0)
+                return NULL;
+        exe[n] = '\0';
+        char *p = NULL;
+        if (asprintf(&p, "%s/space-init", dirname(exe)) < 0)
+                return NULL;
+        return p;
+}
+
+static int write_pidfile(const char *path) {
+        _cleanup_free_ char *tmp = NULL;
+        if (asprintf(&tmp, "%s.tmp", path) < 0)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        if (dprintf(fd, "%d\n", (int)getpid()) < 0)
+                return -EIO;
+        if (rename(tmp, path) < 0)
+                return -errno;
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION };
+        static const struct option opts[] = {
+                { "data", required_argument, NULL, OPT_DATA },
+                { "listen", required_argument, NULL, OPT_LISTEN },
+                { "pidfile", required_argument, NULL, OPT_PIDFILE },
+                { "init", required_argument, NULL, OPT_INIT },
+                { "runtime", required_argument, NULL, OPT_RUNTIME },
+                { "log-level", required_argument, NULL, OPT_LOG },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, OPT_VERSION },
+                {},
+        };
+        const char *data = getenv("SPACE_DATA"), *listen_addr = NULL, *pidfile = NULL, *init = NULL,
+                   *runtime = "ns";
+        enum log_level level = LOG_INFO;
+        const char *env_level = getenv("SPACE_LOG");
+        if (env_level)
+                (void)parse_level(env_level, &level);
+        int o;
+        while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (o) {
+                case OPT_DATA: data = optarg; break;
+                case OPT_LISTEN: listen_addr = optarg; break;
+                case OPT_PIDFILE: pidfile = optarg; break;
+                case OPT_INIT: init = optarg; break;
+                case OPT_RUNTIME: runtime = optarg; break;
+                case OPT_LOG:
+                        if (parse_level(optarg, &level) < 0) {
+                                fprintf(stderr, "spaced: bad --log-level %s (error, warn, info, debug)\n", optarg);
+                                return 2;
+                        }
+                        break;
+                case 'h': usage(stdout); return 0;
+                case OPT_VERSION: printf("spaced %s\n", SPACED_VERSION); return 0;
+                default: usage(stderr); return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "spaced: unexpected argument %s\n", argv[optind]);
+                usage(stderr);
+                return 2;
+        }
+        if (!data || !*data)
+                data = DEFAULT_DATA;
+        log_set_ident("spaced");
+        log_set_level(level);
+
+        struct daemon dm = { .unix_src.fd = -1, .tcp_src.fd = -1, .sig_src.fd = -1, .timer_src.fd = -1,
+                             .tpl_src.fd = -1, .tpl_wfd = -1 };
+        struct daemon *d = &dm;
+        d->rt = runtime_find(runtime);
+        if (!d->rt) {
+                fprintf(stderr, "spaced: no runtime named %s\n", runtime);
+                return 2;
+        }
+        int r = rt_mkdir_p(data, 0755);
+        char real[PATH_MAX];
+        if (r < 0 || !realpath(data, real)) {
+                log_error("data directory %s: %s", data, strerror(r < 0 ? -r : errno));
+                return 1;
+        }
+        d->data_dir = strdup(real);
+        d->init_path = init ? strdup(init) : default_init_path();
+        if (!d->data_dir || !d->init_path || asprintf(&d->sock_path, "%s/spaced.sock", d->data_dir) < 0) {
+                log_error("out of memory");
+                return 1;
+        }
+        if (access(d->init_path, X_OK) < 0)
+                log_warn("space-init %s: %m (sessions can't start until it is there)", d->init_path);
+
+        _cleanup_free_ char *lock_path = NULL, *sbx_dir = NULL;
+        if (asprintf(&lock_path, "%s/spaced.lock", d->data_dir) < 0 ||
+            asprintf(&sbx_dir, "%s/sandboxes", d->data_dir) < 0)
+                return 1;
+        _cleanup_close_ int lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+                log_error("another spaced uses %s (%s is locked): %m", d->data_dir, lock_path);
+                return 1;
+        }
+        if ((r = rt_mkdir_p(sbx_dir, 0700)) < 0) {
+                log_error("%s: %s", sbx_dir, strerror(-r));
+                return 1;
+        }
+
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        /* Blocked before any thread starts, so template workers inherit the mask. */
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
+                log_error("sigprocmask: %m");
+                return 1;
+        }
+        signal(SIGPIPE, SIG_IGN);
+
+        if ((r = loop_new(&d->loop)) < 0) {
+                log_error("epoll: %s", strerror(-r));
+                return 1;
+        }
+        if ((r = d->rt->host_init(d->data_dir)) < 0) {
+                log_error("runtime %s: host setup failed: %s", d->rt->name, *runtime_last_error() ? runtime_last_error() : strerror(-r));
+                return 1;
+        }
+        cleanup_stale(d);
+
+        d->sig_src.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        d->sig_src.cb = signal_event;
+        d->timer_src.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        d->timer_src.cb = timer_event;
+        struct itimerspec its = { .it_interval = { .tv_sec = 1 }, .it_value = { .tv_sec = 1 } };
+        if (d->sig_src.fd < 0 || d->timer_src.fd < 0 || timerfd_settime(d->timer_src.fd, 0, &its, NULL) < 0 ||
+            loop_add(d->loop, &d->sig_src, EPOLLIN) < 0 || loop_add(d->loop, &d->timer_src, EPOLLIN) < 0) {
+                log_error("signalfd/timerfd: %m");
+                return 1;
+        }
+        if ((r = tpl_init(d)) < 0) {
+                log_error("template worker pipe: %s", strerror(-r));
+                return 1;
+        }
+        if ((r = srv_listen_unix(d, d->sock_path)) < 0) {
+                log_error("listening on %s: %s", d->sock_path, strerror(-r));
+                return 1;
+        }
+        if (listen_addr && (r = srv_listen_tcp(d, listen_addr)) < 0) {
+                log_error("listening on %s: %s", listen_addr, strerror(-r));
+                (void)unlink(d->sock_path);
+                return 1;
+        }
+        if (pidfile && (r = write_pidfile(pidfile)) < 0) {
+                log_error("pidfile %s: %s", pidfile, strerror(-r));
+                (void)unlink(d->sock_path);
+                return 1;
+        }
+        log_info("spaced %s ready: data %s, socket %s%s%s, runtime %s, init %s", SPACED_VERSION, d->data_dir,
+                 d->sock_path, listen_addr ? ", tcp " : "", listen_addr ? listen_addr : "", d->rt->name, d->init_path);
+
+        while (!d->stopping) {
+                r = loop_run_once(d->loop, -1);
+                if (r < 0) {
+                        log_error("event loop: %s", strerror(-r));
+                        break;
+                }
+        }
+
+        srv_close_all(d);
+        size_t n = d->n_sessions;
+        while (d->sessions)
+                ses_delete(d->sessions, "the daemon is shutting down");
+        loop_run_once(d->loop, 0);
+        if (n)
+                log_info("destroyed %zu session(s)", n);
+        if (d->jobs)
+                log_warn("template builds still running are abandoned");
+        if (pidfile)
+                (void)unlink(pidfile);
+        d->loop = loop_free(d->loop);
+        safe_close(d->sig_src.fd);
+        safe_close(d->timer_src.fd);
+        free(d->data_dir);
+        free(d->init_path);
+        free(d->sock_path);
+        log_info("stopped");
+        return r < 0 ? 1 : 0;
+}

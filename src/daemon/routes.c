@@ -1,0 +1,94 @@
+/* The route table and its matcher. Patterns are matched segment by segment; the table is
+ * small, so a linear scan is fast enough and keeps the table the single truth. */
+#include "daemon/routes.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+const struct api_route api_routes[] = {
+        { "GET", "/v1/health", API_BODY_JSON, api_health },
+        { "POST", "/v1/sessions", API_BODY_JSON, api_session_create },
+        { "GET", "/v1/sessions", API_BODY_JSON, api_session_list },
+        { "GET", "/v1/sessions/{id}", API_BODY_JSON, api_session_get },
+        { "DELETE", "/v1/sessions/{id}", API_BODY_JSON, api_session_delete },
+        { "POST", "/v1/sessions/{id}/exec", API_BODY_JSON, api_exec },
+        { "GET", "/v1/sessions/{id}/processes", API_BODY_JSON, api_process_list },
+        { "GET", "/v1/sessions/{id}/processes/{pid}/output", API_BODY_JSON, api_process_output },
+        { "POST", "/v1/sessions/{id}/processes/{pid}/signal", API_BODY_JSON, api_process_signal },
+        { "GET", "/v1/sessions/{id}/files", API_BODY_JSON, api_file_get },
+        { "PUT", "/v1/sessions/{id}/files", API_BODY_STREAM, api_file_put },
+        { "DELETE", "/v1/sessions/{id}/files", API_BODY_JSON, api_file_delete },
+        { "GET", "/v1/sessions/{id}/files/list", API_BODY_JSON, api_file_list },
+        { "GET", "/v1/sessions/{id}/files/stat", API_BODY_JSON, api_file_stat },
+        { "POST", "/v1/sessions/{id}/files/mkdir", API_BODY_JSON, api_file_mkdir },
+        { "GET", "/v1/templates", API_BODY_JSON, api_template_list },
+        { "POST", "/v1/templates", API_BODY_JSON, api_template_build },
+        { "DELETE", "/v1/templates/{name}", API_BODY_JSON, api_template_delete },
+};
+const size_t api_n_routes = sizeof api_routes / sizeof api_routes[0];
+
+static bool path_matches(const char *pattern, const char *path, struct api_params *params) {
+        struct api_params p = { 0 };
+        const char *a = pattern, *b = path;
+        while (*a && *b) {
+                if (*a != '/' || *b != '/')
+                        return false;
+                a++, b++;
+                const char *ae = strchrnul(a, '/'), *be = strchrnul(b, '/');
+                size_t al = (size_t)(ae - a), bl = (size_t)(be - b);
+                if (al >= 2 && a[0] == '{' && a[al - 1] == '}') {
+                        if (bl == 0 || bl >= API_MAX_PARAM_LEN || p.n >= API_MAX_PARAMS)
+                                return false;
+                        p.names[p.n] = a + 1; /* ends at '}' — compared by length in api_param */
+                        memcpy(p.values[p.n], b, bl);
+                        p.values[p.n][bl] = '\0';
+                        p.n++;
+                } else if (al != bl || memcmp(a, b, al) != 0) {
+                        return false;
+                }
+                a = ae, b = be;
+        }
+        if (*a || *b)
+                return false;
+        if (params)
+                *params = p;
+        return true;
+}
+
+int api_route_match(const char *method, const char *path, const struct api_route **ret, struct api_params *params) {
+        bool path_seen = false;
+        for (size_t i = 0; i < api_n_routes; i++) {
+                if (!path_matches(api_routes[i].pattern, path, NULL))
+                        continue;
+                path_seen = true;
+                if (strcmp(api_routes[i].method, method) != 0)
+                        continue;
+                path_matches(api_routes[i].pattern, path, params);
+                *ret = &api_routes[i];
+                return 0;
+        }
+        return path_seen ? -EOPNOTSUPP : -ENOENT;
+}
+
+const char *api_param(const struct api_params *p, const char *name) {
+        size_t nl = strlen(name);
+        for (size_t i = 0; i < p->n; i++)
+                if (strncmp(p->names[i], name, nl) == 0 && p->names[i][nl] == '}')
+                        return p->values[i];
+        return NULL;
+}
+
+void api_allowed_methods(const char *path, char *out, size_t outsz) {
+        size_t o = 0;
+        if (outsz)
+                out[0] = '\0';
+        for (size_t i = 0; i < api_n_routes; i++) {
+                if (!path_matches(api_routes[i].pattern, path, NULL))
+                        continue;
+                int n = snprintf(out + o, outsz - o, "%s%s", o ? ", " : "", api_routes[i].method);
+                if (n < 0 || (size_t)n >= outsz - o)
+                        return;
+                o += (size_t)n;
+        }
+}

@@ -1,0 +1,61 @@
+/* spaced's route table: every (method, path pattern, handler) the daemon serves, in one
+ * array so that a test can compare it with api/openapi.yaml. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+#define API_MAX_PARAMS 4
+#define API_MAX_PARAM_LEN 128 /* one path segment captured by {name} */
+
+struct api_params {
+        size_t n;
+        const char *names[API_MAX_PARAMS];
+        char values[API_MAX_PARAMS][API_MAX_PARAM_LEN];
+};
+
+enum api_body {
+        API_BODY_JSON,   /* the body (at most HTTP_MAX_JSON_BODY) is collected, then the handler runs */
+        API_BODY_STREAM, /* the handler runs at the head and takes the body as it arrives */
+};
+
+struct conn;
+typedef void (*api_handler_fn)(struct conn *c);
+
+struct api_route {
+        const char *method;
+        const char *pattern; /* "/v1/sessions/{id}": {name} matches one non-empty segment */
+        enum api_body body;
+        api_handler_fn handler;
+};
+
+extern const struct api_route api_routes[];
+extern const size_t api_n_routes;
+
+/* Finds the route for method + path (decoded, without query). 0 and *ret on a match;
+ * -ENOENT if no pattern matches the path (404); -EOPNOTSUPP if one does but not for this
+ * method (405). *params gets the captured segments. */
+int api_route_match(const char *method, const char *path, const struct api_route **ret, struct api_params *params);
+/* A captured segment by name, NULL if the route has none. */
+const char *api_param(const struct api_params *p, const char *name);
+/* "GET, DELETE": the methods that serve path, for the Allow header. */
+void api_allowed_methods(const char *path, char *out, size_t outsz);
+
+/* Handlers (api.c, api_files.c, api_exec.c, api_templates.c). */
+void api_health(struct conn *c);
+void api_session_create(struct conn *c);
+void api_session_list(struct conn *c);
+void api_session_get(struct conn *c);
+void api_session_delete(struct conn *c);
+void api_exec(struct conn *c);
+void api_process_list(struct conn *c);
+void api_process_output(struct conn *c);
+void api_process_signal(struct conn *c);
+void api_file_get(struct conn *c);
+void api_file_put(struct conn *c);
+void api_file_delete(struct conn *c);
+void api_file_list(struct conn *c);
+void api_file_stat(struct conn *c);
+void api_file_mkdir(struct conn *c);
+void api_template_list(struct conn *c);
+void api_template_build(struct conn *c);
+void api_template_delete(struct conn *c);

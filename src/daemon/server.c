@@ -1,0 +1,674 @@
+/* spaced's HTTP side: listening sockets, one struct conn per client, reading and parsing
+ * requests one at a time (pipelined ones wait in the input buffer), dispatching them to
+ * the route table, and writing answers with bounded output buffers. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "common/log.h"
+#include "daemon/spaced.h"
+
+uint64_t srv_now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool op_is_stream(const struct op *op) {
+        return op && (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ);
+}
+
+static void conn_process(struct conn *c);
+static void conn_update_events(struct conn *c);
+static void conn_close(struct conn *c);
+
+static void conn_free_deferred(void *p) {
+        struct conn *c = p;
+        buf_free(&c->in);
+        buf_free(&c->out);
+        buf_free(&c->body);
+        free(c->parser);
+        free(c);
+}
+
+/* Detaches everything that points at c, closes its fd and frees it after the batch. */
+static void conn_close(struct conn *c) {
+        if (c->closed)
+                return;
+        c->closed = true;
+        if (c->op) {
+                struct op *op = c->op;
+                c->op = NULL;
+                op_conn_gone(op);
+        }
+        if (c->job) {
+                tpl_conn_gone(c->job);
+                c->job = NULL;
+        }
+        loop_del(c->d->loop, &c->src);
+        c->src.fd = safe_close(c->src.fd);
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                c->d->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        c->d->n_conns--;
+        (void)loop_defer_free(c->d->loop, conn_free_deferred, c);
+}
+
+bool conn_over_high(const struct conn *c) { return c->out.len - c->out_off > CONN_OUT_HIGH; }
+
+/* Writes as much queued output as the socket takes. */
+static void conn_flush(struct conn *c) {
+        while (c->out_off < c->out.len) {
+                ssize_t n = send(c->src.fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        log_debug("conn: send: %m");
+                        conn_close(c);
+                        return;
+                }
+                c->out_off += (size_t)n;
+        }
+        if (c->out_off == c->out.len) {
+                buf_reset(&c->out);
+                c->out_off = 0;
+        } else if (c->out_off > c->out.len / 2) {
+                buf_consume(&c->out, c->out_off);
+                c->out_off = 0;
+        }
+        if (c->state == CONN_CLOSING && c->out.len == 0) {
+                conn_close(c);
+                return;
+        }
+        if (c->sandbox_stalled && c->out.len - c->out_off < CONN_OUT_LOW) {
+                c->sandbox_stalled = false;
+                if (c->op && c->op->ses)
+                        ses_resume(c->op->ses);
+        }
+}
+
+static void conn_update_events(struct conn *c) {
+        if (c->closed)
+                return;
+        uint32_t ev = 0;
+        bool want_in = c->state != CONN_CLOSING && !c->in_paused && !c->peer_closed &&
+                       c->in.len - c->in_off < CONN_IN_MAX;
+        if (want_in)
+                ev |= EPOLLIN;
+        if (!c->rdhup && !c->peer_closed)
+                ev |= EPOLLRDHUP;
+        if (c->out_off < c->out.len)
+                ev |= EPOLLOUT;
+        if (loop_mod(c->d->loop, &c->src, ev) < 0)
+                conn_close(c);
+}
+
+static void conn_append(struct conn *c, const void *data, size_t n) {
+        if (c->closed)
+                return;
+        if (buf_append(&c->out, data, n) < 0) {
+                /* Over CONN_OUT_MAX: the client does not read; it loses the connection. */
+                log_warn("conn: output buffer full, dropping client");
+                conn_close(c);
+                return;
+        }
+}
+
+/* The response to the current request is complete: go on with the next one. */
+static void conn_request_done(struct conn *c) {
+        c->resp_done = true;
+        c->streaming = false;
+        c->on_body = NULL;
+        c->on_body_end = NULL;
+        if (c->state == CONN_BODY_STREAM || c->state == CONN_BODY_JSON || http_parser_in_body(c->parser)) {
+                /* Answered before the body was read (an error): rather than read up to 256 MiB
+                 * we don't want, close once the answer is out. */
+                c->keep_alive = false;
+        }
+        if (!c->keep_alive) {
+                c->state = CONN_CLOSING;
+                if (c->out.len == c->out_off)
+                        conn_close(c);
+                return;
+        }
+        c->state = CONN_IDLE;
+        buf_free(&c->body);
+        c->route = NULL;
+        if (!c->in_process)
+                conn_process(c);
+}
+
+static void conn_send_head(struct conn *c, int status, const char *ctype, int64_t len, const char *extra) {
+        struct buf h = BUF_INIT(0);
+        bool ka = c->keep_alive && !http_parser_in_body(c->parser) && c->state != CONN_BODY_STREAM &&
+                  c->state != CONN_BODY_JSON;
+        if (http_response_head(&h, status, ctype, len, ka, extra) == 0)
+                conn_append(c, h.data, h.len);
+        buf_free(&h);
+        if (!ka)
+                c->keep_alive = false;
+}
+
+void conn_reply_json(struct conn *c, int status, const struct buf *body) {
+        if (c->closed || c->resp_done)
+                return;
+        conn_send_head(c, status, "application/json", (int64_t)body->len + 1, NULL);
+        conn_append(c, body->data, body->len);
+        conn_append(c, "\n", 1);
+        if (c->closed)
+                return;
+        conn_flush(c);
+        if (c->closed)
+                return;
+        conn_request_done(c);
+        conn_update_events(c);
+}
+
+static void error_body(struct buf *b, int status, const char *msg) {
+        struct json_writer w = JSON_WRITER_INIT(b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "error");
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "code", http_status_code_name(status));
+        json_w_kstr(&w, "message", msg);
+        json_w_obj_end(&w);
+        json_w_obj_end(&w);
+}
+
+void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
+        if (c->closed || c->resp_done)
+                return;
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        log_debug("%s %s -> %d %s", c->req ? c->req->method : "?", c->req ? c->req->target : "?", status, msg);
+        if (c->streaming) {
+                /* The status line is out already: the error becomes the stream's last event. */
+                struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "type", "error");
+                json_w_key(&w, "error");
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "code", http_status_code_name(status));
+                json_w_kstr(&w, "message", msg);
+                json_w_obj_end(&w);
+                json_w_obj_end(&w);
+                conn_stream_event(c, &b);
+                buf_free(&b);
+                conn_stream_end(c);
+                return;
+        }
+        struct buf b = BUF_INIT(0);
+        error_body(&b, status, msg);
+        if (status == 405 && c->req) {
+                char allow[128], hdr[160];
+                api_allowed_methods(c->req->path, allow, sizeof allow);
+                snprintf(hdr, sizeof hdr, "Allow: %s\r\n", allow);
+                conn_send_head(c, status, "application/json", (int64_t)b.len + 1, hdr);
+                conn_append(c, b.data, b.len);
+                conn_append(c, "\n", 1);
+                buf_free(&b);
+                if (c->closed)
+                        return;
+                conn_flush(c);
+                if (!c->closed) {
+                        conn_request_done(c);
+                        conn_update_events(c);
+                }
+                return;
+        }
+        conn_reply_json(c, status, &b);
+        buf_free(&b);
+}
+
+void conn_reply_empty(struct conn *c, int status) {
+        if (c->closed || c->resp_done)
+                return;
+        conn_send_head(c, status, NULL, 0, NULL);
+        conn_flush(c);
+        if (c->closed)
+                return;
+        conn_request_done(c);
+        conn_update_events(c);
+}
+
+void conn_stream_begin(struct conn *c, int status, const char *content_type) {
+        if (c->closed || c->resp_done || c->streaming)
+                return;
+        conn_send_head(c, status, content_type, -1, NULL);
+        c->streaming = true;
+        conn_flush(c);
+        conn_update_events(c);
+}
+
+void conn_stream_chunk(struct conn *c, const void *data, size_t n) {
+        if (c->closed || !c->streaming || n == 0)
+                return;
+        struct buf h = BUF_INIT(0);
+        if (buf_printf(&h, "%zx\r\n", n) == 0) {
+                conn_append(c, h.data, h.len);
+                conn_append(c, data, n);
+                conn_append(c, "\r\n", 2);
+        }
+        buf_free(&h);
+        if (c->closed)
+                return;
+        conn_flush(c);
+        conn_update_events(c);
+}
+
+void conn_stream_event(struct conn *c, const struct buf *json_line) {
+        if (c->closed || !c->streaming)
+                return;
+        struct buf h = BUF_INIT(0);
+        if (buf_printf(&h, "%zx\r\n", json_line->len + 1) == 0) {
+                conn_append(c, h.data, h.len);
+                conn_append(c, json_line->data, json_line->len);
+                conn_append(c, "\n\r\n", 3);
+        }
+        buf_free(&h);
+        if (c->closed)
+                return;
+        conn_flush(c);
+        conn_update_events(c);
+}
+
+void conn_stream_end(struct conn *c) {
+        if (c->closed || !c->streaming)
+                return;
+        conn_append(c, "0\r\n\r\n", 5);
+        if (c->closed)
+                return;
+        conn_flush(c);
+        if (c->closed)
+                return;
+        conn_request_done(c);
+        conn_update_events(c);
+}
+
+void conn_abort(struct conn *c) {
+        if (c->closed)
+                return;
+        /* What is queued still goes out; the missing last chunk tells the client. */
+        c->resp_done = true;
+        c->state = CONN_CLOSING;
+        c->keep_alive = false;
+        conn_flush(c);
+        if (!c->closed && c->out.len == c->out_off)
+                conn_close(c);
+        else
+                conn_update_events(c);
+}
+
+void conn_continue(struct conn *c) {
+        if (c->req && c->req->expect_continue && !c->closed) {
+                static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                conn_append(c, cont, sizeof cont - 1);
+                conn_flush(c);
+                conn_update_events(c);
+        }
+}
+
+void conn_resume_input(struct conn *c) {
+        if (c->closed || !c->in_paused)
+                return;
+        c->in_paused = false;
+        conn_process(c);
+}
+
+/* A request head is complete: route it. */
+static void on_head(struct conn *c) {
+        c->req = http_parser_request(c->parser);
+        c->keep_alive = c->req->keep_alive;
+        c->resp_done = false;
+        c->streaming = false;
+        buf_free(&c->body);
+        c->body = BUF_INIT(HTTP_MAX_JSON_BODY);
+        log_debug("%s %s", c->req->method, c->req->target);
+        int r = api_route_match(c->req->method, c->req->path, &c->route, &c->params);
+        if (r == -ENOENT) {
+                c->state = CONN_BODY_DISCARD;
+                conn_reply_error(c, 404, "no route for %s", c->req->path);
+                return;
+        }
+        if (r == -EOPNOTSUPP) {
+                c->state = CONN_BODY_DISCARD;
+                conn_reply_error(c, 405, "method %s not allowed on %s", c->req->method, c->req->path);
+                return;
+        }
+        if (c->route->body == API_BODY_STREAM) {
+                c->state = CONN_BODY_STREAM;
+                c->route->handler(c);
+                return;
+        }
+        if (http_parser_set_body_limit(c->parser, HTTP_MAX_JSON_BODY) < 0) {
+                c->state = CONN_BODY_DISCARD;
+                conn_reply_error(c, 413, "request body over %u bytes", HTTP_MAX_JSON_BODY);
+                return;
+        }
+        c->state = CONN_BODY_JSON;
+        conn_continue(c);
+}
+
+static void on_body(struct conn *c, const char *data, size_t n) {
+        switch (c->state) {
+        case CONN_BODY_JSON:
+                if (buf_append(&c->body, data, n) < 0)
+                        conn_reply_error(c, 413, "request body over %u bytes", HTTP_MAX_JSON_BODY);
+                break;
+        case CONN_BODY_STREAM:
+                if (c->on_body && c->on_body(c, data, n) < 0 && !c->resp_done)
+                        conn_reply_error(c, 400, "upload failed");
+                break;
+        default:
+                break;
+        }
+}
+
+static void on_end(struct conn *c) {
+        switch (c->state) {
+        case CONN_BODY_JSON:
+                c->state = CONN_WAIT;
+                c->route->handler(c);
+                break;
+        case CONN_BODY_STREAM:
+                c->state = CONN_WAIT;
+                if (c->on_body_end)
+                        c->on_body_end(c);
+                else if (!c->resp_done)
+                        conn_reply_error(c, 500, "upload handler lost");
+                break;
+        case CONN_BODY_DISCARD:
+                c->state = c->keep_alive ? CONN_IDLE : CONN_CLOSING;
+                break;
+        default:
+                break;
+        }
+}
+
+static void conn_process(struct conn *c) {
+        if (c->in_process || c->closed)
+                return;
+        c->in_process = true;
+        while (!c->closed) {
+                if (c->state == CONN_WAIT || c->state == CONN_CLOSING || c->in_paused)
+                        break;
+                /* An early answer (error) while the body still came: stop here. */
+                if (c->resp_done && c->state != CONN_IDLE && c->state != CONN_BODY_DISCARD)
+                        break;
+                struct http_event ev;
+                size_t avail = c->in.len - c->in_off;
+                size_t used = http_parser_feed(c->parser, c->in.data ? c->in.data + c->in_off : NULL, avail, &ev);
+                c->in_off += used;
+                if (ev.type == HTTP_EV_NEED_MORE)
+                        break;
+                switch (ev.type) {
+                case HTTP_EV_HEAD:
+                        on_head(c);
+                        break;
+                case HTTP_EV_BODY:
+                        on_body(c, ev.data, ev.len);
+                        break;
+                case HTTP_EV_END:
+                        on_end(c);
+                        break;
+                case HTTP_EV_ERROR:
+                        c->keep_alive = false;
+                        if (c->streaming || (c->resp_done && c->state != CONN_IDLE)) {
+                                /* Answered already (upload in progress): just drop the client. */
+                                conn_abort(c);
+                        } else {
+                                c->resp_done = false;
+                                c->state = CONN_BODY_DISCARD;
+                                if (c->op) {
+                                        struct op *op = c->op;
+                                        c->op = NULL;
+                                        op_conn_gone(op);
+                                }
+                                conn_reply_error(c, ev.status, "%s", ev.message);
+                                if (!c->closed)
+                                        c->state = CONN_CLOSING;
+                        }
+                        goto out;
+                default:
+                        break;
+                }
+        }
+out:
+        if (!c->closed) {
+                if (c->in_off == c->in.len) {
+                        buf_reset(&c->in);
+                        c->in_off = 0;
+                }
+                /* EOF from the client and nothing left to parse: no request can complete
+                 * any more. One being answered (CONN_WAIT) still gets its answer. */
+                if (c->peer_closed && !c->in_paused && c->state != CONN_WAIT && c->state != CONN_CLOSING) {
+                        c->state = CONN_CLOSING;
+                        if (c->out.len == c->out_off)
+                                conn_close(c);
+                }
+        }
+        c->in_process = false;
+        if (!c->closed)
+                conn_update_events(c);
+}
+
+static void conn_read(struct conn *c) {
+        if (c->in_off > 0) {
+                buf_consume(&c->in, c->in_off);
+                c->in_off = 0;
+        }
+        size_t room = CONN_IN_MAX - MIN(c->in.len, (size_t)CONN_IN_MAX);
+        if (room == 0)
+                return;
+        if (buf_reserve(&c->in, room) < 0) {
+                conn_close(c);
+                return;
+        }
+        ssize_t n = recv(c->src.fd, c->in.data + c->in.len, room, 0);
+        if (n < 0) {
+                if (errno != EAGAIN && errno != EINTR)
+                        conn_close(c);
+                return;
+        }
+        if (n == 0) {
+                c->peer_closed = true;
+                if (op_is_stream(c->op) || c->job)
+                        conn_close(c);
+                return;
+        }
+        c->in.len += (size_t)n;
+}
+
+/* The client shut down its sending side. Bytes it sent before may still be unread, so
+ * reading goes on until EOF; but a client that hangs up while it waits for a stream
+ * (exec, attach, download) is gone, and its request is cancelled (see docs/api.md). */
+static void on_rdhup(struct conn *c) {
+        c->rdhup = true;
+        if (op_is_stream(c->op) || c->job)
+                conn_close(c);
+}
+
+static void conn_event(struct loop_src *src, uint32_t revents) {
+        struct conn *c = (struct conn *)src;
+        if (revents & (EPOLLERR | EPOLLHUP)) {
+                conn_close(c);
+                return;
+        }
+        if (revents & EPOLLOUT) {
+                conn_flush(c);
+                if (c->closed)
+                        return;
+        }
+        if (revents & EPOLLIN) {
+                conn_read(c);
+                if (c->closed)
+                        return;
+                conn_process(c);
+                if (c->closed)
+                        return;
+        }
+        if (revents & EPOLLRDHUP) {
+                on_rdhup(c);
+                if (c->closed)
+                        return;
+        }
+        conn_update_events(c);
+}
+
+static struct daemon *daemon_of_listener(struct loop_src *src, bool tcp) {
+        return (struct daemon *)((char *)src - (tcp ? offsetof(struct daemon, tcp_src) : offsetof(struct daemon, unix_src)));
+}
+
+static void listener_event(struct daemon *d, struct loop_src *src) {
+        for (int i = 0; i < 16; i++) {
+                int fd = accept4(src->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0) {
+                        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                                log_warn("accept: %m");
+                        return;
+                }
+                if (d->n_conns >= SPACED_MAX_CONNS || d->stopping) {
+                        log_warn("too many connections (%d), refusing one", SPACED_MAX_CONNS);
+                        close(fd);
+                        continue;
+                }
+                struct conn *c = calloc(1, sizeof *c);
+                struct http_parser *p = malloc(sizeof *p);
+                if (!c || !p) {
+                        free(c);
+                        free(p);
+                        close(fd);
+                        continue;
+                }
+                http_parser_init(p);
+                c->parser = p;
+                c->d = d;
+                c->src.fd = fd;
+                c->src.cb = conn_event;
+                c->state = CONN_IDLE;
+                c->keep_alive = true;
+                c->in = BUF_INIT(CONN_IN_MAX + 1);
+                c->out = BUF_INIT(CONN_OUT_MAX);
+                if (loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP) < 0) {
+                        close(fd);
+                        free(p);
+                        free(c);
+                        continue;
+                }
+                c->next = d->conns;
+                if (d->conns)
+                        d->conns->prev = c;
+                d->conns = c;
+                d->n_conns++;
+        }
+}
+
+static void unix_listener_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        listener_event(daemon_of_listener(src, false), src);
+}
+
+static void tcp_listener_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        listener_event(daemon_of_listener(src, true), src);
+}
+
+int srv_listen_unix(struct daemon *d, const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        (void)unlink(path);
+        /* Created 0600 from the start: no window in which others could connect. */
+        mode_t old = umask(0177);
+        int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+        int e = errno;
+        umask(old);
+        if (r < 0)
+                return -e;
+        if (chmod(path, 0600) < 0 || listen(fd, 128) < 0)
+                return -errno;
+        d->unix_src.fd = fd;
+        d->unix_src.cb = unix_listener_event;
+        r = loop_add(d->loop, &d->unix_src, EPOLLIN);
+        if (r < 0)
+                return r;
+        TAKE_FD(fd);
+        return 0;
+}
+
+int srv_listen_tcp(struct daemon *d, const char *hostport) {
+        char host[256];
+        const char *colon = strrchr(hostport, ':');
+        if (!colon || (size_t)(colon - hostport) >= sizeof host)
+                return -EINVAL;
+        memcpy(host, hostport, (size_t)(colon - hostport));
+        host[colon - hostport] = '\0';
+        char *h = host;
+        if (h[0] == '[') {
+                size_t l = strlen(h);
+                if (l < 2 || h[l - 1] != ']')
+                        return -EINVAL;
+                h[l - 1] = '\0';
+                h++;
+        }
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+        struct addrinfo *ai = NULL;
+        if (getaddrinfo(*h ? h : NULL, colon + 1, &hints, &ai) != 0 || !ai)
+                return -EINVAL;
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                freeaddrinfo(ai);
+                return -errno;
+        }
+        int one = 1;
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+                int e = -errno;
+                freeaddrinfo(ai);
+                close(fd);
+                return e;
+        }
+        freeaddrinfo(ai);
+        d->tcp_src.fd = fd;
+        d->tcp_src.cb = tcp_listener_event;
+        int r = loop_add(d->loop, &d->tcp_src, EPOLLIN);
+        if (r < 0) {
+                close(fd);
+                d->tcp_src.fd = -1;
+        }
+        return r;
+}
+
+void srv_close_all(struct daemon *d) {
+        while (d->conns)
+                conn_close(d->conns);
+        if (d->unix_src.fd >= 0) {
+                loop_del(d->loop, &d->unix_src);
+                d->unix_src.fd = safe_close(d->unix_src.fd);
+                if (d->sock_path)
+                        (void)unlink(d->sock_path);
+        }
+        if (d->tcp_src.fd >= 0) {
+                loop_del(d->loop, &d->tcp_src);
+                d->tcp_src.fd = safe_close(d->tcp_src.fd);
+        }
+}

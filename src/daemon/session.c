@@ -1,0 +1,1009 @@
+/* Sessions: one sandbox each (made through the runtime ops table), its socket to
+ * space-init in the event loop, and the requests in flight on it. Frames from init are
+ * routed by request id to the HTTP connection waiting for them; when that client reads
+ * too slowly, frame handling for the whole sandbox stops until it catches up (space-init
+ * then holds the command's output back). */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "common/log.h"
+#include "common/proto.h"
+#include "daemon/spaced.h"
+#include "daemon/util.h"
+#include "runtime/fsutil.h"
+#include "runtime/runtime.h"
+#include "runtime/template.h"
+
+static void ses_process(struct session *s);
+static void ses_update_events(struct session *s);
+
+struct session *ses_find(struct daemon *d, const char *id) {
+        for (struct session *s = d->sessions; s; s = s->next)
+                if (strcmp(s->id, id) == 0)
+                        return s;
+        return NULL;
+}
+
+bool ses_template_in_use(struct daemon *d, const char *name) {
+        for (struct session *s = d->sessions; s; s = s->next)
+                if (s->state != SES_DEAD && strcmp(s->template, name) == 0)
+                        return true;
+        return false;
+}
+
+bool ses_out_full(const struct session *s) { return s->out.len - s->out_off > SES_OUT_HIGH; }
+
+/* ---- frames to init ---- */
+
+static void ses_flush(struct session *s) {
+        while (s->out_off < s->out.len && s->init_src.fd >= 0) {
+                ssize_t n = send(s->init_src.fd, s->out.data + s->out_off, s->out.len - s->out_off, MSG_NOSIGNAL);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        ses_mark_dead(s, "writing to space-init: %s", strerror(errno));
+                        return;
+                }
+                s->out_off += (size_t)n;
+        }
+        if (s->out_off == s->out.len) {
+                buf_reset(&s->out);
+                s->out_off = 0;
+        } else if (s->out_off > s->out.len / 2) {
+                buf_consume(&s->out, s->out_off);
+                s->out_off = 0;
+        }
+        if (s->out.len - s->out_off < SES_OUT_LOW) {
+                /* Room again: paused uploads go on. */
+                for (struct op *op = s->ops, *next; op; op = next) {
+                        next = op->next;
+                        if (op->kind == OP_WRITE && op->conn && op->conn->in_paused)
+                                conn_resume_input(op->conn);
+                        if (s->state == SES_DEAD || ses_out_full(s))
+                                break;
+                }
+        }
+}
+
+int ses_send(struct session *s, uint8_t type, uint32_t id, const void *payload, size_t len) {
+        if (s->state == SES_DEAD || s->init_src.fd < 0)
+                return -EPIPE;
+        if (len > PROTO_MAX_PAYLOAD)
+                return -EMSGSIZE;
+        int r = proto_frame_append(&s->out, type, id, payload, (uint32_t)len);
+        if (r < 0)
+                return r;
+        ses_flush(s);
+        ses_update_events(s);
+        return 0;
+}
+
+int ses_send_req(struct session *s, uint32_t id, const struct buf *json) {
+        return ses_send(s, PROTO_REQ, id, json->data, json->len);
+}
+
+/* ---- ops ---- */
+
+static uint32_t ses_alloc_id(struct session *s) {
+        for (;;) {
+                uint32_t id = ++s->next_id;
+                if (id == 0)
+                        continue;
+                bool live = false;
+                for (struct op *op = s->ops; op; op = op->next)
+                        if (op->id == id)
+                                live = true;
+                if (!live)
+                        return id;
+        }
+}
+
+int ses_op_new(struct session *s, struct conn *c, enum op_kind kind, struct op **ret) {
+        struct op *op = calloc(1, sizeof *op);
+        if (!op)
+                return -ENOMEM;
+        op->ses = s;
+        op->conn = c;
+        op->kind = kind;
+        op->pid = -1;
+        op->id = kind == OP_HELLO ? 0 : ses_alloc_id(s);
+        op->next = s->ops;
+        if (s->ops)
+                s->ops->prev = op;
+        s->ops = op;
+        if (c)
+                c->op = op;
+        *ret = op;
+        return 0;
+}
+
+void op_done(struct op *op) {
+        struct session *s = op->ses;
+        if (op->prev)
+                op->prev->next = op->next;
+        else
+                s->ops = op->next;
+        if (op->next)
+                op->next->prev = op->prev;
+        if (op->conn && op->conn->op == op)
+                op->conn->op = NULL;
+        free(op);
+}
+
+static struct op *op_find(struct session *s, uint32_t id) {
+        for (struct op *op = s->ops; op; op = op->next)
+                if (op->id == id && op->kind != OP_HELLO)
+                        return op;
+        return NULL;
+}
+
+/* Kills the process group of a foreground command whose client went away, and stops
+ * its stream. The kill's RESP is dropped. */
+static void op_kill_fg(struct op *op) {
+        struct session *s = op->ses;
+        struct op *k;
+        if (ses_op_new(s, NULL, OP_KILL, &k) == 0) {
+                struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "op", "signal");
+                json_w_kint(&w, "pid", op->pid);
+                json_w_kint(&w, "signal", SIGKILL);
+                json_w_kbool(&w, "group", true);
+                json_w_obj_end(&w);
+                if (ses_send_req(s, k->id, &b) < 0)
+                        op_done(k);
+                buf_free(&b);
+        }
+        (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);
+        log_info("%s: client of exec pid %" PRId64 " went away: killed its process group", s->id, op->pid);
+}
+
+void op_conn_gone(struct op *op) {
+        op->conn = NULL;
+        struct session *s = op->ses;
+        switch (op->kind) {
+        case OP_EXEC:
+                if (!op->got_resp || op->background)
+                        return; /* decided when the RESP comes */
+                if (s->state != SES_DEAD)
+                        op_kill_fg(op);
+                op_done(op);
+                return;
+        case OP_ATTACH:
+        case OP_READ:
+        case OP_WRITE:
+                if (s->state != SES_DEAD)
+                        (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);
+                op_done(op);
+                return;
+        case OP_HELLO:
+                s->create_conn = NULL;
+                op_done(op);
+                return;
+        case OP_SIMPLE:
+        case OP_KILL:
+                /* A late RESP for a forgotten id is ignored (docs/protocol.md §2). */
+                op_done(op);
+                return;
+        }
+}
+
+/* ---- JSON of a session ---- */
+
+static void ses_refresh_health(struct session *s) {
+        if (s->state == SES_DEAD || !s->sb)
+                return;
+        struct rt_health h = { 0 };
+        if (s->rt->health(s->sb, &h) == 0) {
+                s->oom_killed = s->oom_killed || h.oom_killed;
+                s->mem_bytes = h.memory_bytes;
+                s->n_pids = h.pids;
+        }
+}
+
+void ses_write_json(struct json_writer *w, struct session *s) {
+        ses_refresh_health(s);
+        char ts[40];
+        util_rfc3339(s->created_at, ts, sizeof ts);
+        static const char *const states[] = { "creating", "running", "dead" };
+        json_w_obj_begin(w);
+        json_w_kstr(w, "id", s->id);
+        json_w_kstr(w, "sandbox_id", s->sbx_id);
+        json_w_kstr(w, "state", states[s->state]);
+        json_w_kstr(w, "template", s->template);
+        json_w_kstr(w, "runtime", s->rt->name);
+        json_w_kstr(w, "created_at", ts);
+        json_w_key(w, "limits");
+        json_w_obj_begin(w);
+        json_w_key(w, "memory");
+        json_w_uint(w, s->memory);
+        json_w_key(w, "cpus");
+        json_w_double(w, s->cpus);
+        json_w_kint(w, "pids", s->pids);
+        json_w_obj_end(w);
+        json_w_kbool(w, "network", s->network);
+        json_w_kint(w, "init_pid", s->init_pid);
+        json_w_key(w, "health");
+        json_w_obj_begin(w);
+        json_w_kbool(w, "alive", s->state != SES_DEAD);
+        json_w_kbool(w, "oom_killed", s->oom_killed);
+        json_w_key(w, "memory_bytes");
+        json_w_uint(w, s->state == SES_DEAD ? 0 : s->mem_bytes);
+        json_w_kint(w, "pids", s->state == SES_DEAD ? 0 : s->n_pids);
+        json_w_obj_end(w);
+        if (s->error)
+                json_w_kstr(w, "error", s->error);
+        json_w_obj_end(w);
+}
+
+/* ---- failing and tearing down ---- */
+
+/* Every request in flight on s ends with status + msg. */
+static void ses_fail_ops(struct session *s, int status, const char *msg) {
+        while (s->ops) {
+                struct op *op = s->ops;
+                struct conn *c = op->conn;
+                op_done(op);
+                if (!c)
+                        continue;
+                if (c->streaming && (op->kind == OP_READ))
+                        conn_abort(c);
+                else
+                        conn_reply_error(c, status, "%s", msg);
+        }
+}
+
+/* Stops watching init's fds (the sandbox owns and closes them). */
+static void ses_unwatch(struct session *s) {
+        loop_del(s->d->loop, &s->init_src);
+        loop_del(s->d->loop, &s->pid_src);
+        s->init_src.fd = -1;
+        s->pid_src.fd = -1;
+}
+
+static void ses_destroy_sandbox(struct session *s) {
+        ses_unwatch(s);
+        if (s->sb) {
+                if (s->rt->destroy(s->sb) < 0)
+                        log_warn("%s: destroying sandbox %s: %s", s->id, s->sbx_id, runtime_last_error());
+                s->sb = NULL;
+        }
+}
+
+void ses_mark_dead(struct session *s, const char *fmt, ...) {
+        if (s->state == SES_DEAD)
+                return;
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        ses_refresh_health(s);
+        if (s->oom_killed && strlen(msg) + 32 < sizeof msg)
+                strcat(msg, " (memory limit reached)");
+        log_warn("%s: sandbox %s died: %s", s->id, s->sbx_id, msg);
+        bool creating = s->state == SES_CREATING;
+        s->state = SES_DEAD;
+        free(s->error);
+        s->error = strdup(msg);
+        s->stalled = false;
+        for (struct conn *c = s->d->conns; c; c = c->next)
+                if (c->op && c->op->ses == s)
+                        c->sandbox_stalled = false;
+        ses_destroy_sandbox(s);
+        if (creating) {
+                /* Nobody has seen this session yet: it goes away whole. */
+                struct conn *c = s->create_conn;
+                s->create_conn = NULL;
+                ses_fail_ops(s, 500, msg);
+                if (c)
+                        conn_reply_error(c, 500, "sandbox failed to start: %s", msg);
+                ses_delete(s, NULL);
+                return;
+        }
+        ses_fail_ops(s, 503, msg);
+}
+
+static void ses_free_deferred(void *p) {
+        struct session *s = p;
+        buf_free(&s->in);
+        buf_free(&s->out);
+        for (size_t i = 0; i < s->n_env; i++)
+                free(s->env[i]);
+        free(s->env);
+        free(s->template);
+        free(s->dir);
+        free(s->error);
+        free(s);
+}
+
+void ses_delete(struct session *s, const char *why) {
+        if (s->freed)
+                return;
+        s->freed = true;
+        ses_fail_ops(s, 503, why ? why : "session deleted");
+        if (s->create_conn) {
+                struct conn *c = s->create_conn;
+                s->create_conn = NULL;
+                conn_reply_error(c, 503, "session deleted while starting");
+        }
+        ses_destroy_sandbox(s);
+        if (s->dir) {
+                int r = rt_rm_rf(s->dir);
+                if (r < 0)
+                        log_warn("%s: removing %s: %s", s->id, s->dir, strerror(-r));
+        }
+        if (s->prev)
+                s->prev->next = s->next;
+        else
+                s->d->sessions = s->next;
+        if (s->next)
+                s->next->prev = s->prev;
+        s->d->n_sessions--;
+        (void)loop_defer_free(s->d->loop, ses_free_deferred, s);
+}
+
+/* ---- frames from init ---- */
+
+static void event_begin(struct json_writer *w, const char *type) {
+        json_w_obj_begin(w);
+        json_w_kstr(w, "type", type);
+}
+
+/* stdout/stderr bytes as one NDJSON event; bytes that end mid-character wait for the rest. */
+static void op_output(struct op *op, int stream, const uint8_t *data, size_t n, bool flush) {
+        struct conn *c = op->conn;
+        struct utf8_carry *carry = &op->carry[stream];
+        if (!c)
+                return;
+        struct buf joined = BUF_INIT(0);
+        if (carry->n) {
+                if (buf_append(&joined, carry->b, carry->n) < 0 || buf_append(&joined, data, n) < 0) {
+                        buf_free(&joined);
+                        return;
+                }
+                carry->n = 0;
+                data = (const uint8_t *)joined.data;
+                n = joined.len;
+        }
+        size_t valid = util_utf8_valid_prefix(data, n);
+        size_t keep = 0;
+        if (!flush && valid < n && n - valid < 4 && util_utf8_incomplete_tail(data + valid, n - valid))
+                keep = n - valid;
+        size_t send = n - keep;
+        if (send > 0) {
+                struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                event_begin(&w, stream == 0 ? "stdout" : "stderr");
+                if (util_utf8_valid_prefix(data, send) == send) {
+                        json_w_key(&w, "data");
+                        json_w_strn(&w, (const char *)data, send);
+                } else {
+                        struct buf e = BUF_INIT(0);
+                        if (util_b64_encode(&e, data, send) == 0) {
+                                json_w_key(&w, "data_b64");
+                                json_w_strn(&w, e.data, e.len);
+                        }
+                        buf_free(&e);
+                }
+                json_w_obj_end(&w);
+                if (!w.err)
+                        conn_stream_event(c, &b);
+                buf_free(&b);
+        }
+        if (keep) {
+                memcpy(carry->b, data + send, keep);
+                carry->n = (uint8_t)keep;
+        }
+        buf_free(&joined);
+}
+
+static void op_flush_carry(struct op *op) {
+        for (int i = 0; i < 2; i++)
+                if (op->carry[i].n)
+                        op_output(op, i, (const uint8_t *)"", 0, true);
+}
+
+/* EXIT of exec or attach -> the last event. */
+static void op_exit_event(struct op *op, const struct json *exit) {
+        struct conn *c = op->conn;
+        if (!c)
+                return;
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        const struct json *err = json_get(exit, "error");
+        bool running = json_get_bool(exit, "running", false);
+        int64_t v;
+        if (err) {
+                event_begin(&w, "error");
+                json_w_key(&w, "error");
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "code", "internal");
+                const char *m = json_get_str(err, "message");
+                json_w_kstr(&w, "message", m ? m : "stream failed");
+                json_w_obj_end(&w);
+        } else if (running) {
+                event_begin(&w, "end");
+                json_w_kbool(&w, "running", true);
+        } else {
+                event_begin(&w, "exit");
+                if (json_get_int(exit, "exit_code", &v) == 0)
+                        json_w_kint(&w, "exit_code", v);
+                if (json_get_int(exit, "signal", &v) == 0)
+                        json_w_kint(&w, "signal", v);
+                if (json_get_bool(exit, "timed_out", false))
+                        json_w_kbool(&w, "timed_out", true);
+        }
+        if (op->kind == OP_ATTACH && json_get_int(exit, "offset", &v) == 0)
+                json_w_kint(&w, "offset", v);
+        json_w_obj_end(&w);
+        conn_stream_event(c, &b);
+        buf_free(&b);
+        conn_stream_end(c);
+}
+
+bool api_resp_is_error(const struct json *resp) { return json_get(resp, "error") != NULL; }
+
+static void on_exec_resp(struct op *op, const struct json *resp) {
+        struct conn *c = op->conn;
+        if (api_resp_is_error(resp)) {
+                if (c)
+                        api_reply_init_error(c, resp, true);
+                op_done(op);
+                return;
+        }
+        op->got_resp = true;
+        (void)json_get_int(resp, "pid", &op->pid);
+        if (op->background) {
+                if (c) {
+                        struct buf b = BUF_INIT(0);
+                        struct json_writer w = JSON_WRITER_INIT(&b);
+                        json_w_obj_begin(&w);
+                        json_w_kint(&w, "pid", op->pid);
+                        json_w_obj_end(&w);
+                        conn_reply_json(c, 201, &b);
+                        buf_free(&b);
+                }
+                op_done(op);
+                return;
+        }
+        if (!c) {
+                op_kill_fg(op);
+                op_done(op);
+                return;
+        }
+        conn_stream_begin(c, 200, "application/x-ndjson");
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        event_begin(&w, "start");
+        json_w_kint(&w, "pid", op->pid);
+        json_w_obj_end(&w);
+        conn_stream_event(c, &b);
+        buf_free(&b);
+}
+
+static void on_attach_resp(struct op *op, const struct json *resp) {
+        struct conn *c = op->conn;
+        if (api_resp_is_error(resp)) {
+                if (c)
+                        api_reply_init_error(c, resp, false);
+                op_done(op);
+                return;
+        }
+        op->got_resp = true;
+        if (!c)
+                return;
+        conn_stream_begin(c, 200, "application/x-ndjson");
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        event_begin(&w, "attach");
+        int64_t v = 0;
+        (void)json_get_int(resp, "offset", &v);
+        json_w_kint(&w, "offset", v);
+        if (json_get_int(resp, "end", &v) == 0)
+                json_w_kint(&w, "end", v);
+        json_w_kbool(&w, "running", json_get_bool(resp, "running", false));
+        json_w_obj_end(&w);
+        conn_stream_event(c, &b);
+        buf_free(&b);
+}
+
+/* Whether a frame of this type for op writes to its client (and so must wait while the
+ * client is over its output bound). */
+static bool frame_writes_client(const struct op *op, uint8_t type) {
+        if (!op->conn)
+                return false;
+        return type == PROTO_STDOUT || type == PROTO_STDERR || type == PROTO_DATA;
+}
+
+static void on_hello(struct session *s, const struct json *hello) {
+        int64_t version = 0;
+        if (json_get_int(hello, "version", &version) < 0 || version != PROTO_VERSION) {
+                ses_mark_dead(s, "space-init speaks protocol version %" PRId64 ", spaced %d", version, PROTO_VERSION);
+                return;
+        }
+        if (s->state != SES_CREATING)
+                return;
+        s->state = SES_RUNNING;
+        for (struct op *op = s->ops; op; op = op->next)
+                if (op->kind == OP_HELLO) {
+                        op_done(op);
+                        break;
+                }
+        log_info("%s: sandbox %s running (template %s, init pid %d)", s->id, s->sbx_id, s->template, (int)s->init_pid);
+        struct conn *c = s->create_conn;
+        s->create_conn = NULL;
+        if (c) {
+                c->op = NULL;
+                struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                ses_write_json(&w, s);
+                conn_reply_json(c, 201, &b);
+                buf_free(&b);
+        }
+}
+
+static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t *payload) {
+        _cleanup_json_ struct json *j = NULL;
+        if (proto_type_is_json(h->type)) {
+                char err[128];
+                int r = json_parse((const char *)payload, h->len, &j, err, sizeof err);
+                if (r < 0) {
+                        ses_mark_dead(s, "space-init sent bad JSON in a %s frame: %s", proto_type_name(h->type), err);
+                        return;
+                }
+        }
+        if (h->type == PROTO_HELLO) {
+                on_hello(s, j);
+                return;
+        }
+        struct op *op = op_find(s, h->id);
+        if (!op)
+                return; /* a stream we cancelled: its last frames cross our CANCEL */
+        struct conn *c = op->conn;
+        switch (h->type) {
+        case PROTO_RESP:
+                switch (op->kind) {
+                case OP_EXEC:
+                        on_exec_resp(op, j);
+                        return;
+                case OP_ATTACH:
+                        on_attach_resp(op, j);
+                        return;
+                case OP_READ:
+                        if (api_resp_is_error(j)) {
+                                if (c)
+                                        api_reply_init_error(c, j, false);
+                                op_done(op);
+                                return;
+                        }
+                        op->got_resp = true;
+                        if (c)
+                                conn_stream_begin(c, 200, "application/octet-stream");
+                        return;
+                case OP_WRITE:
+                        if (c) {
+                                if (api_resp_is_error(j))
+                                        api_reply_init_error(c, j, false);
+                                else {
+                                        struct buf b = BUF_INIT(0);
+                                        struct json_writer w = JSON_WRITER_INIT(&b);
+                                        int64_t n = 0;
+                                        (void)json_get_int(j, "written", &n);
+                                        json_w_obj_begin(&w);
+                                        json_w_kint(&w, "written", n);
+                                        json_w_obj_end(&w);
+                                        conn_reply_json(c, 201, &b);
+                                        buf_free(&b);
+                                }
+                        }
+                        op_done(op);
+                        return;
+                case OP_SIMPLE:
+                        if (c) {
+                                if (api_resp_is_error(j))
+                                        api_reply_init_error(c, j, false);
+                                else if (op->on_resp)
+                                        op->on_resp(op, j);
+                        }
+                        op_done(op);
+                        return;
+                case OP_KILL:
+                case OP_HELLO:
+                        op_done(op);
+                        return;
+                }
+                return;
+        case PROTO_STDOUT:
+        case PROTO_STDERR:
+                if (op->kind == OP_EXEC || op->kind == OP_ATTACH)
+                        op_output(op, h->type == PROTO_STDOUT ? 0 : 1, payload, h->len, false);
+                return;
+        case PROTO_EXIT:
+                if (op->kind == OP_EXEC || op->kind == OP_ATTACH) {
+                        op_flush_carry(op);
+                        op_exit_event(op, j);
+                } else if (op->kind == OP_READ && c) {
+                        /* A read that failed midway: the download must not look complete. */
+                        log_warn("%s: read failed midway", s->id);
+                        conn_abort(c);
+                }
+                op_done(op);
+                return;
+        case PROTO_DATA:
+                if (op->kind != OP_READ)
+                        return;
+                if (h->len == 0) {
+                        if (c)
+                                conn_stream_end(c);
+                        op_done(op);
+                        return;
+                }
+                op->bytes += h->len;
+                if (c)
+                        conn_stream_chunk(c, payload, h->len);
+                return;
+        default:
+                ses_mark_dead(s, "space-init sent an unexpected %s frame", proto_type_name(h->type));
+                return;
+        }
+}
+
+static void ses_process(struct session *s) {
+        /* Frames are handled in place; s->in is not touched until the loop ends, so payload
+         * pointers stay valid through the handlers (which never read from init). */
+        while (!s->freed && s->state != SES_DEAD && !s->stalled) {
+                struct proto_hdr h;
+                const uint8_t *payload;
+                struct buf view = { .data = s->in.data + s->in_off, .len = s->in.len - s->in_off };
+                int r = view.len ? proto_frame_peek(&view, &h, &payload) : 0;
+                if (r == 0)
+                        break;
+                if (r < 0) {
+                        ses_mark_dead(s, "protocol error from space-init: %s", strerror(-r));
+                        return;
+                }
+                struct op *op = h.type == PROTO_HELLO ? NULL : op_find(s, h.id);
+                if (op && frame_writes_client(op, h.type) && conn_over_high(op->conn)) {
+                        /* The client reads slower than the command writes: hold this frame
+                         * and stop reading init until the client drains (conn_flush). */
+                        s->stalled = true;
+                        op->conn->sandbox_stalled = true;
+                        break;
+                }
+                s->in_off += PROTO_HDR_SIZE + h.len;
+                dispatch(s, &h, payload);
+        }
+        if (s->freed)
+                return;
+        if (s->in_off) {
+                buf_consume(&s->in, s->in_off);
+                s->in_off = 0;
+        }
+        if (s->state != SES_DEAD)
+                ses_update_events(s);
+}
+
+void ses_resume(struct session *s) {
+        if (!s->stalled || s->freed)
+                return;
+        s->stalled = false;
+        ses_process(s);
+}
+
+static void ses_update_events(struct session *s) {
+        if (s->state == SES_DEAD || s->init_src.fd < 0 || s->freed)
+                return;
+        uint32_t ev = 0;
+        if (!s->stalled && s->in.len < PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD + SES_READ_CHUNK)
+                ev |= EPOLLIN;
+        if (s->out_off < s->out.len)
+                ev |= EPOLLOUT;
+        (void)loop_mod(s->d->loop, &s->init_src, ev);
+}
+
+static void init_event(struct loop_src *src, uint32_t revents) {
+        struct session *s = (struct session *)((char *)src - offsetof(struct session, init_src));
+        if (revents & EPOLLOUT)
+                ses_flush(s);
+        if (s->state == SES_DEAD)
+                return;
+        if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+                if (s->stalled || buf_reserve(&s->in, SES_READ_CHUNK) < 0) {
+                        /* No room (a slow client holds frames): only a hang-up matters now. */
+                        if (revents & (EPOLLHUP | EPOLLERR))
+                                ses_mark_dead(s, "space-init closed its connection");
+                        return;
+                }
+                ssize_t n = recv(s->init_src.fd, s->in.data + s->in.len, SES_READ_CHUNK, 0);
+                if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                        ses_mark_dead(s, "reading from space-init: %s", strerror(errno));
+                        return;
+                }
+                if (n == 0) {
+                        ses_process(s);
+                        ses_mark_dead(s, "space-init closed its connection");
+                        return;
+                }
+                if (n > 0)
+                        s->in.len += (size_t)n;
+                ses_process(s);
+        }
+        if (s->state != SES_DEAD)
+                ses_update_events(s);
+}
+
+static void pid_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct session *s = (struct session *)((char *)src - offsetof(struct session, pid_src));
+        struct rt_health h = { 0 };
+        (void)s->rt->health(s->sb, &h);
+        int st = h.init_status;
+        /* Frames init sent before it died are still worth delivering. */
+        if (s->init_src.fd >= 0) {
+                for (int i = 0; i < 64 && s->state != SES_DEAD && !s->stalled && !s->freed; i++) {
+                        if (buf_reserve(&s->in, SES_READ_CHUNK) < 0)
+                                break;
+                        ssize_t n = recv(s->init_src.fd, s->in.data + s->in.len, SES_READ_CHUNK, MSG_DONTWAIT);
+                        if (n <= 0)
+                                break;
+                        s->in.len += (size_t)n;
+                        ses_process(s);
+                }
+        }
+        if (s->state == SES_DEAD || s->freed)
+                return;
+        if (h.alive)
+                ses_mark_dead(s, "space-init ended");
+        else if (WIFSIGNALED(st))
+                ses_mark_dead(s, "space-init was killed by signal %d", WTERMSIG(st));
+        else
+                ses_mark_dead(s, "space-init exited with status %d", WEXITSTATUS(st));
+}
+
+void ses_tick(struct daemon *d) {
+        uint64_t now = srv_now_ms();
+        for (struct session *s = d->sessions, *next; s; s = next) {
+                next = s->next;
+                if (s->state == SES_CREATING && now > s->hello_deadline_ms)
+                        ses_mark_dead(s, "space-init did not say hello within %d ms", SES_HELLO_TIMEOUT_MS);
+        }
+}
+
+/* ---- create ---- */
+
+static int env_from_json(const struct json *obj, char ***ret, size_t *ret_n, const char **why) {
+        if (!obj) {
+                *ret = NULL;
+                *ret_n = 0;
+                return 0;
+        }
+        if (json_type(obj) != JSON_OBJECT) {
+                *why = "env must be an object of strings";
+                return -EINVAL;
+        }
+        size_t n = json_len(obj);
+        if (n > SES_MAX_ENV) {
+                *why = "too many env entries";
+                return -E2BIG;
+        }
+        char **env = calloc(n + 1, sizeof *env);
+        if (!env)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const char *k = json_key_at(obj, i);
+                const char *v = json_str(json_at(obj, i));
+                if (!v || !*k || strchr(k, '=') || strlen(k) + strlen(v) > PROTO_MAX_PATH * 8) {
+                        *why = "env: keys must be non-empty without '=', values strings";
+                        for (size_t k2 = 0; k2 < i; k2++)
+                                free(env[k2]);
+                        free(env);
+                        return -EINVAL;
+                }
+                if (asprintf(&env[i], "%s=%s", k, v) < 0) {
+                        for (size_t k2 = 0; k2 < i; k2++)
+                                free(env[k2]);
+                        free(env);
+                        return -ENOMEM;
+                }
+        }
+        *ret = env;
+        *ret_n = n;
+        return 0;
+}
+
+int ses_parse_env(const struct json *obj, char ***ret, size_t *ret_n, const char **why) {
+        return env_from_json(obj, ret, ret_n, why);
+}
+
+int ses_create(struct daemon *d, struct conn *c, const struct json *body) {
+        if (d->n_sessions >= SPACED_MAX_SESSIONS) {
+                conn_reply_error(c, 409, "too many sessions (%d)", SPACED_MAX_SESSIONS);
+                return 0;
+        }
+        const char *tpl = TEMPLATE_BASE;
+        const struct json *v;
+        if ((v = json_get(body, "template")) && json_type(v) != JSON_NULL) {
+                tpl = json_str(v);
+                if (!tpl) {
+                        conn_reply_error(c, 400, "template must be a string");
+                        return 0;
+                }
+        }
+        if (!template_name_valid(tpl)) {
+                conn_reply_error(c, 400, "invalid template name \"%.80s\"", tpl);
+                return 0;
+        }
+        if (!template_exists(d->data_dir, tpl) || tpl_building(d, tpl)) {
+                conn_reply_error(c, 404, "template %s does not exist (build it: space template build %s ...)", tpl, tpl);
+                return 0;
+        }
+        uint64_t memory = SES_DEFAULT_MEMORY;
+        if ((v = json_get(body, "memory")) && json_type(v) != JSON_NULL) {
+                int64_t m;
+                if (json_type(v) == JSON_STRING) {
+                        if (util_parse_size(json_str(v), &memory) < 0) {
+                                conn_reply_error(c, 400, "memory: bad size \"%.40s\" (use 512M, 1.5G or bytes)", json_str(v));
+                                return 0;
+                        }
+                } else if (json_int(v, &m) == 0 && m >= 0) {
+                        memory = (uint64_t)m;
+                } else {
+                        conn_reply_error(c, 400, "memory must be a size string or a number of bytes");
+                        return 0;
+                }
+                if (memory == 0)
+                        memory = SES_DEFAULT_MEMORY;
+                if (memory < (8u << 20) || memory > SES_MAX_MEMORY) {
+                        conn_reply_error(c, 400, "memory must be between 8M and 1T");
+                        return 0;
+                }
+        }
+        double cpus = 0;
+        if ((v = json_get(body, "cpus")) && json_type(v) != JSON_NULL) {
+                if (json_type(v) != JSON_NUMBER || !(json_num(v) >= 0) || json_num(v) > SES_MAX_CPUS) {
+                        conn_reply_error(c, 400, "cpus must be a number between 0 (no limit) and %g", SES_MAX_CPUS);
+                        return 0;
+                }
+                cpus = json_num(v);
+                if (cpus > 0 && cpus < 0.01) {
+                        conn_reply_error(c, 400, "cpus must be at least 0.01");
+                        return 0;
+                }
+        }
+        uint32_t pids = SES_DEFAULT_PIDS;
+        if ((v = json_get(body, "pids")) && json_type(v) != JSON_NULL) {
+                int64_t p;
+                if (json_int(v, &p) < 0 || p < 0 || p > SES_MAX_PIDS) {
+                        conn_reply_error(c, 400, "pids must be an integer between 0 (default) and %u", SES_MAX_PIDS);
+                        return 0;
+                }
+                if (p > 0)
+                        pids = (uint32_t)p;
+        }
+        bool network = false;
+        if ((v = json_get(body, "network")) && json_type(v) != JSON_NULL) {
+                if (json_type(v) != JSON_BOOL) {
+                        conn_reply_error(c, 400, "network must be true or false");
+                        return 0;
+                }
+                network = json_is_true(v);
+        }
+        char **env = NULL;
+        size_t n_env = 0;
+        const char *why = "bad env";
+        int r = env_from_json(json_get(body, "env"), &env, &n_env, &why);
+        if (r < 0) {
+                conn_reply_error(c, r == -ENOMEM ? 500 : 400, "%s", why);
+                return 0;
+        }
+
+        struct session *s = calloc(1, sizeof *s);
+        if (!s) {
+                for (size_t i = 0; i < n_env; i++)
+                        free(env[i]);
+                free(env);
+                return -ENOMEM;
+        }
+        s->d = d;
+        s->rt = d->rt;
+        s->env = env;
+        s->n_env = n_env;
+        s->memory = memory;
+        s->cpus = cpus;
+        s->pids = pids;
+        s->network = network;
+        s->state = SES_CREATING;
+        s->created_at = time(NULL);
+        s->init_src.fd = -1;
+        s->pid_src.fd = -1;
+        s->in = BUF_INIT(PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD + 2 * SES_READ_CHUNK);
+        s->out = BUF_INIT(SES_OUT_MAX);
+        s->template = strdup(tpl);
+        do {
+                if ((r = util_random_id("ses_", s->id, sizeof s->id)) < 0 ||
+                    (r = util_random_id("sbx_", s->sbx_id, sizeof s->sbx_id)) < 0)
+                        break;
+        } while (ses_find(d, s->id));
+        _cleanup_free_ char *lower = NULL, *upper = NULL, *work = NULL, *run = NULL;
+        if (r == 0 && (!s->template || asprintf(&s->dir, "%s/sandboxes/%s", d->data_dir, s->sbx_id) < 0 ||
+                       asprintf(&upper, "%s/upper", s->dir) < 0 || asprintf(&work, "%s/work", s->dir) < 0 ||
+                       asprintf(&run, "%s/run", s->dir) < 0))
+                r = -ENOMEM;
+        if (r == 0)
+                r = template_rootfs_path(d->data_dir, tpl, &lower);
+        if (r < 0) {
+                ses_free_deferred(s);
+                return r;
+        }
+        /* Link it now so a failure path can use ses_delete, which removes the dir. */
+        s->next = d->sessions;
+        if (d->sessions)
+                d->sessions->prev = s;
+        d->sessions = s;
+        d->n_sessions++;
+
+        if (mkdir(s->dir, 0700) < 0 || mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(run, 0700) < 0) {
+                conn_reply_error(c, 500, "making %s: %s", s->dir, strerror(errno));
+                ses_delete(s, NULL);
+                return 0;
+        }
+        struct rt_spec spec = {
+                .id = s->sbx_id,
+                .lower_dirs = lower,
+                .upper_dir = upper,
+                .work_dir = work,
+                .run_dir = run,
+                .init_path = d->init_path,
+                .limits = { .memory_bytes = memory, .cpu_millis = (uint32_t)(cpus * 1000 + 0.5), .pids = pids },
+                .network = network,
+        };
+        uint64_t t0 = srv_now_ms();
+        r = d->rt->create(&spec, &s->sb);
+        if (r < 0) {
+                const char *e = runtime_last_error();
+                int status = r == -EOPNOTSUPP || r == -EINVAL ? 400 : 500;
+                conn_reply_error(c, status, "creating the sandbox failed: %s", *e ? e : strerror(-r));
+                s->sb = NULL;
+                ses_delete(s, NULL);
+                return 0;
+        }
+        log_debug("%s: sandbox %s made in %" PRIu64 " ms", s->id, s->sbx_id, srv_now_ms() - t0);
+        s->init_pid = d->rt->init_pid(s->sb);
+        int ifd = d->rt->init_fd(s->sb), pfd = d->rt->pid_fd(s->sb);
+        /* The socket is the sandbox's; we only need it non-blocking for the loop. */
+        int fl = fcntl(ifd, F_GETFL);
+        if (fl < 0 || fcntl(ifd, F_SETFL, fl | O_NONBLOCK) < 0) {
+                conn_reply_error(c, 500, "init socket: %s", strerror(errno));
+                ses_delete(s, NULL);
+                return 0;
+        }
+        s->init_src.fd = ifd;
+        s->init_src.cb = init_event;
+        s->pid_src.fd = pfd;
+        s->pid_src.cb = pid_event;
+        if ((r = loop_add(d->loop, &s->init_src, EPOLLIN)) < 0 || (r = loop_add(d->loop, &s->pid_src, EPOLLIN)) < 0) {
+                conn_reply_error(c, 500, "watching the sandbox: %s", strerror(-r));
+                ses_delete(s, NULL);
+                return 0;
+        }
+        struct op *op;
+        if ((r = ses_op_new(s, c, OP_HELLO, &op)) < 0) {
+                ses_delete(s, NULL);
+                return r;
+        }
+        s->create_conn = c;
+        s->hello_deadline_ms = srv_now_ms() + SES_HELLO_TIMEOUT_MS;
+        /* HELLO may already be in the socket; the loop will see it. */
+        return 0;
+}

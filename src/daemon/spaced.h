@@ -1,0 +1,230 @@
+/* spaced's internal types: the daemon, its HTTP connections, sessions (one sandbox each
+ * for now) and the requests in flight between an HTTP client and a sandbox's space-init.
+ * Shared by server.c, session.c, api*.c and main.c; nothing here is a public API. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+#include "common/json.h"
+#include "daemon/http.h"
+#include "daemon/loop.h"
+#include "daemon/routes.h"
+
+#define SPACED_VERSION "0.1.0"
+
+/* Per connection: unparsed input we hold at most (we stop reading past it). */
+#define CONN_IN_MAX (64u << 10)
+/* Output queued to one client: past HIGH we stop forwarding a sandbox's frames to it until
+ * it drains below LOW. MAX is a hard stop that no single append can pass by much. */
+#define CONN_OUT_HIGH (256u << 10)
+#define CONN_OUT_LOW (64u << 10)
+#define CONN_OUT_MAX (8u << 20)
+#define SPACED_MAX_CONNS 1024
+/* Frames queued to one space-init: uploads pause past HIGH and resume below LOW. */
+#define SES_OUT_HIGH (1u << 20)
+#define SES_OUT_LOW (256u << 10)
+#define SES_OUT_MAX (8u << 20)
+#define SES_READ_CHUNK (64u << 10)
+#define SES_UPLOAD_FRAME (64u << 10)
+#define SES_HELLO_TIMEOUT_MS 10000
+#define SPACED_MAX_SESSIONS 4096
+#define SES_MAX_ENV 256                /* env entries a session or exec may carry */
+#define SES_ID_LEN 20                  /* "ses_" + 16 hex */
+#define SES_DEFAULT_MEMORY (512ull << 20)
+#define SES_DEFAULT_PIDS 512u
+#define SES_MAX_MEMORY (1ull << 40)
+#define SES_MAX_PIDS 1000000u
+#define SES_MAX_CPUS 1024.0
+
+struct daemon;
+struct session;
+struct op;
+struct tpl_job;
+
+enum conn_state {
+        CONN_IDLE,        /* parsing the next request */
+        CONN_BODY_JSON,   /* collecting a JSON body for the route */
+        CONN_BODY_STREAM, /* passing the body to the handler as it comes (upload) */
+        CONN_BODY_DISCARD,/* answered already; dropping the rest of the body */
+        CONN_WAIT,        /* the handler answers asynchronously */
+        CONN_CLOSING,     /* flush what is queued, then close */
+};
+
+struct conn {
+        struct loop_src src;
+        struct daemon *d;
+        struct conn *next, *prev;
+        enum conn_state state;
+        bool closed;           /* fd closed, waiting for the deferred free */
+        bool in_process;       /* inside conn_process(): guards recursion */
+        bool peer_closed;      /* read EOF from the client */
+        bool rdhup;            /* EPOLLRDHUP seen (EOF will follow) */
+        bool in_paused;        /* an upload waits for the sandbox to take data */
+        bool keep_alive;
+        bool streaming;        /* a chunked response is under way */
+        bool resp_done;        /* this request's response is complete */
+        bool sandbox_stalled;  /* a sandbox waits for this client to drain */
+        struct buf in;
+        size_t in_off;
+        struct buf out;
+        size_t out_off;
+        struct http_parser *parser;
+        const struct http_request *req;
+        const struct api_route *route;
+        struct api_params params;
+        struct buf body;
+        struct op *op;         /* request in flight to a sandbox, if any */
+        struct tpl_job *job;   /* template build streaming to this client, if any */
+        /* CONN_BODY_STREAM: body bytes; returns <0 to fail the request. */
+        int (*on_body)(struct conn *c, const char *data, size_t n);
+        void (*on_body_end)(struct conn *c);
+};
+
+enum ses_state { SES_CREATING, SES_RUNNING, SES_DEAD };
+
+struct session {
+        struct daemon *d;
+        struct session *next, *prev;
+        char id[SES_ID_LEN + 1];
+        char sbx_id[SES_ID_LEN + 1];
+        char *template;
+        char *dir;           /* DATA/sandboxes/<sbx_id> */
+        enum ses_state state;
+        char *error;         /* why it is dead */
+        time_t created_at;
+        uint64_t memory;
+        double cpus;
+        uint32_t pids;
+        bool network;
+        char **env;          /* "K=V", NULL-terminated; the defaults of every exec */
+        size_t n_env;
+        const struct runtime_ops *rt;
+        struct rt_sandbox *sb;
+        pid_t init_pid;
+        struct loop_src init_src;
+        struct loop_src pid_src;
+        struct buf in;       /* frames from init not yet handled */
+        size_t in_off;
+        struct buf out;      /* frames to init not yet written */
+        size_t out_off;
+        uint32_t next_id;
+        struct op *ops;      /* requests in flight */
+        struct conn *create_conn; /* the POST /v1/sessions waiting for HELLO */
+        uint64_t hello_deadline_ms;
+        bool stalled;        /* frame handling stops until a client drains */
+        bool oom_killed;     /* last health seen */
+        uint64_t mem_bytes;
+        uint32_t n_pids;
+        bool freed;
+};
+
+enum op_kind {
+        OP_EXEC,
+        OP_ATTACH,
+        OP_READ,
+        OP_WRITE,
+        OP_SIMPLE, /* one REQ, one RESP: ps, list, stat, mkdir, remove, signal */
+        OP_HELLO,  /* POST /v1/sessions waiting for init's HELLO */
+        OP_KILL,   /* fire-and-forget signal after a client vanished: its RESP is dropped */
+};
+
+/* The bytes of a stream that may end in an incomplete UTF-8 sequence, carried over. */
+struct utf8_carry {
+        uint8_t b[4];
+        uint8_t n;
+};
+
+struct op {
+        struct op *next, *prev;
+        struct session *ses;
+        struct conn *conn;   /* NULL once the client went away */
+        uint32_t id;
+        enum op_kind kind;
+        bool got_resp;
+        bool background;
+        int64_t pid;
+        uint64_t bytes;      /* uploaded or downloaded so far */
+        struct utf8_carry carry[2]; /* stdout, stderr */
+        bool upload_failed;  /* the client sent a bad body: abort */
+        /* OP_SIMPLE: turns the RESP JSON into the HTTP answer. */
+        void (*on_resp)(struct op *op, const struct json *resp);
+};
+
+struct daemon {
+        struct loop *loop;
+        char *data_dir;
+        char *sock_path;
+        char *init_path;
+        const struct runtime_ops *rt;
+        struct loop_src unix_src;
+        struct loop_src tcp_src;
+        struct loop_src sig_src;
+        struct loop_src timer_src;
+        struct loop_src tpl_src;  /* read end of the template workers' pipe */
+        int tpl_wfd;
+        struct conn *conns;
+        size_t n_conns;
+        struct session *sessions;
+        size_t n_sessions;
+        struct tpl_job *jobs;
+        bool stopping;
+};
+
+/* server.c */
+int srv_listen_unix(struct daemon *d, const char *path);
+int srv_listen_tcp(struct daemon *d, const char *hostport);
+void srv_close_all(struct daemon *d);
+uint64_t srv_now_ms(void);
+/* Answers: a complete JSON response, an error ({"error":{code,message}}), or an empty 204. */
+void conn_reply_json(struct conn *c, int status, const struct buf *body);
+void conn_reply_error(struct conn *c, int status, const char *fmt, ...) _printf_(3, 4);
+void conn_reply_empty(struct conn *c, int status);
+/* Chunked streams: the head, then raw chunks or one JSON line per event, then the end. */
+void conn_stream_begin(struct conn *c, int status, const char *content_type);
+void conn_stream_chunk(struct conn *c, const void *data, size_t n);
+void conn_stream_event(struct conn *c, const struct buf *json_line);
+void conn_stream_end(struct conn *c);
+/* Drops the connection without ending the response (a truncated download must look so). */
+void conn_abort(struct conn *c);
+/* Resumes parsing an upload paused with c->in_paused. */
+void conn_resume_input(struct conn *c);
+/* Sends "100 Continue" when the client waits for it. */
+void conn_continue(struct conn *c);
+bool conn_over_high(const struct conn *c);
+
+/* session.c */
+int ses_create(struct daemon *d, struct conn *c, const struct json *body);
+struct session *ses_find(struct daemon *d, const char *id);
+void ses_write_json(struct json_writer *w, struct session *s);
+/* Destroys the sandbox, fails its requests, removes its files and frees it. */
+void ses_delete(struct session *s, const char *why);
+void ses_mark_dead(struct session *s, const char *fmt, ...) _printf_(2, 3);
+bool ses_template_in_use(struct daemon *d, const char *name);
+void ses_tick(struct daemon *d);
+/* {"K":"V"} -> NULL-terminated "K=V" strings; *why says what was wrong. */
+int ses_parse_env(const struct json *obj, char ***ret, size_t *ret_n, const char **why);
+/* A new request to init; the op is linked to c (which may be NULL). */
+int ses_op_new(struct session *s, struct conn *c, enum op_kind kind, struct op **ret);
+/* Queues one frame to init. */
+int ses_send(struct session *s, uint8_t type, uint32_t id, const void *payload, size_t len);
+int ses_send_req(struct session *s, uint32_t id, const struct buf *json);
+void op_done(struct op *op);
+/* The client of op went away (connection closed). */
+void op_conn_gone(struct op *op);
+/* A client that stalled a sandbox has drained. */
+void ses_resume(struct session *s);
+/* The sandbox took queued data: resumes uploads. */
+bool ses_out_full(const struct session *s);
+
+/* api.c */
+/* Maps an error RESP of init ({"error":{"code","errno","message"}}) to an HTTP answer. */
+void api_reply_init_error(struct conn *c, const struct json *resp, bool exec);
+bool api_resp_is_error(const struct json *resp);
+
+/* tpl.c */
+int tpl_init(struct daemon *d);
+void tpl_conn_gone(struct tpl_job *j);
+bool tpl_building(struct daemon *d, const char *name);
