@@ -380,6 +380,8 @@ static int mismatch(struct cmp *c, const char *fmt, ...) {
         return -1;
 }
 
+static int cmp_strp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static int xattr_list(const char *p, char ***names, size_t *n) {
         char buf[65536];
         ssize_t k = llistxattr(p, buf, sizeof buf);
@@ -391,19 +393,18 @@ static int xattr_list(const char *p, char ***names, size_t *n) {
                 *names = realloc(*names, (*n + 1) * sizeof **names);
                 (*names)[(*n)++] = strdup(buf + i);
         }
-        qsort(*names, *n, sizeof **names, (int (*)(const void *, const void *))strcmp);
         return 0;
 }
-
-static int cmp_strp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int cmp_xattrs(struct cmp *c, const char *a, const char *b) {
         char **na, **nb;
         size_t la, lb;
         if (xattr_list(a, &na, &la) < 0 || xattr_list(b, &nb, &lb) < 0)
                 return mismatch(c, "%s: cannot list xattrs", a);
-        qsort(na, la, sizeof *na, cmp_strp);
-        qsort(nb, lb, sizeof *nb, cmp_strp);
+        if (la)
+                qsort(na, la, sizeof *na, cmp_strp);
+        if (lb)
+                qsort(nb, lb, sizeof *nb, cmp_strp);
         int r = 0;
         if (la != lb)
                 r = mismatch(c, "%s: %zu xattrs vs %zu", a, la, lb);
@@ -456,7 +457,8 @@ static int list_sorted(const char *dir, char ***v, size_t *n) {
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
                         push(v, n, &cap, de->d_name);
         closedir(d);
-        qsort(*v, *n, sizeof **v, cmp_strp);
+        if (*n)
+                qsort(*v, *n, sizeof **v, cmp_strp);
         return 0;
 }
 
