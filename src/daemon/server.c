@@ -175,7 +175,7 @@ void conn_reply_json(struct conn *c, int status, const struct buf *body) {
         conn_update_events(c);
 }
 
-static void error_body(struct buf *b, int status, const char *msg) {
+void srv_error_body(struct buf *b, int status, const char *msg) {
         struct json_writer w = JSON_WRITER_INIT(b);
         json_w_obj_begin(&w);
         json_w_key(&w, "error");
@@ -213,7 +213,7 @@ void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
                 return;
         }
         struct buf b = BUF_INIT(0);
-        error_body(&b, status, msg);
+        srv_error_body(&b, status, msg);
         if (status == 405 && c->req) {
                 char allow[128], hdr[160];
                 api_allowed_methods(c->req->path, allow, sizeof allow);
@@ -534,6 +534,37 @@ static struct daemon *daemon_of_listener(struct loop_src *src, bool tcp) {
         return (struct daemon *)((char *)src - (tcp ? offsetof(struct daemon, tcp_src) : offsetof(struct daemon, unix_src)));
 }
 
+int srv_conn_new(struct daemon *d, int fd) {
+        struct conn *c = calloc(1, sizeof *c);
+        struct http_parser *p = malloc(sizeof *p);
+        if (!c || !p) {
+                free(c);
+                free(p);
+                return -ENOMEM;
+        }
+        http_parser_init(p);
+        c->parser = p;
+        c->d = d;
+        c->src.fd = fd;
+        c->src.cb = conn_event;
+        c->state = CONN_IDLE;
+        c->keep_alive = true;
+        c->in = BUF_INIT(CONN_IN_MAX + 1);
+        c->out = BUF_INIT(CONN_OUT_MAX);
+        int r = loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP);
+        if (r < 0) {
+                free(p);
+                free(c);
+                return r;
+        }
+        c->next = d->conns;
+        if (d->conns)
+                d->conns->prev = c;
+        d->conns = c;
+        d->n_conns++;
+        return 0;
+}
+
 static void listener_event(struct daemon *d, struct loop_src *src) {
         for (int i = 0; i < 16; i++) {
                 int fd = accept4(src->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -547,34 +578,8 @@ static void listener_event(struct daemon *d, struct loop_src *src) {
                         close(fd);
                         continue;
                 }
-                struct conn *c = calloc(1, sizeof *c);
-                struct http_parser *p = malloc(sizeof *p);
-                if (!c || !p) {
-                        free(c);
-                        free(p);
+                if (srv_conn_new(d, fd) < 0)
                         close(fd);
-                        continue;
-                }
-                http_parser_init(p);
-                c->parser = p;
-                c->d = d;
-                c->src.fd = fd;
-                c->src.cb = conn_event;
-                c->state = CONN_IDLE;
-                c->keep_alive = true;
-                c->in = BUF_INIT(CONN_IN_MAX + 1);
-                c->out = BUF_INIT(CONN_OUT_MAX);
-                if (loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP) < 0) {
-                        close(fd);
-                        free(p);
-                        free(c);
-                        continue;
-                }
-                c->next = d->conns;
-                if (d->conns)
-                        d->conns->prev = c;
-                d->conns = c;
-                d->n_conns++;
         }
 }
 

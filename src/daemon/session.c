@@ -4,6 +4,7 @@
  * too slowly, frame handling for the whole sandbox stops until it catches up (space-init
  * then holds the command's output back). */
 #include <fcntl.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -253,10 +254,11 @@ static void ses_fail_ops(struct session *s, int status, const char *msg) {
         while (s->ops) {
                 struct op *op = s->ops;
                 struct conn *c = op->conn;
+                enum op_kind kind = op->kind;
                 op_done(op);
                 if (!c)
                         continue;
-                if (c->streaming && (op->kind == OP_READ))
+                if (c->streaming && kind == OP_READ)
                         conn_abort(c);
                 else
                         conn_reply_error(c, status, "%s", msg);
@@ -289,8 +291,6 @@ void ses_mark_dead(struct session *s, const char *fmt, ...) {
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         ses_refresh_health(s);
-        if (s->oom_killed && strlen(msg) + 32 < sizeof msg)
-                strcat(msg, " (memory limit reached)");
         log_warn("%s: sandbox %s died: %s", s->id, s->sbx_id, msg);
         bool creating = s->state == SES_CREATING;
         s->state = SES_DEAD;
@@ -712,6 +712,28 @@ static void ses_update_events(struct session *s) {
         (void)loop_mod(s->d->loop, &s->init_src, ev);
 }
 
+/* Marks s dead with the best reason known: init's wait status if it has ended. */
+static void ses_init_gone(struct session *s, const char *fallback) {
+        struct rt_health h = { 0 };
+        /* Its socket closes while init is still exiting: give the exit a moment to show
+         * in the pidfd so the reason says how it ended. Rare, and bounded. */
+        if (s->pid_src.fd >= 0) {
+                struct pollfd p = { .fd = s->pid_src.fd, .events = POLLIN };
+                (void)poll(&p, 1, 200);
+        }
+        if (s->sb && s->rt->health(s->sb, &h) == 0 && !h.alive) {
+                int st = h.init_status;
+                s->oom_killed = s->oom_killed || h.oom_killed;
+                if (WIFSIGNALED(st))
+                        ses_mark_dead(s, "space-init was killed by signal %d%s", WTERMSIG(st),
+                                      WTERMSIG(st) == SIGKILL && h.oom_killed ? " (the memory limit was reached)" : "");
+                else
+                        ses_mark_dead(s, "space-init exited with status %d", WEXITSTATUS(st));
+                return;
+        }
+        ses_mark_dead(s, "%s", fallback);
+}
+
 static void init_event(struct loop_src *src, uint32_t revents) {
         struct session *s = (struct session *)((char *)src - offsetof(struct session, init_src));
         if (revents & EPOLLOUT)
@@ -722,7 +744,7 @@ static void init_event(struct loop_src *src, uint32_t revents) {
                 if (s->stalled || buf_reserve(&s->in, SES_READ_CHUNK) < 0) {
                         /* No room (a slow client holds frames): only a hang-up matters now. */
                         if (revents & (EPOLLHUP | EPOLLERR))
-                                ses_mark_dead(s, "space-init closed its connection");
+                                ses_init_gone(s, "space-init closed its connection");
                         return;
                 }
                 ssize_t n = recv(s->init_src.fd, s->in.data + s->in.len, SES_READ_CHUNK, 0);
@@ -732,7 +754,8 @@ static void init_event(struct loop_src *src, uint32_t revents) {
                 }
                 if (n == 0) {
                         ses_process(s);
-                        ses_mark_dead(s, "space-init closed its connection");
+                        if (!s->freed && s->state != SES_DEAD)
+                                ses_init_gone(s, "space-init closed its connection");
                         return;
                 }
                 if (n > 0)
@@ -746,9 +769,6 @@ static void init_event(struct loop_src *src, uint32_t revents) {
 static void pid_event(struct loop_src *src, uint32_t revents) {
         (void)revents;
         struct session *s = (struct session *)((char *)src - offsetof(struct session, pid_src));
-        struct rt_health h = { 0 };
-        (void)s->rt->health(s->sb, &h);
-        int st = h.init_status;
         /* Frames init sent before it died are still worth delivering. */
         if (s->init_src.fd >= 0) {
                 for (int i = 0; i < 64 && s->state != SES_DEAD && !s->stalled && !s->freed; i++) {
@@ -763,12 +783,7 @@ static void pid_event(struct loop_src *src, uint32_t revents) {
         }
         if (s->state == SES_DEAD || s->freed)
                 return;
-        if (h.alive)
-                ses_mark_dead(s, "space-init ended");
-        else if (WIFSIGNALED(st))
-                ses_mark_dead(s, "space-init was killed by signal %d", WTERMSIG(st));
-        else
-                ses_mark_dead(s, "space-init exited with status %d", WEXITSTATUS(st));
+        ses_init_gone(s, "space-init ended");
 }
 
 void ses_tick(struct daemon *d) {

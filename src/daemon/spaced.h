@@ -177,6 +177,10 @@ struct daemon {
 int srv_listen_unix(struct daemon *d, const char *path);
 int srv_listen_tcp(struct daemon *d, const char *hostport);
 void srv_close_all(struct daemon *d);
+/* Serves HTTP on a connected, non-blocking fd (taken over on success). */
+int srv_conn_new(struct daemon *d, int fd);
+/* {"error":{"code":"<from status>","message":msg}} */
+void srv_error_body(struct buf *b, int status, const char *msg);
 uint64_t srv_now_ms(void);
 /* Answers: a complete JSON response, an error ({"error":{code,message}}), or an empty 204. */
 void conn_reply_json(struct conn *c, int status, const struct buf *body);
