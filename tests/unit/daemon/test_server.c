@@ -1,0 +1,326 @@
+/* Unit tests of spaced's HTTP server (server.c + routes + handlers that need no sandbox),
+ * run in-process: a socketpair stands in for a client, the test turns the event loop.
+ * Checks answers, JSON error bodies, limits, pipelining and connection handling. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/json.h"
+#include "daemon/spaced.h"
+#include "runtime/runtime.h"
+
+static const struct runtime_ops fake_rt = { .name = "fake" };
+
+struct fixture {
+        struct daemon d;
+        int client;
+        char tmp[64];
+};
+
+static int setup(void **state) {
+        struct fixture *f = calloc(1, sizeof *f);
+        assert_non_null(f);
+        snprintf(f->tmp, sizeof f->tmp, "/tmp/spaced-unit.XXXXXX");
+        assert_non_null(mkdtemp(f->tmp));
+        f->d.data_dir = f->tmp;
+        f->d.rt = &fake_rt;
+        f->d.unix_src.fd = f->d.tcp_src.fd = -1;
+        assert_int_equal(loop_new(&f->d.loop), 0);
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+        assert_int_equal(srv_conn_new(&f->d, sv[0]), 0);
+        f->client = sv[1];
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fixture *f = *state;
+        srv_close_all(&f->d);
+        loop_run_once(f->d.loop, 0);
+        f->d.loop = loop_free(f->d.loop);
+        if (f->client >= 0)
+                close(f->client);
+        rmdir(f->tmp);
+        free(f);
+        return 0;
+}
+
+/* Sends req (turning the loop while the socket is full), then collects what the server
+ * answers until it has been quiet for a while. Returns the bytes read; *closed tells
+ * whether the server closed the connection. */
+static size_t exchange(struct fixture *f, const char *req, size_t len, char *out, size_t cap, bool *closed) {
+        size_t sent = 0, got = 0;
+        bool eof = false;
+        int quiet = 0;
+        while (quiet < 5) {
+                if (sent < len) {
+                        ssize_t n = send(f->client, req + sent, len - sent, MSG_NOSIGNAL);
+                        if (n > 0)
+                                sent += (size_t)n;
+                        else if (n < 0 && errno != EAGAIN)
+                                sent = len; /* server closed early: stop sending */
+                }
+                loop_run_once(f->d.loop, 10);
+                bool progress = false;
+                for (;;) {
+                        if (got + 1 >= cap)
+                                break;
+                        ssize_t n = recv(f->client, out + got, cap - 1 - got, MSG_DONTWAIT);
+                        if (n > 0) {
+                                got += (size_t)n;
+                                progress = true;
+                                continue;
+                        }
+                        if (n == 0)
+                                eof = true;
+                        break;
+                }
+                if (eof && sent >= len)
+                        break;
+                quiet = progress || sent < len ? 0 : quiet + 1;
+        }
+        out[got] = '\0';
+        if (closed)
+                *closed = eof;
+        return got;
+}
+
+static void send_str(struct fixture *f, const char *req, char *out, size_t cap, bool *closed) {
+        exchange(f, req, strlen(req), out, cap, closed);
+}
+
+/* The JSON body of the first response in text, parsed. */
+static struct json *body_of(const char *resp) {
+        const char *b = strstr(resp, "\r\n\r\n");
+        assert_non_null(b);
+        b += 4;
+        const char *e = strchr(b, '\n');
+        struct json *j = NULL;
+        char err[128];
+        int r = json_parse(b, e ? (size_t)(e - b) : strlen(b), &j, err, sizeof err);
+        if (r < 0)
+                fail_msg("bad JSON body (%s): %s", err, b);
+        return j;
+}
+
+static void check_error(const char *resp, int status, const char *code) {
+        char line[64];
+        snprintf(line, sizeof line, "HTTP/1.1 %d ", status);
+        if (strncmp(resp, line, strlen(line)) != 0)
+                fail_msg("expected status %d, got: %.200s", status, resp);
+        assert_non_null(strstr(resp, "Content-Type: application/json\r\n"));
+        struct json *j = body_of(resp);
+        const struct json *e = json_get(j, "error");
+        assert_non_null(e);
+        assert_string_equal(json_get_str(e, "code"), code);
+        assert_non_null(json_get_str(e, "message"));
+        assert_true(strlen(json_get_str(e, "message")) > 0);
+        json_free(j);
+}
+
+static char resp[1 << 16];
+
+static void test_health_and_pipelining(void **state) {
+        struct fixture *f = *state;
+        bool closed;
+        printf("check: GET /v1/health answers 200 with status ok\n");
+        send_str(f, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", resp, sizeof resp, &closed);
+        assert_false(closed);
+        assert_memory_equal(resp, "HTTP/1.1 200 OK\r\n", 17);
+        struct json *j = body_of(resp);
+        assert_string_equal(json_get_str(j, "status"), "ok");
+        json_free(j);
+
+        printf("check: three pipelined requests get three answers in order, connection kept\n");
+        send_str(f,
+                 "GET /v1/%68ealth HTTP/1.1\r\n\r\n"
+                 "GET /v1/nope HTTP/1.1\r\n\r\n"
+                 "GET /v1/sessions HTTP/1.1\r\n\r\n",
+                 resp, sizeof resp, &closed);
+        assert_false(closed);
+        char *a = strstr(resp, "HTTP/1.1 200");
+        char *b = strstr(resp, "HTTP/1.1 404");
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_true(a < b);
+        char *c = strstr(b + 1, "HTTP/1.1 200");
+        assert_non_null(c);
+        assert_non_null(strstr(c, "{\"sessions\":[]}"));
+        check_error(b, 404, "not_found");
+}
+
+static void test_405(void **state) {
+        struct fixture *f = *state;
+        printf("check: a known path with a wrong method is 405 with an Allow header\n");
+        send_str(f, "DELETE /v1/health HTTP/1.1\r\n\r\n", resp, sizeof resp, NULL);
+        check_error(resp, 405, "method_not_allowed");
+        assert_non_null(strstr(resp, "Allow: GET\r\n"));
+}
+
+static void test_malformed_closes(void **state) {
+        struct fixture *f = *state;
+        bool closed;
+        printf("check: a malformed request line is 400 bad_request, then the server closes\n");
+        send_str(f, "GET /v1/health HTTP/9\r\n\r\n", resp, sizeof resp, &closed);
+        check_error(resp, 400, "bad_request");
+        assert_non_null(strstr(resp, "Connection: close\r\n"));
+        assert_true(closed);
+        assert_int_equal(f->d.n_conns, 0);
+}
+
+static void test_oversize_head(void **state) {
+        struct fixture *f = *state;
+        bool closed;
+        printf("check: a head over 16 KiB is 431 too_large\n");
+        size_t n = HTTP_MAX_HEAD + 1024;
+        char *big = malloc(n + 1);
+        assert_non_null(big);
+        memcpy(big, "GET /v1/health HTTP/1.1\r\nX-A: ", 30);
+        memset(big + 30, 'a', n - 30);
+        big[n] = '\0';
+        exchange(f, big, n, resp, sizeof resp, &closed);
+        free(big);
+        check_error(resp, 431, "too_large");
+        assert_true(closed);
+}
+
+static void test_oversize_json(void **state) {
+        struct fixture *f = *state;
+        bool closed;
+        printf("check: a JSON body over 1 MiB is 413 too_large (declared length and chunked)\n");
+        char head[256];
+        snprintf(head, sizeof head, "POST /v1/sessions HTTP/1.1\r\nContent-Length: %u\r\n\r\n{", HTTP_MAX_JSON_BODY + 1);
+        send_str(f, head, resp, sizeof resp, &closed);
+        check_error(resp, 413, "too_large");
+        assert_true(closed);
+}
+
+static void test_oversize_json_chunked(void **state) {
+        struct fixture *f = *state;
+        bool closed;
+        size_t chunk = 256 << 10, n_chunks = 5;
+        size_t total = 128 + n_chunks * (chunk + 16);
+        char *req = malloc(total);
+        assert_non_null(req);
+        int o = snprintf(req, total, "POST /v1/sessions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for (size_t i = 0; i < n_chunks; i++) {
+                o += snprintf(req + o, total - (size_t)o, "%zx\r\n", chunk);
+                memset(req + o, ' ', chunk);
+                o += (int)chunk;
+                o += snprintf(req + o, total - (size_t)o, "\r\n");
+        }
+        exchange(f, req, (size_t)o, resp, sizeof resp, &closed);
+        free(req);
+        check_error(resp, 413, "too_large");
+        assert_true(closed);
+}
+
+static void test_bad_json_and_fields(void **state) {
+        struct fixture *f = *state;
+        printf("check: a malformed JSON body is 400 bad_request\n");
+        send_str(f, "POST /v1/sessions HTTP/1.1\r\nContent-Length: 5\r\n\r\n{\"a\":", resp, sizeof resp, NULL);
+        check_error(resp, 400, "bad_request");
+        printf("check: a JSON body that is not an object is 400\n");
+        send_str(f, "POST /v1/sessions HTTP/1.1\r\nContent-Length: 2\r\n\r\n[]", resp, sizeof resp, NULL);
+        check_error(resp, 400, "bad_request");
+        printf("check: a template name that tries to leave its root is 400 (chunked body)\n");
+        const char *t = "POST /v1/sessions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        "d\r\n{\"template\":\"\r\n9\r\n../../etc\r\n2\r\n\"}\r\n0\r\n\r\n";
+        send_str(f, t, resp, sizeof resp, NULL);
+        check_error(resp, 400, "bad_request");
+        printf("check: a template that does not exist is 404\n");
+        send_str(f, "POST /v1/sessions HTTP/1.1\r\nContent-Length: 19\r\n\r\n{\"template\":\"nope\"}", resp, sizeof resp, NULL);
+        check_error(resp, 404, "not_found");
+        printf("check: a bad memory size is 400\n");
+        const char *m = "{\"template\":\"x\",\"memory\":\"12Q\"}";
+        char req[256];
+        snprintf(req, sizeof req, "POST /v1/sessions HTTP/1.1\r\nContent-Length: %zu\r\n\r\n%s", strlen(m), m);
+        send_str(f, req, resp, sizeof resp, NULL);
+        /* Template checks come first; either way the request must be refused with JSON. */
+        assert_true(strncmp(resp, "HTTP/1.1 4", 10) == 0);
+        printf("check: the connection survived all of these\n");
+        assert_int_equal(f->d.n_conns, 1);
+}
+
+static void test_unknown_ids(void **state) {
+        struct fixture *f = *state;
+        printf("check: unknown session ids are 404 on every session route\n");
+        const char *reqs[] = {
+                "GET /v1/sessions/ses_0000000000000000 HTTP/1.1\r\n\r\n",
+                "DELETE /v1/sessions/ses_0000000000000000 HTTP/1.1\r\n\r\n",
+                "GET /v1/sessions/nope/files?path=/etc/passwd HTTP/1.1\r\n\r\n",
+                "GET /v1/sessions/nope/processes HTTP/1.1\r\n\r\n",
+                "POST /v1/sessions/nope/exec HTTP/1.1\r\nContent-Length: 15\r\n\r\n{\"argv\":[\"ls\"]}",
+                "DELETE /v1/templates/nope HTTP/1.1\r\n\r\n",
+        };
+        for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+                send_str(f, reqs[i], resp, sizeof resp, NULL);
+                check_error(resp, 404, "not_found");
+        }
+        printf("check: a template name with a slash is 400 on delete\n");
+        send_str(f, "DELETE /v1/templates/..%2Fx HTTP/1.1\r\n\r\n", resp, sizeof resp, NULL);
+        assert_true(strncmp(resp, "HTTP/1.1 4", 10) == 0);
+}
+
+static void test_upload_unknown_session(void **state) {
+        struct fixture *f = *state;
+        bool closed;
+        printf("check: an upload to an unknown session is refused before 100 Continue\n");
+        send_str(f, "PUT /v1/sessions/nope/files?path=/a HTTP/1.1\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n",
+                 resp, sizeof resp, &closed);
+        assert_null(strstr(resp, "100 Continue"));
+        check_error(resp, 404, "not_found");
+        assert_true(closed);
+}
+
+static void test_client_goes_away(void **state) {
+        struct fixture *f = *state;
+        printf("check: a client that closes is forgotten\n");
+        assert_int_equal(f->d.n_conns, 1);
+        close(f->client);
+        f->client = -1;
+        for (int i = 0; i < 5 && f->d.n_conns; i++)
+                loop_run_once(f->d.loop, 10);
+        assert_int_equal(f->d.n_conns, 0);
+}
+
+static void test_error_body_escapes(void **state) {
+        (void)state;
+        printf("check: error bodies are valid JSON whatever the message holds\n");
+        struct buf b = BUF_INIT(0);
+        srv_error_body(&b, 409, "a \"quoted\"\nline\\ \x01 end");
+        struct json *j = NULL;
+        assert_int_equal(json_parse(b.data, b.len, &j, NULL, 0), 0);
+        const struct json *e = json_get(j, "error");
+        assert_string_equal(json_get_str(e, "code"), "conflict");
+        assert_string_equal(json_get_str(e, "message"), "a \"quoted\"\nline\\ \x01 end");
+        json_free(j);
+        buf_free(&b);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_health_and_pipelining, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_405, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_malformed_closes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_oversize_head, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_oversize_json, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_oversize_json_chunked, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_bad_json_and_fields, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unknown_ids, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_upload_unknown_session, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_client_goes_away, setup, teardown),
+                cmocka_unit_test(test_error_body_escapes),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
