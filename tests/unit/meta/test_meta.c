@@ -155,6 +155,14 @@ static void test_open_migrate(void **state) {
         char wal[160];
         snprintf(wal, sizeof wal, "%s-wal", f->path);
         assert_int_equal(access(wal, F_OK), 0);
+        sqlite3 *raw = NULL;
+        sqlite3_stmt *q = NULL;
+        assert_int_equal(sqlite3_open(f->path, &raw), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(raw, "PRAGMA journal_mode", -1, &q, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(q, 0), "wal");
+        sqlite3_finalize(q);
+        sqlite3_close(raw);
 
         printf("# reopening does not migrate again\n");
         reopen(f);
