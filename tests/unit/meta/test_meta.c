@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -163,6 +165,25 @@ static void test_open_migrate(void **state) {
         assert_string_equal((const char *)sqlite3_column_text(q, 0), "wal");
         sqlite3_finalize(q);
         sqlite3_close(raw);
+
+        printf("# every fd the store holds (database, WAL, shm) is close-on-exec\n");
+        DIR *d = opendir("/proc/self/fd");
+        assert_non_null(d);
+        int checked = 0;
+        for (struct dirent *de; (de = readdir(d));) {
+                int fd = atoi(de->d_name);
+                if (de->d_name[0] == '.' || fd < 3 || fd == dirfd(d))
+                        continue;
+                char target[256] = "";
+                char link[64];
+                snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+                if (readlink(link, target, sizeof target - 1) < 0 || strncmp(target, f->dir, strlen(f->dir)) != 0)
+                        continue;
+                assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+                checked++;
+        }
+        closedir(d);
+        assert_true(checked >= 2);
 
         printf("# reopening does not migrate again\n");
         reopen(f);
