@@ -1,0 +1,259 @@
+#!/bin/bash
+# Integration test of spaced: starts the real daemon on a temporary data directory with a
+# tiny template (static busybox, or host binaries with their libraries), then drives the
+# API with curl over the Unix socket: sessions, exec, stdin, files, background processes,
+# client disconnects, a killed init, deletion, restart cleanup and SIGTERM.
+# Usage: test_daemon.sh SPACED_BINARY   (space-init must sit next to it)
+set -u
+SPACED=${1:?usage: test_daemon.sh SPACED}
+BIN=$(dirname "$SPACED")
+PASS=0
+FAIL=0
+SKIP=77
+
+if [ "$(id -u)" -ne 0 ]; then
+        echo "SKIP: spaced's ns runtime needs root"
+        exit $SKIP
+fi
+if [ ! -x "$BIN/space-init" ]; then
+        echo "SKIP: $BIN/space-init is not built"
+        exit $SKIP
+fi
+for t in curl python3; do
+        command -v $t >/dev/null || { echo "SKIP: $t is missing"; exit $SKIP; }
+done
+
+T=$(mktemp -d /tmp/spaced-it.XXXXXX)
+DATA=$T/data
+S=$DATA/spaced.sock
+LOG=$T/spaced.log
+PID=
+
+cleanup() {
+        if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+                kill -TERM "$PID"
+                for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+                kill -9 "$PID" 2>/dev/null
+        fi
+        rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
+bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
+check() { # description, then a command that must succeed
+        local d=$1
+        shift
+        if "$@"; then ok "$d"; else bad "$d"; fi
+}
+api() { curl -sS --unix-socket "$S" "$@"; }
+jget() { python3 -c 'import json,sys
+v=json.load(sys.stdin)
+for k in sys.argv[1:]:
+    v=v[int(k)] if isinstance(v,list) else v[k]
+print(json.dumps(v) if isinstance(v,(dict,list,bool)) or v is None else v)' "$@"; }
+# Joins the stdout events of an NDJSON exec stream.
+stdout_of() { python3 -c 'import json,sys,base64
+out=b""
+for l in sys.stdin:
+    e=json.loads(l)
+    if e["type"]=="stdout":
+        out+=e["data"].encode() if "data" in e else base64.b64decode(e["data_b64"])
+sys.stdout.buffer.write(out)'; }
+last_event() { tail -n 1; }
+# True once PID has exited (a zombie waiting for its reaper counts as gone); waits 3 s.
+gone() {
+        for _ in $(seq 30); do
+                [ -e "/proc/$1" ] || return 0
+                grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
+start_daemon() {
+        "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" >>"$LOG" 2>&1 &
+        PID=$!
+        for _ in $(seq 100); do
+                [ -S "$S" ] && api http://x/v1/health >/dev/null 2>&1 && return 0
+                sleep 0.05
+        done
+        echo "spaced did not start:"
+        cat "$LOG"
+        return 1
+}
+
+# A small template: static busybox if there is one, else the host's dash and coreutils
+# with the libraries they need.
+ROOT=$T/rootfs
+mkdir -p "$ROOT/bin" "$ROOT/root" "$ROOT/tmp" "$ROOT/etc" "$ROOT/proc" "$ROOT/dev" "$ROOT/sys"
+if command -v busybox >/dev/null && ! ldd "$(command -v busybox)" >/dev/null 2>&1; then
+        cp "$(command -v busybox)" "$ROOT/bin/busybox"
+        for c in sh cat echo ls sleep head wc env yes true tr grep; do ln -s busybox "$ROOT/bin/$c"; done
+else
+        for c in sh cat echo ls sleep head wc env yes true tr grep; do
+                src=$(command -v $c) || continue
+                cp -L "$src" "$ROOT/bin/$c"
+                for lib in $(ldd "$src" 2>/dev/null | grep -o '/[^ ]*'); do
+                        mkdir -p "$ROOT$(dirname "$lib")"
+                        cp -L "$lib" "$ROOT$lib"
+                done
+        done
+fi
+
+start_daemon || exit 1
+echo "# spaced $SPACED on $DATA"
+
+H=$(api http://x/v1/health)
+check "health answers ok" test "$(echo "$H" | jget status)" = ok
+
+R=$(api -X POST http://x/v1/templates -d "{\"name\":\"mini\",\"from_dir\":\"$ROOT\"}")
+check "template build streams progress then done" test "$(echo "$R" | last_event | jget type)" = done
+check "template list has it" test "$(api http://x/v1/templates | jget templates 0 name)" = mini
+R=$(api -X POST http://x/v1/templates -d "{\"name\":\"mini\",\"from_dir\":\"$ROOT\"}" -o /dev/null -w '%{http_code}')
+check "building an existing template is 409" test "$R" = 409
+
+SES=$(api -X POST http://x/v1/sessions -d '{"template":"mini","memory":"64M","pids":64}' -w '\n%{http_code}')
+CODE=$(echo "$SES" | tail -n 1)
+SES=$(echo "$SES" | head -n 1)
+check "create answers 201" test "$CODE" = 201
+ID=$(echo "$SES" | jget id)
+SBX=$(echo "$SES" | jget sandbox_id)
+IPID=$(echo "$SES" | jget init_pid)
+U=http://x/v1/sessions/$ID
+check "session is running with its limits" test "$(echo "$SES" | jget state)/$(echo "$SES" | jget limits memory)/$(echo "$SES" | jget limits pids)" = "running/67108864/64"
+check "session is listed" test "$(api http://x/v1/sessions | jget sessions 0 id)" = "$ID"
+
+E=$(api -X POST "$U/exec" -d '{"argv":["sh","-c","echo hello; echo oops >&2; exit 3"]}')
+check "exec streams stdout" test "$(echo "$E" | stdout_of)" = hello
+check "exec streams stderr separately" test "$(echo "$E" | grep '"stderr"' | jget data)" = oops
+check "exec ends with exit code 3" test "$(echo "$E" | last_event | jget exit_code)" = 3
+check "exec starts with the pid" test "$(echo "$E" | head -n 1 | jget type)" = start
+E=$(api -X POST "$U/exec" -d '{"argv":["cat"],"stdin":"from stdin\n"}')
+check "stdin reaches the command" test "$(echo "$E" | stdout_of)" = "from stdin"
+E=$(api -X POST "$U/exec" -d '{"argv":["cat"],"stdin_b64":"AAEC/w=="}')
+check "binary output comes as data_b64" test "$(echo "$E" | grep stdout | jget data_b64)" = "AAEC/w=="
+E=$(api -X POST "$U/exec" -d '{"argv":["sh","-c","echo $FOO $PWD"],"env":{"FOO":"bar"},"cwd":"/tmp"}')
+check "env and cwd apply" test "$(echo "$E" | stdout_of)" = "bar /tmp"
+E=$(api -X POST "$U/exec" -d '{"argv":["no-such-command"]}' -w '\n%{http_code}')
+check "a missing command is 422 exec_failed" test "$(echo "$E" | tail -n 1)/$(echo "$E" | head -n 1 | jget error code)" = "422/exec_failed"
+E=$(api -X POST "$U/exec" -d '{"argv":["sleep","5"],"timeout_ms":200}')
+check "timeout kills with signal 9" test "$(echo "$E" | last_event | jget signal)/$(echo "$E" | last_event | jget timed_out)" = "9/true"
+E=$(api -X POST "$U/exec" -d '{"argv":[]}' -o /dev/null -w '%{http_code}')
+check "empty argv is 400" test "$E" = 400
+
+R=$(api -X PUT "$U/files?path=/root/a.txt" --data-binary 'written by the API' -w '\n%{http_code}')
+check "upload answers 201 with the size" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | jget written)" = "201/18"
+E=$(api -X POST "$U/exec" -d '{"argv":["cat","/root/a.txt"]}')
+check "a command reads the uploaded file" test "$(echo "$E" | stdout_of)" = "written by the API"
+api -X POST "$U/exec" -d '{"argv":["sh","-c","echo made inside > /root/b.txt"]}' >/dev/null
+check "the API reads a file a command wrote" test "$(api "$U/files?path=/root/b.txt")" = "made inside"
+head -c 20000000 /dev/urandom >"$T/big"
+R=$(api -X PUT "$U/files?path=/tmp/big&mode=0600" -T "$T/big" -o /dev/null -w '%{http_code}')
+api "$U/files?path=/tmp/big" -o "$T/big.back"
+check "a 20 MB upload comes back identical" cmp -s "$T/big" "$T/big.back"
+check "mode applies" test "$(api "$U/files/stat?path=/tmp/big" | jget mode)" = $((0100600))
+check "list shows the files" test "$(api "$U/files/list?path=/root" | python3 -c 'import json,sys; print(",".join(e["name"] for e in json.load(sys.stdin)["entries"]))')" = "a.txt,b.txt"
+R=$(api -X POST "$U/files/mkdir" -d '{"path":"/root/d/e","parents":true}' -o /dev/null -w '%{http_code}')
+check "mkdir -p answers 201" test "$R" = 201
+check "stat of the dir says dir" test "$(api "$U/files/stat?path=/root/d/e" | jget type)" = dir
+R=$(api -X DELETE "$U/files?path=/root/d&recursive=1" -o /dev/null -w '%{http_code}')
+check "recursive delete answers 204" test "$R" = 204
+R=$(api "$U/files?path=/root/nope" -o /dev/null -w '%{http_code}')
+check "a missing file is 404" test "$R" = 404
+R=$(api "$U/files?path=/../../../etc/shadow" -o /dev/null -w '%{http_code}')
+check "a path can't leave the sandbox root" test "$R" = 404
+R=$(api "$U/files" -o /dev/null -w '%{http_code}')
+check "a missing path parameter is 400" test "$R" = 400
+
+R=$(api -X POST "$U/exec" -d '{"argv":["sh","-c","echo one; sleep 0.3; echo two"],"background":true}' -w '\n%{http_code}')
+BG=$(echo "$R" | head -n 1 | jget pid)
+check "background exec answers 201 with a pid" test "$(echo "$R" | tail -n 1)" = 201
+O=$(api "$U/processes/$BG/output?offset=0&follow=1")
+check "re-attach with follow replays and follows to exit" test "$(echo "$O" | stdout_of | tr '\n' ' ')/$(echo "$O" | last_event | jget exit_code)" = "one two /0"
+O=$(api "$U/processes/$BG/output?offset=4")
+check "re-attach from an offset" test "$(echo "$O" | stdout_of)" = "two"
+check "ps lists the background process" test "$(api "$U/processes" | jget processes 0 pid)" = "$BG"
+R=$(api -X POST "$U/exec" -d '{"argv":["sleep","60"],"background":true}' | jget pid)
+api -X POST "$U/processes/$R/signal" -d '{"signal":9}' >/dev/null
+sleep 0.2
+check "signal kills a background process" test "$(api "$U/processes" | python3 -c "import json,sys; print([p['signal'] for p in json.load(sys.stdin)['processes'] if p['pid']==$R][0])")" = 9
+
+# A client that goes away during a foreground exec: its process group is killed.
+printf 'for f in /proc/[0-9]*/cmdline; do cat $f; echo; done | tr "\\000" " " | grep -c "slee[p] 61"\n' >"$T/count.sh"
+api -X PUT "$U/files?path=/root/count.sh" -T "$T/count.sh" >/dev/null
+timeout 1 curl -sS --unix-socket "$S" -X POST "$U/exec" -d '{"argv":["sh","-c","echo up; sleep 61; echo never"]}' >/dev/null 2>&1
+sleep 0.5
+N=$(api -X POST "$U/exec" -d '{"argv":["sh","/root/count.sh"]}' | stdout_of)
+check "a disconnected client's command is killed (processes left: $N)" test "$N" = 0
+
+# A slow reader: the daemon must not buffer the whole output.
+api --limit-rate 1M -X POST "$U/exec" -d '{"argv":["sh","-c","yes | head -c 4000000"]}' -o "$T/slow"
+check "a slow reader gets all of a 4 MB output" test "$(stdout_of <"$T/slow" | wc -c)" = 4000000
+
+# The memory limit kills a hog; the session lives on.
+E=$(api -X POST "$U/exec" -d '{"argv":["sh","-c","x=$(yes | head -c 300000000); echo survived"]}')
+check "a memory hog is killed with signal 9" test "$(echo "$E" | last_event | jget signal)" = 9
+check "health shows oom_killed" test "$(api "$U" | jget health oom_killed)" = true
+check "the session still runs commands" test "$(api -X POST "$U/exec" -d '{"argv":["echo","alive"]}' | stdout_of)" = alive
+
+# space-init killed: the session is dead, requests on it fail with 503, the daemon lives.
+SES2=$(api -X POST http://x/v1/sessions -d '{"template":"mini"}')
+ID2=$(echo "$SES2" | jget id)
+(api -X POST "http://x/v1/sessions/$ID2/exec" -d '{"argv":["sleep","60"]}' >"$T/dying" 2>&1) &
+sleep 0.3
+kill -9 "$(echo "$SES2" | jget init_pid)"
+wait $!
+check "an exec in flight ends with an error event" test "$(last_event <"$T/dying" | jget type)" = error
+check "the session is dead with a reason" test "$(api "http://x/v1/sessions/$ID2" | jget state)" = dead
+R=$(api -X POST "http://x/v1/sessions/$ID2/exec" -d '{"argv":["true"]}' -o /dev/null -w '%{http_code}')
+check "exec on a dead session is 503" test "$R" = 503
+check "the daemon is alive" test "$(api http://x/v1/health | jget status)" = ok
+R=$(api -X DELETE "http://x/v1/sessions/$ID2" -o /dev/null -w '%{http_code}')
+check "a dead session can be deleted" test "$R" = 204
+
+R=$(api -X DELETE http://x/v1/templates/mini -o /dev/null -w '%{http_code}')
+check "a template in use can't be removed (409)" test "$R" = 409
+R=$(api -X DELETE "$U" -o /dev/null -w '%{http_code}')
+check "delete answers 204" test "$R" = 204
+R=$(api "$U" -o /dev/null -w '%{http_code}')
+check "a deleted session is 404" test "$R" = 404
+check "no sandbox directory is left" test -z "$(ls "$DATA/sandboxes")"
+check "no overlay mount is left" test -z "$(grep "$DATA/sandboxes" /proc/self/mountinfo)"
+check "init of the deleted session is gone" gone "$IPID"
+
+# kill -9 of the daemon leaves a sandbox behind; the next start cleans it up.
+SES3=$(api -X POST http://x/v1/sessions -d '{"template":"mini"}')
+IPID3=$(echo "$SES3" | jget init_pid)
+kill -9 "$PID"
+wait "$PID" 2>/dev/null
+start_daemon || exit 1
+sleep 0.2
+check "a restarted daemon removed the sandbox left behind" test -z "$(ls "$DATA/sandboxes")"
+check "... and its mount" test -z "$(grep "$DATA/sandboxes" /proc/self/mountinfo)"
+check "... and its processes" gone "$IPID3"
+
+# SIGTERM destroys every sandbox.
+for _ in 1 2 3; do api -X POST http://x/v1/sessions -d '{"template":"mini"}' >/dev/null; done
+check "three sessions run" test "$(api http://x/v1/health | jget sessions)" = 3
+kill -TERM "$PID"
+wait "$PID"
+RC=$?
+PID=
+check "SIGTERM exits 0" test "$RC" = 0
+check "SIGTERM removed every sandbox" test -z "$(ls "$DATA/sandboxes")"
+check "SIGTERM left no mounts" test -z "$(grep "$DATA/sandboxes" /proc/self/mountinfo)"
+check "the socket is removed" test ! -e "$S"
+if grep -q "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$LOG"; then
+        bad "sanitizer reports in the daemon log"
+        grep -A20 "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$LOG" | head -60
+else
+        ok "no sanitizer report in the daemon log"
+fi
+
+if [ "$FAIL" -ne 0 ]; then
+        echo "--- spaced log (last 60 lines)"
+        tail -n 60 "$LOG"
+fi
+echo "daemon: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
