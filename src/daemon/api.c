@@ -104,7 +104,7 @@ void api_reply_init_error(struct conn *c, const struct json *resp, bool exec) {
 }
 
 /* Sends one REQ for an op that answers with a single RESP (see OP_SIMPLE). */
-int api_simple_req(struct conn *c, struct session *s, const struct buf *req, void (*on_resp)(struct op *, const struct json *)) {
+int api_simple_req(struct conn *c, struct session *s, const struct buf *req, void (*on_resp)(struct conn *, const struct json *)) {
         struct op *op;
         int r = ses_op_new(s, c, OP_SIMPLE, &op);
         if (r < 0) {
@@ -120,21 +120,21 @@ int api_simple_req(struct conn *c, struct session *s, const struct buf *req, voi
         return r;
 }
 
-static void reply_empty_object(struct op *op, int status) {
+static void reply_empty_object(struct conn *c, int status) {
         struct buf b = BUF_INIT(0);
         buf_puts(&b, "{}");
-        conn_reply_json(op->conn, status, &b);
+        conn_reply_json(c, status, &b);
         buf_free(&b);
 }
 
-void api_resp_ok(struct op *op, const struct json *resp) {
+void api_resp_ok(struct conn *c, const struct json *resp) {
         (void)resp;
-        reply_empty_object(op, 200);
+        reply_empty_object(c, 200);
 }
 
-void api_resp_created(struct op *op, const struct json *resp) {
+void api_resp_created(struct conn *c, const struct json *resp) {
         (void)resp;
-        reply_empty_object(op, 201);
+        reply_empty_object(c, 201);
 }
 
 /* ---- health ---- */
@@ -344,7 +344,7 @@ bad:
 
 /* ---- processes ---- */
 
-static void ps_resp(struct op *op, const struct json *resp) {
+static void ps_resp(struct conn *c, const struct json *resp) {
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
@@ -357,7 +357,7 @@ static void ps_resp(struct op *op, const struct json *resp) {
                 json_w_arr_end(&w);
         }
         json_w_obj_end(&w);
-        conn_reply_json(op->conn, 200, &b);
+        conn_reply_json(c, 200, &b);
         buf_free(&b);
 }
 

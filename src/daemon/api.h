@@ -19,7 +19,7 @@ int api_query_bool(struct conn *c, const char *key, bool def, bool *ret);
 int api_query_int(struct conn *c, const char *key, int64_t def, int64_t min, int64_t max, int64_t *ret);
 /* Sends req as an OP_SIMPLE; on_resp builds the answer from a successful RESP. */
 int api_simple_req(struct conn *c, struct session *s, const struct buf *req,
-                   void (*on_resp)(struct op *, const struct json *));
+                   void (*on_resp)(struct conn *, const struct json *));
 /* on_resp callbacks answering {} with 200 or 201. */
-void api_resp_ok(struct op *op, const struct json *resp);
-void api_resp_created(struct op *op, const struct json *resp);
+void api_resp_ok(struct conn *c, const struct json *resp);
+void api_resp_created(struct conn *c, const struct json *resp);

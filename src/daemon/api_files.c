@@ -135,9 +135,9 @@ void api_file_put(struct conn *c) {
 }
 
 /* remove answers 204 No Content. */
-static void remove_resp(struct op *op, const struct json *resp) {
+static void remove_resp(struct conn *c, const struct json *resp) {
         (void)resp;
-        conn_reply_empty(op->conn, 204);
+        conn_reply_empty(c, 204);
 }
 
 void api_file_delete(struct conn *c) {
@@ -159,7 +159,7 @@ void api_file_delete(struct conn *c) {
         buf_free(&req);
 }
 
-static void list_resp(struct op *op, const struct json *resp) {
+static void list_resp(struct conn *c, const struct json *resp) {
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
@@ -173,7 +173,7 @@ static void list_resp(struct op *op, const struct json *resp) {
         }
         json_w_kbool(&w, "truncated", json_get_bool(resp, "truncated", false));
         json_w_obj_end(&w);
-        conn_reply_json(op->conn, 200, &b);
+        conn_reply_json(c, 200, &b);
         buf_free(&b);
 }
 
@@ -203,11 +203,11 @@ void api_file_list(struct conn *c) {
         buf_free(&req);
 }
 
-static void stat_resp(struct op *op, const struct json *resp) {
+static void stat_resp(struct conn *c, const struct json *resp) {
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_value(&w, resp);
-        conn_reply_json(op->conn, 200, &b);
+        conn_reply_json(c, 200, &b);
         buf_free(&b);
 }
 

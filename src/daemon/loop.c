@@ -39,11 +39,16 @@ int loop_new(struct loop **ret) {
 }
 
 static void run_deferred(struct loop *l) {
-        /* A deferred function may defer more; run until none is left. */
-        while (l->n_defer > 0) {
-                struct deferred d = l->defer[--l->n_defer];
+        /* In queue order, so "process c" queued before "free c" runs first. A deferred
+         * function may defer more; they run in the same pass. */
+        bool was = l->in_batch;
+        l->in_batch = true;
+        for (size_t i = 0; i < l->n_defer; i++) {
+                struct deferred d = l->defer[i];
                 d.fn(d.p);
         }
+        l->n_defer = 0;
+        l->in_batch = was;
 }
 
 struct loop *loop_free(struct loop *l) {
@@ -89,11 +94,7 @@ void loop_del(struct loop *l, struct loop_src *src) {
                                 l->evs[i].data.ptr = NULL;
 }
 
-int loop_defer_free(struct loop *l, void (*fn)(void *), void *p) {
-        if (!l->in_batch) {
-                fn(p);
-                return 0;
-        }
+int loop_defer(struct loop *l, void (*fn)(void *), void *p) {
         if (l->n_defer == l->cap_defer) {
                 size_t ncap = l->cap_defer ? l->cap_defer * 2 : 16;
                 struct deferred *n = realloc(l->defer, ncap * sizeof *n);
@@ -107,6 +108,8 @@ int loop_defer_free(struct loop *l, void (*fn)(void *), void *p) {
 }
 
 int loop_run_once(struct loop *l, int timeout_ms) {
+        /* Work deferred outside a batch (at start-up or shutdown) runs first. */
+        run_deferred(l);
         int n = epoll_wait(l->epfd, l->evs, LOOP_BATCH, timeout_ms);
         if (n < 0)
                 return errno == EINTR ? 0 : -errno;
@@ -117,8 +120,8 @@ int loop_run_once(struct loop *l, int timeout_ms) {
                 if (src)
                         src->cb(src, l->evs[i].events);
         }
-        l->in_batch = false;
         l->n_evs = 0;
         run_deferred(l);
+        l->in_batch = false;
         return 0;
 }

@@ -23,8 +23,10 @@ int loop_mod(struct loop *l, struct loop_src *src, uint32_t events);
  * current batch are dropped. */
 void loop_del(struct loop *l, struct loop_src *src);
 
-/* Runs fn(p) after the current batch of events (or at once when no batch runs). */
-int loop_defer_free(struct loop *l, void (*fn)(void *), void *p);
+/* Runs fn(p) after the current batch of events, in the order queued (outside a batch: at
+ * the next loop_run_once or loop_free). Used for frees, so that a pointer taken earlier in
+ * the batch stays valid, and for work that must not run inside the caller's stack. */
+int loop_defer(struct loop *l, void (*fn)(void *), void *p);
 
 /* Waits up to timeout_ms (-1: forever) and dispatches one batch. -EINTR is not an error. */
 int loop_run_once(struct loop *l, int timeout_ms);

@@ -60,7 +60,7 @@ static void conn_close(struct conn *c) {
         if (c->next)
                 c->next->prev = c->prev;
         c->d->n_conns--;
-        (void)loop_defer_free(c->d->loop, conn_free_deferred, c);
+        (void)loop_defer(c->d->loop, conn_free_deferred, c);
 }
 
 bool conn_over_high(const struct conn *c) { return c->out.len - c->out_off > CONN_OUT_HIGH; }
@@ -125,8 +125,28 @@ static void conn_append(struct conn *c, const void *data, size_t n) {
         }
 }
 
+static void conn_process_deferred(void *p) {
+        struct conn *c = p;
+        c->process_queued = false;
+        conn_process(c);
+}
+
 /* The response to the current request is complete: go on with the next one. */
 static void conn_request_done(struct conn *c) {
+        /* The request's op or build no longer needs this client: when it closes now, that
+         * must not count as a client going away mid-stream. */
+        if (c->op) {
+                struct op *op = c->op;
+                c->op = NULL;
+                if (op->kind == OP_WRITE)
+                        op_conn_gone(op); /* answered before the upload ended: abort it */
+                else
+                        op->conn = NULL;
+        }
+        if (c->job) {
+                tpl_conn_gone(c->job);
+                c->job = NULL;
+        }
         c->resp_done = true;
         c->streaming = false;
         c->on_body = NULL;
@@ -145,8 +165,12 @@ static void conn_request_done(struct conn *c) {
         c->state = CONN_IDLE;
         buf_free(&c->body);
         c->route = NULL;
-        if (!c->in_process)
-                conn_process(c);
+        /* A pipelined next request is handled after the current batch, not inside the
+         * stack of whoever answered this one (often a sandbox's frame handler). */
+        if (!c->in_process && !c->process_queued) {
+                c->process_queued = true;
+                (void)loop_defer(c->d->loop, conn_process_deferred, c);
+        }
 }
 
 static void conn_send_head(struct conn *c, int status, const char *ctype, int64_t len, const char *extra) {

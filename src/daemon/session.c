@@ -127,7 +127,14 @@ int ses_op_new(struct session *s, struct conn *c, enum op_kind kind, struct op *
         return 0;
 }
 
+static void op_free_deferred(void *p) { free(p); }
+
 void op_done(struct op *op) {
+        /* Callers up the stack may still hold op (a reply can close the client, which ends
+         * the op again): mark it, unlink it, and free it after the batch. */
+        if (op->done)
+                return;
+        op->done = true;
         struct session *s = op->ses;
         if (op->prev)
                 op->prev->next = op->next;
@@ -137,7 +144,8 @@ void op_done(struct op *op) {
                 op->next->prev = op->prev;
         if (op->conn && op->conn->op == op)
                 op->conn->op = NULL;
-        free(op);
+        op->conn = NULL;
+        (void)loop_defer(s->d->loop, op_free_deferred, op);
 }
 
 static struct op *op_find(struct session *s, uint32_t id) {
@@ -170,6 +178,8 @@ static void op_kill_fg(struct op *op) {
 }
 
 void op_conn_gone(struct op *op) {
+        if (op->done)
+                return;
         op->conn = NULL;
         struct session *s = op->ses;
         switch (op->kind) {
@@ -350,7 +360,7 @@ void ses_delete(struct session *s, const char *why) {
         if (s->next)
                 s->next->prev = s->prev;
         s->d->n_sessions--;
-        (void)loop_defer_free(s->d->loop, ses_free_deferred, s);
+        (void)loop_defer(s->d->loop, ses_free_deferred, s);
 }
 
 /* ---- frames from init ---- */
@@ -457,14 +467,15 @@ bool api_resp_is_error(const struct json *resp) { return json_get(resp, "error")
 static void on_exec_resp(struct op *op, const struct json *resp) {
         struct conn *c = op->conn;
         if (api_resp_is_error(resp)) {
+                op_done(op);
                 if (c)
                         api_reply_init_error(c, resp, true);
-                op_done(op);
                 return;
         }
         op->got_resp = true;
         (void)json_get_int(resp, "pid", &op->pid);
         if (op->background) {
+                op_done(op);
                 if (c) {
                         struct buf b = BUF_INIT(0);
                         struct json_writer w = JSON_WRITER_INIT(&b);
@@ -474,7 +485,6 @@ static void on_exec_resp(struct op *op, const struct json *resp) {
                         conn_reply_json(c, 201, &b);
                         buf_free(&b);
                 }
-                op_done(op);
                 return;
         }
         if (!c) {
@@ -495,9 +505,9 @@ static void on_exec_resp(struct op *op, const struct json *resp) {
 static void on_attach_resp(struct op *op, const struct json *resp) {
         struct conn *c = op->conn;
         if (api_resp_is_error(resp)) {
+                op_done(op);
                 if (c)
                         api_reply_init_error(c, resp, false);
-                op_done(op);
                 return;
         }
         op->got_resp = true;
@@ -582,9 +592,9 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                         return;
                 case OP_READ:
                         if (api_resp_is_error(j)) {
+                                op_done(op);
                                 if (c)
                                         api_reply_init_error(c, j, false);
-                                op_done(op);
                                 return;
                         }
                         op->got_resp = true;
@@ -592,6 +602,7 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                                 conn_stream_begin(c, 200, "application/octet-stream");
                         return;
                 case OP_WRITE:
+                        op_done(op);
                         if (c) {
                                 if (api_resp_is_error(j))
                                         api_reply_init_error(c, j, false);
@@ -607,17 +618,18 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                                         buf_free(&b);
                                 }
                         }
-                        op_done(op);
                         return;
-                case OP_SIMPLE:
+                case OP_SIMPLE: {
+                        void (*on_resp)(struct conn *, const struct json *) = op->on_resp;
+                        op_done(op);
                         if (c) {
                                 if (api_resp_is_error(j))
                                         api_reply_init_error(c, j, false);
-                                else if (op->on_resp)
-                                        op->on_resp(op, j);
+                                else if (on_resp)
+                                        on_resp(c, j);
                         }
-                        op_done(op);
                         return;
+                }
                 case OP_KILL:
                 case OP_HELLO:
                         op_done(op);
@@ -632,10 +644,11 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
         case PROTO_EXIT:
                 if (op->kind == OP_EXEC || op->kind == OP_ATTACH) {
                         op_flush_carry(op);
-                        op_exit_event(op, j);
+                        op_exit_event(op, j); /* ends the response; the op ends with it */
                 } else if (op->kind == OP_READ && c) {
                         /* A read that failed midway: the download must not look complete. */
                         log_warn("%s: read failed midway", s->id);
+                        op_done(op);
                         conn_abort(c);
                 }
                 op_done(op);
@@ -644,9 +657,9 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                 if (op->kind != OP_READ)
                         return;
                 if (h->len == 0) {
+                        op_done(op);
                         if (c)
                                 conn_stream_end(c);
-                        op_done(op);
                         return;
                 }
                 op->bytes += h->len;

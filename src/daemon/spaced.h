@@ -67,6 +67,7 @@ struct conn {
         bool streaming;        /* a chunked response is under way */
         bool resp_done;        /* this request's response is complete */
         bool sandbox_stalled;  /* a sandbox waits for this client to drain */
+        bool process_queued;   /* conn_process is deferred to the end of the batch */
         struct buf in;
         size_t in_off;
         struct buf out;
@@ -144,13 +145,14 @@ struct op {
         uint32_t id;
         enum op_kind kind;
         bool got_resp;
+        bool done;           /* finished; freed after the current batch */
         bool background;
         int64_t pid;
         uint64_t bytes;      /* uploaded or downloaded so far */
         struct utf8_carry carry[2]; /* stdout, stderr */
         bool upload_failed;  /* the client sent a bad body: abort */
         /* OP_SIMPLE: turns the RESP JSON into the HTTP answer. */
-        void (*on_resp)(struct op *op, const struct json *resp);
+        void (*on_resp)(struct conn *c, const struct json *resp);
 };
 
 struct daemon {
