@@ -101,7 +101,7 @@ static void host_setup(void) {
                 host_err_step = "cgroup host init";
                 return;
         }
-        r = rt_seccomp_build(RT_SECCOMP_DENYLIST, &seccomp_prog);
+        r = rt_seccomp_build(RT_SECCOMP_ALLOWLIST, &seccomp_prog);
         if (r < 0) {
                 host_err = r;
                 host_err_step = "build seccomp filter";

@@ -1,84 +1,171 @@
-/* The seccomp deny-list, loaded for real in a forked child: denied calls fail with the
- * errno the table says, everything else still works. */
+/* The seccomp policies, loaded for real in a forked child: refused calls fail with the
+ * errno the tables say, argument rules decide as documented, unknown syscalls get ENOSYS,
+ * and ordinary work (fork, threads, sockets on loopback) still works. Real programs under
+ * the filter are tested in tests/integration/runtime/test_base.c. */
 #include "fake.h"
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
 #include <linux/sched.h>
 #include "runtime/seccomp.h"
 
-/* Each check returns 0 when the call behaved as expected, else a distinct code. */
-static int child_checks(const struct rt_seccomp_prog *p) {
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                return 90;
-        if (rt_seccomp_load(p) < 0)
-                return 91;
-        if (getpid() <= 0)
-                return 1;
-        errno = 0;
-        if (syscall(SYS_bpf, 0, NULL, 0) != -1 || errno != EPERM)
-                return 2;
-        errno = 0;
-        if (unshare(CLONE_NEWUSER) != -1 || errno != EPERM)
-                return 3;
-        errno = 0;
-        if (syscall(SYS_io_uring_setup, 1, NULL) != -1 || errno != ENOSYS)
-                return 4;
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+
+static int failures;
+
+/* r: what the call returned (-1 and errno on failure); want: 0 for "succeeds", else the
+ * errno it must fail with. */
+static void expect(const char *what, long r, int err, int want) {
+        bool ok = want == 0 ? r >= 0 : (r == -1 && err == want);
+        if (!ok) {
+                printf("#   FAIL %s: returned %ld errno %d (%s), wanted %s\n", what, r, err, strerror(err),
+                       want ? strerror(want) : "success");
+                failures++;
+        }
+}
+
+#define EXPECT(want, call)                               \
+        do {                                             \
+                errno = 0;                               \
+                long r_ = (long)(call);                  \
+                expect(#call, r_, errno, want);          \
+                if (r_ >= 0 && want == 0 && strstr(#call, "socket")) \
+                        close((int)r_);                  \
+        } while (0)
+
+static void *thread_fn(void *arg) {
+        return arg;
+}
+
+static int common_checks(void) {
+        EXPECT(0, getpid());
+        EXPECT(EPERM, syscall(SYS_bpf, 0, NULL, 0));
+        EXPECT(EPERM, syscall(SYS_keyctl, 0, 0, 0, 0, 0));
+        EXPECT(EPERM, syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0));
+        EXPECT(EPERM, syscall(SYS_userfaultfd, 0));
+        EXPECT(EPERM, unshare(CLONE_NEWUSER));
+        EXPECT(EPERM, syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS));
+        EXPECT(ENOSYS, syscall(SYS_io_uring_setup, 1, NULL));
         struct clone_args ca = { .exit_signal = SIGCHLD };
-        errno = 0;
-        if (syscall(SYS_clone3, &ca, sizeof ca) != -1 || errno != ENOSYS)
-                return 5;
-        errno = 0;
-        if (syscall(SYS_keyctl, 0, 0, 0, 0, 0) != -1 || errno != EPERM)
-                return 6;
-        /* unshare without CLONE_NEWUSER is not the filter's business (the kernel decides) */
-        errno = 0;
-        if (unshare(CLONE_NEWUTS) == -1 && errno != EPERM)
-                return 7;
-        /* fork (clone without CLONE_NEWUSER) still works */
+        EXPECT(ENOSYS, syscall(SYS_clone3, &ca, sizeof ca));
+        EXPECT(EPERM, mount("none", "/tmp", "tmpfs", 0, NULL));
+        EXPECT(EPERM, syscall(SYS_fsopen, "tmpfs", 0));
+        EXPECT(EPERM, umount2("/tmp", MNT_DETACH));
+        EXPECT(EPERM, syscall(SYS_open_by_handle_at, -1, NULL, 0));
+        EXPECT(EPERM, syscall(SYS_init_module, NULL, 0, ""));
+        EXPECT(EPERM, syscall(SYS_kexec_load, 0, 0, NULL, 0));
+        EXPECT(EPERM, syscall(SYS_clock_settime, CLOCK_REALTIME, NULL));
+        EXPECT(EPERM, syscall(SYS_reboot, 0, 0, 0, NULL));
+        EXPECT(EPERM, socket(AF_PACKET, SOCK_RAW, 0));
+        EXPECT(EPERM, socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));
+        EXPECT(EPERM, socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6));
+        EXPECT(EPERM, socket(AF_INET, SOCK_PACKET, 0));
+        /* The upper half of a 32-bit argument cannot carry a refused value past the test. */
+        EXPECT(EPERM, syscall(SYS_socket, 0x100000000l | AF_PACKET, SOCK_RAW, 0));
+        EXPECT(EPERM, ioctl(0, TIOCSTI, "x"));
+        EXPECT(0, socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        EXPECT(0, socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+
+        /* fork and threads (clone without CLONE_NEWUSER) still work */
         pid_t k = fork();
-        if (k < 0)
-                return 8;
         if (k == 0)
                 _exit(0);
         int st;
-        if (waitpid(k, &st, 0) != k || !WIFEXITED(st))
-                return 9;
+        EXPECT(0, k);
+        EXPECT(0, waitpid(k, &st, 0));
+        pthread_t t;
+        EXPECT(0, -pthread_create(&t, NULL, thread_fn, NULL));
+        EXPECT(0, -pthread_join(t, NULL));
         return 0;
 }
 
-static void test_denylist(void **state) {
-        printf("# seccomp deny-list: bpf/keyctl EPERM, io_uring/clone3 ENOSYS, userns refused, fork fine\n");
-        struct rt_seccomp_prog p = { 0 };
-        assert_int_equal(rt_seccomp_build(RT_SECCOMP_DENYLIST, &p), 0);
-        assert_true(p.len > 10 && p.len <= RT_SECCOMP_MAX_INSNS);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0)
-                _exit(child_checks(&p));
-        int st;
-        assert_int_equal(waitpid(pid, &st, 0), pid);
-        assert_true(WIFEXITED(st));
-        if (WEXITSTATUS(st))
-                printf("# check %d failed in the child\n", WEXITSTATUS(st));
-        assert_int_equal(WEXITSTATUS(st), 0);
-        rt_seccomp_prog_free(&p);
-        assert_null(p.insns);
+static int allowlist_checks(void) {
+        common_checks();
+        /* the allow-list's own answers */
+        EXPECT(ENOSYS, syscall(SYS_fanotify_mark, -1, 0, 0, -1, NULL)); /* not listed: ENOSYS */
+        EXPECT(ENOSYS, syscall(SYS_memfd_secret, 0));
+        EXPECT(EAFNOSUPPORT, socket(AF_VSOCK, SOCK_STREAM, 0));
+        EXPECT(EAFNOSUPPORT, socket(AF_BLUETOOTH, SOCK_STREAM, 0));
+        EXPECT(EAFNOSUPPORT, socket(200, SOCK_STREAM, 0));
+        EXPECT(ENOSYS, socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP));
+        EXPECT(ENOSYS, socket(AF_INET, SOCK_SEQPACKET, 0));
+        EXPECT(0, socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, IPPROTO_UDP));
+        EXPECT(0, socket(AF_INET, SOCK_STREAM, IPPROTO_TCP));
+        EXPECT(0, socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0));
+        /* the kernel drops the upper half of an ioctl request: still refused */
+        EXPECT(EPERM, syscall(SYS_ioctl, 0, 0x100000000l | TIOCSTI, "x"));
+        int n;
+        int sv[2];
+        EXPECT(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+        EXPECT(0, ioctl(sv[0], FIONREAD, &n));
+        EXPECT(0, personality(0xffffffff));
+        EXPECT(0, personality(PER_LINUX | ADDR_NO_RANDOMIZE));
+        EXPECT(0, personality(PER_LINUX));
+        EXPECT(ENOSYS, personality(PER_LINUX | READ_IMPLIES_EXEC));
+        EXPECT(ENOSYS, personality(PER_SVR4));
+        EXPECT(0, prctl(PR_SET_NAME, "probe", 0, 0, 0));
+        EXPECT(ENOSYS, syscall(1000)); /* past every table */
+        return 0;
 }
 
-static void test_allowlist_not_yet(void **state) {
-        printf("# seccomp allow-list: not implemented yet, says so\n");
+static int run_child(enum rt_seccomp_policy pol, int (*checks)(void)) {
         struct rt_seccomp_prog p = { 0 };
-        assert_int_equal(rt_seccomp_build(RT_SECCOMP_ALLOWLIST, &p), -ENOTSUP);
+        assert_int_equal(rt_seccomp_build(pol, &p), 0);
+        assert_true(p.len > 10 && p.len <= RT_SECCOMP_MAX_INSNS);
+        printf("# filter: %zu BPF instructions\n", p.len);
+        fflush(stdout);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || rt_seccomp_load(&p) < 0)
+                        _exit(90);
+                failures = 0;
+                checks();
+                fflush(stdout);
+                _exit(failures > 60 ? 60 : failures);
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        rt_seccomp_prog_free(&p);
+        assert_null(p.insns);
+        assert_true(WIFEXITED(st));
+        return WEXITSTATUS(st);
+}
+
+static void test_allowlist(void **state) {
+        printf("# seccomp allow-list: denied calls EPERM, io_uring/clone3/unknown ENOSYS, raw and\n"
+               "# packet sockets EPERM, odd families EAFNOSUPPORT, userns refused, fork/threads fine\n");
+        assert_int_equal(run_child(RT_SECCOMP_ALLOWLIST, allowlist_checks), 0);
+}
+
+static void test_denylist(void **state) {
+        printf("# seccomp deny-list: the same denials over a default of allow\n");
+        assert_int_equal(run_child(RT_SECCOMP_DENYLIST, common_checks), 0);
+}
+
+static void test_bad_policy(void **state) {
+        printf("# seccomp: an unknown policy is refused, nothing returned\n");
+        struct rt_seccomp_prog p = { 0 };
+        assert_int_equal(rt_seccomp_build((enum rt_seccomp_policy)7, &p), -EINVAL);
         assert_null(p.insns);
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_allowlist),
                 cmocka_unit_test(test_denylist),
-                cmocka_unit_test(test_allowlist_not_yet),
+                cmocka_unit_test(test_bad_policy),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
