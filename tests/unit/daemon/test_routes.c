@@ -69,7 +69,7 @@ static void test_match(void **state) {
 #define MAX_OPS 128
 
 struct opset {
-        char items[MAX_OPS][160];
+        char items[MAX_OPS][1100];
         size_t n;
 };
 
@@ -96,7 +96,7 @@ static void read_openapi(struct opset *out) {
         FILE *f = fopen(OPENAPI_PATH, "re");
         if (!f)
                 fail_msg("cannot open %s", OPENAPI_PATH);
-        char line[1024], path[512] = "";
+        char line[1024], path[1024] = "";
         bool in_paths = false;
         static const char *const methods[] = { "get", "put", "post", "delete", "patch", "head", "options", "trace" };
         while (fgets(line, sizeof line, f)) {
