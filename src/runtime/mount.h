@@ -9,6 +9,12 @@
 #define RT_MOUNT_MAX_LAYERS 128      /* lower layers of one overlay */
 #define RT_MOUNT_DEV_SIZE (256u << 10)
 #define RT_MOUNT_SHM_SIZE (64ull << 20)
+/* Inode bounds of the sandbox's tmpfs mounts: without one, tmpfs allows half the host's
+ * RAM pages worth of inodes, and a file bomb in /tmp would cost kernel memory (charged to
+ * the sandbox, but slowly and opaquely) long before the size limit says no. */
+#define RT_MOUNT_TMP_INODES (1ull << 20)
+#define RT_MOUNT_SHM_INODES (64ull << 10)
+#define RT_MOUNT_DEV_INODES 64
 
 /* "lowerdir=A:B,upperdir=U,workdir=W,index=off,metacopy=off,xino=off". lower is the
  * ':'-separated list, top first. Paths must be absolute and may not contain ',' ':' or

@@ -728,6 +728,28 @@ static int add_mount_points(const char *rootfs) {
         return 0;
 }
 
+/* debootstrap leaves no /etc/hosts, so "localhost" would not resolve inside a sandbox
+ * (its network is loopback only). Added when the tree has an /etc and no hosts file. */
+static int add_etc_hosts(const char *rootfs) {
+        static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+        char p[PATH_BUF];
+        struct stat st;
+        if (join(p, sizeof p, rootfs, "etc") < 0)
+                return -ENAMETOOLONG;
+        if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+                return 0;
+        if (join(p, sizeof p, rootfs, "etc/hosts") < 0)
+                return -ENAMETOOLONG;
+        _cleanup_close_ int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return errno == EEXIST ? 0 : -errno;
+        if (write(fd, hosts, sizeof hosts - 1) != (ssize_t)(sizeof hosts - 1))
+                return -EIO;
+        if (fchown(fd, RT_ID_BASE, RT_ID_BASE) < 0)
+                return -errno;
+        return 0;
+}
+
 static int write_info(const char *dir, const struct template_source *src) {
         char p[PATH_BUF];
         if (join(p, sizeof p, dir, "info") < 0)
@@ -818,7 +840,8 @@ int template_build(const char *data_dir, const char *name, const struct template
         }
         if (r < 0)
                 goto fail;
-        if ((r = add_mount_points(rootfs)) < 0 || (r = write_info(tmp, src)) < 0) {
+        if ((r = add_mount_points(rootfs)) < 0 || (r = add_etc_hosts(rootfs)) < 0 ||
+            (r = write_info(tmp, src)) < 0) {
                 runtime_set_error("template: finishing %s failed: %s", name, strerror(-r));
                 goto fail;
         }

@@ -244,6 +244,13 @@ _noreturn_ static void ns_child(const struct child_args *in) {
         struct rlimit rl = { a.nofile, a.nofile };
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
                 child_fail(&a, "setrlimit NOFILE", errno);
+        /* No core files: a crashing process would write its memory into the session's
+         * writable layer (and the daemon's core_pattern may even pipe it to a host
+         * helper). The hard limit 0 cannot be raised without CAP_SYS_RESOURCE. No
+         * RLIMIT_NPROC: the pids cgroup bounds the sandbox's tasks (see runtime-ns.md). */
+        struct rlimit no_core = { 0, 0 };
+        if (setrlimit(RLIMIT_CORE, &no_core) < 0)
+                child_fail(&a, "setrlimit CORE", errno);
 
         int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null_fd < 0)
@@ -519,9 +526,10 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         /* tmpfs pages count against the memory cgroup; the size bound keeps one mount
          * from taking all of it silently. */
         char tmp_opts[96], shm_opts[96], dev_opts[96];
-        if ((r = rt_mount_tmpfs_opts(tmp_opts, sizeof tmp_opts, 01777, mem, 0)) < 0 ||
-            (r = rt_mount_tmpfs_opts(shm_opts, sizeof shm_opts, 01777, MIN(mem, RT_MOUNT_SHM_SIZE), 0)) < 0 ||
-            (r = rt_mount_tmpfs_opts(dev_opts, sizeof dev_opts, 0755, RT_MOUNT_DEV_SIZE, 64)) < 0) {
+        if ((r = rt_mount_tmpfs_opts(tmp_opts, sizeof tmp_opts, 01777, mem, RT_MOUNT_TMP_INODES)) < 0 ||
+            (r = rt_mount_tmpfs_opts(shm_opts, sizeof shm_opts, 01777, MIN(mem, RT_MOUNT_SHM_SIZE),
+                                     RT_MOUNT_SHM_INODES)) < 0 ||
+            (r = rt_mount_tmpfs_opts(dev_opts, sizeof dev_opts, 0755, RT_MOUNT_DEV_SIZE, RT_MOUNT_DEV_INODES)) < 0) {
                 what = "tmpfs options";
                 goto fail;
         }

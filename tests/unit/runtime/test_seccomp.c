@@ -149,6 +149,64 @@ static void test_allowlist(void **state) {
         assert_int_equal(run_child(RT_SECCOMP_ALLOWLIST, allowlist_checks), 0);
 }
 
+/* Host tools the base template lacks (gcc, make, git, node, strace, gdb), run under the
+ * allow-list without namespaces: what the filter alone lets through. Each tool is
+ * checked when the host has it. */
+static const char host_script[] =
+        "set -e\n"
+        "cd \"$1\"\n"
+        "has() { command -v \"$1\" >/dev/null 2>&1; }\n"
+        "if has gcc && has make; then\n"
+        "  printf '#include <pthread.h>\\nstatic void *f(void *a) { return a; }\\n"
+        "int main(void) { pthread_t t; pthread_create(&t, 0, f, 0); return pthread_join(t, 0); }\\n' > a.c\n"
+        "  printf 'a: a.c\\n\\t$(CC) -O1 -pthread -o a a.c\\n' > Makefile\n"
+        "  make -s CC=gcc -j2 && ./a && echo '#   gcc + make ok'\n"
+        "fi\n"
+        "if has git; then\n"
+        "  git init -q r && cd r && echo x > f && git add f &&\n"
+        "  git -c user.email=t@example.org -c user.name=t commit -q -m x && git gc -q && git log --oneline | grep -q x\n"
+        "  cd .. && git clone -q r r2 && test -f r2/f && echo '#   git ok'\n"
+        "fi\n"
+        "if has node; then\n"
+        "  node -e \"const cp = require('child_process'), net = require('net'), fs = require('fs');\n"
+        "    const { Worker } = require('worker_threads');\n"
+        "    cp.execSync('true'); fs.writeFileSync('n.txt', 'n'); new Worker('1', { eval: true });\n"
+        "    fs.promises.readFile('n.txt').then(() => { const s = net.createServer(c => c.end('hi'));\n"
+        "      s.listen(0, '127.0.0.1', () => net.connect(s.address().port, '127.0.0.1')\n"
+        "        .on('data', d => { s.close(); process.exit(d == 'hi' ? 0 : 1); })); });\"\n"
+        "  echo '#   node ok'\n"
+        "fi\n"
+        "if has /usr/bin/python3; then\n"
+        "  /usr/bin/python3 -c 'import asyncio, multiprocessing as m; asyncio.run(asyncio.sleep(0));"
+        " p = m.Pool(2); assert p.map(abs, [-1, -2]) == [1, 2]; p.close()' && echo '#   python3 ok'\n"
+        "fi\n"
+        "if has strace; then strace -f -o /dev/null true && echo '#   strace ok'; fi\n"
+        "if has gdb; then gdb -q -batch -ex run --args /bin/true >/dev/null 2>&1 && echo '#   gdb ok'; fi\n";
+
+static void test_host_programs(void **state) {
+        printf("# host tools under the allow-list (no namespaces): gcc+make, git, node, python3, strace, gdb\n");
+        struct rt_seccomp_prog p = { 0 };
+        assert_int_equal(rt_seccomp_build(RT_SECCOMP_ALLOWLIST, &p), 0);
+        char *dir = fake_mkdtemp();
+        fflush(stdout);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || rt_seccomp_load(&p) < 0)
+                        _exit(90);
+                execl("/bin/sh", "sh", "-c", host_script, "sh", dir, (char *)NULL);
+                _exit(91);
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        rt_seccomp_prog_free(&p);
+        rt_rm_rf(dir);
+        free(dir);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                printf("# a tool failed under the filter (status 0x%x)\n", st);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 static void test_denylist(void **state) {
         printf("# seccomp deny-list: the same denials over a default of allow\n");
         assert_int_equal(run_child(RT_SECCOMP_DENYLIST, common_checks), 0);
@@ -164,6 +222,7 @@ static void test_bad_policy(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_allowlist),
+                cmocka_unit_test(test_host_programs),
                 cmocka_unit_test(test_denylist),
                 cmocka_unit_test(test_bad_policy),
         };
