@@ -578,6 +578,7 @@ int main(int argc, char **argv) {
                 procs_pump();
                 if (cn && !cn->closing)
                         conn_flush(cn);
+                procs_pump(); /* refill what the flush freed, or a read stalls with nothing queued */
                 if (cn && cn->closing) {
                         conn_destroy(cn);
                         cn = NULL;
