@@ -73,14 +73,14 @@ try:
     print("connected", s.recv(100))
 except Exception as e:
     print("refused", type(e).__name__)'
-out=$(sp exec "$a" -- python3 -c "$probe" 127.0.0.1 "$port" </dev/null 2>&1)
+out=$(sp exec "$b" -- python3 -c "$probe" 127.0.0.1 "$port" </dev/null 2>&1)
 case $out in refused*) pass "127.0.0.1:$port from inside: $out" ;; *) fail "127.0.0.1:$port from inside: $out" ;; esac
 hostip=$(ip -4 -o route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
 if [ -n "$hostip" ]; then
-        out=$(sp exec "$a" -- python3 -c "$probe" "$hostip" "$port" </dev/null 2>&1)
+        out=$(sp exec "$b" -- python3 -c "$probe" "$hostip" "$port" </dev/null 2>&1)
         case $out in refused*) pass "$hostip:$port (host address) from inside: $out" ;; *) fail "$hostip:$port from inside: $out" ;; esac
 fi
-out=$(sp exec "$a" -- python3 -c 'import socket; print(sorted(i[1] for i in socket.if_nameindex()))' </dev/null 2>&1)
+out=$(sp exec "$b" -- python3 -c 'import socket; print(sorted(i[1] for i in socket.if_nameindex()))' </dev/null 2>&1)
 expect_eq "the only network interface inside is lo" "$out" "['lo']"
 kill $lpid 2>/dev/null; wait $lpid 2>/dev/null
 
