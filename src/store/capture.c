@@ -273,19 +273,19 @@ static int open_beneath(int rootfd, const char *path, int flags) {
         return fd < 0 ? -errno : fd;
 }
 
-static int read_region(struct capture *c, struct cnode *n, int fd, uint8_t *buf, uint64_t from, uint64_t to,
-                       bool single) {
+static int read_region(struct capture *c, struct cnode *n, int fd, uint8_t *buf, size_t cap, uint64_t from,
+                       uint64_t to, bool single) {
         size_t start = 0, end = 0;
         uint64_t pos = from; /* file offset of buf[start] */
         bool eof = false;
         while (!eof || start < end) {
                 if (!eof && end - start < STORE_CHUNK_MAX) {
-                        if (READ_BUF - end < STORE_CHUNK_MAX) {
+                        if (cap - end < STORE_CHUNK_MAX) {
                                 memmove(buf, buf + start, end - start);
                                 end -= start;
                                 start = 0;
                         }
-                        uint64_t want = MIN((uint64_t)(READ_BUF - end), to - (pos + (end - start)));
+                        uint64_t want = MIN((uint64_t)(cap - end), to - (pos + (end - start)));
                         ssize_t k = want ? pread(fd, buf + end, (size_t)want, (off_t)(pos + (end - start))) : 0;
                         if (k < 0) {
                                 if (errno == EINTR)
@@ -349,7 +349,9 @@ static void file_run(struct pool_task *pt) {
         n->e.gid = st.st_gid;
         n->e.mtime_sec = st.st_mtim.tv_sec;
         n->e.mtime_nsec = (uint32_t)st.st_mtim.tv_nsec;
-        buf = malloc(READ_BUF);
+        /* small files need no 4 MiB window: malloc of that size is an mmap + page faults */
+        size_t cap = size < READ_BUF - STORE_CHUNK_MAX ? (size_t)size + STORE_CHUNK_MAX : READ_BUF;
+        buf = malloc(cap);
         if (!buf) {
                 r = -ENOMEM;
                 goto done;
@@ -377,7 +379,7 @@ static void file_run(struct pool_task *pt) {
                         if (de <= ds)
                                 break;
                 }
-                r = read_region(c, n, fd, buf, ds, de, single);
+                r = read_region(c, n, fd, buf, cap, ds, de, single);
                 off = de;
         }
         if (r == 0) {

@@ -16,8 +16,10 @@
 
 #include "store/store-internal.h"
 
-/* Pins of running operations; removes temp dirs whose owner is gone. */
-static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, uint64_t *removed, bool dry_run) {
+/* Pins of running operations; removes temp dirs whose owner is gone. With live, the names
+ * (transaction ids) of the running ones are added there. */
+static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, uint64_t *removed, bool dry_run,
+                     struct hset *live) {
         int fd = dup(s->tmpfd);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
         if (!d) {
@@ -41,6 +43,12 @@ static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, ui
                         if (!dry_run && store_rm_rf_at(dirfd(d), de->d_name) == 0 && removed)
                                 (*removed)++;
                         continue;
+                }
+                if (live) {
+                        struct store_hash id = { 0 };
+                        memcpy(id.b, de->d_name, MIN(strlen(de->d_name), sizeof id.b - 1));
+                        if (hset_add(live, &id, 1) < 0)
+                                r = -ENOMEM;
                 }
                 _cleanup_close_ int pf = openat(dfd, "pin", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
                 if (pf < 0)
@@ -146,7 +154,9 @@ static int mark(struct reach *rc, const struct store_hash *h) {
         return reach_object(rc, h, where);
 }
 
-static int sweep(struct store *s, const struct hset *seen, bool dry_run, struct store_gc_result *res) {
+/* Objects nobody reaches, and temp objects of transactions that are not running. */
+static int sweep(struct store *s, const struct hset *seen, const struct hset *live_txns, bool dry_run,
+                 struct store_gc_result *res) {
         for (int i = 0; i < 256; i++) {
                 char dn[3];
                 snprintf(dn, sizeof dn, "%02x", i);
@@ -161,6 +171,19 @@ static int sweep(struct store *s, const struct hset *seen, bool dry_run, struct 
                 struct dirent *de;
                 while ((de = readdir(d))) {
                         struct store_hash h;
+                        if (!strncmp(de->d_name, TXN_TEMP_PREFIX, strlen(TXN_TEMP_PREFIX))) {
+                                struct store_hash id = { 0 };
+                                const char *idp = de->d_name + strlen(TXN_TEMP_PREFIX);
+                                size_t il = strcspn(idp, "-");
+                                if (il < sizeof id.b)
+                                        memcpy(id.b, idp, il);
+                                if (!hset_get(live_txns, &id)) {
+                                        if (!dry_run)
+                                                unlinkat(dirfd(d), de->d_name, 0);
+                                        res->temp_removed++;
+                                }
+                                continue;
+                        }
                         if (store_hash_from_hex(de->d_name, &h) < 0)
                                 continue; /* not ours: verify reports it, GC leaves it */
                         if (hset_get(seen, &h)) {
@@ -218,7 +241,7 @@ static int gc_locked_start(struct store *s, struct hset *refs0, struct store_has
         int r = refs_list(s, refs0);
         if (r < 0)
                 return store_fail(r, "cannot list snapshots: %s", strerror(-r));
-        r = read_pins(s, pins, npins, &res->temp_removed, dry_run);
+        r = read_pins(s, pins, npins, &res->temp_removed, dry_run, NULL);
         if (r < 0)
                 return store_fail(r, "cannot read the store's tmp/: %s", strerror(-r));
         return 0;
@@ -251,7 +274,7 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
         int lk = -EBADF;
 
         int64_t keep_since = o->keep_since_ns ? o->keep_since_ns : store_now_ns();
-        struct hset recent = { 0 };
+        struct hset recent = { 0 }, live_txns = { 0 };
         int r = gc_locked_start(s, &refs0, &pins0, &npins0, o->dry_run, &res);
         if (r < 0)
                 goto out;
@@ -288,7 +311,7 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
         for (size_t i = 0; i < recent.cap; i++)
                 if (recent.vals[i] && (r = mark(&rc, &recent.keys[i])) < 0)
                         goto out;
-        if ((r = read_pins(s, &pins1, &npins1, NULL, true)) < 0)
+        if ((r = read_pins(s, &pins1, &npins1, NULL, true, &live_txns)) < 0)
                 goto out;
         for (size_t i = 0; i < npins1; i++)
                 if ((r = mark(&rc, &pins1[i])) < 0 && r != -ENOENT)
@@ -315,7 +338,7 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
                 goto out;
         }
         res.live_snapshots = refs1.n - res.snapshots_removed;
-        r = sweep(s, &seen, o->dry_run, &res);
+        r = sweep(s, &seen, &live_txns, o->dry_run, &res);
         if (r < 0)
                 goto out;
         sweep_caches(s, &seen, o->dry_run);
@@ -326,6 +349,7 @@ out:
         hset_free(&refs0);
         hset_free(&refs1);
         hset_free(&recent);
+        hset_free(&live_txns);
         hset_free(&seen);
         return r;
 }

@@ -155,8 +155,20 @@ int obj_encode(struct store *s, enum obj_kind kind, const void *plain, size_t le
                 return -ENOMEM;
         uint8_t codec = OBJ_CODEC_RAW;
         size_t stored = len;
-        /* Tiny payloads never shrink enough to pay for a zstd frame. */
-        if (len >= 64) {
+        /* Tiny payloads never shrink enough to pay for a zstd frame; for big ones a probe
+         * of the first 4 KiB spots data that is already compressed (media, archives) and
+         * saves compressing it whole for nothing. */
+        bool try_zstd = len >= 64;
+        if (try_zstd && len >= 64 * 1024) {
+                struct zctx *z = zctx_get();
+                if (!z) {
+                        free(out);
+                        return -ENOMEM;
+                }
+                size_t n = ZSTD_compressCCtx(z->c, out + OBJ_HEADER, bound, plain, 4096, s->level);
+                try_zstd = !ZSTD_isError(n) && n < 4096 - 4096 / 32;
+        }
+        if (try_zstd) {
                 struct zctx *z = zctx_get();
                 if (!z) {
                         free(out);

@@ -173,7 +173,8 @@ struct store {
 int store_lock(struct store *s, bool exclusive);
 int store_gc_gen(struct store *s, uint64_t *ret);
 
-/* ---- write transaction: objects go to a private tmp dir and become visible at commit ---- */
+/* ---- write transaction: objects are written under temp names and renamed at commit ---- */
+#define TXN_TEMP_PREFIX ".t-" /* objects/ab/.t-TXNID-HASH */
 struct txn;
 /* pins: snapshots whose objects this operation relies on (GC keeps them). */
 int txn_begin(struct store *s, const struct store_hash *pins, size_t npins, struct txn **ret);

@@ -5,8 +5,11 @@
  *   objects/00..ff/HASH every object (chunks, trees, snapshot records, memory images)
  *   snapshots/HASH      one empty file per listed snapshot record ("refs")
  *   cache/HASH.DEV.INO  stat caches for incremental capture (not needed for correctness)
- *   tmp/ID/             one per running capture or materialization: its pin list and the
- *                       objects it has written but not yet committed; flock'ed by its owner
+ *   tmp/ID/             one per running capture or materialization, flock'ed by its owner:
+ *                       its pin list
+ *   objects/ab/.t-ID-HASH  objects transaction ID wrote but has not committed yet (beside
+ *                       their final name, so commit is a rename within one directory and
+ *                       writers spread over 256 directories instead of contending on one)
  *   gate, lock          the store lock (see store_lock); gcgen: GC sweep counter
  */
 #include <dirent.h>
@@ -258,6 +261,12 @@ struct txn {
         atomic_uint_least64_t objects_written, bytes_written, objects_reused, trees_written;
 };
 
+static void temp_rel(const struct txn *t, const struct store_hash *h, char out[STORE_HEX_LEN + 32]) {
+        char hex[STORE_HEX_LEN + 1];
+        store_hash_to_hex(h, hex);
+        snprintf(out, STORE_HEX_LEN + 32, "%.2s/" TXN_TEMP_PREFIX "%s-%s", hex, t->name, hex);
+}
+
 int txn_begin(struct store *s, const struct store_hash *pins, size_t npins, struct txn **ret) {
         struct txn *t = calloc(1, sizeof *t);
         if (!t)
@@ -317,6 +326,12 @@ int txn_begin(struct store *s, const struct store_hash *pins, size_t npins, stru
 struct txn *txn_free(struct txn *t) {
         if (!t)
                 return NULL;
+        /* uncommitted objects: after a commit these names are gone already */
+        for (size_t i = 0; i < t->n; i++) {
+                char tmp[STORE_HEX_LEN + 32];
+                temp_rel(t, &t->list[i], tmp);
+                unlinkat(t->s->objfd, tmp, 0);
+        }
         if (t->dfd >= 0) {
                 store_rm_rf_at(t->s->tmpfd, t->name);
                 safe_close(t->dfd);
@@ -401,9 +416,10 @@ int txn_put(struct txn *t, enum obj_kind kind, const void *plain, size_t len, co
         r = obj_encode(t->s, kind, plain, len, &file, &flen);
         if (r < 0)
                 return store_fail(r, "cannot encode a %s: %s", obj_kind_name(kind), strerror(-r));
-        char hex[STORE_HEX_LEN + 1];
+        char hex[STORE_HEX_LEN + 1], tmp[STORE_HEX_LEN + 32];
         store_hash_to_hex(&h, hex);
-        _cleanup_close_ int fd = openat(t->dfd, hex, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        temp_rel(t, &h, tmp);
+        _cleanup_close_ int fd = openat(t->s->objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
         if (fd < 0)
                 return store_fail(-errno, "cannot create object %s: %m", hex);
         size_t done = 0;
@@ -454,33 +470,35 @@ static int txn_commit_locked(struct txn *t) {
                         }
                 }
         }
-        char hex[STORE_HEX_LEN + 1];
+        char tmp[STORE_HEX_LEN + 32];
         if (t->n > 64) {
                 /* One syncfs beats thousands of fsyncs; it also flushes others' data, which
                  * is why small commits fsync file by file. */
-                if (syncfs(t->dfd) < 0)
+                if (syncfs(s->objfd) < 0)
                         return store_fail(-errno, "cannot flush new objects to disk: %m");
         } else {
                 for (size_t i = 0; i < t->n; i++) {
-                        store_hash_to_hex(&t->list[i], hex);
-                        _cleanup_close_ int fd = openat(t->dfd, hex, O_RDONLY | O_CLOEXEC);
+                        temp_rel(t, &t->list[i], tmp);
+                        _cleanup_close_ int fd = openat(s->objfd, tmp, O_RDONLY | O_CLOEXEC);
                         if (fd < 0 || fsync(fd) < 0)
-                                return store_fail(-errno, "cannot flush object %s to disk: %m", hex);
+                                return store_fail(-errno, "cannot flush object %s to disk: %m", tmp);
                 }
         }
         uint8_t touched[256] = { 0 };
         for (size_t i = 0; i < t->n; i++) {
                 char rel[STORE_HEX_LEN + 4];
                 store_obj_relpath(&t->list[i], rel);
-                if (renameat2(t->dfd, rel + 3, s->objfd, rel, RENAME_NOREPLACE) < 0) {
+                temp_rel(t, &t->list[i], tmp);
+                if (renameat2(s->objfd, tmp, s->objfd, rel, RENAME_NOREPLACE) < 0) {
                         if (errno != EEXIST)
                                 return store_fail(-errno, "cannot move object %s into place: %m", rel + 3);
                         /* Someone else committed the same object first: theirs is as good. */
-                        unlinkat(t->dfd, rel + 3, 0);
+                        unlinkat(s->objfd, tmp, 0);
                         continue;
                 }
                 touched[t->list[i].b[0]] = 1;
         }
+        t->n = 0; /* every temp name is gone now: nothing for txn_free to remove */
         for (int i = 0; i < 256; i++) {
                 if (!touched[i])
                         continue;

@@ -129,8 +129,9 @@ static void scan_objects(struct vctx *v, store_progress_fn progress, void *pud) 
                 }
                 struct dirent *de;
                 while ((de = readdir(d))) {
-                        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                                continue;
+                        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+                            !strncmp(de->d_name, TXN_TEMP_PREFIX, strlen(TXN_TEMP_PREFIX)))
+                                continue; /* not yet committed (or left by a crash, for gc) */
                         struct store_hash h;
                         char path[300];
                         snprintf(path, sizeof path, "objects/%s/%s", dn, de->d_name);
