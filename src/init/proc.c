@@ -585,12 +585,15 @@ void op_exec(uint32_t id, const struct json *req) {
         }
         log_debug("started pid %d: %s%s", (int)pid, argv[0], background ? " (background)" : "");
 
-        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        /* No cleanup attribute here: the goto below jumps past this declaration, and the
+         * cleanup would then free an uninitialised buffer (heap corruption, init aborts). */
+        struct buf b = BUF_INIT(PROTO_MAX_JSON);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
         json_w_kint(&w, "pid", pid);
         json_w_obj_end(&w);
         send_json(PROTO_RESP, id, &b);
+        buf_free(&b);
         return;
 
 fail_pipes:
