@@ -15,6 +15,12 @@ struct rt_limits {
         uint32_t cpu_millis;   /* 1000 = one CPU; 0 = no limit */
         uint32_t pids;         /* 0 = driver default */
         uint32_t nofile;       /* RLIMIT_NOFILE inside; 0 = driver default */
+        /* Writable layer (upper + work dirs): bytes and inodes it may hold; 0 = no limit.
+         * Needs a quota-capable filesystem under upper_dir (rt_volume_prepare in
+         * runtime/quota.h): -EOPNOTSUPP otherwise. Writes past it fail inside with
+         * EDQUOT (ENOSPC on XFS). */
+        uint64_t disk_bytes;
+        uint64_t disk_inodes;
 };
 
 struct rt_spec {

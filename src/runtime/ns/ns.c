@@ -29,6 +29,7 @@
 #include "common/macros.h"
 #include "runtime/cgroup.h"
 #include "runtime/mount.h"
+#include "runtime/quota.h"
 #include "runtime/seccomp.h"
 
 /* Driver defaults when rt_limits leaves a field 0, and the bounds of what a caller may ask. */
@@ -461,6 +462,10 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 nofile = (uint32_t)cur.rlim_max;
 
         int r = ensure_host();
+        if (r < 0)
+                return r;
+        /* Before anything runs inside: the limits must hold from the first write. */
+        r = rt_quota_apply(spec->upper_dir, spec->work_dir, l->disk_bytes, l->disk_inodes);
         if (r < 0)
                 return r;
 

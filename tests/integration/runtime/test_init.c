@@ -1,8 +1,13 @@
 /* A stand-in for space-init in the runtime tests: PID 1 of a test sandbox. It reads
  * commands on fd 3 (u32 length + text), runs each with /bin/sh -c, and answers with the
  * wait status and the merged output. Also a multi-call helper: "hog MIB" eats memory,
- * "forkbomb" forks until the kernel refuses and prints how many children it made. */
+ * "forkbomb" forks until the kernel refuses and prints how many children it made,
+ * "filebomb DIR" creates empty files until the kernel refuses and prints "COUNT ERRNO",
+ * "setproj PATH ID" tries to move PATH to another quota project and prints the errno. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +82,40 @@ static int forkbomb(void) {
         return 0;
 }
 
+#define FILEBOMB_MAX 2000000
+
+static int filebomb(const char *dir) {
+        char p[4096];
+        int n = 0, err = 0;
+        for (; n < FILEBOMB_MAX; n++) {
+                snprintf(p, sizeof p, "%s/f%d", dir, n);
+                int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                if (fd < 0) {
+                        err = errno;
+                        break;
+                }
+                close(fd);
+        }
+        printf("%d %d\n", n, err);
+        return 0;
+}
+
+static int setproj(const char *path, const char *id) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        struct fsxattr fa;
+        int err = 0;
+        if (fd < 0 || ioctl(fd, FS_IOC_FSGETXATTR, &fa) < 0) {
+                err = errno;
+        } else {
+                fa.fsx_projid = (unsigned)atoi(id);
+                fa.fsx_xflags &= ~FS_XFLAG_PROJINHERIT;
+                if (ioctl(fd, FS_IOC_FSSETXATTR, &fa) < 0)
+                        err = errno;
+        }
+        printf("%d\n", err);
+        return 0;
+}
+
 static void run(const char *cmd, int sock) {
         int pfd[2];
         int32_t status = -1;
@@ -121,6 +160,10 @@ int main(int argc, char **argv) {
                 return hog(atol(argv[2]));
         if (argc >= 2 && !strcmp(argv[1], "forkbomb"))
                 return forkbomb();
+        if (argc >= 3 && !strcmp(argv[1], "filebomb"))
+                return filebomb(argv[2]);
+        if (argc >= 4 && !strcmp(argv[1], "setproj"))
+                return setproj(argv[2], argv[3]);
         const char *e = getenv("SPACE_INIT_FD");
         int sock = e ? atoi(e) : 3;
         static char cmd[MAX_CMD + 1];
