@@ -30,20 +30,60 @@ expect_eq "16 MiB within the limit is fine" "$out" "$((16 << 20))"
 
 say "pids: a fork bomb with --pids 64"
 f=$(new_sandbox --pids 64 --memory 256M) && pass "created $f with --pids 64" || { fail "create --pids 64"; finish; }
+sbx=$(sandbox_of "$f")
+pidcg=""
+for cg in /sys/fs/cgroup/pids/space/"$sbx" /sys/fs/cgroup/space/"$sbx"; do
+        [ -r "$cg/pids.current" ] && pidcg=$cg
+done
+[ -n "$pidcg" ] && pass "the sandbox's pids cgroup is $pidcg" || fail "no pids cgroup found for $sbx"
 bomb=$(sp exec -d "$f" -- sh -c 'b() { b | b & }; b' </dev/null)
-[ -n "$bomb" ] && pass "fork bomb started in the background (pid $bomb)" || fail "could not start the fork bomb"
-sleep 5
+[ -n "$bomb" ] && pass "shell fork bomb started in the background (pid $bomb)" || fail "could not start the fork bomb"
+max=0
+for i in $(seq 1 15); do
+        cur=$(cat "$pidcg/pids.current" 2>/dev/null || echo 0)
+        [ "$cur" -gt "$max" ] && max=$cur
+        sleep 0.2
+done
+[ "$max" -le 64 ] && [ "$max" -ge 2 ] && pass "the bomb peaked at $max sampled tasks, no more than the limit 64" ||
+        fail "the bomb peaked at $max tasks (wanted 2..64)"
+if [ -r "$pidcg/pids.events" ]; then
+        hits=$(awk '$1 == "max" { print $2 }' "$pidcg/pids.events")
+        [ "${hits:-0}" -gt 0 ] && pass "the kernel refused $hits forks at the limit (pids.events)" || fail "pids.events max = '$hits'"
+fi
 healthy && pass "the daemon answers during the fork bomb" || fail "the daemon does not answer during the fork bomb"
+# a bomb whose children stay: fork until refused, then report how far it got
+forker='import os, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError as e:
+        print("refused after", n, "forks:", e.strerror, flush=True)
+        break
+    if pid == 0:
+        time.sleep(120)
+        os._exit(0)
+    n += 1
+time.sleep(120)'
+fp=$(sp exec -d "$f" -- python3 -c "$forker" </dev/null)
+wait_until 20 sh -c "'$SPACE' logs '$f' '$fp' 2>/dev/null | grep -q refused"
+out=$(sp logs "$f" "$fp")
+n=$(echo "$out" | sed -n 's/refused after \([0-9]*\) forks.*/\1/p')
+[ -n "$n" ] && [ "$n" -lt 64 ] && pass "fork() was refused at the limit: $out" || fail "forker: '$out'"
 js=$(sp inspect --json "$f")
 pids=$(json_get "$js" health.pids)
-[ -n "$pids" ] && [ "$pids" -le 64 ] && pass "tasks in the sandbox: $pids <= 64" || fail "tasks in the sandbox: '$pids'"
-sbx=$(sandbox_of "$f")
-for cg in /sys/fs/cgroup/pids/space/"$sbx" /sys/fs/cgroup/space/"$sbx"; do
-        if [ -r "$cg/pids.current" ]; then
-                cur=$(cat "$cg/pids.current")
-                [ "$cur" -le 64 ] && pass "cgroup pids.current = $cur" || fail "cgroup pids.current = $cur > 64"
-        fi
-done
+[ -n "$pids" ] && [ "$pids" -le 64 ] && [ "$pids" -ge 32 ] && pass "inspect: $pids tasks in the sandbox (limit 64)" || fail "inspect health.pids: '$pids'"
+t0=$(now_ms)
+out=$(timeout 20 "$SPACE" exec "$f" -- true </dev/null 2>&1); rc=$?
+t1=$(now_ms)
+[ $rc -ne 124 ] && pass "a new command in the full sandbox answers in $((t1 - t0)) ms (exit $rc${out:+: $out})" ||
+        fail "a new command in the full sandbox hangs"
+js=$(sp inspect --json "$f")
+expect_eq "the full sandbox is still running after a refused fork" "$(json_get "$js" state)/$(json_get "$js" health.alive)" "running/True"
+sp kill "$f" "$fp" KILL
+wait_until 10 sh -c "[ \$(cat '$pidcg/pids.current') -lt 8 ]"
+out=$(sp exec "$f" -- echo recovered </dev/null 2>&1)
+expect_eq "once the forker is killed the sandbox runs commands again" "$out" "recovered"
 out=$(sp exec "$other" -- echo alive </dev/null)
 expect_eq "the bystander sandbox still runs commands" "$out" "alive"
 t0=$(now_ms)
