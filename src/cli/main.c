@@ -1033,7 +1033,7 @@ static const struct cmd cmd_template_build = { "template build",
         "\n"
         "Build a template on the daemon's host from a directory, a tar file, or a Debian\n"
         "suite through debootstrap (the daemon caches debootstrap output). Progress lines\n"
-        "go to stdout; the last line names the template and its size.\n"
+        "go to stdout; the last line is \"built template NAME (SIZE)\".\n"
         "Paths are read by the daemon; relative ones are made absolute here first.\n"
         "\n"
         "Options:\n"
@@ -1133,7 +1133,7 @@ static int do_template_build(int argc, char **argv) {
         } else {
                 char size[32];
                 cli_format_size(info.size_bytes, size, sizeof size);
-                printf("template %s ready (%s)\n", info.name[0] ? info.name : bo.name, size);
+                printf("built template %s (%s)\n", info.name[0] ? info.name : bo.name, size);
         }
         space_client_free(cl);
         return r;
