@@ -77,13 +77,14 @@ static double run_bwrap(const char *bwrap) {
 }
 
 /* One create + exec true; the delete is timed apart. */
-static int run_space(space_client *c, const char *tmpl, double *ret_create, double *ret_delete) {
+static int run_space(space_client *c, const char *tmpl, double *ret_total, double *ret_create, double *ret_delete) {
         static const char *const argv[] = { "true", NULL };
         double t0 = now_ms();
         space_session *s = NULL;
         int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = tmpl });
         if (r < 0)
                 return r;
+        double tc = now_ms();
         struct space_exec_result res;
         r = space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res);
         double t1 = now_ms();
@@ -96,7 +97,8 @@ static int run_space(space_client *c, const char *tmpl, double *ret_create, doub
                 return r;
         if (d < 0)
                 return d;
-        *ret_create = t1 - t0;
+        *ret_total = t1 - t0;
+        *ret_create = tc - t0;
         *ret_delete = t2 - t1;
         return 0;
 }
@@ -157,14 +159,16 @@ int main(int argc, char **argv) {
                 return 1;
         }
         struct series sp = { .what = "space: create + exec true", .v = calloc((size_t)runs, sizeof(double)) };
+        struct series cre = { .what = "space: create alone (POST /v1/sessions)", .v = calloc((size_t)runs, sizeof(double)) };
+        struct series ex = { .what = "space: exec true alone", .v = calloc((size_t)runs, sizeof(double)) };
         struct series del = { .what = "space: delete", .v = calloc((size_t)runs, sizeof(double)) };
         struct series bw = { .what = "bwrap --unshare-all --die-with-parent --ro-bind / / true",
                              .v = calloc((size_t)runs, sizeof(double)) };
-        if (!sp.v || !del.v || !bw.v)
+        if (!sp.v || !cre.v || !ex.v || !del.v || !bw.v)
                 return 1;
         for (long i = 0; i < warmup; i++) {
-                double a, b;
-                if ((r = run_space(cl, tmpl, &a, &b)) < 0) {
+                double a, b, d;
+                if ((r = run_space(cl, tmpl, &a, &b, &d)) < 0) {
                         fprintf(stderr, "bench-create: warm-up run failed: %s\n",
                                 *space_client_last_error(cl) ? space_client_last_error(cl) : strerror(-r));
                         return 1;
@@ -175,15 +179,17 @@ int main(int argc, char **argv) {
                 }
         }
         for (long i = 0; i < runs; i++) {
-                double a, b;
-                r = run_space(cl, tmpl, &a, &b);
+                double a, b, d;
+                r = run_space(cl, tmpl, &a, &b, &d);
                 if (r < 0) {
                         sp.failures++;
                         fprintf(stderr, "bench-create: run %ld: %s\n", i,
                                 *space_client_last_error(cl) ? space_client_last_error(cl) : strerror(-r));
                 } else {
                         sp.v[sp.n++] = a;
-                        del.v[del.n++] = b;
+                        cre.v[cre.n++] = b;
+                        ex.v[ex.n++] = a - b;
+                        del.v[del.n++] = d;
                 }
                 if (bwrap) {
                         double t = run_bwrap(bwrap);
@@ -196,6 +202,8 @@ int main(int argc, char **argv) {
         char extra[160];
         snprintf(extra, sizeof extra, "\"template\":\"%s\",\"host\":\"%s\",", tmpl, space_client_host(cl));
         report(&sp, extra);
+        report(&cre, extra);
+        report(&ex, extra);
         report(&del, extra);
         if (bwrap) {
                 report(&bw, "");
@@ -205,6 +213,8 @@ int main(int argc, char **argv) {
                                pct(sp.v, sp.n, 99) / pct(bw.v, bw.n, 99));
         }
         free(sp.v);
+        free(cre.v);
+        free(ex.v);
         free(del.v);
         free(bw.v);
         space_client_free(cl);
