@@ -75,7 +75,11 @@ cleanup() {
                 # shellcheck disable=SC2086
                 "$SPACE" rm $left >/dev/null || fails=$((fails + 1))
         fi
-        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+                echo "FAIL: spaced (pid $pid) died during the tests; its log ends:"
+                tail -n 20 "$STATE/spaced.log"
+                fails=$((fails + 1))
+        elif [ -n "$pid" ]; then
                 kill -TERM "$pid"
                 i=0
                 while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do
