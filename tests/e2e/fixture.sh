@@ -94,6 +94,11 @@ cleanup() {
                         echo "ok: spaced exited on SIGTERM"
                 fi
         fi
+        if grep -qE "ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:" "$STATE/spaced.log"; then
+                echo "FAIL: the sanitizers reported errors in spaced:"
+                grep -E -A5 "ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:" "$STATE/spaced.log" | head -40
+                fails=$((fails + 1))
+        fi
         n=0
         while read -r ses sbx ipid; do
                 [ -n "$sbx" ] || continue
