@@ -811,7 +811,8 @@ static int join_path(char *out, size_t n, const char *dir, const char *name) {
 static int upload_tree(space_client *cl, space_session *s, const char *local, const char *remote, bool parents, int depth);
 
 static int upload_file(space_client *cl, space_session *s, const char *local, const char *remote, bool parents) {
-        _cleanup_close_ int fd = strcmp(local, "-") == 0 ? dup(STDIN_FILENO) : open(local, O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int fd = strcmp(local, "-") == 0 ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)
+                                                       : open(local, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return errorf("%s: %s", local, strerror(errno));
         struct stat st;
