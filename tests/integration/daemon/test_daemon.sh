@@ -212,6 +212,34 @@ check "the daemon is alive" test "$(api http://x/v1/health | jget status)" = ok
 R=$(api -X DELETE "http://x/v1/sessions/$ID2" -o /dev/null -w '%{http_code}')
 check "a dead session can be deleted" test "$R" = 204
 
+# Pipelining across asynchronous answers: a list (answered by init), an exec stream and
+# the deletion of another session, written at once, answered in order.
+SES4=$(api -X POST http://x/v1/sessions -d '{"template":"mini"}' | jget id)
+R=$(python3 - "$S" "$ID" "$SES4" <<'PY'
+import re, socket, sys
+path, ses, other = sys.argv[1:]
+body = b'{"argv":["echo","piped"]}'
+reqs = (b"GET /v1/sessions/%s/files/list?path=/root HTTP/1.1\r\n\r\n" % ses.encode() +
+        b"POST /v1/sessions/%s/exec HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (ses.encode(), len(body), body) +
+        b"DELETE /v1/sessions/%s HTTP/1.1\r\n\r\n" % other.encode() +
+        b"GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n")
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(path)
+s.sendall(reqs)
+data = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+codes = [c.decode() for c in re.findall(rb"HTTP/1\.1 (\d{3}) ", data)]
+print(",".join(codes) + ("/piped" if b'"data":"piped\\n"' in data else "/no-output"))
+PY
+)
+check "pipelined requests are answered in order ($R)" test "$R" = "200,200,204,200/piped"
+check "the pipelined delete happened" test "$(api "http://x/v1/sessions/$SES4" -o /dev/null -w '%{http_code}')" = 404
+
 R=$(api -X DELETE http://x/v1/templates/mini -o /dev/null -w '%{http_code}')
 check "a template in use can't be removed (409)" test "$R" = 409
 R=$(api -X DELETE "$U" -o /dev/null -w '%{http_code}')
