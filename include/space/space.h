@@ -45,8 +45,8 @@ const char *space_client_last_error_code(const space_client *c);
 /* HTTP status of the last answer (0 if none arrived). */
 int space_client_last_status(const space_client *c);
 
-/* API errors map to: 400 -EINVAL, 404 -ENOENT, 405 -EOPNOTSUPP, 409 -EEXIST, 413 -E2BIG,
- * 422 -ENOEXEC, 503 -EHOSTDOWN, other -EPROTO. Connection failures keep their errno
+/* API errors map to: 400 -EINVAL, 403 -EACCES, 404 -ENOENT, 405 -EOPNOTSUPP, 409 -EEXIST,
+ * 413/431 -E2BIG, 422 -ENOEXEC, 503 -EHOSTDOWN, 507 -ENOSPC, other -EPROTO. Connection failures keep their errno
  * (-ECONNREFUSED, -ENOENT for a missing socket ...); a malformed answer gives -EBADMSG,
  * an answer over a limit -E2BIG, a timeout -ETIMEDOUT. */
 
@@ -145,6 +145,7 @@ struct space_exec_result {
         bool timed_out;
         bool running;   /* attach only: the daemon said it is still running */
         uint64_t offset; /* attach only: output offset the daemon started from */
+        uint64_t next_offset; /* attach only: where a later attach goes on from */
 };
 
 /* Runs a command. Foreground: streams output to on_output and fills *ret from the exit
@@ -163,7 +164,7 @@ struct space_attach_opts {
 #define SPACE_ATTACH_OPTS_INIT .version = SPACE_ATTACH_OPTS_VERSION
 
 /* GET .../processes/{pid}/output: replays the recorded output, then (follow) the live
- * output; *ret says whether it ended and how. */
+ * output; *ret says whether it ended and how, and where to go on from. */
 int space_attach(space_session *s, int pid, const struct space_attach_opts *opts, struct space_exec_result *ret);
 
 /* POST .../processes/{pid}/signal. */
@@ -176,6 +177,7 @@ struct space_process {
         bool has_exit_code; /* exit_code is valid */
         int exit_code;
         int signal;
+        bool timed_out;
         int64_t started_ms;
         uint64_t output_bytes;
 };
@@ -212,7 +214,8 @@ struct space_dirent {
         char name[256];
         struct space_stat st; /* uid/gid are 0: the listing doesn't carry them */
 };
-/* GET .../files/list; free the array with free(). */
+#define SPACE_MAX_LIST 100000 /* entries space_file_list returns (-E2BIG beyond) */
+/* GET .../files/list, every page of it; free the array with free(). */
 int space_file_list(space_session *s, const char *path, struct space_dirent **ret, size_t *ret_n);
 
 /* ---- templates ------------------------------------------------------------------- */
@@ -230,11 +233,12 @@ typedef void (*space_progress_fn)(void *userdata, const char *message);
 struct space_template_build_opts {
         unsigned version;      /* SPACE_TEMPLATE_BUILD_OPTS_VERSION */
         const char *name;
-        /* exactly one of: */
+        /* at most one of (none: the daemon's default for the name; "base" has one): */
         const char *from_dir;  /* a directory on the daemon's host */
         const char *from_tar;  /* a tar file on the daemon's host */
         const char *debootstrap_suite;
         const char *const *packages; /* with debootstrap: NULL-terminated; may be NULL */
+        const char *mirror;    /* with debootstrap: Debian mirror URL; NULL: the daemon's */
         space_progress_fn on_progress;
         void *userdata;
 };

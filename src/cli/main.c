@@ -266,7 +266,7 @@ static const struct cmd cmd_exec = { "exec",
         "  -e, --env K=V         extra environment (repeatable)\n"
         "      --timeout SEC     kill the command after SEC seconds\n"
         "  -d, --background      start it in the background, print its pid and return;\n"
-        "                        see its output with 'space logs ID PID'\n"
+        "                        see its output with 'space logs ID PID' (no stdin)\n"
         "      --json            with -d: print {\"pid\":N}\n"
         "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
         "  -h, --help            show this help\n" };
@@ -339,6 +339,8 @@ static int do_exec(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
+        if (eo.background && interactive)
+                return usage_error(cmd->name, "a background command takes no stdin (-d with -i)");
         if (optind >= argc)
                 return usage_error(cmd->name, "missing sandbox id");
         const char *id = argv[optind++];
@@ -663,13 +665,15 @@ static int do_ps(int argc, char **argv) {
                                 const char *sn = cli_signal_name(p[i].signal);
                                 if (p[i].running)
                                         snprintf(st, sizeof st, "running");
+                                else if (p[i].timed_out)
+                                        snprintf(st, sizeof st, "timed out");
                                 else if (p[i].signal > 0)
                                         snprintf(st, sizeof st, "killed %s%s", sn ? "SIG" : "", sn ? sn : "");
                                 else if (p[i].has_exit_code)
                                         snprintf(st, sizeof st, "exited %d", p[i].exit_code);
                                 else
                                         snprintf(st, sizeof st, "ended");
-                                if (!p[i].running && p[i].signal > 0 && !sn)
+                                if (!p[i].running && !p[i].timed_out && p[i].signal > 0 && !sn)
                                         snprintf(st, sizeof st, "killed %d", p[i].signal);
                                 cli_format_size(p[i].output_bytes, out, sizeof out);
                                 printf("%-8d %-14s %-10s", p[i].pid, st, out);
@@ -1022,19 +1026,21 @@ static const struct cmd cmd_template = { "template",
         "Manage the templates sandboxes start from.\n"
         "\n"
         "Commands:\n"
-        "  build NAME (--from-dir DIR | --from-tar FILE | --debootstrap SUITE [--packages a,b])\n"
+        "  build NAME [--from-dir DIR | --from-tar FILE | --debootstrap SUITE [--packages a,b]]\n"
         "  ls [--json]\n"
         "  rm NAME\n"
         "\n"
         "Run 'space template COMMAND --help' for details.\n" };
 
 static const struct cmd cmd_template_build = { "template build",
-        "Usage: space template build [OPTIONS] NAME (--from-dir DIR | --from-tar FILE |\n"
-        "                            --debootstrap SUITE [--packages a,b])\n"
+        "Usage: space template build [OPTIONS] NAME [--from-dir DIR | --from-tar FILE |\n"
+        "                            --debootstrap SUITE [--packages a,b] [--mirror URL]]\n"
         "\n"
         "Build a template on the daemon's host from a directory, a tar file, or a Debian\n"
-        "suite through debootstrap (the daemon caches debootstrap output). Progress lines\n"
-        "go to stdout; the last line is \"built template NAME (SIZE)\".\n"
+        "suite through debootstrap (the daemon caches debootstrap output). Without a\n"
+        "source the daemon builds its default for NAME: 'base' is Debian bookworm\n"
+        "(minbase) with python3. Progress lines go to stdout; the last line is\n"
+        "\"built template NAME (SIZE)\".\n"
         "Paths are read by the daemon; relative ones are made absolute here first.\n"
         "\n"
         "Options:\n"
@@ -1042,6 +1048,7 @@ static const struct cmd cmd_template_build = { "template build",
         "      --from-tar FILE       unpack this tar file\n"
         "      --debootstrap SUITE   install Debian SUITE (e.g. bookworm), minbase variant\n"
         "      --packages a,b        extra packages for --debootstrap\n"
+        "      --mirror URL          Debian mirror for --debootstrap\n"
         "      --json                print the template object at the end (progress to stderr)\n"
         "      --host ADDR           daemon address (default: $SPACE_HOST)\n"
         "  -h, --help                show this help\n" };
@@ -1076,6 +1083,7 @@ static int do_template_build(int argc, char **argv) {
         static const struct option lopts[] = {
                 { "from-dir", required_argument, NULL, 'D' }, { "from-tar", required_argument, NULL, 'T' },
                 { "debootstrap", required_argument, NULL, 'B' }, { "packages", required_argument, NULL, 'P' },
+                { "mirror", required_argument, NULL, 'M' },
                 { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 },
         };
         const struct cmd *cmd = &cmd_template_build;
@@ -1090,6 +1098,7 @@ static int do_template_build(int argc, char **argv) {
                 case 'T': bo.from_tar = optarg; break;
                 case 'B': bo.debootstrap_suite = optarg; break;
                 case 'P': packages = optarg; break;
+                case 'M': bo.mirror = optarg; break;
                 case 'j': json = true; break;
                 case 'H': host = optarg; break;
                 case 'h': return show_help(cmd);
@@ -1102,10 +1111,10 @@ static int do_template_build(int argc, char **argv) {
                 return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
         bo.name = argv[optind];
         int sources = !!bo.from_dir + !!bo.from_tar + !!bo.debootstrap_suite;
-        if (sources != 1)
-                return usage_error(cmd->name, "give exactly one of --from-dir, --from-tar, --debootstrap");
-        if (packages && !bo.debootstrap_suite)
-                return usage_error(cmd->name, "--packages goes with --debootstrap");
+        if (sources > 1)
+                return usage_error(cmd->name, "give at most one of --from-dir, --from-tar, --debootstrap");
+        if ((packages || bo.mirror) && !bo.debootstrap_suite)
+                return usage_error(cmd->name, "--packages and --mirror go with --debootstrap");
         char abs[PATH_MAX];
         const char **rel = bo.from_dir ? &bo.from_dir : bo.from_tar ? &bo.from_tar : NULL;
         if (rel && (*rel)[0] != '/') {

@@ -58,21 +58,23 @@ static void clear_error(space_client *c) {
 static int errno_from_status(int status) {
         switch (status) {
         case 400: return -EINVAL;
+        case 403: return -EACCES;
         case 404: return -ENOENT;
         case 405: return -EOPNOTSUPP;
         case 409: return -EEXIST;
         case 413: case 431: return -E2BIG;
         case 422: return -ENOEXEC;
         case 503: return -EHOSTDOWN;
+        case 507: return -ENOSPC;
         default: return -EPROTO;
         }
 }
 
 static int errno_from_code(const char *code) {
         static const struct { const char *code; int status; } map[] = {
-                { "bad_request", 400 }, { "not_found", 404 }, { "method_not_allowed", 405 },
-                { "conflict", 409 },    { "too_large", 413 }, { "exec_failed", 422 },
-                { "unavailable", 503 },
+                { "bad_request", 400 }, { "forbidden", 403 }, { "not_found", 404 },
+                { "method_not_allowed", 405 }, { "conflict", 409 }, { "too_large", 413 },
+                { "exec_failed", 422 }, { "unavailable", 503 }, { "no_space", 507 },
         };
         for (size_t i = 0; code && i < ELEMENTSOF(map); i++)
                 if (strcmp(code, map[i].code) == 0)
@@ -658,7 +660,15 @@ static int exec_event(void *ud, const struct json *ev) {
         }
         if (strcmp(type, "attach") == 0) {
                 st->res.offset = get_u64(ev, "offset");
+                st->res.next_offset = st->res.offset;
                 st->res.running = json_get_bool(ev, "running", false);
+                return 0;
+        }
+        if (strcmp(type, "end") == 0) {
+                /* attach without follow, process still running */
+                st->res.running = json_get_bool(ev, "running", st->res.running);
+                if (json_get(ev, "offset"))
+                        st->res.next_offset = get_u64(ev, "offset");
                 return 0;
         }
         if (strcmp(type, "exit") == 0) {
@@ -669,6 +679,8 @@ static int exec_event(void *ud, const struct json *ev) {
                 st->res.timed_out = json_get_bool(ev, "timed_out", false);
                 if (st->res.signal > 0 && !json_get(ev, "exit_code"))
                         st->res.exit_code = -1;
+                if (json_get(ev, "offset"))
+                        st->res.next_offset = get_u64(ev, "offset");
                 return 0;
         }
         if (strcmp(type, "error") == 0) {
@@ -848,6 +860,7 @@ int space_process_list(space_session *s, struct space_process **ret, size_t *ret
                         v[i].exit_code = (int)ec;
                 }
                 v[i].signal = (int)get_i64(p, "signal", 0);
+                v[i].timed_out = json_get_bool(p, "timed_out", false);
                 v[i].started_ms = get_i64(p, "started_ms", 0);
                 v[i].output_bytes = get_u64(p, "output_bytes");
                 const struct json *argv = json_get(p, "argv");
@@ -1042,28 +1055,70 @@ int space_file_list(space_session *s, const char *path, struct space_dirent **re
         space_client *c = s->c;
         if (!path_ok(path))
                 return fail(c, -EINVAL, "invalid path");
-        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, "/files/list", path, NULL);
-        if (r < 0)
-                return fail(c, -ENAMETOOLONG, "path too long");
-        struct call k = { .method = "GET", .target = t.data };
-        _cleanup_json_ struct json *j = NULL;
-        r = call_json(c, &k, &j);
-        call_done(&k);
-        if (r < 0)
-                return r;
-        const struct json *arr = json_get(j, "entries");
-        if (json_type(arr) != JSON_ARRAY)
-                return fail(c, -EBADMSG, "listing without an \"entries\" array");
-        size_t n = json_len(arr);
-        struct space_dirent *v = calloc(n ? n : 1, sizeof *v);
-        if (!v)
-                return fail(c, -ENOMEM, "out of memory");
-        for (size_t i = 0; i < n; i++) {
-                const struct json *e = json_at(arr, i);
-                copy_str(v[i].name, sizeof v[i].name, e, "name");
-                fill_stat(e, &v[i].st);
+        struct space_dirent *v = NULL;
+        size_t n = 0, cap = 0;
+        char after[256] = "";
+        int r;
+        /* The daemon pages big directories: ask again after the last name until it says
+         * the listing is complete. */
+        for (;;) {
+                _cleanup_buf_ struct buf extra = BUF_INIT(HTTP_MAX_TARGET);
+                if (after[0]) {
+                        r = buf_puts(&extra, "&after=");
+                        if (r >= 0)
+                                r = http_urlencode(&extra, after);
+                        if (r < 0 || !buf_cstr(&extra)) {
+                                free(v);
+                                return fail(c, -ENOMEM, "out of memory");
+                        }
+                }
+                _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+                r = session_target(&t, s, "/files/list", path, extra.data);
+                if (r < 0) {
+                        free(v);
+                        return fail(c, -ENAMETOOLONG, "path too long");
+                }
+                struct call k = { .method = "GET", .target = t.data };
+                _cleanup_json_ struct json *j = NULL;
+                r = call_json(c, &k, &j);
+                call_done(&k);
+                if (r < 0) {
+                        free(v);
+                        return r;
+                }
+                const struct json *arr = json_get(j, "entries");
+                if (json_type(arr) != JSON_ARRAY) {
+                        free(v);
+                        return fail(c, -EBADMSG, "listing without an \"entries\" array");
+                }
+                size_t m = json_len(arr);
+                if (m > SPACE_MAX_LIST - n) {
+                        free(v);
+                        return fail(c, -E2BIG, "%s has more than %d entries", path, SPACE_MAX_LIST);
+                }
+                if (n + m > cap) {
+                        size_t ncap = MAX(n + m, cap * 2);
+                        struct space_dirent *nv = realloc(v, (ncap ? ncap : 1) * sizeof *nv);
+                        if (!nv) {
+                                free(v);
+                                return fail(c, -ENOMEM, "out of memory");
+                        }
+                        v = nv;
+                        cap = ncap;
+                }
+                for (size_t i = 0; i < m; i++) {
+                        const struct json *e = json_at(arr, i);
+                        memset(&v[n], 0, sizeof v[n]);
+                        copy_str(v[n].name, sizeof v[n].name, e, "name");
+                        fill_stat(e, &v[n].st);
+                        n++;
+                }
+                if (!json_get_bool(j, "truncated", false) || m == 0)
+                        break;
+                snprintf(after, sizeof after, "%s", v[n - 1].name);
         }
+        if (!v && !(v = calloc(1, sizeof *v)))
+                return fail(c, -ENOMEM, "out of memory");
         *ret = v;
         *ret_n = n;
         return 0;
@@ -1135,8 +1190,10 @@ int space_template_build(space_client *c, const struct space_template_build_opts
         if (!name_ok(o->name))
                 return fail(c, -EINVAL, "invalid template name '%s'", o->name ? o->name : "");
         int sources = !!o->from_dir + !!o->from_tar + !!o->debootstrap_suite;
-        if (sources != 1)
-                return fail(c, -EINVAL, "give exactly one of a directory, a tar file or a debootstrap suite");
+        if (sources > 1)
+                return fail(c, -EINVAL, "give at most one of a directory, a tar file or a debootstrap suite");
+        if ((o->packages || o->mirror) && !o->debootstrap_suite)
+                return fail(c, -EINVAL, "packages and mirror go with a debootstrap suite");
         _cleanup_buf_ struct buf b = BUF_INIT(1u << 20);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
@@ -1154,6 +1211,8 @@ int space_template_build(space_client *c, const struct space_template_build_opts
                 for (size_t i = 0; o->packages && o->packages[i]; i++)
                         json_w_str(&w, o->packages[i]);
                 json_w_arr_end(&w);
+                if (o->mirror)
+                        json_w_kstr(&w, "mirror", o->mirror);
                 json_w_obj_end(&w);
         }
         json_w_obj_end(&w);

@@ -35,7 +35,7 @@ expect 2 "kill: bad signal" "$space" kill ses_1 5 NOSIG
 expect 2 "rm: no ids" "$space" rm
 expect 2 "inspect: two ids" "$space" inspect a b
 expect 2 "template: no subcommand" "$space" template
-expect 2 "template build: no source" "$space" template build x
+expect 2 "exec: -d with -i" "$space" exec -d -i ses_1 -- true
 expect 2 "template build: two sources" "$space" template build x --from-dir /a --from-tar /b
 expect 2 "template build: --packages without --debootstrap" "$space" template build x --from-dir /a --packages p
 expect 2 "template rm: no name" "$space" template rm

@@ -590,6 +590,47 @@ static void test_early_answer(void **state) {
         fake_free(&f);
 }
 
+static void test_list_pages_and_attach_end(void **state) {
+        (void)state;
+        printf("checks: a truncated listing is fetched page by page; attach's end event gives the resume offset; 403/507 map\n");
+        struct fake_server f = { .nreplies = 6 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = json_resp("200 OK", "{\"entries\":[{\"name\":\"a\",\"type\":\"file\"},{\"name\":\"b c\",\"type\":\"file\"}],\"truncated\":true}");
+        f.replies[2].raw = json_resp("200 OK", "{\"entries\":[{\"name\":\"d\",\"type\":\"dir\"}],\"truncated\":false}");
+        f.replies[3].raw = chunked_resp("200 OK", "{\"type\":\"attach\",\"offset\":4,\"end\":9,\"running\":true}\n",
+                                        "{\"type\":\"stdout\",\"data\":\"hello\"}\n{\"type\":\"end\",\"running\":true,\"offset\":9}\n", NULL);
+        f.replies[4].raw = json_resp("403 Forbidden", "{\"error\":{\"code\":\"forbidden\",\"message\":\"no\"}}");
+        f.replies[5].raw = json_resp("507 Insufficient Storage", "{\"error\":{\"code\":\"no_space\",\"message\":\"disk quota\"}}");
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        struct space_dirent *ents = NULL;
+        size_t n = 0;
+        assert_int_equal(space_file_list(s, "/root", &ents, &n), 0);
+        assert_int_equal(n, 3);
+        assert_string_equal(ents[1].name, "b c");
+        assert_string_equal(ents[2].name, "d");
+        free(ents);
+        struct space_exec_result res;
+        assert_int_equal(space_attach(s, 5, &(struct space_attach_opts){ SPACE_ATTACH_OPTS_INIT, .offset = 4 }, &res), 0);
+        assert_false(res.exited);
+        assert_true(res.running);
+        assert_int_equal(res.offset, 4);
+        assert_int_equal(res.next_offset, 9);
+        assert_int_equal(space_file_remove(s, "/etc", true), -EACCES);
+        assert_int_equal(space_file_write(s, "/root/x", "x", 1, 0, false), -ENOSPC);
+        assert_string_equal(space_client_last_error(c), "disk quota");
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        static const char want2[] = "GET /v1/sessions/ses_0123456789abcdef/files/list?path=/root&after=b%20c HTTP/1.1\r\n";
+        static const char want4[] = "DELETE /v1/sessions/ses_0123456789abcdef/files?path=/etc&recursive=1 HTTP/1.1\r\n";
+        assert_int_equal(strncmp(f.requests[2], want2, sizeof want2 - 1), 0);
+        assert_int_equal(strncmp(f.requests[4], want4, sizeof want4 - 1), 0);
+        fake_free(&f);
+}
+
 static void progress(void *ud, const char *msg) {
         int *n = ud;
         assert_string_equal(msg, *n == 0 ? "debootstrap bookworm" : "unpacking");
@@ -622,7 +663,11 @@ static void test_template_build(void **state) {
                                               &ti),
                          -EINVAL);
         assert_string_equal(space_client_last_error(c), "no such suite");
-        /* two sources: refused before sending */
+        /* two sources, or packages without a suite: refused before sending */
+        assert_int_equal(space_template_build(c, &(struct space_template_build_opts){ SPACE_TEMPLATE_BUILD_OPTS_INIT, .name = "py",
+                                                                                      .from_dir = "/a", .packages = pk },
+                                              &ti),
+                         -EINVAL);
         assert_int_equal(space_template_build(c, &(struct space_template_build_opts){ SPACE_TEMPLATE_BUILD_OPTS_INIT, .name = "py",
                                                                                       .from_dir = "/a", .from_tar = "/b" },
                                               &ti),
@@ -641,7 +686,7 @@ static void test_processes(void **state) {
         f.replies[0].raw = json_resp("200 OK", SESSION);
         f.replies[1].raw = json_resp("200 OK", "{\"processes\":[{\"pid\":5,\"argv\":[\"sleep\",\"9\"],\"running\":true,\"exit_code\":null,"
                                                "\"signal\":null,\"started_ms\":1,\"output_bytes\":0},{\"pid\":6,\"argv\":[\"true\"],"
-                                               "\"running\":false,\"exit_code\":0,\"started_ms\":2,\"output_bytes\":10}]}");
+                                               "\"running\":false,\"exit_code\":0,\"timed_out\":true,\"started_ms\":2,\"output_bytes\":10}]}");
         f.replies[2].raw = json_resp("200 OK", "{}");
         fake_start(&f);
         space_client *c = client_for(&f, 5000);
@@ -657,6 +702,8 @@ static void test_processes(void **state) {
         assert_true(p[0].running);
         assert_false(p[0].has_exit_code);
         assert_true(p[1].has_exit_code);
+        assert_true(p[1].timed_out);
+        assert_false(p[0].timed_out);
         assert_int_equal(p[1].output_bytes, 10);
         space_process_list_free(p, n);
         assert_int_equal(space_signal(s, 5, 15), 0);
@@ -728,6 +775,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_timeout, teardown),
                 cmocka_unit_test_teardown(test_files, teardown),
                 cmocka_unit_test_teardown(test_early_answer, teardown),
+                cmocka_unit_test_teardown(test_list_pages_and_attach_end, teardown),
                 cmocka_unit_test_teardown(test_template_build, teardown),
                 cmocka_unit_test_teardown(test_processes, teardown),
                 cmocka_unit_test_teardown(test_connect_refused, teardown),
