@@ -552,6 +552,7 @@ const char *http_status_reason(int status) {
 const char *http_status_code_name(int status) {
         switch (status) {
         case 400: case 411: case 417: return "bad_request";
+        case 408: return "timeout";
         case 403: return "forbidden";
         case 404: return "not_found";
         case 405: return "method_not_allowed";

@@ -96,6 +96,7 @@ static void timer_event(struct loop_src *src, uint32_t revents) {
         uint64_t ticks;
         (void)!read(src->fd, &ticks, sizeof ticks);
         ses_tick(d);
+        srv_tick(d);
 }
 
 static char *default_init_path(void) {

@@ -516,6 +516,29 @@ static void conn_read(struct conn *c) {
                 return;
         }
         c->in.len += (size_t)n;
+        c->last_read_ms = srv_now_ms();
+}
+
+void srv_tick(struct daemon *d) {
+        uint64_t now = srv_now_ms();
+        for (struct conn *c = d->conns, *next; c; c = next) {
+                next = c->next;
+                bool partial = (c->state == CONN_IDLE && (c->in.len > c->in_off || c->parser->head_len > 0)) ||
+                               ((c->state == CONN_BODY_JSON || c->state == CONN_BODY_STREAM) && !c->in_paused);
+                uint64_t limit = d->request_timeout_ms ? d->request_timeout_ms : CONN_REQUEST_TIMEOUT_MS;
+                if (!c->closed && partial && now - c->last_read_ms > limit) {
+                        log_info("closing a client whose request stopped arriving");
+                        if (c->streaming || c->resp_done)
+                                conn_abort(c);
+                        else {
+                                if (c->state == CONN_IDLE)
+                                        c->state = CONN_BODY_DISCARD;
+                                c->keep_alive = false;
+                                conn_reply_error(c, 408, "the request did not arrive within %llu ms",
+                                                 (unsigned long long)limit);
+                        }
+                }
+        }
 }
 
 /* The client shut down its sending side. Bytes it sent before may still be unread, so
@@ -573,6 +596,7 @@ int srv_conn_new(struct daemon *d, int fd) {
         c->src.cb = conn_event;
         c->state = CONN_IDLE;
         c->keep_alive = true;
+        c->last_read_ms = srv_now_ms();
         c->in = BUF_INIT(CONN_IN_MAX + 1);
         c->out = BUF_INIT(CONN_OUT_MAX);
         int r = loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP);

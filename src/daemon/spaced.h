@@ -23,6 +23,8 @@
 #define CONN_OUT_LOW (64u << 10)
 #define CONN_OUT_MAX (8u << 20)
 #define SPACED_MAX_CONNS 1024
+/* A request that stops arriving half-way (head or body) is answered 408 after this. */
+#define CONN_REQUEST_TIMEOUT_MS 60000
 /* Frames queued to one space-init: uploads pause past HIGH and resume below LOW. */
 #define SES_OUT_HIGH (1u << 20)
 #define SES_OUT_LOW (256u << 10)
@@ -68,6 +70,7 @@ struct conn {
         bool resp_done;        /* this request's response is complete */
         bool sandbox_stalled;  /* a sandbox waits for this client to drain */
         bool process_queued;   /* conn_process is deferred to the end of the batch */
+        uint64_t last_read_ms;
         struct buf in;
         size_t in_off;
         struct buf out;
@@ -172,6 +175,7 @@ struct daemon {
         struct session *sessions;
         size_t n_sessions;
         struct tpl_job *jobs;
+        uint64_t request_timeout_ms; /* 0: CONN_REQUEST_TIMEOUT_MS */
         bool stopping;
 };
 
@@ -184,6 +188,8 @@ int srv_conn_new(struct daemon *d, int fd);
 /* {"error":{"code":"<from status>","message":msg}} */
 void srv_error_body(struct buf *b, int status, const char *msg);
 uint64_t srv_now_ms(void);
+/* Once a second: times out requests that stopped arriving half-way. */
+void srv_tick(struct daemon *d);
 /* Answers: a complete JSON response, an error ({"error":{code,message}}), or an empty 204. */
 void conn_reply_json(struct conn *c, int status, const struct buf *body);
 void conn_reply_error(struct conn *c, int status, const char *fmt, ...) _printf_(3, 4);

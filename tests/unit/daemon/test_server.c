@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "common/json.h"
 #include "daemon/spaced.h"
@@ -294,6 +295,21 @@ static void test_client_goes_away(void **state) {
         assert_int_equal(f->d.n_conns, 0);
 }
 
+static void test_request_timeout(void **state) {
+        struct fixture *f = *state;
+        bool closed;
+        printf("check: a request head that stops half-way is answered 408 and closed\n");
+        f->d.request_timeout_ms = 50;
+        send_str(f, "GET /v1/heal", resp, sizeof resp, &closed);
+        assert_int_equal(resp[0], '\0');
+        struct timespec ts = { 0, 80 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        srv_tick(&f->d);
+        exchange(f, "", 0, resp, sizeof resp, &closed);
+        check_error(resp, 408, "timeout");
+        assert_true(closed);
+}
+
 static void test_error_body_escapes(void **state) {
         (void)state;
         printf("check: error bodies are valid JSON whatever the message holds\n");
@@ -320,6 +336,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_unknown_ids, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_upload_unknown_session, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_client_goes_away, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_request_timeout, setup, teardown),
                 cmocka_unit_test(test_error_body_escapes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
