@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "common/log.h"
@@ -401,9 +402,14 @@ static _noreturn_ void child_run(const struct spawn_req *sr, int errfd, int in_r
         sigprocmask(SIG_SETMASK, &all, NULL);
         /* Ignored signals survive exec: give the command a clean slate, whatever init
          * itself was started with. */
-        for (int sig = 1; sig < NSIG; sig++)
-                if (sig != SIGKILL && sig != SIGSTOP)
-                        signal(sig, SIG_DFL);
+        /* The raw syscall, because glibc refuses its own reserved signals (32, 33), and an
+         * ignored one of those inherited from whoever started init would leak through.
+         * An all-zero kernel sigaction is SIG_DFL with no flags on every architecture. */
+        for (int sig = 1; sig < _NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP) {
+                        uint64_t ksa[4] = { 0 };
+                        (void)syscall(SYS_rt_sigaction, sig, ksa, NULL, (size_t)(_NSIG / 8));
+                }
         umask(022);
         if (setsid() < 0)
                 child_fail(errfd, STAGE_SETUP, errno);
