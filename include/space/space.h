@@ -16,6 +16,11 @@ typedef struct space_session space_session;
 #define SPACE_MAX_STDIN (512u << 10)     /* stdin sent with an exec (JSON body is 1 MiB) */
 #define SPACE_MAX_UPLOAD (256ull << 20)  /* one file upload, as the daemon allows */
 #define SPACE_MAX_ARGV 4096              /* argv and env entries of one exec */
+#define SPACE_MAX_TOKEN 256              /* a session token ([A-Za-z0-9_-]) */
+#define SPACE_MAX_LABEL 256              /* a snapshot label, bytes */
+#define SPACE_MAX_FORK 64                /* sessions one fork makes */
+#define SPACE_MAX_EVENT_PAGE 1000        /* events one page may hold */
+#define SPACE_MAX_EVENT_DATA (64u << 10) /* an appended event's data, JSON bytes */
 
 /* ---- client ---------------------------------------------------------------------- */
 
@@ -45,7 +50,7 @@ const char *space_client_last_error_code(const space_client *c);
 /* HTTP status of the last answer (0 if none arrived). */
 int space_client_last_status(const space_client *c);
 
-/* API errors map to: 400 -EINVAL, 403 -EACCES, 404 -ENOENT, 405 -EOPNOTSUPP, 409 -EEXIST,
+/* API errors map to: 400 -EINVAL, 401 -EPERM, 403 -EACCES, 404 -ENOENT, 405 -EOPNOTSUPP, 409 -EEXIST,
  * 413/431 -E2BIG, 422 -ENOEXEC, 503 -EHOSTDOWN, 507 -ENOSPC, other -EPROTO. Connection failures keep their errno
  * (-ECONNREFUSED, -ENOENT for a missing socket ...); a malformed answer gives -EBADMSG,
  * an answer over a limit -E2BIG, a timeout -ETIMEDOUT. */
@@ -59,15 +64,21 @@ int space_get_json(space_client *c, const char *path, char **ret_json);
 
 /* ---- sessions -------------------------------------------------------------------- */
 
-#define SPACE_SESSION_OPTS_VERSION 1
+#define SPACE_SESSION_OPTS_VERSION 2
 struct space_session_opts {
-        unsigned version;     /* SPACE_SESSION_OPTS_VERSION */
+        unsigned version;     /* SPACE_SESSION_OPTS_VERSION (1 is still accepted: the
+                               * fields up to 'network') */
         const char *template; /* NULL: the daemon's default ("base") */
         uint64_t memory;      /* bytes; 0 = daemon default */
         double cpus;          /* 0 = daemon default */
         int64_t pids;         /* 0 = daemon default */
         const char *const *env; /* "K=V" strings, NULL-terminated; may be NULL */
         bool network;         /* false: loopback only */
+        /* version 2: durable sessions */
+        const char *snapshot;          /* "snap_…": start from this snapshot, not a template */
+        uint64_t snapshot_interval_ms; /* rolling snapshots; 0 = daemon default (30 s) */
+        bool no_rolling_snapshots;     /* snapshot only on demand, pause and fork */
+        unsigned retention;            /* rolling snapshots kept; 0 = daemon default (10) */
 };
 #define SPACE_SESSION_OPTS_INIT .version = SPACE_SESSION_OPTS_VERSION
 
@@ -75,8 +86,8 @@ struct space_session_opts {
  * struct that holds them. */
 struct space_session_info {
         char id[64];
-        char sandbox_id[64];
-        char state[32];        /* "running", "dead", ... */
+        char sandbox_id[64];   /* empty while paused */
+        char state[32];        /* "creating", "running", "paused", "recovering", "terminated" */
         char template_name[128];
         char runtime[32];
         char created_at[48];
@@ -90,15 +101,37 @@ struct space_session_info {
         uint64_t memory_bytes;
         int64_t pids;
         char error[256];       /* why it died, when state is "dead" */
+        /* durable sessions */
+        char head_snapshot[64];   /* what a resume or recovery starts from; empty if none */
+        char parent_session[64];  /* forks: the session and snapshot they came from */
+        char source_snapshot[64];
+        char last_snapshot_at[48];
+        uint64_t snapshot_interval_ms; /* 0: no rolling snapshots */
+        unsigned retention;
+        unsigned recoveries;      /* how often a lost sandbox was replaced */
 };
 
 /* POST /v1/sessions. */
 int space_session_new(space_session **ret, space_client *c, const struct space_session_opts *opts);
 /* A handle on an existing session: GET /v1/sessions/{id}; -ENOENT if unknown. */
 int space_session_open(space_session **ret, space_client *c, const char *id);
+/* Reconnect: POST /v1/sessions/{id}/connect with the session's token. -EPERM (401) for a
+ * wrong token, -ENOENT for an unknown id. The handle sends the token with every request
+ * it makes; the answer (space_session_json) lists the running background processes
+ * under "processes", whose output space_attach picks up from any offset. */
+int space_session_connect(space_session **ret, space_client *c, const char *id, const char *token);
 /* Frees the handle only; the session lives on in the daemon. Accepts NULL. */
 space_session *space_session_free(space_session *s);
+/* Frees n handles and the array that holds them (as space_session_fork returns). */
+void space_session_array_free(space_session **v, size_t n);
 const char *space_session_id(const space_session *s);
+/* The session's token: what the daemon returned when this handle created or forked
+ * it, or what was given to space_session_connect / space_session_set_token; NULL if
+ * the handle has none. Keep it: the daemon shows it only once. */
+const char *space_session_token(const space_session *s);
+/* Makes the handle send X-Space-Session-Token: token on its requests (NULL: stop).
+ * -EINVAL unless it is 1..SPACE_MAX_TOKEN url-safe characters. */
+int space_session_set_token(space_session *s, const char *token);
 /* The session object as last fetched, raw JSON (owned by the handle). */
 const char *space_session_json(const space_session *s);
 /* Fetches the session again and fills *ret. */
@@ -110,6 +143,75 @@ int space_session_delete_id(space_client *c, const char *id);
 
 /* GET /v1/sessions; *ret is an array of *ret_n entries (free with free()). */
 int space_session_list(space_client *c, struct space_session_info **ret, size_t *ret_n);
+
+/* ---- durable sessions: snapshots, pause/resume, restore, fork, events ------------ */
+
+struct space_snapshot_info {
+        char id[64];           /* "snap_…" */
+        char session[64];
+        char parent[64];       /* empty for the first */
+        char created_at[48];
+        char reason[16];       /* "rolling", "pause", "manual", "fork", "restore" */
+        char label[SPACE_MAX_LABEL + 1];
+        uint64_t bytes_added;  /* stored bytes this snapshot added */
+        uint64_t logical_size; /* bytes of the files it holds */
+        char root[72];         /* hex hash of the store object the daemon names "root" */
+        double freeze_ms;      /* how long the sandbox was frozen; < 0 if not reported */
+};
+
+/* POST .../snapshots; label may be NULL (at most SPACE_MAX_LABEL bytes). *ret may be NULL. */
+int space_snapshot_create(space_session *s, const char *label, struct space_snapshot_info *ret);
+/* GET .../snapshots: the timeline, oldest first. Free *ret with free(). */
+int space_snapshot_list(space_session *s, struct space_snapshot_info **ret, size_t *ret_n);
+
+/* The lifecycle calls below refresh the handle's session object (space_session_json)
+ * from the answer. */
+/* POST .../pause: a final snapshot, then the sandbox is destroyed. -EEXIST (409) if it
+ * is paused already. */
+int space_session_pause(space_session *s);
+/* POST .../resume: a new sandbox from head_snapshot. -EEXIST (409) unless paused. */
+int space_session_resume(space_session *s);
+/* POST .../restore: the files go back to snapshot snap (of this session: -ENOENT for
+ * another session's). Processes restart. */
+int space_session_restore(space_session *s, const char *snap);
+
+#define SPACE_FORK_OPTS_VERSION 1
+struct space_fork_opts {
+        unsigned version;     /* SPACE_FORK_OPTS_VERSION */
+        const char *snapshot; /* NULL: a new snapshot of now */
+        unsigned count;       /* 1..SPACE_MAX_FORK; 0 = 1 */
+};
+#define SPACE_FORK_OPTS_INIT .version = SPACE_FORK_OPTS_VERSION
+/* POST .../fork: *ret is an array of *ret_n new handles, each holding its token; free
+ * them with space_session_array_free(). */
+int space_session_fork(space_session *s, const struct space_fork_opts *opts, space_session ***ret, size_t *ret_n);
+
+struct space_event {
+        uint64_t seq;
+        char time[48];
+        char kind[32];   /* "lifecycle", "exec", "snapshot", "recovery", "agent", ... */
+        char *data;      /* the event's "data" as compact JSON text (owned) */
+};
+struct space_event_page {
+        struct space_event *events;
+        size_t n;
+        uint64_t next;   /* give as 'after' for the next page */
+        bool more;       /* more events after this page */
+};
+/* GET .../events?after=&limit= (limit 0: the daemon's default, 100; at most
+ * SPACE_MAX_EVENT_PAGE). Free with space_event_page_free(). */
+int space_event_list(space_session *s, uint64_t after, unsigned limit, struct space_event_page *ret);
+void space_event_page_free(struct space_event_page *p);
+/* POST .../events: kind "agent", "tool_call" or "note"; data_json a JSON object (at most
+ * SPACE_MAX_EVENT_DATA bytes; -EINVAL if it does not parse). *ret_seq may be NULL. */
+int space_event_append(space_session *s, const char *kind, const char *data_json, uint64_t *ret_seq);
+
+struct space_gc_result {
+        uint64_t objects_removed;
+        uint64_t bytes_freed;
+};
+/* POST /v1/gc. *ret may be NULL. */
+int space_gc(space_client *c, struct space_gc_result *ret);
 
 /* ---- exec and processes ---------------------------------------------------------- */
 

@@ -503,6 +503,9 @@ static int send_request(struct http_conn *c, const struct http_request *req, off
                 r = buf_printf(&head, "Content-Type: %s\r\n", req->content_type);
         if (r < 0)
                 return r;
+        for (size_t i = 0; req->headers && req->headers[i]; i++)
+                if ((r = buf_printf(&head, "%s\r\n", req->headers[i])) < 0)
+                        return r;
         bool has_body = req->body || req->body_from_fd || strcmp(req->method, "POST") == 0 ||
                         strcmp(req->method, "PUT") == 0;
         if (has_body)

@@ -48,6 +48,9 @@ struct http_request {
         bool body_from_fd;         /* ... or from body_fd: body_len bytes from its offset */
         int body_fd;
         int timeout_ms;            /* per wait; < 0 = no limit */
+        /* Extra header lines, "Name: value" each, NULL-terminated; may be NULL. The
+         * caller guarantees they hold no CR or LF. */
+        const char *const *headers;
 };
 
 struct http_response {

@@ -33,6 +33,9 @@ struct space_session {
         space_client *c;
         char id[MAX_ID + 1];
         char *json;
+        bool has_token;
+        char token[SPACE_MAX_TOKEN + 1];
+        char token_header[SPACE_MAX_TOKEN + 64]; /* "X-Space-Session-Token: …" */
 };
 
 /* ---- errors ---------------------------------------------------------------------- */
@@ -58,6 +61,7 @@ static void clear_error(space_client *c) {
 static int errno_from_status(int status) {
         switch (status) {
         case 400: return -EINVAL;
+        case 401: return -EPERM;
         case 403: return -EACCES;
         case 404: return -ENOENT;
         case 405: return -EOPNOTSUPP;
@@ -72,7 +76,7 @@ static int errno_from_status(int status) {
 
 static int errno_from_code(const char *code) {
         static const struct { const char *code; int status; } map[] = {
-                { "bad_request", 400 }, { "forbidden", 403 }, { "not_found", 404 },
+                { "bad_request", 400 }, { "unauthorized", 401 }, { "forbidden", 403 }, { "not_found", 404 },
                 { "method_not_allowed", 405 }, { "conflict", 409 }, { "too_large", 413 },
                 { "exec_failed", 422 }, { "unavailable", 503 }, { "no_space", 507 },
         };
@@ -177,6 +181,7 @@ typedef int (*event_fn)(void *ud, const struct json *ev);
 
 struct call {
         /* inputs */
+        const space_session *ses; /* a session's request: sends its token, if any */
         const char *method;
         const char *target;
         const char *content_type;
@@ -308,6 +313,11 @@ static int call_run(space_client *c, struct call *k) {
                 .body_fd = k->body_fd,
                 .timeout_ms = k->stream ? -1 : c->timeout_ms,
         };
+        const char *headers[2] = { NULL, NULL };
+        if (k->ses && k->ses->has_token) {
+                headers[0] = k->ses->token_header;
+                req.headers = headers;
+        }
         struct http_response resp = { 0 };
         int r = http_do(&c->conn, &req, &resp, call_body, k);
         if (r < 0) {
@@ -437,6 +447,13 @@ static void fill_session_info(const struct json *o, struct space_session_info *s
         si->memory_bytes = get_u64(h, "memory_bytes");
         si->pids = get_i64(h, "pids", 0);
         copy_str(si->error, sizeof si->error, o, "error");
+        copy_str(si->head_snapshot, sizeof si->head_snapshot, o, "head_snapshot");
+        copy_str(si->parent_session, sizeof si->parent_session, o, "parent_session");
+        copy_str(si->source_snapshot, sizeof si->source_snapshot, o, "source_snapshot");
+        get_time(o, "last_snapshot_at", si->last_snapshot_at, sizeof si->last_snapshot_at);
+        si->snapshot_interval_ms = get_u64(o, "snapshot_interval_ms");
+        si->retention = (unsigned)get_u64(o, "retention");
+        si->recoveries = (unsigned)get_u64(o, "recoveries");
 }
 
 /* ---- generic GETs ---------------------------------------------------------------- */
@@ -476,7 +493,7 @@ static int env_object(struct json_writer *w, const char *const *env) {
         return 0;
 }
 
-static int session_from_json(space_client *c, struct json *j, const char *body, space_session **ret) {
+static int session_from_json(space_client *c, const struct json *j, const char *body, space_session **ret) {
         const char *id = json_get_str(j, "id");
         if (!id_ok(id))
                 return fail(c, -EBADMSG, "spaced answered without a valid session id");
@@ -490,13 +507,58 @@ static int session_from_json(space_client *c, struct json *j, const char *body, 
         }
         s->c = c;
         strcpy(s->id, id);
+        const char *tok = json_get_str(j, "token");
+        if (tok && space_session_set_token(s, tok) < 0) {
+                space_session_free(s);
+                return fail(c, -EBADMSG, "spaced answered with a malformed session token");
+        }
         *ret = s;
         return 0;
 }
 
+static bool token_ok(const char *t) {
+        size_t n = t ? strlen(t) : 0;
+        if (n == 0 || n > SPACE_MAX_TOKEN)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)t[i]) && t[i] != '_' && t[i] != '-')
+                        return false;
+        return true;
+}
+
+int space_session_set_token(space_session *s, const char *token) {
+        if (!token) {
+                s->has_token = false;
+                s->token[0] = s->token_header[0] = '\0';
+                return 0;
+        }
+        /* url-safe only: the token goes into a header line as it is */
+        if (!token_ok(token))
+                return -EINVAL;
+        snprintf(s->token, sizeof s->token, "%s", token);
+        snprintf(s->token_header, sizeof s->token_header, "X-Space-Session-Token: %s", token);
+        s->has_token = true;
+        return 0;
+}
+
+const char *space_session_token(const space_session *s) { return s->has_token ? s->token : NULL; }
+
+/* Replaces the handle's session object with body (the JSON of j). */
+static int session_refresh(space_session *s, const char *body) {
+        char *copy = strdup(body);
+        if (!copy)
+                return fail(s->c, -ENOMEM, "out of memory");
+        free(s->json);
+        s->json = copy;
+        return 0;
+}
+
 int space_session_new(space_session **ret, space_client *c, const struct space_session_opts *o) {
-        if (o && o->version != SPACE_SESSION_OPTS_VERSION)
+        if (o && o->version != 1 && o->version != SPACE_SESSION_OPTS_VERSION)
                 return fail(c, -EINVAL, "unknown space_session_opts version");
+        bool v2 = o && o->version >= 2;
+        if (v2 && o->snapshot && !id_ok(o->snapshot))
+                return fail(c, -EINVAL, "invalid snapshot id '%s'", o->snapshot);
         _cleanup_buf_ struct buf b = BUF_INIT(1u << 20);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
@@ -520,6 +582,14 @@ int space_session_new(space_session **ret, space_client *c, const struct space_s
         }
         if (o && o->network)
                 json_w_kbool(&w, "network", true);
+        if (v2 && o->snapshot)
+                json_w_kstr(&w, "snapshot", o->snapshot);
+        if (v2 && (o->no_rolling_snapshots || o->snapshot_interval_ms)) {
+                json_w_key(&w, "snapshot_interval_ms");
+                json_w_uint(&w, o->no_rolling_snapshots ? 0 : o->snapshot_interval_ms);
+        }
+        if (v2 && o->retention)
+                json_w_kint(&w, "retention", o->retention);
         json_w_obj_end(&w);
         if (w.err)
                 return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
@@ -551,8 +621,55 @@ space_session *space_session_free(space_session *s) {
         if (!s)
                 return NULL;
         free(s->json);
+        explicit_bzero(s->token, sizeof s->token);
+        explicit_bzero(s->token_header, sizeof s->token_header);
         free(s);
         return NULL;
+}
+
+void space_session_array_free(space_session **v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                space_session_free(v[i]);
+        free(v);
+}
+
+int space_session_connect(space_session **ret, space_client *c, const char *id, const char *token) {
+        if (!id_ok(id))
+                return fail(c, -EINVAL, "invalid session id '%s'", id ? id : "");
+        if (!token_ok(token))
+                return fail(c, -EINVAL, "invalid session token (want 1..%d characters of A-Z a-z 0-9 _ -)",
+                            SPACE_MAX_TOKEN);
+        char target[128];
+        snprintf(target, sizeof target, "/v1/sessions/%s/connect", id);
+        _cleanup_buf_ struct buf b = BUF_INIT(4096);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "token", token);
+        json_w_obj_end(&w);
+        if (w.err)
+                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
+        struct call k = { .method = "POST", .target = target, .content_type = "application/json",
+                          .body = b.data, .body_len = b.len };
+        _cleanup_json_ struct json *j = NULL;
+        space_session *s = NULL;
+        int r = call_json(c, &k, &j);
+        if (r >= 0)
+                r = session_from_json(c, j, k.body_in.data, &s);
+        explicit_bzero(b.data, b.len);
+        call_done(&k);
+        if (r < 0)
+                return r;
+        if (strcmp(s->id, id) != 0) {
+                space_session_free(s);
+                return fail(c, -EBADMSG, "spaced answered for session %s, not %s", s->id, id);
+        }
+        r = space_session_set_token(s, token);
+        if (r < 0) {
+                space_session_free(s);
+                return fail(c, r, "invalid session token");
+        }
+        *ret = s;
+        return 0;
 }
 
 const char *space_session_id(const space_session *s) { return s->id; }
@@ -561,36 +678,31 @@ const char *space_session_json(const space_session *s) { return s->json; }
 int space_session_inspect(space_session *s, struct space_session_info *ret) {
         char target[128];
         snprintf(target, sizeof target, "/v1/sessions/%s", s->id);
-        struct call k = { .method = "GET", .target = target };
+        struct call k = { .method = "GET", .target = target, .ses = s };
         _cleanup_json_ struct json *j = NULL;
         int r = call_json(s->c, &k, &j);
         if (r >= 0) {
-                char *copy = strdup(k.body_in.data);
-                if (!copy) {
-                        r = fail(s->c, -ENOMEM, "out of memory");
-                } else {
-                        free(s->json);
-                        s->json = copy;
-                        if (ret)
-                                fill_session_info(j, ret);
-                }
+                r = session_refresh(s, k.body_in.data);
+                if (r >= 0 && ret)
+                        fill_session_info(j, ret);
         }
         call_done(&k);
         return r < 0 ? r : 0;
 }
 
-int space_session_delete_id(space_client *c, const char *id) {
+static int delete_session(space_client *c, const char *id, const space_session *s) {
         if (!id_ok(id))
                 return fail(c, -EINVAL, "invalid session id '%s'", id ? id : "");
         char target[128];
         snprintf(target, sizeof target, "/v1/sessions/%s", id);
-        struct call k = { .method = "DELETE", .target = target };
+        struct call k = { .method = "DELETE", .target = target, .ses = s };
         int r = call_run(c, &k);
         call_done(&k);
         return r < 0 ? r : 0;
 }
 
-int space_session_delete(space_session *s) { return space_session_delete_id(s->c, s->id); }
+int space_session_delete_id(space_client *c, const char *id) { return delete_session(c, id, NULL); }
+int space_session_delete(space_session *s) { return delete_session(s->c, s->id, s); }
 
 int space_session_list(space_client *c, struct space_session_info **ret, size_t *ret_n) {
         struct call k = { .method = "GET", .target = "/v1/sessions" };
@@ -610,6 +722,267 @@ int space_session_list(space_client *c, struct space_session_info **ret, size_t 
                 fill_session_info(json_at(arr, i), &v[i]);
         *ret = v;
         *ret_n = n;
+        return 0;
+}
+
+/* ---- durable sessions ------------------------------------------------------------ */
+
+static void fill_snapshot(const struct json *o, struct space_snapshot_info *si) {
+        *si = (struct space_snapshot_info){ 0 };
+        copy_str(si->id, sizeof si->id, o, "id");
+        copy_str(si->session, sizeof si->session, o, "session");
+        copy_str(si->parent, sizeof si->parent, o, "parent");
+        get_time(o, "created_at", si->created_at, sizeof si->created_at);
+        copy_str(si->reason, sizeof si->reason, o, "reason");
+        copy_str(si->label, sizeof si->label, o, "label");
+        si->bytes_added = get_u64(o, "bytes_added");
+        si->logical_size = get_u64(o, "logical_size");
+        copy_str(si->root, sizeof si->root, o, "root");
+        const struct json *f = json_get(o, "freeze_ms");
+        si->freeze_ms = json_type(f) == JSON_NUMBER ? json_num(f) : -1;
+}
+
+/* A JSON request on the session: POST/GET "/v1/sessions/{id}<suffix>" with body (may be
+ * NULL); *ret gets the parsed answer and *ret_body its text when they are given. */
+static int session_call(space_session *s, const char *method, const char *suffix, const struct buf *body,
+                        struct json **ret, char **ret_body) {
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target(&t, s, suffix, NULL, NULL);
+        if (r < 0)
+                return fail(s->c, r, "building the request: %s", strerror(-r));
+        struct call k = { .method = method, .target = t.data, .ses = s };
+        if (body) {
+                k.content_type = "application/json";
+                k.body = body->data ? body->data : "{}";
+                k.body_len = body->data ? body->len : 2;
+        }
+        _cleanup_json_ struct json *j = NULL;
+        r = call_json(s->c, &k, &j);
+        if (r >= 0) {
+                if (ret)
+                        *ret = TAKE_PTR(j);
+                if (ret_body)
+                        *ret_body = TAKE_PTR(k.body_in.data);
+        }
+        call_done(&k);
+        return r < 0 ? r : 0;
+}
+
+/* A lifecycle call whose answer is the session object: refreshes the handle. */
+static int lifecycle(space_session *s, const char *suffix, const struct buf *body) {
+        _cleanup_json_ struct json *j = NULL;
+        _cleanup_free_ char *text = NULL;
+        int r = session_call(s, "POST", suffix, body, &j, &text);
+        if (r < 0)
+                return r;
+        if (json_type(j) != JSON_OBJECT)
+                return fail(s->c, -EBADMSG, "spaced answered %s with something other than a session", suffix);
+        return session_refresh(s, text);
+}
+
+int space_snapshot_create(space_session *s, const char *label, struct space_snapshot_info *ret) {
+        if (label && strlen(label) > SPACE_MAX_LABEL)
+                return fail(s->c, -E2BIG, "label longer than %d bytes", SPACE_MAX_LABEL);
+        _cleanup_buf_ struct buf b = BUF_INIT(4096);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        if (label)
+                json_w_kstr(&w, "label", label);
+        json_w_obj_end(&w);
+        if (w.err)
+                return fail(s->c, w.err, "encoding the request: %s", strerror(-w.err));
+        _cleanup_json_ struct json *j = NULL;
+        int r = session_call(s, "POST", "/snapshots", &b, &j, NULL);
+        if (r < 0)
+                return r;
+        if (!id_ok(json_get_str(j, "id")))
+                return fail(s->c, -EBADMSG, "spaced answered the snapshot without a valid id");
+        if (ret)
+                fill_snapshot(j, ret);
+        return 0;
+}
+
+int space_snapshot_list(space_session *s, struct space_snapshot_info **ret, size_t *ret_n) {
+        _cleanup_json_ struct json *j = NULL;
+        int r = session_call(s, "GET", "/snapshots", NULL, &j, NULL);
+        if (r < 0)
+                return r;
+        const struct json *arr = json_get(j, "snapshots");
+        if (json_type(arr) != JSON_ARRAY)
+                return fail(s->c, -EBADMSG, "snapshot list without a \"snapshots\" array");
+        size_t n = json_len(arr);
+        struct space_snapshot_info *v = calloc(n ? n : 1, sizeof *v);
+        if (!v)
+                return fail(s->c, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++)
+                fill_snapshot(json_at(arr, i), &v[i]);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+int space_session_pause(space_session *s) { return lifecycle(s, "/pause", NULL); }
+int space_session_resume(space_session *s) { return lifecycle(s, "/resume", NULL); }
+
+int space_session_restore(space_session *s, const char *snap) {
+        if (!id_ok(snap))
+                return fail(s->c, -EINVAL, "invalid snapshot id '%s'", snap ? snap : "");
+        _cleanup_buf_ struct buf b = BUF_INIT(4096);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "snapshot", snap);
+        json_w_obj_end(&w);
+        if (w.err)
+                return fail(s->c, w.err, "encoding the request: %s", strerror(-w.err));
+        return lifecycle(s, "/restore", &b);
+}
+
+int space_session_fork(space_session *s, const struct space_fork_opts *o, space_session ***ret, size_t *ret_n) {
+        space_client *c = s->c;
+        if (o && o->version != SPACE_FORK_OPTS_VERSION)
+                return fail(c, -EINVAL, "unknown space_fork_opts version");
+        unsigned count = o && o->count ? o->count : 1;
+        if (count > SPACE_MAX_FORK)
+                return fail(c, -E2BIG, "at most %d sessions per fork", SPACE_MAX_FORK);
+        if (o && o->snapshot && !id_ok(o->snapshot))
+                return fail(c, -EINVAL, "invalid snapshot id '%s'", o->snapshot);
+        _cleanup_buf_ struct buf b = BUF_INIT(4096);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        if (o && o->snapshot)
+                json_w_kstr(&w, "snapshot", o->snapshot);
+        json_w_kint(&w, "count", count);
+        json_w_obj_end(&w);
+        if (w.err)
+                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
+        _cleanup_json_ struct json *j = NULL;
+        int r = session_call(s, "POST", "/fork", &b, &j, NULL);
+        if (r < 0)
+                return r;
+        const struct json *arr = json_get(j, "sessions");
+        if (json_type(arr) != JSON_ARRAY || json_len(arr) == 0 || json_len(arr) > SPACE_MAX_FORK)
+                return fail(c, -EBADMSG, "fork answered without a \"sessions\" array of 1..%d", SPACE_MAX_FORK);
+        size_t n = json_len(arr);
+        space_session **v = calloc(n, sizeof *v);
+        if (!v)
+                return fail(c, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                /* each handle keeps its own object, re-encoded from the array element */
+                _cleanup_buf_ struct buf one = BUF_INIT(SPACE_MAX_RESPONSE);
+                struct json_writer ow = JSON_WRITER_INIT(&one);
+                json_w_value(&ow, json_at(arr, i));
+                r = ow.err ? fail(c, ow.err, "out of memory") : !buf_cstr(&one) ? fail(c, -ENOMEM, "out of memory") : 0;
+                if (r >= 0)
+                        r = session_from_json(c, json_at(arr, i), one.data, &v[i]);
+                if (r < 0) {
+                        space_session_array_free(v, i);
+                        return r;
+                }
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+void space_event_page_free(struct space_event_page *p) {
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->n; i++)
+                free(p->events[i].data);
+        free(p->events);
+        *p = (struct space_event_page){ 0 };
+}
+
+int space_event_list(space_session *s, uint64_t after, unsigned limit, struct space_event_page *ret) {
+        space_client *c = s->c;
+        if (limit > SPACE_MAX_EVENT_PAGE)
+                return fail(c, -E2BIG, "at most %d events per page", SPACE_MAX_EVENT_PAGE);
+        char suffix[96];
+        int m = snprintf(suffix, sizeof suffix, "/events?after=%" PRIu64, after);
+        if (limit)
+                snprintf(suffix + m, sizeof suffix - (size_t)m, "&limit=%u", limit);
+        _cleanup_json_ struct json *j = NULL;
+        int r = session_call(s, "GET", suffix, NULL, &j, NULL);
+        if (r < 0)
+                return r;
+        const struct json *arr = json_get(j, "events");
+        if (json_type(arr) != JSON_ARRAY)
+                return fail(c, -EBADMSG, "event page without an \"events\" array");
+        struct space_event_page p = { 0 };
+        p.n = json_len(arr);
+        p.events = calloc(p.n ? p.n : 1, sizeof *p.events);
+        if (!p.events)
+                return fail(c, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < p.n; i++) {
+                const struct json *e = json_at(arr, i);
+                struct space_event *ev = &p.events[i];
+                ev->seq = get_u64(e, "seq");
+                get_time(e, "time", ev->time, sizeof ev->time);
+                copy_str(ev->kind, sizeof ev->kind, e, "kind");
+                struct buf d = BUF_INIT(SPACE_MAX_RESPONSE);
+                struct json_writer w = JSON_WRITER_INIT(&d);
+                const struct json *data = json_get(e, "data");
+                if (data)
+                        json_w_value(&w, data);
+                else
+                        json_w_null(&w);
+                if (w.err || !buf_cstr(&d)) {
+                        buf_free(&d);
+                        p.n = i;
+                        space_event_page_free(&p);
+                        return fail(c, -ENOMEM, "out of memory");
+                }
+                ev->data = TAKE_PTR(d.data);
+        }
+        p.more = json_get_bool(j, "more", false);
+        p.next = json_get(j, "next") ? get_u64(j, "next") : (p.n ? p.events[p.n - 1].seq : after);
+        *ret = p;
+        return 0;
+}
+
+int space_event_append(space_session *s, const char *kind, const char *data_json, uint64_t *ret_seq) {
+        space_client *c = s->c;
+        if (!kind || !*kind || strlen(kind) > 64)
+                return fail(c, -EINVAL, "invalid event kind");
+        size_t dn = data_json ? strlen(data_json) : 0;
+        if (dn > SPACE_MAX_EVENT_DATA)
+                return fail(c, -E2BIG, "event data larger than %u bytes", SPACE_MAX_EVENT_DATA);
+        _cleanup_json_ struct json *data = NULL;
+        char err[128];
+        if (data_json && json_parse(data_json, dn, &data, err, sizeof err) < 0)
+                return fail(c, -EINVAL, "event data is not JSON: %s", err);
+        _cleanup_buf_ struct buf b = BUF_INIT(SPACE_MAX_EVENT_DATA + 4096);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "kind", kind);
+        json_w_key(&w, "data");
+        if (data)
+                json_w_value(&w, data);
+        else
+                json_w_raw(&w, "{}", 2);
+        json_w_obj_end(&w);
+        if (w.err)
+                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
+        _cleanup_json_ struct json *j = NULL;
+        int r = session_call(s, "POST", "/events", &b, &j, NULL);
+        if (r < 0)
+                return r;
+        if (ret_seq)
+                *ret_seq = get_u64(j, "seq");
+        return 0;
+}
+
+int space_gc(space_client *c, struct space_gc_result *ret) {
+        struct call k = { .method = "POST", .target = "/v1/gc", .content_type = "application/json", .body = "{}",
+                          .body_len = 2 };
+        _cleanup_json_ struct json *j = NULL;
+        int r = call_json(c, &k, &j);
+        call_done(&k);
+        if (r < 0)
+                return r;
+        if (ret)
+                *ret = (struct space_gc_result){ .objects_removed = get_u64(j, "objects_removed"),
+                                                 .bytes_freed = get_u64(j, "bytes_freed") };
         return 0;
 }
 
@@ -748,7 +1121,7 @@ int space_exec(space_session *s, const struct space_exec_opts *o, struct space_e
                 return fail(c, r, "building the request: %s", strerror(-r));
         struct exec_state st = { .c = c, .on_output = o->on_output, .on_start = o->on_start, .ud = o->userdata,
                                  .tmp = BUF_INIT(SPACE_MAX_EVENT) };
-        struct call k = { .method = "POST", .target = t.data, .content_type = "application/json",
+        struct call k = { .method = "POST", .target = t.data, .ses = s, .content_type = "application/json",
                           .body = b.data, .body_len = b.len, .stream = !o->background };
         _cleanup_json_ struct json *j = NULL;
         if (o->background) {
@@ -792,7 +1165,7 @@ int space_attach(space_session *s, int pid, const struct space_attach_opts *o, s
         struct exec_state st = { .c = c, .on_output = o ? o->on_output : NULL, .ud = o ? o->userdata : NULL,
                                  .tmp = BUF_INIT(SPACE_MAX_EVENT) };
         st.res.pid = pid;
-        struct call k = { .method = "GET", .target = t.data, .stream = true, .on_event = exec_event, .ud = &st };
+        struct call k = { .method = "GET", .target = t.data, .ses = s, .stream = true, .on_event = exec_event, .ud = &st };
         r = call_run(c, &k);
         call_done(&k);
         buf_free(&st.tmp);
@@ -815,7 +1188,7 @@ int space_signal(space_session *s, int pid, int sig) {
                 return fail(c, r, "building the request: %s", strerror(-r));
         char body[32];
         int n = snprintf(body, sizeof body, "{\"signal\":%d}", sig);
-        struct call k = { .method = "POST", .target = t.data, .content_type = "application/json",
+        struct call k = { .method = "POST", .target = t.data, .ses = s, .content_type = "application/json",
                           .body = body, .body_len = (size_t)n };
         r = call_run(c, &k);
         call_done(&k);
@@ -837,7 +1210,7 @@ int space_process_list(space_session *s, struct space_process **ret, size_t *ret
         int r = session_target(&t, s, "/processes", NULL, NULL);
         if (r < 0)
                 return fail(c, r, "building the request: %s", strerror(-r));
-        struct call k = { .method = "GET", .target = t.data };
+        struct call k = { .method = "GET", .target = t.data, .ses = s };
         _cleanup_json_ struct json *j = NULL;
         r = call_json(c, &k, &j);
         call_done(&k);
@@ -899,7 +1272,7 @@ static int upload(space_session *s, const char *path, const void *data, size_t l
         int r = session_target(&t, s, "/files", path, extra);
         if (r < 0)
                 return fail(c, r == -E2BIG ? -ENAMETOOLONG : r, "path too long");
-        struct call k = { .method = "PUT", .target = t.data, .content_type = "application/octet-stream",
+        struct call k = { .method = "PUT", .target = t.data, .ses = s, .content_type = "application/octet-stream",
                           .body = data ? data : (fd < 0 ? "" : NULL), .body_len = len, .body_from_fd = fd >= 0, .body_fd = fd };
         _cleanup_json_ struct json *j = NULL;
         r = call_run(c, &k);
@@ -959,7 +1332,7 @@ int space_file_read(space_session *s, const char *path, size_t max, char **ret, 
         int r = session_target(&t, s, "/files", path, NULL);
         if (r < 0)
                 return fail(c, -ENAMETOOLONG, "path too long");
-        struct call k = { .method = "GET", .target = t.data, .max = max ? max : SPACE_MAX_RESPONSE };
+        struct call k = { .method = "GET", .target = t.data, .ses = s, .max = max ? max : SPACE_MAX_RESPONSE };
         r = call_run(c, &k);
         if (r >= 0) {
                 *ret_len = k.body_in.len;
@@ -978,7 +1351,7 @@ int space_file_download_fd(space_session *s, const char *path, int fd, uint64_t 
         if (r < 0)
                 return fail(c, -ENAMETOOLONG, "path too long");
         /* a big file may take a while, but each read is still bounded by the timeout */
-        struct call k = { .method = "GET", .target = t.data, .to_fd = true, .out_fd = fd };
+        struct call k = { .method = "GET", .target = t.data, .ses = s, .to_fd = true, .out_fd = fd };
         r = call_run(c, &k);
         if (r >= 0 && ret_bytes)
                 *ret_bytes = k.out_bytes;
@@ -994,7 +1367,7 @@ int space_file_remove(space_session *s, const char *path, bool recursive) {
         int r = session_target(&t, s, "/files", path, recursive ? "&recursive=1" : NULL);
         if (r < 0)
                 return fail(c, -ENAMETOOLONG, "path too long");
-        struct call k = { .method = "DELETE", .target = t.data };
+        struct call k = { .method = "DELETE", .target = t.data, .ses = s };
         r = call_run(c, &k);
         call_done(&k);
         return r < 0 ? r : 0;
@@ -1016,7 +1389,7 @@ int space_file_mkdir(space_session *s, const char *path, bool parents) {
         json_w_obj_end(&w);
         if (w.err)
                 return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
-        struct call k = { .method = "POST", .target = t.data, .content_type = "application/json",
+        struct call k = { .method = "POST", .target = t.data, .ses = s, .content_type = "application/json",
                           .body = b.data, .body_len = b.len };
         r = call_run(c, &k);
         call_done(&k);
@@ -1041,7 +1414,7 @@ int space_file_stat(space_session *s, const char *path, struct space_stat *ret) 
         int r = session_target(&t, s, "/files/stat", path, NULL);
         if (r < 0)
                 return fail(c, -ENAMETOOLONG, "path too long");
-        struct call k = { .method = "GET", .target = t.data };
+        struct call k = { .method = "GET", .target = t.data, .ses = s };
         _cleanup_json_ struct json *j = NULL;
         r = call_json(c, &k, &j);
         call_done(&k);
@@ -1078,7 +1451,7 @@ int space_file_list(space_session *s, const char *path, struct space_dirent **re
                         free(v);
                         return fail(c, -ENAMETOOLONG, "path too long");
                 }
-                struct call k = { .method = "GET", .target = t.data };
+                struct call k = { .method = "GET", .target = t.data, .ses = s };
                 _cleanup_json_ struct json *j = NULL;
                 r = call_json(c, &k, &j);
                 call_done(&k);

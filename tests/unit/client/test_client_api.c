@@ -715,6 +715,185 @@ static void test_processes(void **state) {
         fake_free(&f);
 }
 
+
+/* ---- durable sessions ------------------------------------------------------------ */
+
+#define TOKEN "tok_AbC-123_xyz0123456789abcdefghijklmnopqrstu"
+static const char SESSION_TOK[] = "{\"id\":\"ses_0123456789abcdef\",\"state\":\"running\",\"token\":\"" TOKEN "\","
+                                  "\"head_snapshot\":null,\"snapshot_interval_ms\":5000,\"retention\":3}";
+static const char SNAP[] = "{\"id\":\"snap_00000000000000a1\",\"session\":\"ses_0123456789abcdef\",\"parent\":null,"
+                           "\"created_at\":\"2025-01-01T00:00:00Z\",\"reason\":\"manual\",\"label\":\"draft\","
+                           "\"bytes_added\":4096,\"logical_size\":123456,\"root\":\"ab12\",\"freeze_ms\":1.25}";
+
+static void test_session_token(void **state) {
+        (void)state;
+        printf("checks: create sends snapshot/interval/retention, keeps the token, and sends it on the session's requests\n");
+        struct fake_server f = { .nreplies = 4 };
+        f.replies[0].raw = json_resp("201 Created", SESSION_TOK);
+        f.replies[1].raw = json_resp("201 Created", SNAP);
+        f.replies[2].raw = json_resp("401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"wrong token\"}}");
+        f.replies[3].raw = "HTTP/1.1 204 No Content\r\n\r\n";
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT,
+                                                                                 .snapshot = "snap_00000000000000a1",
+                                                                                 .no_rolling_snapshots = true,
+                                                                                 .retention = 3 }),
+                         0);
+        assert_string_equal(space_session_token(s), TOKEN);
+        struct space_snapshot_info si;
+        assert_int_equal(space_snapshot_create(s, "draft", &si), 0);
+        assert_string_equal(si.id, "snap_00000000000000a1");
+        assert_string_equal(si.reason, "manual");
+        assert_string_equal(si.label, "draft");
+        assert_string_equal(si.parent, "");
+        assert_int_equal(si.bytes_added, 4096);
+        assert_int_equal(si.logical_size, 123456);
+        assert_string_equal(si.root, "ab12");
+        assert_true(si.freeze_ms > 1.2 && si.freeze_ms < 1.3);
+        /* a token with a CR or a space could smuggle a header: refused */
+        assert_int_equal(space_session_set_token(s, "bad token"), -EINVAL);
+        assert_int_equal(space_session_set_token(s, "x\r\nEvil: 1"), -EINVAL);
+        assert_string_equal(space_session_token(s), TOKEN);
+        assert_int_equal(space_session_set_token(s, "wrong"), 0);
+        assert_int_equal(space_session_pause(s), -EPERM);
+        assert_string_equal(space_client_last_error_code(c), "unauthorized");
+        assert_int_equal(space_session_set_token(s, NULL), 0);
+        assert_null(space_session_token(s));
+        assert_int_equal(space_session_delete(s), 0);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        const char *body = strstr(f.requests[0], "\r\n\r\n") + 4;
+        assert_non_null(strstr(body, "\"snapshot\":\"snap_00000000000000a1\""));
+        assert_non_null(strstr(body, "\"snapshot_interval_ms\":0"));
+        assert_non_null(strstr(body, "\"retention\":3"));
+        assert_null(strcasestr(f.requests[0], "X-Space-Session-Token"));
+        assert_int_equal(strncmp(f.requests[1], "POST /v1/sessions/ses_0123456789abcdef/snapshots HTTP/1.1\r\n", 59), 0);
+        assert_non_null(strstr(f.requests[1], "\r\nX-Space-Session-Token: " TOKEN "\r\n"));
+        assert_non_null(strstr(f.requests[1], "{\"label\":\"draft\"}"));
+        assert_int_equal(strncmp(f.requests[2], "POST /v1/sessions/ses_0123456789abcdef/pause HTTP/1.1\r\n", 55), 0);
+        assert_non_null(strstr(f.requests[2], "\r\nX-Space-Session-Token: wrong\r\n"));
+        assert_int_equal(strncmp(f.requests[3], "DELETE /v1/sessions/ses_0123456789abcdef HTTP/1.1\r\n", 51), 0);
+        assert_null(strcasestr(f.requests[3], "X-Space-Session-Token"));
+        fake_free(&f);
+}
+
+static void test_lifecycle_and_fork(void **state) {
+        (void)state;
+        printf("checks: pause/resume/restore refresh the handle; fork returns handles with their own tokens; 409 maps\n");
+        struct fake_server f = { .nreplies = 6 };
+        f.replies[0].raw = json_resp("200 OK", SESSION);
+        f.replies[1].raw = json_resp("200 OK", "{\"id\":\"ses_0123456789abcdef\",\"state\":\"paused\",\"sandbox_id\":null,"
+                                               "\"head_snapshot\":\"snap_00000000000000a2\"}");
+        f.replies[2].raw = json_resp("409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"session is paused\"}}");
+        f.replies[3].raw = json_resp("200 OK", SESSION);
+        f.replies[4].raw = json_resp("200 OK", SESSION);
+        f.replies[5].raw = json_resp("201 Created", "{\"sessions\":[{\"id\":\"ses_000000000000000b\",\"state\":\"running\","
+                                                    "\"token\":\"tokB\",\"parent_session\":\"ses_0123456789abcdef\"},"
+                                                    "{\"id\":\"ses_000000000000000c\",\"state\":\"running\",\"token\":\"tokC\"}]}");
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        assert_null(space_session_token(s));
+        assert_int_equal(space_session_pause(s), 0);
+        assert_non_null(strstr(space_session_json(s), "\"paused\""));
+        assert_int_equal(space_session_pause(s), -EEXIST);
+        assert_string_equal(space_client_last_error(c), "session is paused");
+        assert_non_null(strstr(space_session_json(s), "\"paused\""));
+        assert_int_equal(space_session_resume(s), 0);
+        assert_non_null(strstr(space_session_json(s), "\"running\""));
+        assert_int_equal(space_session_restore(s, "snap_00000000000000a1"), 0);
+        assert_int_equal(space_session_restore(s, "../x"), -EINVAL);
+        space_session **v = NULL;
+        size_t n = 0;
+        assert_int_equal(space_session_fork(s, &(struct space_fork_opts){ SPACE_FORK_OPTS_INIT, .count = 99 }, &v, &n), -E2BIG);
+        assert_int_equal(space_session_fork(s, &(struct space_fork_opts){ SPACE_FORK_OPTS_INIT, .snapshot = "snap_00000000000000a1",
+                                                                          .count = 2 },
+                                            &v, &n),
+                         0);
+        assert_int_equal(n, 2);
+        assert_string_equal(space_session_id(v[0]), "ses_000000000000000b");
+        assert_string_equal(space_session_token(v[0]), "tokB");
+        assert_non_null(strstr(space_session_json(v[0]), "\"parent_session\":\"ses_0123456789abcdef\""));
+        assert_string_equal(space_session_id(v[1]), "ses_000000000000000c");
+        assert_string_equal(space_session_token(v[1]), "tokC");
+        space_session_array_free(v, n);
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_int_equal(strncmp(f.requests[3], "POST /v1/sessions/ses_0123456789abcdef/resume HTTP/1.1", 54), 0);
+        assert_non_null(strstr(f.requests[4], "{\"snapshot\":\"snap_00000000000000a1\"}"));
+        assert_non_null(strstr(f.requests[5], "{\"snapshot\":\"snap_00000000000000a1\",\"count\":2}"));
+        fake_free(&f);
+}
+
+static void test_events_connect_gc(void **state) {
+        (void)state;
+        printf("checks: event pages (after/limit/next/more), append, connect with a token, snapshot list, gc\n");
+        struct fake_server f = { .nreplies = 6 };
+        f.replies[0].raw = json_resp("200 OK", "{\"id\":\"ses_0123456789abcdef\",\"state\":\"running\",\"processes\":[{\"pid\":7}]}");
+        f.replies[1].raw = json_resp("200 OK", "{\"events\":[{\"seq\":5,\"time\":\"T5\",\"kind\":\"lifecycle\","
+                                               "\"data\":{\"event\":\"created\",\"snapshot\":null}},"
+                                               "{\"seq\":6,\"time\":\"T6\",\"kind\":\"agent\",\"data\":{\"a\":[1,2]}}],"
+                                               "\"next\":6,\"more\":true}");
+        f.replies[2].raw = json_resp("201 Created", "{\"seq\":7}");
+        f.replies[3].raw = json_resp("200 OK", "{\"snapshots\":[" "{\"id\":\"snap_1\",\"reason\":\"rolling\"},{\"id\":\"snap_2\","
+                                               "\"parent\":\"snap_1\",\"reason\":\"pause\"}]}");
+        f.replies[4].raw = json_resp("200 OK", "{\"objects_removed\":12,\"bytes_freed\":34567}");
+        f.replies[5].raw = json_resp("401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"bad token\"}}");
+        fake_start(&f);
+        space_client *c = client_for(&f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_connect(&s, c, "ses_0123456789abcdef", "secretTOKEN"), 0);
+        assert_string_equal(space_session_token(s), "secretTOKEN");
+        assert_non_null(strstr(space_session_json(s), "\"processes\""));
+        struct space_event_page p;
+        assert_int_equal(space_event_list(s, 4, 2, &p), 0);
+        assert_int_equal(p.n, 2);
+        assert_int_equal(p.events[0].seq, 5);
+        assert_string_equal(p.events[0].kind, "lifecycle");
+        assert_string_equal(p.events[0].time, "T5");
+        assert_string_equal(p.events[0].data, "{\"event\":\"created\",\"snapshot\":null}");
+        assert_string_equal(p.events[1].data, "{\"a\":[1,2]}");
+        assert_int_equal(p.next, 6);
+        assert_true(p.more);
+        space_event_page_free(&p);
+        assert_int_equal(space_event_list(s, 0, SPACE_MAX_EVENT_PAGE + 1, &p), -E2BIG);
+        assert_int_equal(space_event_append(s, "note", "{not json", NULL), -EINVAL);
+        uint64_t seq = 0;
+        assert_int_equal(space_event_append(s, "note", "{\"text\":\"hi\"}", &seq), 0);
+        assert_int_equal(seq, 7);
+        struct space_snapshot_info *sv = NULL;
+        size_t sn = 0;
+        assert_int_equal(space_snapshot_list(s, &sv, &sn), 0);
+        assert_int_equal(sn, 2);
+        assert_string_equal(sv[1].parent, "snap_1");
+        assert_string_equal(sv[1].reason, "pause");
+        assert_true(sv[1].freeze_ms < 0);
+        free(sv);
+        struct space_gc_result g;
+        assert_int_equal(space_gc(c, &g), 0);
+        assert_int_equal(g.objects_removed, 12);
+        assert_int_equal(g.bytes_freed, 34567);
+        space_session_free(s);
+        s = NULL;
+        assert_int_equal(space_session_connect(&s, c, "ses_0123456789abcdef", "other"), -EPERM);
+        assert_null(s);
+        assert_int_equal(space_session_connect(&s, c, "ses_0123456789abcdef", "has space"), -EINVAL);
+        space_client_free(c);
+        fake_stop(&f);
+        assert_int_equal(strncmp(f.requests[0], "POST /v1/sessions/ses_0123456789abcdef/connect HTTP/1.1", 55), 0);
+        assert_non_null(strstr(f.requests[0], "{\"token\":\"secretTOKEN\"}"));
+        assert_int_equal(strncmp(f.requests[1], "GET /v1/sessions/ses_0123456789abcdef/events?after=4&limit=2 HTTP/1.1", 69), 0);
+        assert_non_null(strstr(f.requests[1], "\r\nX-Space-Session-Token: secretTOKEN\r\n"));
+        assert_non_null(strstr(f.requests[2], "{\"kind\":\"note\",\"data\":{\"text\":\"hi\"}}"));
+        assert_int_equal(strncmp(f.requests[4], "POST /v1/gc HTTP/1.1", 20), 0);
+        fake_free(&f);
+}
+
 static void test_connect_refused(void **state) {
         (void)state;
         printf("checks: no daemon -> a clear 'cannot connect' error\n");
@@ -780,6 +959,9 @@ int main(void) {
                 cmocka_unit_test_teardown(test_processes, teardown),
                 cmocka_unit_test_teardown(test_connect_refused, teardown),
                 cmocka_unit_test_teardown(test_b64_utf8, teardown),
+                cmocka_unit_test_teardown(test_session_token, teardown),
+                cmocka_unit_test_teardown(test_lifecycle_and_fork, teardown),
+                cmocka_unit_test_teardown(test_events_connect_gc, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
