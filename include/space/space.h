@@ -134,6 +134,9 @@ const char *space_session_token(const space_session *s);
 int space_session_set_token(space_session *s, const char *token);
 /* The session object as last fetched, raw JSON (owned by the handle). */
 const char *space_session_json(const space_session *s);
+/* A raw JSON GET of "/v1/sessions/{id}<suffix>" (suffix like "/snapshots"), sent with
+ * the handle's token; the body NUL-terminated (caller frees). */
+int space_session_get_json(space_session *s, const char *suffix, char **ret_json);
 /* Fetches the session again and fills *ret. */
 int space_session_inspect(space_session *s, struct space_session_info *ret);
 /* DELETE /v1/sessions/{id}; the handle must still be freed. */

@@ -64,6 +64,31 @@ int cli_parse_positive(const char *s, double max, double *ret) {
         return 0;
 }
 
+int cli_parse_duration_ms(const char *s, uint64_t *ret) {
+        const char *end;
+        double v;
+        if (!s || parse_decimal(s, &end, &v) < 0 || !isfinite(v))
+                return -EINVAL;
+        double mult;
+        if (!*end || strcmp(end, "s") == 0)
+                mult = 1000;
+        else if (strcmp(end, "ms") == 0)
+                mult = 1;
+        else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+                mult = 60 * 1000.0;
+        else if (strcmp(end, "h") == 0)
+                mult = 3600 * 1000.0;
+        else
+                return -EINVAL;
+        double ms = v * mult;
+        if (ms > CLI_MAX_DURATION_MS)
+                return -ERANGE;
+        if (v > 0 && ms < 1)
+                return -ERANGE; /* "0.1ms" would silently become 0, which means "off" */
+        *ret = (uint64_t)(ms + 0.5);
+        return 0;
+}
+
 int cli_parse_size(const char *s, uint64_t *ret) {
         const char *end;
         double v;

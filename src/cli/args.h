@@ -10,10 +10,14 @@
 #define CLI_MAX_CPUS 4096.0
 #define CLI_MAX_PIDS 4194304        /* the kernel's PID_MAX_LIMIT */
 #define CLI_MAX_TIMEOUT_S (366.0 * 24 * 3600)
+#define CLI_MAX_DURATION_MS (366.0 * 24 * 3600 * 1000) /* --snapshot-interval */
 
 /* "512M", "1.5G", "64MiB", "1048576", "2g": binary units K/M/G/T with optional "i"/"iB"/"B".
  * -EINVAL on a malformed value, -ERANGE on 0 or over CLI_MAX_SIZE. */
 int cli_parse_size(const char *s, uint64_t *ret);
+/* "30s", "500ms", "2m", "1.5h", "30" (seconds), "0" into milliseconds; -EINVAL on a
+ * malformed value or unknown unit, -ERANGE over CLI_MAX_DURATION_MS or under 1 ms but > 0. */
+int cli_parse_duration_ms(const char *s, uint64_t *ret);
 /* Decimal unsigned integer in [min, max]; -EINVAL / -ERANGE. */
 int cli_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
 /* A finite decimal number > 0 and <= max; -EINVAL / -ERANGE. */

@@ -17,6 +17,7 @@
 
 #include "cli/args.h"
 #include "common/buf.h"
+#include "common/json.h"
 #include "space/space.h"
 
 #define EXIT_USAGE 2
@@ -162,10 +163,13 @@ static int exit_status_of(const struct space_exec_result *res) {
 
 /* ---- create ---------------------------------------------------------------------- */
 
+static int write_token_file(const char *path, const char *token);
+
 static const struct cmd cmd_create = { "create",
         "Usage: space create [OPTIONS]\n"
         "\n"
-        "Create a sandbox session and print its id.\n"
+        "Create a sandbox session and print its id. Its token is shown only now: keep\n"
+        "it (--json or --token-file) to reconnect with 'space connect ID --token T'.\n"
         "\n"
         "Options:\n"
         "  -t, --template NAME   template to start from (daemon default: base)\n"
@@ -174,7 +178,15 @@ static const struct cmd cmd_create = { "create",
         "      --pids N          limit on the number of processes\n"
         "  -e, --env K=V         environment for every command (repeatable)\n"
         "      --network         give the sandbox network access (default: loopback only)\n"
-        "      --json            print the whole session object instead of the id\n"
+        "  -s, --from-snapshot SNAP  start from this snapshot (of any session) instead of\n"
+        "                        a template\n"
+        "      --snapshot-interval DUR  take a rolling snapshot this often when files\n"
+        "                        changed, e.g. 30s, 500ms, 5m; 0 = none (daemon default 30s)\n"
+        "      --retention N     rolling snapshots to keep (daemon default 10); manual,\n"
+        "                        pause and fork-source ones are always kept\n"
+        "      --token-file FILE write the session's token to FILE (mode 0600)\n"
+        "      --json            print the whole session object, with its \"token\",\n"
+        "                        instead of the id\n"
         "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
         "  -h, --help            show this help\n" };
 
@@ -183,10 +195,13 @@ static int do_create(int argc, char **argv) {
                 { "template", required_argument, NULL, 't' }, { "memory", required_argument, NULL, 'm' },
                 { "cpus", required_argument, NULL, 'c' },     { "pids", required_argument, NULL, 'p' },
                 { "env", required_argument, NULL, 'e' },      { "network", no_argument, NULL, 'n' },
-                { "json", no_argument, NULL, 'j' },           COMMON_LONG_OPTS,
+                { "json", no_argument, NULL, 'j' },           { "from-snapshot", required_argument, NULL, 's' },
+                { "snapshot-interval", required_argument, NULL, 'I' }, { "retention", required_argument, NULL, 'R' },
+                { "token-file", required_argument, NULL, 'F' }, COMMON_LONG_OPTS,
                 { 0 },
         };
         const struct cmd *cmd = &cmd_create;
+        const char *token_file = NULL;
         struct space_session_opts so = { SPACE_SESSION_OPTS_INIT };
         const char *env[MAX_ENV + 1] = { 0 };
         size_t nenv = 0;
@@ -195,9 +210,21 @@ static int do_create(int argc, char **argv) {
         uint64_t u;
         int c;
         start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":t:m:e:h", lopts)) != -1) {
+        while ((c = next_opt(cmd, argc, argv, ":t:m:e:s:h", lopts)) != -1) {
                 switch (c) {
                 case 't': so.template = optarg; break;
+                case 's': so.snapshot = optarg; break;
+                case 'I':
+                        if (cli_parse_duration_ms(optarg, &so.snapshot_interval_ms) < 0)
+                                return usage_error(cmd->name, "invalid interval '%s' (e.g. 30s, 500ms, 5m, 0)", optarg);
+                        so.no_rolling_snapshots = so.snapshot_interval_ms == 0;
+                        break;
+                case 'R':
+                        if (cli_parse_uint(optarg, 1, 100000, &u) < 0)
+                                return usage_error(cmd->name, "invalid retention '%s' (1..100000)", optarg);
+                        so.retention = (unsigned)u;
+                        break;
+                case 'F': token_file = optarg; break;
                 case 'm':
                         if (cli_parse_size(optarg, &so.memory) < 0)
                                 return usage_error(cmd->name, "invalid size '%s' (e.g. 512M, 2G)", optarg);
@@ -240,13 +267,20 @@ static int do_create(int argc, char **argv) {
                 space_client_free(cl);
                 return e;
         }
+        r = EXIT_SUCCESS;
+        if (token_file) {
+                if (space_session_token(s))
+                        r = write_token_file(token_file, space_session_token(s));
+                else
+                        r = errorf("spaced returned no token for %s", space_session_id(s));
+        }
         if (json)
                 print_raw_json(space_session_json(s));
         else
                 printf("%s\n", space_session_id(s));
         space_session_free(s);
         space_client_free(cl);
-        return EXIT_SUCCESS;
+        return r;
 }
 
 /* ---- exec ------------------------------------------------------------------------ */
@@ -587,7 +621,7 @@ static int do_ls(int argc, char **argv) {
                 return r;
         }
         if (!quiet)
-                printf("%-22s %-8s %-12s %-10s %-5s %-6s %s\n", "ID", "STATE", "TEMPLATE", "MEMORY", "CPUS", "PIDS",
+                printf("%-22s %-10s %-12s %-10s %-5s %-6s %s\n", "ID", "STATE", "TEMPLATE", "MEMORY", "CPUS", "PIDS",
                        "CREATED");
         for (size_t i = 0; i < n; i++) {
                 if (quiet) {
@@ -601,7 +635,7 @@ static int do_ls(int argc, char **argv) {
                         snprintf(cpus, sizeof cpus, "%g", v[i].cpus);
                 if (v[i].pids_limit > 0)
                         snprintf(pids, sizeof pids, "%" PRId64, v[i].pids_limit);
-                printf("%-22s %-8s %-12s %-10s %-5s %-6s %s\n", v[i].id, v[i].state, v[i].template_name, mem, cpus,
+                printf("%-22s %-10s %-12s %-10s %-5s %-6s %s\n", v[i].id, v[i].state, v[i].template_name, mem, cpus,
                        pids, v[i].created_at);
         }
         free(v);
@@ -1271,6 +1305,681 @@ static int do_health(int argc, char **argv) {
         return r;
 }
 
+/* ---- durable sessions ------------------------------------------------------------ */
+
+/* The session's token from the environment, for scripts that kept it from create. */
+static int apply_env_token(space_session *s) {
+        const char *t = getenv("SPACE_SESSION_TOKEN");
+        if (!t || !*t)
+                return 0;
+        if (space_session_set_token(s, t) < 0)
+                return errorf("SPACE_SESSION_TOKEN is not a valid token (A-Z a-z 0-9 _ -, at most %d)", SPACE_MAX_TOKEN);
+        return 0;
+}
+
+/* Client + session handle for commands on one session; prints the error itself. */
+static int open_both(const char *host, const char *id, space_client **ret_c, space_session **ret_s) {
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        r = open_session(cl, id, &s);
+        if (r == 0)
+                r = apply_env_token(s);
+        if (r) {
+                space_session_free(s);
+                space_client_free(cl);
+                return r;
+        }
+        *ret_c = cl;
+        *ret_s = s;
+        return 0;
+}
+
+static int write_token_file(const char *path, const char *token) {
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return errorf("%s: %s", path, strerror(errno));
+        /* an existing file keeps its mode on open: a token must not stay world-readable */
+        if (fchmod(fd, 0600) < 0)
+                return errorf("%s: %s", path, strerror(errno));
+        char line[SPACE_MAX_TOKEN + 2];
+        int n = snprintf(line, sizeof line, "%s\n", token);
+        int r = write_all(fd, line, (size_t)n);
+        if (r < 0)
+                return errorf("%s: %s", path, strerror(-r));
+        if (close(TAKE_FD(fd)) < 0)
+                return errorf("%s: %s", path, strerror(errno));
+        return 0;
+}
+
+static void print_snapshot_json(const struct space_snapshot_info *si) {
+        _cleanup_buf_ struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "id", si->id);
+        json_w_kstr(&w, "session", si->session);
+        json_w_kstr(&w, "parent", si->parent[0] ? si->parent : NULL);
+        json_w_kstr(&w, "created_at", si->created_at);
+        json_w_kstr(&w, "reason", si->reason);
+        json_w_kstr(&w, "label", si->label[0] ? si->label : NULL);
+        json_w_key(&w, "bytes_added");
+        json_w_uint(&w, si->bytes_added);
+        json_w_key(&w, "logical_size");
+        json_w_uint(&w, si->logical_size);
+        json_w_kstr(&w, "root", si->root);
+        if (si->freeze_ms >= 0) {
+                json_w_key(&w, "freeze_ms");
+                json_w_double(&w, si->freeze_ms);
+        }
+        json_w_obj_end(&w);
+        if (!w.err && buf_cstr(&b))
+                printf("%s\n", b.data);
+}
+
+static const struct cmd cmd_snapshot = { "snapshot",
+        "Usage: space snapshot [OPTIONS] ID\n"
+        "\n"
+        "Take a snapshot of a session's files now and print its id (snap_...).\n"
+        "\n"
+        "Options:\n"
+        "  -l, --label TEXT      a label to find it by (at most 256 bytes)\n"
+        "      --json            print the snapshot object\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_snapshot(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "label", required_argument, NULL, 'l' }, { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_snapshot;
+        const char *host = NULL, *label = NULL;
+        bool json = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":l:h", lopts)) != -1) {
+                switch (c) {
+                case 'l':
+                        if (strlen(optarg) > SPACE_MAX_LABEL)
+                                return usage_error(cmd->name, "label longer than %d bytes", SPACE_MAX_LABEL);
+                        label = optarg;
+                        break;
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing session id");
+        if (optind + 1 < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(host, argv[optind], &cl, &s);
+        if (r)
+                return r;
+        struct space_snapshot_info si;
+        int e = space_snapshot_create(s, label, &si);
+        if (e < 0)
+                r = api_fail(cl, e);
+        else if (json)
+                print_snapshot_json(&si);
+        else
+                printf("%s\n", si.id);
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+static const struct cmd cmd_snapshots = { "snapshots",
+        "Usage: space snapshots [OPTIONS] ID\n"
+        "\n"
+        "List a session's snapshot timeline, oldest first: id, time, reason (rolling,\n"
+        "pause, manual, fork, restore), bytes it added to the store, size of the files it\n"
+        "holds, label.\n"
+        "\n"
+        "Options:\n"
+        "      --json            print the daemon's JSON ({\"snapshots\":[...]})\n"
+        "  -q, --quiet           print ids only\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_snapshots(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_snapshots;
+        const char *host = NULL;
+        bool json = false, quiet = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":qh", lopts)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 'q': quiet = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing session id");
+        if (optind + 1 < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(host, argv[optind], &cl, &s);
+        if (r)
+                return r;
+        if (json) {
+                _cleanup_free_ char *text = NULL;
+                int e = space_session_get_json(s, "/snapshots", &text);
+                r = e < 0 ? api_fail(cl, e) : print_raw_json(text);
+                goto out;
+        }
+        struct space_snapshot_info *v = NULL;
+        size_t n = 0;
+        int e = space_snapshot_list(s, &v, &n);
+        if (e < 0) {
+                r = api_fail(cl, e);
+                goto out;
+        }
+        if (!quiet)
+                printf("%-22s %-24s %-8s %-10s %-10s %s\n", "ID", "CREATED", "REASON", "ADDED", "SIZE", "LABEL");
+        for (size_t i = 0; i < n; i++) {
+                if (quiet) {
+                        printf("%s\n", v[i].id);
+                        continue;
+                }
+                char added[32], size[32];
+                cli_format_size(v[i].bytes_added, added, sizeof added);
+                cli_format_size(v[i].logical_size, size, sizeof size);
+                printf("%-22s %-24s %-8s %-10s %-10s %s\n", v[i].id, v[i].created_at, v[i].reason, added, size,
+                       v[i].label);
+        }
+        free(v);
+out:
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+/* pause, resume: the same shape, one call per id */
+static int lifecycle_cmd(const struct cmd *cmd, int (*fn)(space_session *), int argc, char **argv) {
+        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
+        const char *host = NULL;
+        bool json = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing session id");
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        int status = EXIT_SUCCESS;
+        for (int i = optind; i < argc; i++) {
+                space_session *s = NULL;
+                int e = space_session_open(&s, cl, argv[i]);
+                if (e >= 0 && apply_env_token(s)) {
+                        space_session_free(s);
+                        status = EXIT_FAILURE;
+                        break;
+                }
+                if (e >= 0)
+                        e = fn(s);
+                if (e < 0) {
+                        errorf("%s: %s", argv[i], *space_client_last_error(cl) ? space_client_last_error(cl) : space_strerror(e));
+                        status = EXIT_FAILURE;
+                } else if (json) {
+                        print_raw_json(space_session_json(s));
+                } else {
+                        printf("%s\n", argv[i]);
+                }
+                space_session_free(s);
+        }
+        space_client_free(cl);
+        return status;
+}
+
+static const struct cmd cmd_pause = { "pause",
+        "Usage: space pause [OPTIONS] ID...\n"
+        "\n"
+        "Pause sessions: a final snapshot, then the sandbox is destroyed (no process,\n"
+        "mount or cgroup is left; processes end). Files and the event log stay; 'space\n"
+        "resume' brings the session back. Prints each id paused; goes on past failures\n"
+        "and exits 1 if any.\n"
+        "\n"
+        "Options:\n"
+        "      --json            print each session object instead of the id\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static const struct cmd cmd_resume = { "resume",
+        "Usage: space resume [OPTIONS] ID...\n"
+        "\n"
+        "Resume paused sessions on a new sandbox from their newest snapshot: same id, same\n"
+        "files, same event log. Prints each id resumed; exits 1 if any failed (resuming a\n"
+        "session that is not paused is an error).\n"
+        "\n"
+        "Options:\n"
+        "      --json            print each session object instead of the id\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_pause(int argc, char **argv) { return lifecycle_cmd(&cmd_pause, space_session_pause, argc, argv); }
+static int do_resume(int argc, char **argv) { return lifecycle_cmd(&cmd_resume, space_session_resume, argc, argv); }
+
+static const struct cmd cmd_restore = { "restore",
+        "Usage: space restore [OPTIONS] ID SNAP\n"
+        "\n"
+        "Time travel in place: the session's files go back to snapshot SNAP (one of its\n"
+        "own; see 'space snapshots ID'). Newer snapshots stay in the timeline, so you can\n"
+        "restore forward again. Processes restart on the new sandbox. Prints the id.\n"
+        "\n"
+        "Options:\n"
+        "      --json            print the session object instead of the id\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_restore(int argc, char **argv) {
+        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_restore;
+        const char *host = NULL;
+        bool json = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (argc - optind < 2)
+                return usage_error(cmd->name, argc - optind == 0 ? "missing session id and snapshot" : "missing snapshot");
+        if (argc - optind > 2)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 2]);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(host, argv[optind], &cl, &s);
+        if (r)
+                return r;
+        int e = space_session_restore(s, argv[optind + 1]);
+        if (e < 0)
+                r = api_fail(cl, e);
+        else if (json)
+                print_raw_json(space_session_json(s));
+        else
+                printf("%s\n", space_session_id(s));
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+static const struct cmd cmd_fork = { "fork",
+        "Usage: space fork [OPTIONS] ID\n"
+        "\n"
+        "Branch a session: N new sessions that start from a snapshot of it, independent of\n"
+        "each other and of it (stored data is shared copy-on-write). Prints the new ids,\n"
+        "one per line. Their tokens are shown only with --json (or --token-dir).\n"
+        "\n"
+        "Options:\n"
+        "  -s, --snapshot SNAP   start from this snapshot (default: a new one of now)\n"
+        "  -n, --count N         how many sessions (1..64, default 1)\n"
+        "      --token-dir DIR   write each new session's token to DIR/ID.token (mode 0600)\n"
+        "      --json            print {\"sessions\":[...]}: each session object with its token\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_fork(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "snapshot", required_argument, NULL, 's' }, { "count", required_argument, NULL, 'n' },
+                { "token-dir", required_argument, NULL, 'T' }, { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_fork;
+        struct space_fork_opts fo = { SPACE_FORK_OPTS_INIT, .count = 1 };
+        const char *host = NULL, *token_dir = NULL;
+        bool json = false;
+        uint64_t u;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":s:n:h", lopts)) != -1) {
+                switch (c) {
+                case 's': fo.snapshot = optarg; break;
+                case 'n':
+                        if (cli_parse_uint(optarg, 1, SPACE_MAX_FORK, &u) < 0)
+                                return usage_error(cmd->name, "invalid count '%s' (1..%d)", optarg, SPACE_MAX_FORK);
+                        fo.count = (unsigned)u;
+                        break;
+                case 'T': token_dir = optarg; break;
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing session id");
+        if (optind + 1 < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(host, argv[optind], &cl, &s);
+        if (r)
+                return r;
+        space_session **v = NULL;
+        size_t n = 0;
+        int e = space_session_fork(s, &fo, &v, &n);
+        if (e < 0) {
+                r = api_fail(cl, e);
+                goto out;
+        }
+        for (size_t i = 0; token_dir && i < n && !r; i++) {
+                char path[PATH_MAX];
+                if (snprintf(path, sizeof path, "%s/%s.token", token_dir, space_session_id(v[i])) >= (int)sizeof path)
+                        r = errorf("%s: path too long", token_dir);
+                else if (space_session_token(v[i]))
+                        r = write_token_file(path, space_session_token(v[i]));
+        }
+        if (json) {
+                fputs("{\"sessions\":[", stdout);
+                for (size_t i = 0; i < n; i++) {
+                        const char *js = space_session_json(v[i]);
+                        size_t l = strlen(js);
+                        while (l > 0 && (js[l - 1] == '\n' || js[l - 1] == ' '))
+                                l--;
+                        printf("%s%.*s", i ? "," : "", (int)l, js);
+                }
+                fputs("]}\n", stdout);
+        } else {
+                for (size_t i = 0; i < n; i++)
+                        printf("%s\n", space_session_id(v[i]));
+        }
+        space_session_array_free(v, n);
+out:
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+static const struct cmd cmd_events = { "events",
+        "Usage: space events [OPTIONS] ID\n"
+        "\n"
+        "Print a session's event log, oldest first: every exec, lifecycle change (created,\n"
+        "paused, resumed, restored, forked), snapshot, recovery, and the events an agent\n"
+        "appended. One line per event: SEQ TIME KIND DATA (DATA is JSON).\n"
+        "\n"
+        "Options:\n"
+        "      --after SEQ       only events after sequence number SEQ\n"
+        "  -n, --limit N         at most N events (default: all)\n"
+        "  -f, --follow          keep printing new events as they come (polls twice a\n"
+        "                        second) until interrupted or the session is deleted\n"
+        "      --json            one JSON object per line: {\"seq\",\"time\",\"kind\",\"data\"}\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+#define EVENTS_FOLLOW_POLL_MS 500
+
+static int print_event(const struct space_event *ev, bool json) {
+        if (!json)
+                return printf("%-6" PRIu64 " %-24s %-10s %s\n", ev->seq, ev->time, ev->kind, ev->data) < 0 ? -EIO : 0;
+        _cleanup_buf_ struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "seq");
+        json_w_uint(&w, ev->seq);
+        json_w_kstr(&w, "time", ev->time);
+        json_w_kstr(&w, "kind", ev->kind);
+        json_w_key(&w, "data");
+        json_w_raw(&w, ev->data, strlen(ev->data));
+        json_w_obj_end(&w);
+        if (w.err || !buf_cstr(&b))
+                return w.err ? w.err : -ENOMEM;
+        return printf("%s\n", b.data) < 0 ? -EIO : 0;
+}
+
+static int do_events(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "after", required_argument, NULL, 'a' }, { "limit", required_argument, NULL, 'n' },
+                { "follow", no_argument, NULL, 'f' }, { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_events;
+        const char *host = NULL;
+        bool json = false, follow = false;
+        uint64_t after = 0, limit = 0;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":n:fh", lopts)) != -1) {
+                switch (c) {
+                case 'a':
+                        if (cli_parse_uint(optarg, 0, UINT64_MAX - 1, &after) < 0)
+                                return usage_error(cmd->name, "invalid sequence number '%s'", optarg);
+                        break;
+                case 'n':
+                        if (cli_parse_uint(optarg, 1, UINT32_MAX, &limit) < 0)
+                                return usage_error(cmd->name, "invalid limit '%s'", optarg);
+                        break;
+                case 'f': follow = true; break;
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (follow && limit)
+                return usage_error(cmd->name, "--follow and --limit don't go together");
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing session id");
+        if (optind + 1 < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(host, argv[optind], &cl, &s);
+        if (r)
+                return r;
+        uint64_t printed = 0;
+        for (;;) {
+                unsigned want = SPACE_MAX_EVENT_PAGE;
+                if (limit && limit - printed < want)
+                        want = (unsigned)(limit - printed);
+                struct space_event_page p;
+                int e = space_event_list(s, after, want, &p);
+                if (e < 0) {
+                        r = api_fail(cl, e);
+                        break;
+                }
+                for (size_t i = 0; i < p.n && !r; i++) {
+                        int pe = print_event(&p.events[i], json);
+                        if (pe < 0)
+                                r = errorf("writing the events: %s", strerror(-pe));
+                }
+                printed += p.n;
+                bool more = p.more && p.n > 0;
+                if (p.next > after || p.n > 0)
+                        after = p.next;
+                space_event_page_free(&p);
+                if (r || (limit && printed >= limit))
+                        break;
+                if (more)
+                        continue;
+                if (!follow)
+                        break;
+                fflush(stdout);
+                usleep(EVENTS_FOLLOW_POLL_MS * 1000);
+        }
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+static const struct cmd cmd_event = { "event",
+        "Usage: space event [OPTIONS] ID --data JSON\n"
+        "\n"
+        "Append an event of your own to a session's event log (an agent's tool call or\n"
+        "note) and print its sequence number.\n"
+        "\n"
+        "Options:\n"
+        "  -k, --kind KIND       agent, tool_call or note (default: note)\n"
+        "  -d, --data JSON       the event's data: a JSON object, at most 64 KiB\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_event(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "kind", required_argument, NULL, 'k' }, { "data", required_argument, NULL, 'd' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_event;
+        const char *host = NULL, *kind = "note", *data = NULL;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":k:d:h", lopts)) != -1) {
+                switch (c) {
+                case 'k': kind = optarg; break;
+                case 'd': data = optarg; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing session id");
+        if (optind + 1 < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!data)
+                return usage_error(cmd->name, "missing --data JSON");
+        if (strlen(data) > SPACE_MAX_EVENT_DATA)
+                return usage_error(cmd->name, "--data is larger than %u KiB", SPACE_MAX_EVENT_DATA >> 10);
+        _cleanup_buf_ struct buf pretty = BUF_INIT(0);
+        if (cli_json_pretty(&pretty, data, strlen(data)) < 0)
+                return usage_error(cmd->name, "--data is not valid JSON");
+        space_client *cl;
+        space_session *s;
+        int r = open_both(host, argv[optind], &cl, &s);
+        if (r)
+                return r;
+        uint64_t seq = 0;
+        int e = space_event_append(s, kind, data, &seq);
+        if (e < 0)
+                r = api_fail(cl, e);
+        else
+                printf("%" PRIu64 "\n", seq);
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+static const struct cmd cmd_connect = { "connect",
+        "Usage: space connect [OPTIONS] ID [--token TOKEN]\n"
+        "\n"
+        "Reconnect to a session with the token its create (or fork) returned: checks the\n"
+        "token and prints the session with its running background processes. Re-attach\n"
+        "to a process's output with 'space logs --offset N --follow ID PID'. Later\n"
+        "commands send the token when SPACE_SESSION_TOKEN holds it.\n"
+        "\n"
+        "Options:\n"
+        "  -t, --token TOKEN     the session token (default: $SPACE_SESSION_TOKEN)\n"
+        "      --json            print the answer on one line, as the daemon sent it\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_connect(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "token", required_argument, NULL, 't' }, { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 },
+        };
+        const struct cmd *cmd = &cmd_connect;
+        const char *host = NULL, *token = getenv("SPACE_SESSION_TOKEN");
+        bool json = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":t:h", lopts)) != -1) {
+                switch (c) {
+                case 't': token = optarg; break;
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(cmd->name, "missing session id");
+        if (optind + 1 < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!token || !*token)
+                return usage_error(cmd->name, "missing --token (or SPACE_SESSION_TOKEN)");
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        int e = space_session_connect(&s, cl, argv[optind], token);
+        if (e < 0)
+                r = api_fail(cl, e);
+        else
+                r = json ? print_raw_json(space_session_json(s)) : print_pretty_json(space_session_json(s));
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
+static const struct cmd cmd_gc = { "gc",
+        "Usage: space gc [OPTIONS]\n"
+        "\n"
+        "Collect the snapshot store's garbage now (spaced also does it by itself from\n"
+        "time to time): data only deleted sessions and expired rolling snapshots held.\n"
+        "\n"
+        "Options:\n"
+        "      --json            print {\"objects_removed\":N,\"bytes_freed\":N}\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_gc(int argc, char **argv) {
+        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_gc;
+        const char *host = NULL;
+        bool json = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (optind < argc)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        struct space_gc_result g;
+        int e = space_gc(cl, &g);
+        if (e < 0) {
+                r = api_fail(cl, e);
+        } else if (json) {
+                printf("{\"objects_removed\":%" PRIu64 ",\"bytes_freed\":%" PRIu64 "}\n", g.objects_removed, g.bytes_freed);
+        } else {
+                char size[32];
+                cli_format_size(g.bytes_freed, size, sizeof size);
+                printf("removed %" PRIu64 " objects, freed %s\n", g.objects_removed, size);
+        }
+        space_client_free(cl);
+        return r;
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 static const char main_help[] =
@@ -1288,6 +1997,18 @@ static const char main_help[] =
         "  kill        signal a process in a sandbox\n"
         "  inspect     show a session's details\n"
         "  rm          delete sessions\n"
+        "\n"
+        "  snapshot    take a snapshot of a session's files, print its id\n"
+        "  snapshots   list a session's snapshot timeline\n"
+        "  pause       snapshot a session and release its sandbox\n"
+        "  resume      bring a paused session back on a new sandbox\n"
+        "  restore     put a session's files back to one of its snapshots\n"
+        "  fork        branch a session into N independent copies\n"
+        "  events      print (or follow) a session's event log\n"
+        "  event       append an event of your own to the log\n"
+        "  connect     reconnect to a session with its token\n"
+        "  gc          collect unreferenced snapshot data now\n"
+        "\n"
         "  template    build, list and delete templates\n"
         "  health      check that the daemon answers\n"
         "\n"
@@ -1305,6 +2026,9 @@ static const struct entry commands[] = {
         { "create", do_create }, { "exec", do_exec }, { "cp", do_cp },           { "ls", do_ls },
         { "list", do_ls },       { "ps", do_ps },     { "logs", do_logs },       { "kill", do_kill },
         { "inspect", do_inspect }, { "rm", do_rm },   { "health", do_health },
+        { "snapshot", do_snapshot }, { "snapshots", do_snapshots }, { "pause", do_pause },
+        { "resume", do_resume },   { "restore", do_restore }, { "fork", do_fork },
+        { "events", do_events },   { "event", do_event }, { "connect", do_connect }, { "gc", do_gc },
 };
 
 static const struct entry template_commands[] = {
@@ -1330,6 +2054,9 @@ static const struct cmd *help_of(const char *name) {
                 { "create", &cmd_create }, { "exec", &cmd_exec },   { "cp", &cmd_cp },           { "ls", &cmd_ls },
                 { "ps", &cmd_ps },         { "logs", &cmd_logs },   { "kill", &cmd_kill },       { "inspect", &cmd_inspect },
                 { "rm", &cmd_rm },         { "health", &cmd_health }, { "template", &cmd_template },
+                { "snapshot", &cmd_snapshot }, { "snapshots", &cmd_snapshots }, { "pause", &cmd_pause },
+                { "resume", &cmd_resume }, { "restore", &cmd_restore }, { "fork", &cmd_fork },
+                { "events", &cmd_events }, { "event", &cmd_event }, { "connect", &cmd_connect }, { "gc", &cmd_gc },
         };
         for (size_t i = 0; i < ELEMENTSOF(map); i++)
                 if (strcmp(name, map[i].name) == 0)

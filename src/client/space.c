@@ -821,6 +821,12 @@ int space_snapshot_list(space_session *s, struct space_snapshot_info **ret, size
         return 0;
 }
 
+int space_session_get_json(space_session *s, const char *suffix, char **ret_json) {
+        if (!suffix || (suffix[0] && suffix[0] != '/' && suffix[0] != '?'))
+                return fail(s->c, -EINVAL, "invalid API path");
+        return session_call(s, "GET", suffix, NULL, NULL, ret_json);
+}
+
 int space_session_pause(space_session *s) { return lifecycle(s, "/pause", NULL); }
 int space_session_resume(space_session *s) { return lifecycle(s, "/resume", NULL); }
 

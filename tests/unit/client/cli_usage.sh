@@ -39,7 +39,25 @@ expect 2 "exec: -d with -i" "$space" exec -d -i ses_1 -- true
 expect 2 "template build: two sources" "$space" template build x --from-dir /a --from-tar /b
 expect 2 "template build: --packages without --debootstrap" "$space" template build x --from-dir /a --packages p
 expect 2 "template rm: no name" "$space" template rm
-for c in create exec cp ls ps logs kill inspect rm health template; do
+expect 2 "create: bad --snapshot-interval" "$space" create --snapshot-interval 5x
+expect 2 "create: bad --retention" "$space" create --retention 0
+expect 2 "snapshot: missing id" "$space" snapshot
+expect 2 "snapshot: label too long" "$space" snapshot --label "$(printf '%300s' '' | tr ' ' x)" ses_1
+expect 2 "snapshots: two ids" "$space" snapshots a b
+expect 2 "pause: no id" "$space" pause
+expect 2 "resume: no id" "$space" resume
+expect 2 "restore: missing snapshot" "$space" restore ses_1
+expect 2 "restore: extra argument" "$space" restore ses_1 snap_1 x
+expect 2 "fork: count 0" "$space" fork --count 0 ses_1
+expect 2 "fork: count 65" "$space" fork --count 65 ses_1
+expect 2 "events: bad --after" "$space" events --after x ses_1
+expect 2 "events: --follow with --limit" "$space" events --follow --limit 3 ses_1
+expect 2 "event: no --data" "$space" event ses_1
+expect 2 "event: --data not JSON" "$space" event --data '{x' ses_1
+expect 2 "connect: no token" env -u SPACE_SESSION_TOKEN "$space" connect ses_1
+expect 2 "gc: extra argument" "$space" gc x
+for c in create exec cp ls ps logs kill inspect rm health template snapshot snapshots pause resume restore fork \
+        events event connect gc; do
         expect 0 "$c --help" "$space" $c --help
 done
 for c in build ls rm; do

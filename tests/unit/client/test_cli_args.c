@@ -73,6 +73,31 @@ static void test_numbers(void **state) {
         assert_int_equal(cli_parse_positive("-1", 64, &d), -EINVAL);
 }
 
+static void test_durations(void **state) {
+        (void)state;
+        printf("checks: --snapshot-interval durations: units, 0 = off, bounds, junk refused\n");
+        uint64_t ms = 7;
+        assert_int_equal(cli_parse_duration_ms("30s", &ms), 0);
+        assert_int_equal(ms, 30000);
+        assert_int_equal(cli_parse_duration_ms("30", &ms), 0);
+        assert_int_equal(ms, 30000);
+        assert_int_equal(cli_parse_duration_ms("500ms", &ms), 0);
+        assert_int_equal(ms, 500);
+        assert_int_equal(cli_parse_duration_ms("1.5m", &ms), 0);
+        assert_int_equal(ms, 90000);
+        assert_int_equal(cli_parse_duration_ms("2h", &ms), 0);
+        assert_int_equal(ms, 7200000);
+        assert_int_equal(cli_parse_duration_ms("0", &ms), 0);
+        assert_int_equal(ms, 0);
+        assert_int_equal(cli_parse_duration_ms("0.1ms", &ms), -ERANGE);
+        assert_int_equal(cli_parse_duration_ms("9999h", &ms), -ERANGE);
+        assert_int_equal(cli_parse_duration_ms("5x", &ms), -EINVAL);
+        assert_int_equal(cli_parse_duration_ms("-5s", &ms), -EINVAL);
+        assert_int_equal(cli_parse_duration_ms("", &ms), -EINVAL);
+        assert_int_equal(cli_parse_duration_ms("s", &ms), -EINVAL);
+        assert_int_equal(ms, 0);
+}
+
 static void test_signals(void **state) {
         (void)state;
         printf("checks: signal names and numbers\n");
@@ -166,7 +191,7 @@ static void test_format_and_lists(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_size),    cmocka_unit_test(test_numbers), cmocka_unit_test(test_signals),
+                cmocka_unit_test(test_size),    cmocka_unit_test(test_numbers), cmocka_unit_test(test_durations), cmocka_unit_test(test_signals),
                 cmocka_unit_test(test_env),     cmocka_unit_test(test_cp_args), cmocka_unit_test(test_format_and_lists),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -215,6 +216,73 @@ static void test_background_and_logs(void **state) {
         fake_free(&f);
 }
 
+static void test_session_commands(void **state) {
+        (void)state;
+        printf("checks: create --token-file/--snapshot-interval; snapshot, fork -n, events paging, connect, gc output\n");
+        struct fake_server f = { .nreplies = 12 };
+        f.replies[0].raw = json_resp("201 Created", "{\"id\":\"ses_00000000000000aa\",\"state\":\"running\",\"token\":\"T0k-en_1\"}");
+        f.replies[1].raw = json_resp("200 OK", SESSION);
+        f.replies[2].raw = json_resp("201 Created", "{\"id\":\"snap_00000000000000s1\",\"session\":\"ses_00000000000000aa\","
+                                                    "\"reason\":\"manual\",\"label\":\"v1\",\"root\":\"ab\"}");
+        f.replies[3].raw = json_resp("200 OK", SESSION);
+        f.replies[4].raw = json_resp("201 Created", "{\"sessions\":[{\"id\":\"ses_00000000000000bb\",\"token\":\"tb\"},"
+                                                    "{\"id\":\"ses_00000000000000cc\",\"token\":\"tc\"}]}");
+        f.replies[5].raw = json_resp("200 OK", SESSION);
+        f.replies[6].raw = json_resp("200 OK", "{\"events\":[{\"seq\":1,\"time\":\"t1\",\"kind\":\"lifecycle\",\"data\":{\"event\":\"created\"}}],"
+                                               "\"next\":1,\"more\":true}");
+        f.replies[7].raw = json_resp("200 OK", "{\"events\":[{\"seq\":2,\"time\":\"t2\",\"kind\":\"note\",\"data\":{\"x\":1}}],"
+                                               "\"next\":2,\"more\":false}");
+        f.replies[8].raw = json_resp("200 OK", "{\"id\":\"ses_00000000000000aa\",\"state\":\"running\",\"processes\":[]}");
+        f.replies[9].raw = json_resp("200 OK", "{\"objects_removed\":3,\"bytes_freed\":2048}");
+        f.replies[10].raw = json_resp("200 OK", SESSION);
+        f.replies[11].raw = json_resp("409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"session is running\"}}");
+        fake_start(&f);
+        char tokfile[] = "/tmp/space-cli-tok-XXXXXX";
+        int tfd = mkstemp(tokfile);
+        assert_true(tfd >= 0);
+        fchmod(tfd, 0644);
+        close(tfd);
+        struct run r;
+        run_space(&f, NULL, &r, "create", "--snapshot-interval", "2s", "--retention", "4", "--token-file", tokfile, NULL);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, "ses_00000000000000aa\n");
+        char tok[64];
+        slurp(tokfile, tok, sizeof tok);
+        assert_string_equal(tok, "T0k-en_1\n");
+        struct stat st;
+        assert_int_equal(stat(tokfile, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        unlink(tokfile);
+        run_space(&f, NULL, &r, "snapshot", "--label", "v1", "ses_00000000000000aa", NULL);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, "snap_00000000000000s1\n");
+        run_space(&f, NULL, &r, "fork", "-n", "2", "ses_00000000000000aa", NULL);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, "ses_00000000000000bb\nses_00000000000000cc\n");
+        run_space(&f, NULL, &r, "events", "--json", "ses_00000000000000aa", NULL);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, "{\"seq\":1,\"time\":\"t1\",\"kind\":\"lifecycle\",\"data\":{\"event\":\"created\"}}\n"
+                                   "{\"seq\":2,\"time\":\"t2\",\"kind\":\"note\",\"data\":{\"x\":1}}\n");
+        run_space(&f, NULL, &r, "connect", "--json", "--token", "T0k-en_1", "ses_00000000000000aa", NULL);
+        assert_int_equal(r.status, 0);
+        assert_non_null(strstr(r.out, "\"processes\":[]"));
+        run_space(&f, NULL, &r, "gc", NULL);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, "removed 3 objects, freed 2 KiB\n");
+        run_space(&f, NULL, &r, "resume", "ses_00000000000000aa", NULL);
+        fake_stop(&f);
+        assert_int_equal(r.status, 1);
+        assert_string_equal(r.err, "space: ses_00000000000000aa: session is running\n");
+        const char *body = strstr(f.requests[0], "\r\n\r\n") + 4;
+        assert_non_null(strstr(body, "\"snapshot_interval_ms\":2000"));
+        assert_non_null(strstr(body, "\"retention\":4"));
+        assert_non_null(strstr(f.requests[4], "\"count\":2"));
+        assert_non_null(strstr(f.requests[6], "GET /v1/sessions/ses_00000000000000aa/events?after=0&limit=1000 "));
+        assert_non_null(strstr(f.requests[7], "GET /v1/sessions/ses_00000000000000aa/events?after=1&limit=1000 "));
+        assert_non_null(strstr(f.requests[8], "{\"token\":\"T0k-en_1\"}"));
+        fake_free(&f);
+}
+
 int main(int argc, char **argv) {
         if (argc < 2) {
                 fprintf(stderr, "usage: test_cli_run PATH-TO-space\n");
@@ -227,6 +295,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_teardown(test_errors_exit_1, teardown),
                 cmocka_unit_test_teardown(test_create_and_lists, teardown),
                 cmocka_unit_test_teardown(test_background_and_logs, teardown),
+                cmocka_unit_test_teardown(test_session_commands, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
