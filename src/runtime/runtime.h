@@ -52,6 +52,12 @@ struct runtime_ops {
         /* Makes a running sandbox whose PID 1 is spec->init_path, connected to the caller by
          * the stream socket returned by init_fd(). Nothing is left behind on failure. */
         int (*create)(const struct rt_spec *spec, struct rt_sandbox **ret);
+        /* Re-creates the handle of a sandbox that outlived the process that made it (a
+         * daemon restart): init_pid is its init as create reported it, spec the spec it was
+         * made with. Checks that the pid really is that sandbox's init (-ESRCH if not, or
+         * if it died) and reconnects to space-init, which then says HELLO again. Nothing of
+         * the sandbox is changed on failure. NULL when the driver can't. */
+        int (*adopt)(const struct rt_spec *spec, pid_t init_pid, struct rt_sandbox **ret);
         /* Socket connected to space-init; owned by the sandbox (closed by destroy). */
         int (*init_fd)(struct rt_sandbox *sb);
         /* pidfd of space-init: readable when the sandbox's init has died. Owned by the sandbox. */

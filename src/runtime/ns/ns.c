@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <linux/capability.h>
@@ -44,16 +45,20 @@
 #define RT_NS_SETUP_TIMEOUT_MS 10000
 #define RT_NS_KILL_TIMEOUT_MS 10000
 #define RT_NS_INIT_FD 3           /* space-init finds its socket here (SPACE_INIT_FD) */
+#define RT_NS_LISTEN_FD 4         /* and its listening socket here (SPACE_INIT_LISTEN_FD) */
+#define RT_NS_SOCK_NAME "init.sock" /* in run_dir: where a restarted daemon reconnects */
 #define RT_NS_CHILD_FD_BASE 10    /* child moves the fds it needs above 0..3 first */
 
 struct rt_sandbox {
         char *id;
         char *rootfs;          /* run_dir/rootfs: the overlay, mounted on the host */
+        char *sock_path;       /* run_dir/init.sock */
         bool mounted;
         struct rt_cgroup *cg;
         int sock;              /* our end of the space-init socket */
         int pidfd;
         pid_t pid;
+        bool adopted;          /* not our child (adopt after a daemon restart): no waitid */
         bool reaped;
         int status;            /* wait status once reaped */
 };
@@ -65,6 +70,7 @@ struct child_args {
         const char *hostname;
         struct rt_mount_cfg mcfg;
         int sync_fd, sock_fd, exe_fd; /* sync: "go" in, error record out */
+        int listen_fd;                /* run_dir/init.sock, for reconnects */
         int parent_sync_fd;           /* the parent's end: closed at once, or a dead parent
                                        * would never give us EOF */
         rlim_t nofile;
@@ -196,7 +202,7 @@ _noreturn_ static void ns_child(const struct child_args *in) {
         /* Out of the way of 0..3, which get the socket and /dev/null at the end. */
         if ((a.sync_fd = move_high(a.sync_fd)) < 0)
                 _exit(126);
-        if ((a.sock_fd = move_high(a.sock_fd)) < 0 ||
+        if ((a.sock_fd = move_high(a.sock_fd)) < 0 || (a.listen_fd = move_high(a.listen_fd)) < 0 ||
             (a.exe_fd = move_high(a.exe_fd)) < 0)
                 child_fail(&a, "move fds", errno);
 
@@ -208,6 +214,10 @@ _noreturn_ static void ns_child(const struct child_args *in) {
         while (r < 0 && errno == EINTR);
         if (r != 1)
                 _exit(1);
+        /* Its own session: a signal to the daemon's process group or terminal (Ctrl-C)
+         * must not reach the sandbox, which outlives the daemon. */
+        if (setsid() < 0)
+                child_fail(&a, "setsid", errno);
 
         /* Still the host's root uid here: reach the rootfs path through the host's
          * directories before becoming an unprivileged uid. The bind makes the root a
@@ -258,12 +268,14 @@ _noreturn_ static void ns_child(const struct child_args *in) {
                 child_fail(&a, "open /dev/null", errno);
         if (dup3(a.sock_fd, RT_NS_INIT_FD, 0) < 0)
                 child_fail(&a, "dup init socket", errno);
+        if (dup3(a.listen_fd, RT_NS_LISTEN_FD, 0) < 0)
+                child_fail(&a, "dup listening socket", errno);
         for (int fd = 0; fd <= 2; fd++)
                 if (dup3(null_fd, fd, 0) < 0)
                         child_fail(&a, "dup stdio", errno);
         /* Whatever else the daemon had open (its other threads do not all use CLOEXEC)
          * disappears at exec; the sync socket stays usable until then. */
-        if (close_range(RT_NS_INIT_FD + 1, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
+        if (close_range(RT_NS_LISTEN_FD + 1, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
                 child_fail(&a, "close_range", errno);
 
         r = drop_caps();
@@ -355,6 +367,22 @@ static int si_to_status(const siginfo_t *si) {
 static int reap(struct rt_sandbox *sb, bool block) {
         if (sb->reaped || sb->pidfd < 0)
                 return 0;
+        if (sb->adopted) {
+                /* Not our child: whoever inherited it reaps it; the pidfd still says when
+                 * it ended, but not how. */
+                struct pollfd p = { .fd = sb->pidfd, .events = POLLIN };
+                int pr;
+                do
+                        pr = poll(&p, 1, block ? -1 : 0);
+                while (pr < 0 && errno == EINTR);
+                if (pr < 0)
+                        return -errno;
+                if (pr > 0) {
+                        sb->reaped = true;
+                        sb->status = SIGKILL; /* unknown; reported as killed */
+                }
+                return 0;
+        }
         siginfo_t si = { 0 };
         int r;
         do
@@ -413,6 +441,8 @@ static int teardown(struct rt_sandbox *sb) {
         }
         if (sb->rootfs)
                 rmdir(sb->rootfs);
+        if (sb->sock_path)
+                (void)unlink(sb->sock_path);
         sb->sock = safe_close(sb->sock);
         sb->pidfd = safe_close(sb->pidfd);
         if (ret < 0)
@@ -425,6 +455,7 @@ static void sandbox_free(struct rt_sandbox *sb) {
                 return;
         free(sb->id);
         free(sb->rootfs);
+        free(sb->sock_path);
         free(sb);
 }
 
@@ -434,6 +465,52 @@ static int ns_destroy(struct rt_sandbox *sb) {
         int r = teardown(sb);
         sandbox_free(sb);
         return r;
+}
+
+/* A sockaddr for run_dir/init.sock. sun_path holds 107 bytes; a longer run_dir is
+ * reached through an O_PATH fd of it (*dirfd, closed by the caller). */
+static int sock_addr(const char *run_dir, struct sockaddr_un *sa, int *dirfd) {
+        *sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
+        int n = snprintf(sa->sun_path, sizeof sa->sun_path, "%s/" RT_NS_SOCK_NAME, run_dir);
+        if (n > 0 && (size_t)n < sizeof sa->sun_path)
+                return 0;
+        *dirfd = open(run_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (*dirfd < 0)
+                return -errno;
+        snprintf(sa->sun_path, sizeof sa->sun_path, "/proc/self/fd/%d/" RT_NS_SOCK_NAME, *dirfd);
+        return 0;
+}
+
+/* The listening socket space-init keeps for reconnects. Bound on the host, in run_dir,
+ * which is not mounted inside the sandbox: only the daemon (root) can reach it. */
+static int listen_socket(const char *run_dir) {
+        struct sockaddr_un sa;
+        _cleanup_close_ int dirfd = -EBADF;
+        int r = sock_addr(run_dir, &sa, &dirfd);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        (void)unlink(sa.sun_path);
+        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(sa.sun_path, 0600) < 0 || listen(fd, 8) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+/* Connects to space-init's listening socket in run_dir. */
+static int connect_init(const char *run_dir) {
+        struct sockaddr_un sa;
+        _cleanup_close_ int dirfd = -EBADF;
+        int r = sock_addr(run_dir, &sa, &dirfd);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+                return -errno;
+        return TAKE_FD(fd);
 }
 
 static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
@@ -479,6 +556,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
          * closed the child's close-on-exec end. A socket, not pipes, so that a child
          * that died early gives EPIPE and never SIGPIPE (MSG_NOSIGNAL) to the daemon. */
         int sv[2] = { -EBADF, -EBADF }, sync[2] = { -EBADF, -EBADF };
+        _cleanup_close_ int lfd = -EBADF;
         const char *what = NULL;
 
         sb->id = strdup(spec->id);
@@ -551,12 +629,25 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 what = "open init binary";
                 goto fail;
         }
+        if (asprintf(&sb->sock_path, "%s/" RT_NS_SOCK_NAME, spec->run_dir) < 0) {
+                sb->sock_path = NULL;
+                r = -ENOMEM;
+                what = "allocate";
+                goto fail;
+        }
+        lfd = listen_socket(spec->run_dir);
+        if (lfd < 0) {
+                r = lfd;
+                what = "listen on run_dir/" RT_NS_SOCK_NAME;
+                goto fail;
+        }
 
         char env_id[16 + RT_NS_MAX_ID];
         snprintf(env_id, sizeof env_id, "SPACE_SANDBOX_ID=%s", spec->id);
         char *const argv[] = { (char *)"space-init", NULL };
         char *const envp[] = {
                 (char *)"SPACE_INIT_FD=3",
+                (char *)"SPACE_INIT_LISTEN_FD=4",
                 env_id,
                 (char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 (char *)"HOME=/root",
@@ -571,6 +662,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 .parent_sync_fd = sync[0],
                 .sock_fd = sv[1],
                 .exe_fd = exe_fd,
+                .listen_fd = lfd,
                 .nofile = nofile,
                 .seccomp = &seccomp_prog,
                 .argv = argv,
@@ -598,6 +690,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         sync[1] = safe_close(sync[1]);
         sv[1] = safe_close(sv[1]);
         exe_fd = safe_close(exe_fd);
+        lfd = safe_close(lfd);
 
         if ((r = write_id_map(sb->pid, "uid_map")) < 0 || (r = write_id_map(sb->pid, "gid_map")) < 0) {
                 what = "write id maps";
@@ -671,6 +764,79 @@ fail:
         safe_close(sv[1]);
         safe_close(sync[0]);
         safe_close(sync[1]);
+        return r;
+}
+
+/* True if pid's cgroup (as the host sees it) is the sandbox's: ".../space/<id>". A pid
+ * reused by an unrelated process is not in that group. */
+static bool in_sandbox_cgroup(pid_t pid, const char *id) {
+        char path[64], line[512], want[RT_NS_MAX_ID + 16];
+        snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+        snprintf(want, sizeof want, "/" RT_CGROUP_PARENT "/%s", id);
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (!f)
+                return false;
+        size_t wl = strlen(want);
+        while (fgets(line, sizeof line, f)) {
+                size_t n = strcspn(line, "\n");
+                line[n] = 0;
+                if (n >= wl && strcmp(line + n - wl, want) == 0)
+                        return true;
+        }
+        return false;
+}
+
+static int ns_adopt(const struct rt_spec *spec, pid_t init_pid, struct rt_sandbox **ret) {
+        runtime_set_error("%s", "");
+        if (!spec || !id_valid(spec->id) || !path_valid(spec->run_dir) || init_pid <= 1) {
+                runtime_set_error("ns: adopt: invalid spec or pid");
+                return -EINVAL;
+        }
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, init_pid, 0);
+        if (pidfd < 0) {
+                runtime_set_error("ns: adopt %s: pid %d: %s", spec->id, (int)init_pid, strerror(errno));
+                return errno == EINVAL ? -ESRCH : -errno;
+        }
+        /* Checked after the pidfd was taken: if the pid still names a process in the
+         * sandbox's cgroup and the pidfd is not readable (not dead), they are the same. */
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        if (!in_sandbox_cgroup(init_pid, spec->id) || poll(&p, 1, 0) != 0) {
+                runtime_set_error("ns: adopt %s: pid %d is not that sandbox's init", spec->id, (int)init_pid);
+                return -ESRCH;
+        }
+        struct rt_sandbox *sb = calloc(1, sizeof *sb);
+        if (!sb)
+                return -ENOMEM;
+        sb->sock = sb->pidfd = -EBADF;
+        sb->adopted = true;
+        sb->pid = init_pid;
+        int r = -ENOMEM;
+        sb->id = strdup(spec->id);
+        if (!sb->id || asprintf(&sb->rootfs, "%s/rootfs", spec->run_dir) < 0 ||
+            asprintf(&sb->sock_path, "%s/" RT_NS_SOCK_NAME, spec->run_dir) < 0) {
+                sb->rootfs = sb->sock_path = NULL;
+                goto fail;
+        }
+        r = rt_cgroup_open(NULL, spec->id, &sb->cg);
+        if (r < 0) {
+                runtime_set_error("ns: adopt %s: cgroup: %s", spec->id, strerror(-r));
+                goto fail;
+        }
+        sb->mounted = true;
+        r = connect_init(spec->run_dir);
+        if (r < 0) {
+                runtime_set_error("ns: adopt %s: connect to %s: %s", spec->id, sb->sock_path, strerror(-r));
+                goto fail;
+        }
+        sb->sock = r;
+        sb->pidfd = TAKE_FD(pidfd);
+        *ret = sb;
+        return 0;
+fail:
+        /* Nothing of the live sandbox is touched: the caller decides (reclaim, retry). */
+        sb->cg = rt_cgroup_free(sb->cg);
+        sb->sock = safe_close(sb->sock);
+        sandbox_free(sb);
         return r;
 }
 
@@ -756,6 +922,7 @@ const struct runtime_ops rt_ns_ops = {
         .memory_snapshots = false,
         .host_init = ns_host_init,
         .create = ns_create,
+        .adopt = ns_adopt,
         .init_fd = ns_init_fd,
         .pid_fd = ns_pid_fd,
         .init_pid = ns_init_pid,
