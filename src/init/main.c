@@ -1,6 +1,8 @@
 /* space-init: PID 1 of every sandbox. One single-threaded epoll loop serves one connection
- * to spaced (fd 3, or accepted on --listen), runs commands, streams their output, serves
- * files and reaps every zombie. The protocol is docs/protocol.md. */
+ * to spaced (fd 3, or accepted on --listen or on the listening fd $SPACE_INIT_LISTEN_FD),
+ * runs commands, streams their output, serves files and reaps every zombie. The newest
+ * connection wins; with something to accept on, init and its processes outlive a lost
+ * connection (a daemon restart). The protocol is docs/protocol.md. */
 #include <fcntl.h>
 #include <getopt.h>
 #include <linux/close_range.h>
@@ -431,7 +433,8 @@ static int setup_signals(void) {
 static void usage(FILE *f) {
         fprintf(f, "usage: space-init [--fd N] [--listen PATH] [--root DIR] [--debug]\n"
                    "PID 1 of a SPACE sandbox; speaks the protocol of docs/protocol.md on fd N\n"
-                   "(default: $SPACE_INIT_FD, else 3) and/or on connections accepted at PATH.\n");
+                   "(default: $SPACE_INIT_FD, else 3) and/or on connections accepted at PATH\n"
+                   "or on the listening socket $SPACE_INIT_LISTEN_FD.\n");
 }
 
 static void stdio_ensure_open(void) {
@@ -462,7 +465,7 @@ int main(int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },       {},
         };
         const char *listen_path = NULL, *root = "/";
-        int conn_fd = -1;
+        int conn_fd = -1, listen_fd = -1;
         bool fd_given = false;
         int c;
 
@@ -498,6 +501,16 @@ int main(int argc, char **argv) {
                 usage(stderr);
                 return 2;
         }
+        const char *le = getenv("SPACE_INIT_LISTEN_FD");
+        if (le && !listen_path) {
+                listen_fd = parse_fd(le);
+                int type = 0;
+                socklen_t tl = sizeof type;
+                if (listen_fd < 0 || getsockopt(listen_fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM) {
+                        fprintf(stderr, "space-init: SPACE_INIT_LISTEN_FD '%s' is not a stream socket\n", le);
+                        return 2;
+                }
+        }
         if (!fd_given) {
                 const char *e = getenv("SPACE_INIT_FD");
                 if (e) {
@@ -506,11 +519,11 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "space-init: bad SPACE_INIT_FD '%s'\n", e);
                                 return 2;
                         }
-                } else if (!listen_path)
+                } else if (!listen_path && listen_fd < 0)
                         conn_fd = 3;
         }
         if (conn_fd >= 0 && fcntl(conn_fd, F_GETFD) < 0) {
-                if (fd_given || !listen_path) {
+                if (fd_given || (!listen_path && listen_fd < 0)) {
                         fprintf(stderr, "space-init: fd %d is not open\n", conn_fd);
                         return 2;
                 }
@@ -549,6 +562,16 @@ int main(int argc, char **argv) {
                         return 1;
                 }
                 g.listen.fd = r;
+        } else if (listen_fd >= 0) {
+                int fl = fcntl(listen_fd, F_GETFL);
+                if (fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+                    fcntl(listen_fd, F_SETFD, FD_CLOEXEC) < 0) {
+                        log_error("listening fd %d: %m", listen_fd);
+                        return 1;
+                }
+                g.listen.fd = listen_fd;
+        }
+        if (g.listen.fd >= 0) {
                 r = watch_set(&g.listen, EPOLLIN);
                 if (r < 0) {
                         log_error("epoll: %s", strerror(-r));
