@@ -2,7 +2,10 @@
  * and 12 large ones), then measures fresh capture, incremental capture after a 1 MiB
  * change, and materialize, beside `tar -c | zstd -1` and `cp -a` of the same tree.
  * Prints one JSON object per line. Not part of `make check`.
- * usage: store_bench [WORKDIR] (default /var/tmp; the tree, store and copies are removed after).
+ * usage: store_bench [WORKDIR] (default /var/tmp; the tree, store and copies are removed after)
+ *        store_bench --generate DIR      only generate the tree into DIR (for profiling)
+ *        store_bench --tree DIR [WORKDIR] measure an existing tree (left in place, but the
+ *                                         two files the incremental step changes are rewritten)
  * Everything is measured with the tree in the page cache; the store's numbers include its
  * fsyncs (tar and cp do not sync). */
 #include <dirent.h>
@@ -107,6 +110,30 @@ static uint64_t generate(const char *root) {
         return total;
 }
 
+/* Sum of regular file sizes under dir (for --tree). */
+static uint64_t tree_bytes(const char *dir) {
+        DIR *d = opendir(dir);
+        if (!d)
+                return 0;
+        uint64_t total = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                char p[8192];
+                struct stat st;
+                snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+                if (lstat(p, &st) < 0)
+                        continue;
+                if (S_ISDIR(st.st_mode))
+                        total += tree_bytes(p);
+                else if (S_ISREG(st.st_mode))
+                        total += (uint64_t)st.st_size;
+        }
+        closedir(d);
+        return total;
+}
+
 static double now_ms(void) {
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
@@ -132,6 +159,17 @@ static void line(const char *op, double ms, uint64_t bytes_in, uint64_t bytes_ou
 }
 
 int main(int argc, char **argv) {
+        const char *tree = NULL;
+        if (argc == 3 && !strcmp(argv[1], "--generate")) {
+                uint64_t n = generate(argv[2]);
+                fprintf(stderr, "store_bench: generated %.0f MB in %s\n", (double)n / 1e6, argv[2]);
+                return 0;
+        }
+        if (argc >= 3 && !strcmp(argv[1], "--tree")) {
+                tree = argv[2];
+                argc -= 2;
+                argv += 2;
+        }
         const char *work = argc > 1 ? argv[1] : "/var/tmp";
         char base[4096], src[4200], sdir[4200], out[4200], cp[4200], tarf[4200], cmd[16384];
         snprintf(base, sizeof base, "%s/space-store-bench-XXXXXX", work);
@@ -139,7 +177,10 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "store_bench: cannot create a work dir in %s: %s\n", work, strerror(errno));
                 return 1;
         }
-        snprintf(src, sizeof src, "%s/tree", base);
+        if (tree)
+                snprintf(src, sizeof src, "%s", tree);
+        else
+                snprintf(src, sizeof src, "%s/tree", base);
         snprintf(sdir, sizeof sdir, "%s/store", base);
         snprintf(out, sizeof out, "%s/restored", base);
         snprintf(cp, sizeof cp, "%s/cp", base);
@@ -147,8 +188,9 @@ int main(int argc, char **argv) {
         int rc = 1;
 
         double t = now_ms();
-        uint64_t total = generate(src);
-        fprintf(stderr, "store_bench: generated %.0f MB in %.1f s\n", (double)total / 1e6, (now_ms() - t) / 1e3);
+        uint64_t total = tree ? tree_bytes(src) : generate(src);
+        if (!tree)
+                fprintf(stderr, "store_bench: generated %.0f MB in %.1f s\n", (double)total / 1e6, (now_ms() - t) / 1e3);
 
         /* references, measured in this run on the same (page-cached) tree */
         snprintf(cmd, sizeof cmd, "tar -C '%s' -cf - . | zstd -1 -q -o '%s'", src, tarf);
@@ -169,7 +211,10 @@ int main(int argc, char **argv) {
         run_sh(cmd);
 
         struct store *s;
-        if (store_open(sdir, &(struct store_opts){ STORE_OPTS_INIT, .create = true }, &s) < 0) {
+        /* STORE_BENCH_LEVEL=N: compare zstd levels (0 = the store's default) */
+        const char *lv = getenv("STORE_BENCH_LEVEL");
+        int level = lv ? atoi(lv) : 0;
+        if (store_open(sdir, &(struct store_opts){ STORE_OPTS_INIT, .create = true, .compression_level = level }, &s) < 0) {
                 fprintf(stderr, "store_bench: %s\n", store_error_detail());
                 goto out;
         }

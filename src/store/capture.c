@@ -61,6 +61,7 @@ struct capture {
         size_t links_cap, links_n;
         const struct store_capture_opts *o;
         int64_t last_progress;
+        uint64_t op;
 };
 
 static void cap_fail(struct capture *c, int r) {
@@ -197,11 +198,15 @@ struct file_job {
         struct cnode *node;
 };
 
-struct chunk_task {
+/* Consecutive chunks of one file, stored as one block (compressed together: they share
+ * context, and neighbours are read back together). */
+#define RUN_MAX (BLOCK_TARGET / STORE_CHUNK_MIN + 2)
+#define RUN_CAP (BLOCK_TARGET + STORE_CHUNK_MAX)
+struct run_task {
         struct pool_task task;
         struct capture *c;
-        struct t_chunk *slot;
-        size_t len;
+        size_t n, len;
+        struct t_chunk *slots[RUN_MAX];
         uint8_t data[];
 };
 
@@ -226,39 +231,62 @@ static void task_done(struct capture *c) {
         pool_notify(c->s->pool);
 }
 
-static void chunk_run(struct pool_task *pt) {
-        struct chunk_task *t = (struct chunk_task *)pt;
+static void run_run(struct pool_task *pt) {
+        struct run_task *t = (struct run_task *)pt;
         struct capture *c = t->c;
         if (!atomic_load(&c->err)) {
-                int r = txn_put(c->txn, OBJ_CHUNK, t->data, t->len, NULL, &t->slot->hash);
+                struct blk_obj v[RUN_MAX];
+                size_t o = 0;
+                for (size_t i = 0; i < t->n; i++) {
+                        v[i] = (struct blk_obj){ .data = t->data + o, .len = t->slots[i]->len };
+                        o += t->slots[i]->len;
+                }
+                int r = txn_put_run(c->txn, OBJ_CHUNK, v, t->n);
                 if (r < 0)
                         cap_fail(c, r);
+                else
+                        for (size_t i = 0; i < t->n; i++)
+                                t->slots[i]->hash = v[i].hash;
         }
-        size_t len = t->len;
         free(t);
-        pool_budget_give(c->s->pool, len);
+        pool_budget_give(c->s->pool, RUN_CAP);
         task_done(c);
 }
 
-static int emit_chunk(struct capture *c, struct cnode *n, const uint8_t *data, uint64_t off, size_t len, bool inline_ok) {
+static void run_submit(struct capture *c, struct run_task **run) {
+        struct run_task *t = *run;
+        *run = NULL;
+        if (!t)
+                return;
+        atomic_fetch_add(&c->pending, 1);
+        pool_submit(c->s->pool, &t->task, true);
+}
+
+static int emit_chunk(struct capture *c, struct cnode *n, struct run_task **run, const uint8_t *data, uint64_t off,
+                      size_t len, bool inline_ok) {
         struct t_chunk *slot = slot_new(n, off, (uint32_t)len);
         if (!slot)
                 return -ENOMEM;
         if (inline_ok)
                 return txn_put(c->txn, OBJ_CHUNK, data, len, NULL, &slot->hash);
-        pool_budget_take(c->s->pool, len);
-        struct chunk_task *t = malloc(sizeof *t + len);
-        if (!t) {
-                pool_budget_give(c->s->pool, len);
-                return -ENOMEM;
+        if (*run && ((*run)->len + len > BLOCK_TARGET || (*run)->n == RUN_MAX))
+                run_submit(c, run);
+        if (!*run) {
+                pool_budget_take(c->s->pool, RUN_CAP);
+                struct run_task *t = malloc(sizeof *t + RUN_CAP);
+                if (!t) {
+                        pool_budget_give(c->s->pool, RUN_CAP);
+                        return -ENOMEM;
+                }
+                t->task.fn = run_run;
+                t->c = c;
+                t->n = t->len = 0;
+                *run = t;
         }
-        t->task.fn = chunk_run;
-        t->c = c;
-        t->slot = slot;
-        t->len = len;
-        memcpy(t->data, data, len);
-        atomic_fetch_add(&c->pending, 1);
-        pool_submit(c->s->pool, &t->task, true);
+        struct run_task *t = *run;
+        memcpy(t->data + t->len, data, len);
+        t->len += len;
+        t->slots[t->n++] = slot;
         return 0;
 }
 
@@ -278,6 +306,8 @@ static int read_region(struct capture *c, struct cnode *n, int fd, uint8_t *buf,
         size_t start = 0, end = 0;
         uint64_t pos = from; /* file offset of buf[start] */
         bool eof = false;
+        struct run_task *run = NULL;
+        int r = 0;
         while (!eof || start < end) {
                 if (!eof && end - start < STORE_CHUNK_MAX) {
                         if (cap - end < STORE_CHUNK_MAX) {
@@ -290,7 +320,8 @@ static int read_region(struct capture *c, struct cnode *n, int fd, uint8_t *buf,
                         if (k < 0) {
                                 if (errno == EINTR)
                                         continue;
-                                return store_fail(-errno, "%s: read error: %m", n->path);
+                                r = store_fail(-errno, "%s: read error: %m", n->path);
+                                break;
                         }
                         atomic_fetch_add(&c->bytes_read, (uint64_t)k);
                         end += (size_t)k;
@@ -302,15 +333,21 @@ static int read_region(struct capture *c, struct cnode *n, int fd, uint8_t *buf,
                 if (start == end)
                         break;
                 size_t cut = cdc_cut(buf + start, end - start, eof);
-                int r = emit_chunk(c, n, buf + start, pos, cut, single);
+                r = emit_chunk(c, n, &run, buf + start, pos, cut, single);
                 if (r < 0)
-                        return r;
+                        break;
                 start += cut;
                 pos += cut;
                 if (atomic_load(&c->err))
-                        return 0;
+                        break;
         }
-        return 0;
+        if (r < 0 && run) {
+                free(run);
+                pool_budget_give(c->s->pool, RUN_CAP);
+                run = NULL;
+        }
+        run_submit(c, &run);
+        return r;
 }
 
 static void file_run(struct pool_task *pt) {
@@ -586,7 +623,7 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                         return store_fail(-errno, "%s: cannot open the directory: %m", n->path);
                 if (old) {
                         uint64_t br = 0;
-                        int r = tree_load(c->s, &old->tree, &n->old_tree, &br);
+                        int r = tree_load_op(c->s, &old->tree, c->op, &n->old_tree, &br);
                         if (r < 0)
                                 return r;
                 }
@@ -802,7 +839,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                                   STORE_MAX_LABEL);
         if ((unsigned)o->reason >= _STORE_REASON_MAX)
                 return store_fail(-EINVAL, "unknown snapshot reason %d", (int)o->reason);
-        struct capture c = { .s = s, .rootfd = -EBADF, .o = o, .start_ns = store_now_ns() };
+        struct capture c = { .s = s, .rootfd = -EBADF, .o = o, .start_ns = store_now_ns(), .op = store_op_id() };
         pthread_mutex_init(&c.mu, NULL);
         struct cnode root = { .path = (char *)"" };
         struct snap_record prec = { 0 };
@@ -839,7 +876,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         if (r < 0)
                 goto out;
         if (o->memory) {
-                r = obj_exists(s, o->memory);
+                r = obj_exists(s, o->memory, true);
                 if (r <= 0) {
                         char hex[STORE_HEX_LEN + 1];
                         store_hash_to_hex(o->memory, hex);
@@ -853,7 +890,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                 r = scache_load(s, parent, st.st_dev, st.st_ino, &c.cache);
                 if (r < 0)
                         c.cache = NULL; /* an unreadable cache only costs reading everything */
-                r = tree_load(s, &prec.root.tree, &root.old_tree, NULL);
+                r = tree_load_op(s, &prec.root.tree, c.op, &root.old_tree, NULL);
                 if (r < 0)
                         goto out;
                 root.old = &prec.root;

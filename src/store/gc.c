@@ -154,58 +154,217 @@ static int mark(struct reach *rc, const struct store_hash *h) {
         return reach_object(rc, h, where);
 }
 
-/* Objects nobody reaches, and temp objects of transactions that are not running. */
-static int sweep(struct store *s, const struct hset *seen, const struct hset *live_txns, bool dry_run,
-                 struct store_gc_result *res) {
-        for (int i = 0; i < 256; i++) {
-                char dn[3];
-                snprintf(dn, sizeof dn, "%02x", i);
-                int fd = openat(s->objfd, dn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-                if (!d) {
-                        if (fd >= 0)
-                                close(fd);
-                        return store_fail(-errno, "cannot read objects/%s: %m", dn);
-                }
-                bool removed = false;
-                struct dirent *de;
-                while ((de = readdir(d))) {
-                        struct store_hash h;
-                        if (!strncmp(de->d_name, TXN_TEMP_PREFIX, strlen(TXN_TEMP_PREFIX))) {
-                                struct store_hash id = { 0 };
-                                const char *idp = de->d_name + strlen(TXN_TEMP_PREFIX);
-                                size_t il = strcspn(idp, "-");
-                                if (il < sizeof id.b)
-                                        memcpy(id.b, idp, il);
-                                if (!hset_get(live_txns, &id)) {
-                                        if (!dry_run)
-                                                unlinkat(dirfd(d), de->d_name, 0);
-                                        res->temp_removed++;
-                                }
-                                continue;
-                        }
-                        if (store_hash_from_hex(de->d_name, &h) < 0)
-                                continue; /* not ours: verify reports it, GC leaves it */
-                        if (hset_get(seen, &h)) {
-                                res->objects_kept++;
-                                continue;
-                        }
-                        struct stat st;
-                        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                                res->bytes_removed += (uint64_t)st.st_size;
-                        res->objects_removed++;
-                        if (!dry_run && unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
-                                int r = -errno;
-                                closedir(d);
-                                return store_fail(r, "cannot remove objects/%s/%s: %s", dn, de->d_name, strerror(-r));
-                        }
-                        removed = true;
-                }
-                if (removed && !dry_run)
-                        (void)fsync(dirfd(d));
-                closedir(d);
+/* Temp packs of transactions that are not running (crashed or killed captures). */
+static void sweep_temp_packs(struct store *s, const struct hset *live_txns, bool dry_run, struct store_gc_result *res) {
+        int fd = dup(s->packfd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
         }
+        rewinddir(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (strncmp(de->d_name, PACK_TEMP_PREFIX, strlen(PACK_TEMP_PREFIX)))
+                        continue;
+                struct store_hash id = { 0 };
+                const char *idp = de->d_name + strlen(PACK_TEMP_PREFIX);
+                size_t il = strcspn(idp, "-");
+                if (il < sizeof id.b)
+                        memcpy(id.b, idp, il);
+                if (hset_get(live_txns, &id))
+                        continue;
+                if (!dry_run)
+                        unlinkat(dirfd(d), de->d_name, 0);
+                res->temp_removed++;
+        }
+        closedir(d);
+}
+
+/* Packs smaller than this are merged once there are enough of them (incremental captures
+ * each leave one), so the number of packs stays proportional to the data. */
+#define PACK_SMALL (PACK_TARGET / 8)
+#define PACK_SMALL_MERGE 16
+
+struct gc_pack {
+        struct pack *p;
+        bool *live;        /* per index entry */
+        bool rewrite;
+        uint64_t garbage_plain, total_plain;
+};
+
+struct copy_ctx {
+        struct store *s;
+        struct pack_writer *w;
+        struct gc_pack *g;
+        struct blk_obj *v;
+        size_t n;
+        int err;
+};
+
+static int collect_live(void *ud, const struct pack_ent *e, const void *data, int err) {
+        struct copy_ctx *x = ud;
+        if (!x->g->live[e - x->g->p->e])
+                return 0;
+        if (err < 0) {
+                x->err = err; /* a live object we cannot read: keep its pack as it is */
+                return 0;
+        }
+        void *copy = malloc(e->len ? e->len : 1);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, data, e->len);
+        x->v[x->n++] = (struct blk_obj){ .data = copy, .len = e->len, .kind = e->kind, .hash = e->hash };
         return 0;
+}
+
+static int copy_block(void *ud, struct pack *p, const struct pack_ent *const *ents, size_t n) {
+        struct copy_ctx *x = ud;
+        size_t nlive = 0;
+        for (size_t i = 0; i < n; i++)
+                nlive += x->g->live[ents[i] - p->e];
+        if (!nlive)
+                return 0;
+        if (nlive == n && !p->damage) {
+                /* whole block live: copy its bytes, no decompression */
+                _cleanup_free_ void *raw = NULL;
+                size_t len;
+                int r = pack_raw_block(x->s, p, ents[0]->block, &raw, &len);
+                if (r == 0 && get_le16((const uint8_t *)raw + 6) == n)
+                        return pw_add_raw_block(x->w, raw, len, ents, n);
+                if (r == -ENOMEM)
+                        return r;
+                /* else: rebuild it from what reads back */
+        }
+        x->v = calloc(n, sizeof *x->v);
+        if (!x->v)
+                return -ENOMEM;
+        x->n = 0;
+        int r = pack_read_block(x->s, p, ents, n, collect_live, x, NULL);
+        if (r == 0 && x->n)
+                r = pw_add_block(x->w, x->v, x->n, true);
+        for (size_t i = 0; i < x->n; i++)
+                free((void *)x->v[i].data);
+        free(x->v);
+        x->v = NULL;
+        return r;
+}
+
+static int pack_order(const void *a, const void *b) {
+        const struct gc_pack *x = a, *y = b;
+        if (!x->p->damage != !y->p->damage)
+                return x->p->damage ? 1 : -1; /* intact copies win over damaged ones */
+        return strcmp(x->p->name, y->p->name);
+}
+
+/* Keeps packs whose every object is live; rewrites the others with only their live
+ * objects (a duplicate of an object kept elsewhere counts as dead); merges small packs.
+ * New packs are durable and in place before old ones are removed. Exclusive lock held. */
+static int sweep_packs(struct store *s, const struct hset *seen, bool dry_run, struct store_gc_result *res) {
+        struct pack **packs;
+        size_t np;
+        int r = packs_snapshot(s, true, &packs, &np);
+        if (r < 0)
+                return r;
+        struct gc_pack *g = calloc(np ? np : 1, sizeof *g);
+        struct hset kept = { 0 };
+        struct pack_writer *w = NULL;
+        if (!g) {
+                packs_release(packs, np);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < np; i++)
+                g[i].p = packs[i];
+        qsort(g, np, sizeof *g, pack_order);
+        size_t nsmall = 0;
+        for (size_t i = 0; i < np && r >= 0; i++) {
+                struct pack *p = g[i].p;
+                g[i].live = calloc(p->n ? p->n : 1, sizeof *g[i].live);
+                if (!g[i].live) {
+                        r = -ENOMEM;
+                        break;
+                }
+                for (size_t j = 0; j < p->n && r >= 0; j++) {
+                        const struct pack_ent *e = &p->e[j];
+                        g[i].total_plain += e->len;
+                        if (hset_get(seen, &e->hash)) {
+                                r = hset_add(&kept, &e->hash, 1);
+                                g[i].live[j] = r > 0;
+                        } else {
+                                res->objects_removed++;
+                                r = 0;
+                        }
+                        if (!g[i].live[j])
+                                g[i].garbage_plain += e->len;
+                }
+                if (r < 0)
+                        break;
+                r = 0;
+                g[i].rewrite = g[i].garbage_plain > 0 || p->damage || p->n == 0;
+                for (size_t j = 0; j < p->n && !g[i].rewrite; j++)
+                        g[i].rewrite = !g[i].live[j];
+                if (!g[i].rewrite && p->size < PACK_SMALL)
+                        nsmall++;
+        }
+        if (r >= 0 && nsmall >= PACK_SMALL_MERGE)
+                for (size_t i = 0; i < np; i++)
+                        if (g[i].p->size < PACK_SMALL)
+                                g[i].rewrite = true;
+        res->objects_kept = kept.n;
+        bool any = false;
+        for (size_t i = 0; i < np && r >= 0; i++)
+                any = any || g[i].rewrite;
+        if (r >= 0 && any && dry_run) {
+                for (size_t i = 0; i < np; i++)
+                        if (g[i].rewrite && g[i].total_plain)
+                                res->bytes_removed += (uint64_t)((double)g[i].p->size * (double)g[i].garbage_plain /
+                                                                 (double)g[i].total_plain);
+                        else if (g[i].rewrite)
+                                res->bytes_removed += g[i].p->size;
+        }
+        if (r >= 0 && any && !dry_run) {
+                char tag[40];
+                uint64_t rnd = (uint64_t)store_now_ns();
+                snprintf(tag, sizeof tag, "gc%016llx", (unsigned long long)rnd);
+                r = pw_new(s, tag, &w);
+                uint64_t old_bytes = 0;
+                for (size_t i = 0; i < np && r >= 0; i++) {
+                        if (!g[i].rewrite)
+                                continue;
+                        struct copy_ctx x = { .s = s, .w = w, .g = &g[i] };
+                        r = pack_for_each_block(g[i].p, copy_block, &x);
+                        if (r >= 0 && x.err < 0)
+                                g[i].rewrite = false; /* unreadable live objects: keep the pack whole */
+                        if (g[i].rewrite)
+                                old_bytes += g[i].p->size;
+                }
+                if (r >= 0)
+                        r = pw_seal(w);
+                if (r >= 0)
+                        r = pw_publish(w);
+                if (r >= 0) {
+                        /* the replacements are durable and in place: now the old ones can go */
+                        for (size_t i = 0; i < np; i++)
+                                if (g[i].rewrite && unlinkat(s->packfd, g[i].p->name, 0) < 0 && errno != ENOENT) {
+                                        r = store_fail(-errno, "cannot remove packs/%s: %m", g[i].p->name);
+                                        break;
+                                }
+                        if (fsync(s->packfd) < 0 && r >= 0)
+                                r = store_fail(-errno, "cannot flush packs/: %m");
+                        uint64_t new_bytes = pw_bytes(w);
+                        res->bytes_removed = old_bytes > new_bytes ? old_bytes - new_bytes : 0;
+                }
+        }
+        pw_free(w);
+        for (size_t i = 0; i < np; i++)
+                free(g[i].live);
+        free(g);
+        hset_free(&kept);
+        packs_release(packs, np);
+        if (r >= 0 && any && !dry_run)
+                r = packs_refresh(s, false, NULL, NULL);
+        return r < 0 ? r : 0;
 }
 
 /* Stat caches of snapshots that are gone, and temp files of interrupted cache writes. */
@@ -270,7 +429,7 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
         _cleanup_free_ struct store_hash *pins0 = NULL, *pins1 = NULL;
         size_t npins0 = 0, npins1 = 0;
         struct gctx g = { .res = &res, .o = o };
-        struct reach rc = { .s = s, .seen = &seen, .on_obj = gc_on_obj, .on_err = gc_on_err, .ud = &g };
+        struct reach rc = { .s = s, .seen = &seen, .on_obj = gc_on_obj, .on_err = gc_on_err, .ud = &g, .op = store_op_id() };
         int lk = -EBADF;
 
         int64_t keep_since = o->keep_since_ns ? o->keep_since_ns : store_now_ns();
@@ -279,7 +438,7 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
         if (r < 0)
                 goto out;
         for (size_t i = 0; i < n_live; i++) {
-                if (obj_exists(s, &live[i]) <= 0) {
+                if (obj_exists(s, &live[i], i == 0) <= 0) {
                         char hex[STORE_HEX_LEN + 1];
                         store_hash_to_hex(&live[i], hex);
                         r = store_fail(-ENOENT, "live snapshot %s is not in the store; nothing was collected", hex);
@@ -338,7 +497,8 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
                 goto out;
         }
         res.live_snapshots = refs1.n - res.snapshots_removed;
-        r = sweep(s, &seen, &live_txns, o->dry_run, &res);
+        sweep_temp_packs(s, &live_txns, o->dry_run, &res);
+        r = sweep_packs(s, &seen, o->dry_run, &res);
         if (r < 0)
                 goto out;
         sweep_caches(s, &seen, o->dry_run);

@@ -48,6 +48,7 @@ struct mat {
         struct scache_builder sc;  /* under mu */
         int64_t max_ctime_ns;      /* under mu */
         int64_t last_progress;
+        uint64_t op;
         struct store_hash stack[STORE_MAX_DEPTH + 2];
 };
 
@@ -135,7 +136,7 @@ static int write_file(struct mat *m, struct file_task *t) {
                 _cleanup_free_ void *data = NULL;
                 size_t len;
                 uint64_t br = 0;
-                int r = obj_read(m->s, &c->hash, OBJ_CHUNK, &data, &len, &br);
+                int r = obj_read_op(m->s, &c->hash, OBJ_CHUNK, m->op, &data, &len, &br);
                 atomic_fetch_add(&m->bytes_read, br);
                 if (r < 0) {
                         char msg[1100];
@@ -325,7 +326,7 @@ static int mat_dir(struct mat *m, const struct store_hash *tree, int dfd, const 
                 return -ENOMEM;
         atomic_init(&tr->refs, 1);
         uint64_t br = 0;
-        int r = tree_load(m->s, tree, &tr->t, &br);
+        int r = tree_load_op(m->s, tree, m->op, &tr->t, &br);
         atomic_fetch_add(&m->bytes_read, br);
         if (r < 0) {
                 free(tr);
@@ -383,7 +384,7 @@ int store_materialize(struct store *s, const struct store_hash *snap, const char
         struct store_materialize_opts def = { 0 };
         if (!o)
                 o = &def;
-        struct mat m = { .s = s, .o = o, .rootfd = -EBADF, .sc = { .b = BUF_INIT(0) } };
+        struct mat m = { .s = s, .o = o, .rootfd = -EBADF, .sc = { .b = BUF_INIT(0) }, .op = store_op_id() };
         pthread_mutex_init(&m.mu, NULL);
         struct txn *pin = NULL;
         struct snap_record rec = { 0 };

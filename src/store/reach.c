@@ -44,7 +44,7 @@ static int reach_tree(struct reach *r, const struct store_hash *h, const char *p
         if (k <= 0)
                 return k;
         struct tree t;
-        k = tree_load(r->s, h, &t, NULL);
+        k = tree_load_op(r->s, h, r->op, &t, NULL);
         if (k < 0)
                 return report(r, h, OBJ_TREE, path, k);
         r->stack[r->depth++] = *h;

@@ -34,29 +34,134 @@ int hset_add(struct hset *s, const struct store_hash *h, uint8_t v);
 uint8_t hset_get(const struct hset *s, const struct store_hash *h);
 void hset_free(struct hset *s);
 
-/* ---- object files ---- */
+/* ---- objects ---- */
 enum obj_kind { OBJ_CHUNK = 0, OBJ_TREE = 1, OBJ_SNAPSHOT = 2, OBJ_MEMORY = 3, _OBJ_KIND_MAX };
 const char *obj_kind_name(enum obj_kind k);
 
-#define OBJ_MAGIC "SPOB"
-#define OBJ_VERSION 1
-#define OBJ_HEADER 16
-enum { OBJ_CODEC_RAW = 0, OBJ_CODEC_ZSTD = 1 };
-
-struct obj_header {
-        uint8_t kind, codec;
-        uint32_t plain_len, stored_len;
-};
-int obj_header_parse(const uint8_t *p, size_t file_len, struct obj_header *ret);
-
-/* Reads object h, checks header, size and hash; kind < 0 accepts any kind. *ret is a
- * malloc'd buffer of the plain bytes (NUL-terminated past *ret_len for convenience). */
+/* Reads object h (from whichever pack holds it), checks its hash; kind < 0 accepts any
+ * kind (the kind stored beside an object is a hint: identical bytes are one object
+ * whatever wrote them first). *ret is a malloc'd buffer of the plain bytes (NUL-terminated
+ * past *ret_len for convenience). -ENOENT if no pack holds it, -EBADMSG if it is damaged. */
 int obj_read(struct store *s, const struct store_hash *h, int kind, void **ret, size_t *ret_len,
              uint64_t *bytes_read);
-/* Builds the object file image (header + maybe-compressed payload) of plain. */
-int obj_encode(struct store *s, enum obj_kind kind, const void *plain, size_t len, void **ret, size_t *ret_len);
-/* 1 if present (a file of plausible size), 0 if absent, <0 error. */
-int obj_exists(struct store *s, const struct store_hash *h);
+/* The same, for an operation that reads many objects in order (materialize, a capture's
+ * parent trees): op (from store_op_id()) lets each thread keep the block it decoded last,
+ * so neighbours in one compressed block cost one decompression. */
+int obj_read_op(struct store *s, const struct store_hash *h, int kind, uint64_t op, void **ret, size_t *ret_len,
+                uint64_t *bytes_read);
+uint64_t store_op_id(void);
+/* 1 if a committed pack holds h, 0 if not, <0 error. refresh: look at packs/ again first
+ * (packs other handles committed, packs a GC replaced). */
+int obj_exists(struct store *s, const struct store_hash *h, bool refresh);
+/* Where h is stored (for tests and tools): the pack's file name, the block's offset and
+ * its length on disk (header, table and payload). */
+int obj_locate(struct store *s, const struct store_hash *h, char name[64], uint64_t *ret_block, uint64_t *ret_len);
+
+/* zstd with one context per thread. *ret_n = compressed size, or 0 if it did not fit. */
+int z_compress(const void *src, size_t n, void *dst, size_t cap, int level, size_t *ret_n);
+int z_decompress(const void *src, size_t n, void *dst, size_t plain_len);
+
+/* ---- packs: the files objects live in (pack.c; format in docs/store.md) ----
+ *
+ * file    = header (16: "SPPK", version, 3 zero, pack id u64) · blocks · index · trailer
+ * block   = "SPBK", codec u8, 0, nobj u16, plain_len u32, stored_len u32,
+ *           nobj × (len u32, kind u8), payload (the objects' plain bytes back to back,
+ *           one zstd frame or raw)
+ * index   = n × 48 sorted by hash: hash[32], block offset u64 (bits 56..63 the kind),
+ *           offset in the block's plain bytes u32, length u32
+ * trailer = "SPPT", version, 3 zero, index offset u64, n u32, 0 u32, SHA-256 of the
+ *           index [32], "SPPKEND\n"
+ * A pack is written under a temp name, fsynced and renamed: a committed pack is whole.
+ * One with a bad trailer or index (a lying disk, a truncation) is "damaged": its index is
+ * rebuilt from its blocks (each object re-hashed) up to the first bad block. */
+struct packset;
+#define PACK_MAGIC "SPPK"
+#define PACK_TRAILER_MAGIC "SPPT"
+#define PACK_END_MAGIC "SPPKEND\n"
+#define BLOCK_MAGIC "SPBK"
+#define PACK_VERSION 1
+#define PACK_HEADER 16
+#define PACK_TRAILER 64
+#define PACK_IDX_ENTRY 48
+#define BLOCK_HEADER 16
+#define BLOCK_OBJ 5
+#define PACK_MAX_OBJECTS (1u << 24)
+#define PACK_MAX_SIZE (1ull << 40)
+#define BLOCK_MAX_OBJECTS 4096u
+#define BLOCK_TARGET (256u << 10)  /* plain bytes compressed together (zstd -1 does best near here) */
+#define BLOCK_SMALL (32u << 10)    /* objects below this share blocks with their neighbours */
+#define PACK_TARGET (64u << 20)    /* a writer starts a new pack past this size */
+#define PACK_TEMP_PREFIX ".t-"     /* packs/.t-TXNID-N.pack */
+enum { BLOCK_RAW = 0, BLOCK_ZSTD = 1 };
+
+struct pack_ent {
+        struct store_hash hash;
+        uint64_t block;  /* offset of the block in the pack */
+        uint32_t off;    /* offset in the block's plain bytes */
+        uint32_t len;
+        uint8_t kind;
+};
+
+struct pack {
+        char name[32];      /* "0123456789abcdef.pack" */
+        uint64_t size;      /* file size when loaded */
+        uint64_t ino;
+        uint64_t data_end;  /* blocks lie in [PACK_HEADER, data_end) */
+        size_t n;
+        struct pack_ent *e; /* sorted by hash, no duplicates */
+        uint32_t fan[257];  /* e[fan[b]..fan[b+1]) start with byte b */
+        char *damage;       /* why the index was rebuilt from the blocks, or NULL */
+        pthread_mutex_t mu;
+        int fd;             /* opened on first read; -1 when closed */
+        atomic_int refs;
+};
+void pack_put(struct pack *p);
+/* A reference to every loaded pack (after refresh when asked). Free with packs_release. */
+int packs_snapshot(struct store *s, bool refresh, struct pack ***ret, size_t *ret_n);
+void packs_release(struct pack **v, size_t n);
+/* Reloads the list from packs/: new packs, packs gone; recheck also reloads packs whose
+ * file changed (verify). Foreign files are reported through foreign (may be NULL). */
+int packs_refresh(struct store *s, bool recheck, void (*foreign)(void *ud, const char *name, const char *why),
+                  void *ud);
+/* Reads the block at e->block of p, checks it against the index entries in ents (those of
+ * one block), calls fn for each with its plain bytes (hash checked) or an error. For
+ * verify and GC: no cache. */
+typedef int (*pack_obj_fn)(void *ud, const struct pack_ent *e, const void *data, int err);
+int pack_read_block(struct store *s, struct pack *p, const struct pack_ent *const *ents, size_t n, pack_obj_fn fn,
+                    void *ud, uint64_t *bytes_read);
+/* Index entries of p grouped by block, in file order: calls fn once per block. */
+int pack_for_each_block(struct pack *p, int (*fn)(void *ud, struct pack *p, const struct pack_ent *const *ents, size_t n),
+                        void *ud);
+/* Copies a block as it is on disk (header through payload) into *ret. */
+int pack_raw_block(struct store *s, struct pack *p, uint64_t block, void **ret, size_t *ret_len);
+void packs_init(struct packset *ps);
+void packs_fini(struct packset *ps);
+/* A cheap stat of packs/; a full refresh only if it changed. */
+void packs_refresh_if_changed(struct store *s);
+
+/* Writing packs: objects go into blocks, blocks into one or more temp packs. */
+struct pack_writer;
+int pw_new(struct store *s, const char *tag, struct pack_writer **ret);
+struct pack_writer *pw_free(struct pack_writer *w);  /* removes what was not committed */
+/* Appends one block of objects (they must be new to this writer); thread-safe. */
+struct blk_obj {
+        const void *data;
+        uint32_t len;
+        uint8_t kind;
+        struct store_hash hash;
+};
+int pw_add_block(struct pack_writer *w, const struct blk_obj *v, size_t n, bool compress);
+/* Appends a block copied from another pack (GC). */
+int pw_add_raw_block(struct pack_writer *w, const void *blk, size_t len, const struct pack_ent *const *ents, size_t n);
+/* Adds a small object to the shared open block (flushed when full or at seal). */
+int pw_add_small(struct pack_writer *w, const void *data, uint32_t len, uint8_t kind, const struct store_hash *h);
+/* Writes indexes and trailers and makes the packs durable (no lock needed). */
+int pw_seal(struct pack_writer *w);
+/* Renames the sealed packs into place, fsyncs packs/ and adds them to the handle's list.
+ * Call under the store lock. */
+int pw_publish(struct pack_writer *w);
+uint64_t pw_bytes(const struct pack_writer *w);
+size_t pw_packs(const struct pack_writer *w);
 
 /* ---- decoded objects ---- */
 enum tree_type {
@@ -126,6 +231,7 @@ int mem_decode(const void *data, size_t len, struct mem_image *ret);
 
 /* Loads and decodes (hash-checked). */
 int tree_load(struct store *s, const struct store_hash *h, struct tree *ret, uint64_t *bytes_read);
+int tree_load_op(struct store *s, const struct store_hash *h, uint64_t op, struct tree *ret, uint64_t *bytes_read);
 int snap_load(struct store *s, const struct store_hash *h, struct snap_record *ret);
 
 /* ---- content-defined chunking ---- */
@@ -156,15 +262,23 @@ unsigned pool_threads(const struct pool *p);
 struct store_counters {
         atomic_uint_least64_t bytes_read, bytes_written, objects_written, objects_reused;
 };
+struct packset {
+        pthread_rwlock_t lk;
+        struct pack **v;
+        size_t n, cap;
+        atomic_uint nopen;  /* packs with an open fd */
+        struct timespec seen_mtime;
+};
 struct store {
         char *dir;
         int dfd;      /* the store directory */
-        int objfd;    /* objects/ */
+        int packfd;   /* packs/ */
         int tmpfd;    /* tmp/ */
         int snapfd;   /* snapshots/ (refs) */
         int cachefd;  /* cache/ (stat caches) */
         int level;
         struct pool *pool;
+        struct packset packs;
         bool skip_hash_check;  /* tests only: reach checks that the hash would catch first */
 };
 
@@ -173,14 +287,16 @@ struct store {
 int store_lock(struct store *s, bool exclusive);
 int store_gc_gen(struct store *s, uint64_t *ret);
 
-/* ---- write transaction: objects are written under temp names and renamed at commit ---- */
-#define TXN_TEMP_PREFIX ".t-" /* objects/ab/.t-TXNID-HASH */
+/* ---- write transaction: objects go into temp packs, renamed into place at commit ---- */
 struct txn;
 /* pins: snapshots whose objects this operation relies on (GC keeps them). */
 int txn_begin(struct store *s, const struct store_hash *pins, size_t npins, struct txn **ret);
 /* Stores plain as an object unless it exists; known = precomputed hash or NULL. Thread-safe. */
 int txn_put(struct txn *t, enum obj_kind kind, const void *plain, size_t len, const struct store_hash *known,
             struct store_hash *ret);
+/* Stores the objects of v (a run of neighbours, e.g. consecutive chunks of one file) in
+ * one block, those not stored yet; fills in each hash and kind. Thread-safe. */
+int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n);
 /* Makes every object durable and visible, then writes the record and lists it. */
 int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_stats *st, struct store_hash *ret);
 /* Objects only (memory images): durable and visible, no record. */
@@ -229,6 +345,7 @@ struct reach {
         int (*on_obj)(void *ud, const struct store_hash *h, enum obj_kind kind, const char *path);
         int (*on_err)(void *ud, const struct store_hash *h, enum obj_kind kind, const char *path, int err);
         void *ud;
+        uint64_t op;  /* store_op_id() for the block cache, or 0 */
         unsigned depth;
         struct store_hash stack[STORE_MAX_DEPTH + 2];
 };

@@ -1,16 +1,16 @@
 /* The store handle, its on-disk layout, locking and the write transaction.
  *
  * Layout of a store directory:
- *   format              "space-store 1": what this directory is and which layout
- *   objects/00..ff/HASH every object (chunks, trees, snapshot records, memory images)
+ *   format              "space-store 2": what this directory is and which layout
+ *   packs/ID.pack       every object (chunks, trees, snapshot records, memory images), in
+ *                       pack files (pack.c)
+ *   packs/.t-TXN-N.pack packs transaction TXN is writing; renamed to ID.pack at commit
  *   snapshots/HASH      one empty file per listed snapshot record ("refs")
  *   cache/HASH.DEV.INO  stat caches for incremental capture (not needed for correctness)
  *   tmp/ID/             one per running capture or materialization, flock'ed by its owner:
  *                       its pin list
- *   objects/ab/.t-ID-HASH  objects transaction ID wrote but has not committed yet (beside
- *                       their final name, so commit is a rename within one directory and
- *                       writers spread over 256 directories instead of contending on one)
  *   gate, lock          the store lock (see store_lock); gcgen: GC sweep counter
+ * Format 1 (one file per object under objects/) is not read any more.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,9 +20,11 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <zstd.h>
+
 #include "store/store-internal.h"
 
-#define FORMAT_LINE "space-store 1\n"
+#define FORMAT_LINE "space-store 2\n"
 
 static int mkdirat_ok(int dfd, const char *name, mode_t mode) {
         if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
@@ -60,7 +62,7 @@ static int write_file_at(int dfd, const char *name, const void *data, size_t len
 
 /* Everything a store directory may contain; a half-made store holds only these. */
 static bool known_name(const char *n) {
-        static const char *const names[] = { "objects", "snapshots", "cache", "tmp", "gate", "lock", "gcgen", "format" };
+        static const char *const names[] = { "packs", "snapshots", "cache", "tmp", "gate", "lock", "gcgen", "format" };
         for (size_t i = 0; i < ELEMENTSOF(names); i++)
                 if (!strcmp(n, names[i]))
                         return true;
@@ -81,19 +83,10 @@ static int store_init_layout(int dfd, const char *dir) {
                         return store_fail(-EBADMSG, "%s is not a space store and not empty (it holds \"%s\")", dir,
                                           de->d_name);
         int r;
-        if ((r = mkdirat_ok(dfd, "objects", 0755)) < 0 || (r = mkdirat_ok(dfd, "snapshots", 0755)) < 0 ||
+        if ((r = mkdirat_ok(dfd, "packs", 0755)) < 0 || (r = mkdirat_ok(dfd, "snapshots", 0755)) < 0 ||
             (r = mkdirat_ok(dfd, "cache", 0700)) < 0 || (r = mkdirat_ok(dfd, "tmp", 0700)) < 0)
                 return store_fail(r, "%s: cannot create the store layout: %s", dir, strerror(-r));
-        _cleanup_close_ int ofd = open_dir_at(dfd, "objects");
-        if (ofd < 0)
-                return ofd;
-        for (int i = 0; i < 256; i++) {
-                char n[3];
-                snprintf(n, sizeof n, "%02x", i);
-                if ((r = mkdirat_ok(ofd, n, 0755)) < 0)
-                        return store_fail(r, "%s: cannot create objects/%s: %s", dir, n, strerror(-r));
-        }
-        if (fsync(ofd) < 0)
+        if (fsync(dfd) < 0)
                 return -errno;
         r = write_file_at(dfd, "format", FORMAT_LINE, strlen(FORMAT_LINE), true);
         if (r < 0)
@@ -112,6 +105,10 @@ static int check_format(int dfd, const char *dir) {
         buf[n] = 0;
         if (strncmp(buf, "space-store ", 12))
                 return store_fail(-EBADMSG, "%s is not a space store (its format file is foreign)", dir);
+        if (!strcmp(buf, "space-store 1\n"))
+                return store_fail(-EBADMSG,
+                                  "%s is a space store of an unsupported format (\"space-store 1\", one file per object, "
+                                  "from before pack files)", dir);
         if (strcmp(buf, FORMAT_LINE))
                 return store_fail(-EBADMSG, "%s is a space store of an unsupported format (\"%.*s\")", dir,
                                   (int)strcspn(buf, "\n"), buf);
@@ -153,16 +150,17 @@ int store_open(const char *dir, const struct store_opts *o, struct store **ret) 
         struct store *s = calloc(1, sizeof *s);
         if (!s)
                 return -ENOMEM;
-        s->dfd = s->objfd = s->tmpfd = s->snapfd = s->cachefd = -EBADF;
-        s->level = o->compression_level ? o->compression_level : 1;
+        s->dfd = s->packfd = s->tmpfd = s->snapfd = s->cachefd = -EBADF;
+        packs_init(&s->packs);
+        s->level = o->compression_level ? o->compression_level : 2;
         s->dir = strdup(dir);
         if (!s->dir) {
                 store_free(s);
                 return -ENOMEM;
         }
         s->dfd = TAKE_FD(dfd);
-        static const char *const sub[] = { "objects", "tmp", "snapshots", "cache" };
-        int *fds[] = { &s->objfd, &s->tmpfd, &s->snapfd, &s->cachefd };
+        static const char *const sub[] = { "packs", "tmp", "snapshots", "cache" };
+        int *fds[] = { &s->packfd, &s->tmpfd, &s->snapfd, &s->cachefd };
         for (size_t i = 0; i < ELEMENTSOF(sub); i++) {
                 *fds[i] = open_dir_at(s->dfd, sub[i]);
                 if (*fds[i] < 0) {
@@ -171,6 +169,12 @@ int store_open(const char *dir, const struct store_opts *o, struct store **ret) 
                         store_free(s);
                         return r;
                 }
+        }
+        r = packs_refresh(s, false, NULL, NULL);
+        if (r < 0) {
+                r = store_fail(r, "store %s: %s", dir, store_error_detail());
+                store_free(s);
+                return r;
         }
         unsigned threads = o->threads;
         if (!threads) {
@@ -190,8 +194,9 @@ struct store *store_free(struct store *s) {
         if (!s)
                 return NULL;
         pool_free(s->pool);
+        packs_fini(&s->packs);
         safe_close(s->dfd);
-        safe_close(s->objfd);
+        safe_close(s->packfd);
         safe_close(s->tmpfd);
         safe_close(s->snapfd);
         safe_close(s->cachefd);
@@ -255,17 +260,9 @@ struct txn {
         pthread_mutex_t mu;
         struct hset mine;  /* written by this transaction: kind + 1 */
         struct hset hits;  /* found already stored: must still be there at commit */
-        struct store_hash *list;
-        uint8_t *kinds;
-        size_t n, cap;
-        atomic_uint_least64_t objects_written, bytes_written, objects_reused, trees_written;
+        struct pack_writer *w;
+        atomic_uint_least64_t objects_written, objects_reused, trees_written;
 };
-
-static void temp_rel(const struct txn *t, const struct store_hash *h, char out[STORE_HEX_LEN + 32]) {
-        char hex[STORE_HEX_LEN + 1];
-        store_hash_to_hex(h, hex);
-        snprintf(out, STORE_HEX_LEN + 32, "%.2s/" TXN_TEMP_PREFIX "%s-%s", hex, t->name, hex);
-}
 
 int txn_begin(struct store *s, const struct store_hash *pins, size_t npins, struct txn **ret) {
         struct txn *t = calloc(1, sizeof *t);
@@ -319,6 +316,13 @@ int txn_begin(struct store *s, const struct store_hash *pins, size_t npins, stru
                 txn_free(t);
                 return store_fail(r, "cannot read the GC generation: %s", strerror(-r));
         }
+        r = pw_new(s, t->name, &t->w);
+        if (r < 0) {
+                txn_free(t);
+                return r;
+        }
+        /* See what other handles committed (dedup against it); cheap when nothing did. */
+        packs_refresh_if_changed(s);
         *ret = t;
         return 0;
 }
@@ -326,20 +330,13 @@ int txn_begin(struct store *s, const struct store_hash *pins, size_t npins, stru
 struct txn *txn_free(struct txn *t) {
         if (!t)
                 return NULL;
-        /* uncommitted objects: after a commit these names are gone already */
-        for (size_t i = 0; i < t->n; i++) {
-                char tmp[STORE_HEX_LEN + 32];
-                temp_rel(t, &t->list[i], tmp);
-                unlinkat(t->s->objfd, tmp, 0);
-        }
+        pw_free(t->w); /* removes packs not committed */
         if (t->dfd >= 0) {
                 store_rm_rf_at(t->s->tmpfd, t->name);
                 safe_close(t->dfd);
         }
         hset_free(&t->mine);
         hset_free(&t->hits);
-        free(t->list);
-        free(t->kinds);
         pthread_mutex_destroy(&t->mu);
         free(t);
         return NULL;
@@ -349,94 +346,102 @@ void txn_stats(struct txn *t, struct store_op_stats *st) {
         if (!st)
                 return;
         st->objects_written += atomic_load(&t->objects_written);
-        st->bytes_written += atomic_load(&t->bytes_written);
+        st->bytes_written += t->w ? pw_bytes(t->w) : 0;
         st->objects_reused += atomic_load(&t->objects_reused);
         st->trees_written += atomic_load(&t->trees_written);
 }
 
+/* 1: h is new and now ours to write; 0: stored already (or claimed by another thread). */
+static int txn_claim(struct txn *t, const struct store_hash *h, enum obj_kind kind) {
+        pthread_mutex_lock(&t->mu);
+        bool seen = hset_get(&t->mine, h) || hset_get(&t->hits, h);
+        pthread_mutex_unlock(&t->mu);
+        if (seen) {
+                atomic_fetch_add(&t->objects_reused, 1);
+                return 0;
+        }
+        int r = obj_exists(t->s, h, false);
+        if (r < 0)
+                return store_fail(r, "cannot look up an object: %s", strerror(-r));
+        pthread_mutex_lock(&t->mu);
+        if (r > 0)
+                r = hset_add(&t->hits, h, 1) < 0 ? -ENOMEM : 0;
+        else
+                r = hset_add(&t->mine, h, (uint8_t)(kind + 1)); /* 0: another thread claimed it meanwhile */
+        pthread_mutex_unlock(&t->mu);
+        if (r == 0)
+                atomic_fetch_add(&t->objects_reused, 1);
+        return r;
+}
+
+/* Big payloads that are already compressed (media, archives) are spotted from their
+ * first 4 KiB and stored raw without compressing them whole for nothing. */
+static bool worth_compressing(struct store *s, const void *p, size_t len) {
+        if (len < 64 * 1024)
+                return true;
+        uint8_t out[ZSTD_COMPRESSBOUND(4096)];
+        size_t n;
+        if (z_compress(p, 4096, out, sizeof out, s->level, &n) < 0)
+                return true;
+        return n && n < 4096 - 4096 / 32;
+}
+
 int txn_put(struct txn *t, enum obj_kind kind, const void *plain, size_t len, const struct store_hash *known,
             struct store_hash *ret) {
+        if (len > STORE_MAX_OBJECT)
+                return store_fail(-E2BIG, "a %s of %zu bytes is over the object size limit", obj_kind_name(kind), len);
         struct store_hash h;
         if (known)
                 h = *known;
         else
                 store_sha256(plain, len, &h);
-
-        pthread_mutex_lock(&t->mu);
-        bool seen = hset_get(&t->mine, &h) || hset_get(&t->hits, &h);
-        pthread_mutex_unlock(&t->mu);
-        if (seen) {
-                atomic_fetch_add(&t->objects_reused, 1);
-                *ret = h;
-                return 0;
-        }
-        int r = obj_exists(t->s, &h);
-        if (r < 0)
-                return store_fail(r, "cannot look up an object: %s", strerror(-r));
-        pthread_mutex_lock(&t->mu);
-        if (r > 0) {
-                r = hset_add(&t->hits, &h, 1);
-                pthread_mutex_unlock(&t->mu);
-                if (r < 0)
-                        return r;
-                atomic_fetch_add(&t->objects_reused, 1);
-                *ret = h;
-                return 0;
-        }
-        /* Claim it before writing so another thread of this transaction skips it. */
-        r = hset_add(&t->mine, &h, (uint8_t)(kind + 1));
-        if (r > 0 && t->n == t->cap) {
-                size_t ncap = t->cap ? t->cap * 2 : 256;
-                struct store_hash *nl = realloc(t->list, ncap * sizeof *nl);
-                if (nl)
-                        t->list = nl;
-                uint8_t *nk = realloc(t->kinds, ncap);
-                if (nk)
-                        t->kinds = nk;
-                if (!nl || !nk)
-                        r = -ENOMEM;
-                else
-                        t->cap = ncap;
-        }
-        if (r > 0) {
-                t->list[t->n] = h;
-                t->kinds[t->n++] = (uint8_t)kind;
-        }
-        pthread_mutex_unlock(&t->mu);
+        int r = txn_claim(t, &h, kind);
         if (r < 0)
                 return r;
-        if (r == 0) { /* another thread claimed it between our two looks */
-                atomic_fetch_add(&t->objects_reused, 1);
-                *ret = h;
-                return 0;
-        }
-
-        _cleanup_free_ void *file = NULL;
-        size_t flen;
-        r = obj_encode(t->s, kind, plain, len, &file, &flen);
-        if (r < 0)
-                return store_fail(r, "cannot encode a %s: %s", obj_kind_name(kind), strerror(-r));
-        char hex[STORE_HEX_LEN + 1], tmp[STORE_HEX_LEN + 32];
-        store_hash_to_hex(&h, hex);
-        temp_rel(t, &h, tmp);
-        _cleanup_close_ int fd = openat(t->s->objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-        if (fd < 0)
-                return store_fail(-errno, "cannot create object %s: %m", hex);
-        size_t done = 0;
-        while (done < flen) {
-                ssize_t k = write(fd, (char *)file + done, flen - done);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return store_fail(-errno, "cannot write object %s: %m", hex);
+        if (r > 0) {
+                if (len < BLOCK_SMALL)
+                        r = pw_add_small(t->w, plain, (uint32_t)len, (uint8_t)kind, &h);
+                else {
+                        struct blk_obj o = { .data = plain, .len = (uint32_t)len, .kind = (uint8_t)kind, .hash = h };
+                        r = pw_add_block(t->w, &o, 1, worth_compressing(t->s, plain, len));
                 }
-                done += (size_t)k;
+                if (r < 0)
+                        return store_fail(r, "cannot store a %s: %s", obj_kind_name(kind), strerror(-r));
+                atomic_fetch_add(&t->objects_written, 1);
+                if (kind == OBJ_TREE)
+                        atomic_fetch_add(&t->trees_written, 1);
         }
-        atomic_fetch_add(&t->objects_written, 1);
-        atomic_fetch_add(&t->bytes_written, flen);
-        if (kind == OBJ_TREE)
-                atomic_fetch_add(&t->trees_written, 1);
         *ret = h;
+        return 0;
+}
+
+int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n) {
+        if (n > BLOCK_MAX_OBJECTS)
+                return -EINVAL;
+        _cleanup_free_ struct blk_obj *fresh = calloc(n ? n : 1, sizeof *fresh);
+        if (!fresh)
+                return -ENOMEM;
+        size_t k = 0;
+        bool compress = false;
+        for (size_t i = 0; i < n; i++) {
+                if (v[i].len > STORE_MAX_OBJECT)
+                        return -E2BIG;
+                store_sha256(v[i].data, v[i].len, &v[i].hash);
+                v[i].kind = (uint8_t)kind;
+                int r = txn_claim(t, &v[i].hash, kind);
+                if (r < 0)
+                        return r;
+                if (r > 0) {
+                        fresh[k++] = v[i];
+                        compress = compress || worth_compressing(t->s, v[i].data, v[i].len);
+                }
+        }
+        if (!k)
+                return 0;
+        int r = pw_add_block(t->w, fresh, k, compress);
+        if (r < 0)
+                return store_fail(r, "cannot store a %s: %s", obj_kind_name(kind), strerror(-r));
+        atomic_fetch_add(&t->objects_written, k);
         return 0;
 }
 
@@ -447,20 +452,22 @@ int txn_hit(struct txn *t, const struct store_hash *h) {
         return r < 0 ? r : 0;
 }
 
-/* Commits the objects: fsync each (or the whole file system when there are many), then
- * rename them into objects/ and fsync the fan-out directories touched. Runs under the
- * shared store lock, after checking that a GC sweep did not take away what we reused. */
-static int txn_commit_locked(struct txn *t) {
+/* Makes the transaction's packs visible. Runs under the shared store lock, after checking
+ * that a GC sweep did not take away what we reused. */
+static int txn_publish_locked(struct txn *t) {
         struct store *s = t->s;
         uint64_t gen;
         int r = store_gc_gen(s, &gen);
         if (r < 0)
                 return store_fail(r, "cannot read the GC generation: %s", strerror(-r));
         if (gen != t->gen) {
+                r = packs_refresh(s, false, NULL, NULL);
+                if (r < 0)
+                        return r;
                 for (size_t i = 0; i < t->hits.cap; i++) {
                         if (!t->hits.vals[i])
                                 continue;
-                        r = obj_exists(s, &t->hits.keys[i]);
+                        r = obj_exists(s, &t->hits.keys[i], false);
                         if (r <= 0) {
                                 char hex[STORE_HEX_LEN + 1];
                                 store_hash_to_hex(&t->hits.keys[i], hex);
@@ -470,52 +477,19 @@ static int txn_commit_locked(struct txn *t) {
                         }
                 }
         }
-        char tmp[STORE_HEX_LEN + 32];
-        if (t->n > 64) {
-                /* One syncfs beats thousands of fsyncs; it also flushes others' data, which
-                 * is why small commits fsync file by file. */
-                if (syncfs(s->objfd) < 0)
-                        return store_fail(-errno, "cannot flush new objects to disk: %m");
-        } else {
-                for (size_t i = 0; i < t->n; i++) {
-                        temp_rel(t, &t->list[i], tmp);
-                        _cleanup_close_ int fd = openat(s->objfd, tmp, O_RDONLY | O_CLOEXEC);
-                        if (fd < 0 || fsync(fd) < 0)
-                                return store_fail(-errno, "cannot flush object %s to disk: %m", tmp);
-                }
-        }
-        uint8_t touched[256] = { 0 };
-        for (size_t i = 0; i < t->n; i++) {
-                char rel[STORE_HEX_LEN + 4];
-                store_obj_relpath(&t->list[i], rel);
-                temp_rel(t, &t->list[i], tmp);
-                if (renameat2(s->objfd, tmp, s->objfd, rel, RENAME_NOREPLACE) < 0) {
-                        if (errno != EEXIST)
-                                return store_fail(-errno, "cannot move object %s into place: %m", rel + 3);
-                        /* Someone else committed the same object first: theirs is as good. */
-                        unlinkat(s->objfd, tmp, 0);
-                        continue;
-                }
-                touched[t->list[i].b[0]] = 1;
-        }
-        t->n = 0; /* every temp name is gone now: nothing for txn_free to remove */
-        for (int i = 0; i < 256; i++) {
-                if (!touched[i])
-                        continue;
-                char n[3];
-                snprintf(n, sizeof n, "%02x", i);
-                _cleanup_close_ int fd = open_dir_at(s->objfd, n);
-                if (fd < 0 || fsync(fd) < 0)
-                        return store_fail(fd < 0 ? fd : -errno, "cannot flush objects/%s to disk", n);
-        }
-        return 0;
+        return pw_publish(t->w);
 }
 
 int txn_commit_objects(struct txn *t, struct store_op_stats *st) {
+        int r = pw_seal(t->w); /* the slow part (fsync) runs without the lock */
+        if (r < 0) {
+                txn_stats(t, st);
+                return r;
+        }
         _cleanup_close_ int lk = store_lock(t->s, false);
         if (lk < 0)
                 return lk;
-        int r = txn_commit_locked(t);
+        r = txn_publish_locked(t);
         txn_stats(t, st);
         return r;
 }
@@ -527,14 +501,19 @@ int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_sta
                 return store_fail(r, "cannot encode the snapshot record: %s", strerror(-r));
         struct store_hash h;
         store_sha256(b.data, b.len, &h);
-        /* The record goes through the same path as every object. */
+        /* The record goes into the pack like every object. */
         r = txn_put(t, OBJ_SNAPSHOT, b.data, b.len, &h, &h);
         if (r < 0)
                 return r;
+        r = pw_seal(t->w);
+        if (r < 0) {
+                txn_stats(t, st);
+                return r;
+        }
         _cleanup_close_ int lk = store_lock(t->s, false);
         if (lk < 0)
                 return lk;
-        r = txn_commit_locked(t);
+        r = txn_publish_locked(t);
         txn_stats(t, st);
         if (r < 0)
                 return r;
@@ -699,39 +678,31 @@ int store_fork(struct store *s, const struct store_hash *snap, const char *sessi
 
 int store_stats(struct store *s, struct store_stats *ret) {
         struct store_stats st = { 0 };
-        for (int i = 0; i < 256; i++) {
-                char n[3];
-                snprintf(n, sizeof n, "%02x", i);
-                int fd = open_dir_at(s->objfd, n);
-                if (fd < 0)
-                        return store_fail(fd, "cannot read objects/%s: %s", n, strerror(-fd));
-                DIR *d = fdopendir(fd);
-                if (!d) {
-                        close(fd);
-                        return -errno;
+        struct pack **packs;
+        size_t np;
+        int r = packs_snapshot(s, true, &packs, &np);
+        if (r < 0)
+                return r;
+        struct hset seen = { 0 };
+        for (size_t i = 0; i < np && r >= 0; i++) {
+                st.bytes_stored += packs[i]->size;
+                for (size_t j = 0; j < packs[i]->n && r >= 0; j++) {
+                        const struct pack_ent *e = &packs[i]->e[j];
+                        r = hset_add(&seen, &e->hash, 1);
+                        if (r > 0) {
+                                st.objects++;
+                                st.bytes_plain += e->len;
+                                st.by_kind[e->kind]++;
+                        }
                 }
-                struct dirent *de;
-                while ((de = readdir(d))) {
-                        struct store_hash h;
-                        if (store_hash_from_hex(de->d_name, &h) < 0)
-                                continue;
-                        _cleanup_close_ int of = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                        struct stat sb;
-                        uint8_t hdr[OBJ_HEADER];
-                        struct obj_header oh;
-                        if (of < 0 || fstat(of, &sb) < 0 || pread(of, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr ||
-                            obj_header_parse(hdr, (size_t)sb.st_size, &oh) < 0)
-                                continue; /* verify reports these */
-                        st.objects++;
-                        st.bytes_stored += (uint64_t)sb.st_size;
-                        st.bytes_plain += oh.plain_len;
-                        st.by_kind[oh.kind]++;
-                }
-                closedir(d);
         }
+        packs_release(packs, np);
+        hset_free(&seen);
+        if (r < 0)
+                return r;
         _cleanup_free_ struct store_hash *refs = NULL;
         size_t n;
-        int r = list_refs(s, &refs, &n);
+        r = list_refs(s, &refs, &n);
         if (r < 0)
                 return store_fail(r, "cannot list snapshots: %s", strerror(-r));
         for (size_t i = 0; i < n; i++) {

@@ -51,7 +51,7 @@ struct store_opts {
         unsigned version;          /* STORE_OPTS_VERSION */
         bool create;               /* make the store (directory and layout) if missing */
         unsigned threads;          /* worker threads for hashing/compression; 0 = online CPUs */
-        int compression_level;     /* zstd level; 0 = default (1) */
+        int compression_level;     /* zstd level; 0 = default (2: on 256 KiB blocks it beats a tar stream at -1) */
 };
 #define STORE_OPTS_INIT .version = STORE_OPTS_VERSION
 

@@ -1,6 +1,6 @@
-/* verify: reads every object file in the store and checks its header and hash (on the
- * pool, both cores), reports files that are not ours, then walks every listed snapshot
- * and reports what it references that is missing or corrupt. */
+/* verify: reads every block of every pack and checks each object's hash (on the pool,
+ * both cores), reports damaged packs and files that are not ours, then walks every listed
+ * snapshot and reports what it references that is missing or corrupt. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -56,6 +56,29 @@ struct check_task {
         struct store_hash h;
 };
 
+/* Structured objects must also decode. */
+static int decode_check(const void *p, size_t n) {
+        int k = 0;
+        if (n >= 4 && !memcmp(p, TREE_MAGIC, 4)) {
+                struct tree tr;
+                k = tree_decode(p, n, &tr);
+                if (k == 0)
+                        tree_free(&tr);
+        } else if (n >= 4 && !memcmp(p, SNAP_MAGIC, 4)) {
+                struct snap_record rec;
+                k = snap_decode(p, n, &rec);
+                if (k == 0)
+                        snap_record_free(&rec);
+        } else if (n >= 4 && !memcmp(p, MEM_MAGIC, 4)) {
+                struct mem_image m;
+                k = mem_decode(p, n, &m);
+                if (k == 0)
+                        free(m.chunks);
+        }
+        return k;
+}
+
+/* One object found after the scan (committed by a capture meanwhile). */
 static void check_run(struct pool_task *pt) {
         struct check_task *t = (struct check_task *)pt;
         struct vctx *v = t->v;
@@ -65,41 +88,23 @@ static void check_run(struct pool_task *pt) {
         int r = obj_read(v->s, &t->h, -1, &p, &n, &br);
         atomic_fetch_add(&v->objects, 1);
         atomic_fetch_add(&v->bytes, br);
-        char rel[STORE_HEX_LEN + 4], path[STORE_HEX_LEN + 16];
-        store_obj_relpath(&t->h, rel);
-        snprintf(path, sizeof path, "objects/%s", rel);
+        char hex[STORE_HEX_LEN + 1];
+        store_hash_to_hex(&t->h, hex);
         if (r < 0) {
-                add_problem(v, r == -ENOENT ? STORE_PROBLEM_MISSING : STORE_PROBLEM_CORRUPT, &t->h, path,
+                add_problem(v, r == -ENOENT ? STORE_PROBLEM_MISSING : STORE_PROBLEM_CORRUPT, &t->h, "packs",
                             store_error_detail());
                 pthread_mutex_lock(&v->mu);
                 hset_add(&v->bad, &t->h, 1);
                 pthread_mutex_unlock(&v->mu);
         } else {
-                /* Structured objects must also decode. */
-                int k = 0;
-                if (n >= 4 && !memcmp(p, TREE_MAGIC, 4)) {
-                        struct tree tr;
-                        k = tree_decode(p, n, &tr);
-                        if (k == 0)
-                                tree_free(&tr);
-                } else if (n >= 4 && !memcmp(p, SNAP_MAGIC, 4)) {
-                        struct snap_record rec;
-                        k = snap_decode(p, n, &rec);
-                        if (k == 0)
-                                snap_record_free(&rec);
-                } else if (n >= 4 && !memcmp(p, MEM_MAGIC, 4)) {
-                        struct mem_image m;
-                        k = mem_decode(p, n, &m);
-                        if (k == 0)
-                                free(m.chunks);
-                }
+                int k = decode_check(p, n);
                 pthread_mutex_lock(&v->mu);
                 if (k < 0) {
                         hset_add(&v->bad, &t->h, 1);
                         pthread_mutex_unlock(&v->mu);
                         char msg[700];
-                        snprintf(msg, sizeof msg, "object %s does not decode: %s", rel + 3, store_error_detail());
-                        add_problem(v, STORE_PROBLEM_CORRUPT, &t->h, path, msg);
+                        snprintf(msg, sizeof msg, "object %s does not decode: %s", hex, store_error_detail());
+                        add_problem(v, STORE_PROBLEM_CORRUPT, &t->h, "packs", msg);
                 } else {
                         hset_add(&v->ok, &t->h, 1);
                         pthread_mutex_unlock(&v->mu);
@@ -111,56 +116,124 @@ static void check_run(struct pool_task *pt) {
         pool_notify(v->s->pool);
 }
 
-static void scan_objects(struct vctx *v, store_progress_fn progress, void *pud) {
-        struct store *s = v->s;
-        int64_t last = 0;
-        for (int i = 0; i < 256; i++) {
-                char dn[3];
-                snprintf(dn, sizeof dn, "%02x", i);
-                int fd = openat(s->objfd, dn, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-                if (!d) {
-                        char msg[128];
-                        snprintf(msg, sizeof msg, "objects/%s cannot be read: %s", dn, strerror(errno));
-                        add_problem(v, STORE_PROBLEM_CORRUPT, NULL, msg + 0, msg);
-                        if (fd >= 0)
-                                close(fd);
-                        continue;
-                }
-                struct dirent *de;
-                while ((de = readdir(d))) {
-                        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-                            !strncmp(de->d_name, TXN_TEMP_PREFIX, strlen(TXN_TEMP_PREFIX)))
-                                continue; /* not yet committed (or left by a crash, for gc) */
-                        struct store_hash h;
-                        char path[300];
-                        snprintf(path, sizeof path, "objects/%s/%s", dn, de->d_name);
-                        if (store_hash_from_hex(de->d_name, &h) < 0 || strncmp(de->d_name, dn, 2) ||
-                            strspn(de->d_name, "0123456789abcdef") != STORE_HEX_LEN) {
-                                char msg[400];
-                                snprintf(msg, sizeof msg, "%s is not a store object (foreign file)", path);
-                                add_problem(v, STORE_PROBLEM_FOREIGN, NULL, path, msg);
-                                continue;
-                        }
-                        struct check_task *t = calloc(1, sizeof *t);
-                        if (!t)
-                                continue;
-                        t->task.fn = check_run;
-                        t->v = v;
-                        t->h = h;
-                        atomic_fetch_add(&v->pending, 1);
-                        pool_submit(s->pool, &t->task, true);
-                }
-                closedir(d);
-                /* One fan-out directory at a time keeps the queue short and gives progress a beat. */
-                while (!pool_wait(s->pool, &v->pending, 100))
-                        if (progress && store_now_ns() - last > 100000000) {
-                                last = store_now_ns();
-                                struct store_progress p = { .phase = "verify", .entries = atomic_load(&v->objects),
-                                                            .bytes = atomic_load(&v->bytes) };
-                                progress(pud, &p);
-                        }
+struct block_task {
+        struct pool_task task;
+        struct vctx *v;
+        struct pack *p;
+        size_t n;
+        const struct pack_ent *ents[];
+};
+
+static int block_obj(void *ud, const struct pack_ent *e, const void *data, int err) {
+        struct block_task *t = ud;
+        struct vctx *v = t->v;
+        char path[64];
+        snprintf(path, sizeof path, "packs/%s", t->p->name);
+        atomic_fetch_add(&v->objects, 1);
+        if (err < 0) {
+                add_problem(v, STORE_PROBLEM_CORRUPT, &e->hash, path, store_error_detail());
+                pthread_mutex_lock(&v->mu);
+                hset_add(&v->bad, &e->hash, 1);
+                pthread_mutex_unlock(&v->mu);
+                return 0;
         }
+        int k = decode_check(data, e->len);
+        pthread_mutex_lock(&v->mu);
+        if (k < 0) {
+                hset_add(&v->bad, &e->hash, 1);
+                pthread_mutex_unlock(&v->mu);
+                char hex[STORE_HEX_LEN + 1], msg[700];
+                store_hash_to_hex(&e->hash, hex);
+                snprintf(msg, sizeof msg, "object %s does not decode: %s", hex, store_error_detail());
+                add_problem(v, STORE_PROBLEM_CORRUPT, &e->hash, path, msg);
+        } else {
+                hset_add(&v->ok, &e->hash, 1);
+                pthread_mutex_unlock(&v->mu);
+        }
+        return 0;
+}
+
+static void block_run(struct pool_task *pt) {
+        struct block_task *t = (struct block_task *)pt;
+        struct vctx *v = t->v;
+        uint64_t br = 0;
+        int r = pack_read_block(v->s, t->p, t->ents, t->n, block_obj, t, &br);
+        atomic_fetch_add(&v->bytes, br);
+        if (r < 0) {
+                char msg[300];
+                snprintf(msg, sizeof msg, "pack %s cannot be read: %s", t->p->name, strerror(-r));
+                add_problem(v, STORE_PROBLEM_CORRUPT, NULL, t->p->name, msg);
+        }
+        free(t);
+        atomic_fetch_sub(&v->pending, 1);
+        pool_notify(v->s->pool);
+}
+
+struct scan_ctx {
+        struct vctx *v;
+        store_progress_fn progress;
+        void *pud;
+        int64_t last;
+};
+
+static int submit_block(void *ud, struct pack *p, const struct pack_ent *const *ents, size_t n) {
+        struct scan_ctx *x = ud;
+        struct vctx *v = x->v;
+        struct block_task *t = malloc(sizeof *t + n * sizeof *ents);
+        if (!t)
+                return -ENOMEM;
+        t->task.fn = block_run;
+        t->v = v;
+        t->p = p;
+        t->n = n;
+        memcpy(t->ents, ents, n * sizeof *ents);
+        atomic_fetch_add(&v->pending, 1);
+        pool_submit(v->s->pool, &t->task, true);
+        /* keep the queue short and give progress a beat */
+        while (atomic_load(&v->pending) > 4 * pool_threads(v->s->pool) + 4)
+                if (!pool_wait(v->s->pool, &v->pending, 100) && x->progress && store_now_ns() - x->last > 100000000) {
+                        x->last = store_now_ns();
+                        struct store_progress pr = { .phase = "verify", .entries = atomic_load(&v->objects),
+                                                     .bytes = atomic_load(&v->bytes) };
+                        x->progress(x->pud, &pr);
+                }
+        return 0;
+}
+
+static void on_foreign(void *ud, const char *name, const char *why) {
+        struct vctx *v = ud;
+        char path[300], msg[700];
+        snprintf(path, sizeof path, "packs/%s", name);
+        snprintf(msg, sizeof msg, "%s is not a store pack (foreign file: %s)", path, why);
+        add_problem(v, STORE_PROBLEM_FOREIGN, NULL, path, msg);
+}
+
+static void scan_packs(struct vctx *v, store_progress_fn progress, void *pud) {
+        struct store *s = v->s;
+        /* recheck: a pack changed on disk since we loaded it is loaded (and checked) again */
+        int r = packs_refresh(s, true, on_foreign, v);
+        if (r < 0) {
+                add_problem(v, STORE_PROBLEM_CORRUPT, NULL, "packs", store_error_detail());
+                return;
+        }
+        struct pack **packs;
+        size_t np;
+        if (packs_snapshot(s, false, &packs, &np) < 0)
+                return;
+        struct scan_ctx x = { .v = v, .progress = progress, .pud = pud };
+        for (size_t i = 0; i < np; i++) {
+                struct pack *p = packs[i];
+                if (p->damage) {
+                        char path[64], msg[1024];
+                        snprintf(path, sizeof path, "packs/%s", p->name);
+                        snprintf(msg, sizeof msg, "pack %s is damaged: %s", p->name, p->damage);
+                        add_problem(v, STORE_PROBLEM_CORRUPT, NULL, path, msg);
+                }
+                if (pack_for_each_block(p, submit_block, &x) < 0)
+                        break;
+        }
+        pool_wait(s->pool, &v->pending, 0);
+        packs_release(packs, np);
 }
 
 static void scan_refs(struct vctx *v) {
@@ -189,7 +262,7 @@ static int on_obj(void *ud, const struct store_hash *h, enum obj_kind kind, cons
         struct vctx *v = ud;
         if (hset_get(&v->ok, h) || hset_get(&v->bad, h))
                 return 0; /* bad ones were reported by the scan */
-        if (obj_exists(v->s, h) > 0) {
+        if (obj_exists(v->s, h, false) > 0) {
                 /* committed by a capture after the scan passed its directory: check it now */
                 struct check_task *t = calloc(1, sizeof *t);
                 if (!t)
@@ -230,19 +303,19 @@ int store_verify(struct store *s, store_problem_fn fn, void *userdata, store_pro
         _cleanup_close_ int lk = store_lock(s, false);
         if (lk < 0)
                 return lk;
-        scan_objects(&v, progress, progress_userdata);
+        scan_packs(&v, progress, progress_userdata);
         scan_refs(&v);
         _cleanup_free_ struct store_hash *snaps = NULL;
         size_t n = 0;
         int r = store_snapshot_list(s, &snaps, &n);
         if (r < 0)
                 goto out;
-        struct reach rc = { .s = s, .seen = &seen, .on_obj = on_obj, .on_err = on_err, .ud = &v };
+        struct reach rc = { .s = s, .seen = &seen, .on_obj = on_obj, .on_err = on_err, .ud = &v, .op = store_op_id() };
         for (size_t i = 0; i < n; i++) {
                 char hex[STORE_HEX_LEN + 1], where[STORE_HEX_LEN + 16];
                 store_hash_to_hex(&snaps[i], hex);
                 snprintf(where, sizeof where, "snapshot %s", hex);
-                if (!hset_get(&v.ok, &snaps[i]) && !hset_get(&v.bad, &snaps[i]) && obj_exists(s, &snaps[i]) <= 0) {
+                if (!hset_get(&v.ok, &snaps[i]) && !hset_get(&v.bad, &snaps[i]) && obj_exists(s, &snaps[i], false) <= 0) {
                         char msg[300];
                         snprintf(msg, sizeof msg, "snapshot record %s is missing (listed in snapshots/)", hex);
                         add_problem(&v, STORE_PROBLEM_MISSING, &snaps[i], where, msg);

@@ -106,23 +106,23 @@ check "dry run removes nothing" sh -c "'$T' get $A '$W/out3' >/dev/null 2>&1 || 
 sleep 0.1
 check "gc" status 0 "$T" gc --json
 check "gc removed objects" sh -c "! grep -q '\"objects_removed\":0,' '$W/out'"
-check "A's record is gone" sh -c "! find '$W/store/objects' -name '$A' | grep -q ."
+check "no temp packs are left" sh -c "! find '$W/store/packs' -name '.t-*' | grep -q ."
 check "A is not listed" status 3 "$T" show "$A"
 check "B still restores" status 0 "$T" get "$B" "$W/out4"
 check "verify clean" status 0 "$T" verify
 
-echo "checking corruption is named by verify (exit 4) and refused by get (exit 4)"
-obj=$(find "$W/store/objects" -type f -size +100k | head -1)
-hex=$(basename "$obj")
-chmod u+w "$obj"
-printf 'X' | dd of="$obj" bs=1 seek=1000 conv=notrunc 2>/dev/null
+echo "checking corruption inside a pack is named by verify (exit 4) and refused by get (exit 4)"
+pack=$(find "$W/store/packs" -type f -name '*.pack' -size +100k | head -1)
+name=$(basename "$pack")
+chmod u+w "$pack"
+printf 'X' | dd of="$pack" bs=1 seek=1000 conv=notrunc 2>/dev/null
 check "verify finds it" status 4 "$T" verify
-check "verify names it" has "$hex" "$W/out"
+check "verify names the object and its pack" sh -c "grep -Eq 'object [0-9a-f]{64} is corrupt \\(pack $name\\)' '$W/out'"
 check "get refuses" status 4 "$T" get "$B" "$W/out5"
-check "get names it" has "$hex" "$W/err"
-echo garbage >"$W/store/objects/00/garbage"
+check "get names it" sh -c "grep -Eq 'object [0-9a-f]{64} is corrupt \\(pack $name\\)' '$W/err'"
+echo garbage >"$W/store/packs/garbage"
 check "verify reports a foreign file" status 4 "$T" verify
-check "names the foreign file" has "objects/00/garbage" "$W/out"
+check "names the foreign file" has "packs/garbage" "$W/out"
 
 echo "checking the progress line appears on a terminal and not in a pipe"
 if command -v script >/dev/null 2>&1; then

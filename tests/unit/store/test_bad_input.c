@@ -51,10 +51,10 @@ static int teardown(void **state) {
         return 0;
 }
 
-static void obj_path(const struct store_hash *h, char *out, size_t n) {
-        char rel[STORE_HEX_LEN + 4];
-        store_obj_relpath(h, rel);
-        snprintf(out, n, "%s/objects/%s", sdir, rel);
+/* The pack holding h, and where h's block lies in it. */
+static void obj_where(const struct store_hash *h, char *out, size_t n, char name[64], uint64_t *blk, uint64_t *blen) {
+        assert_int_equal(obj_locate(s, h, name, blk, blen), 0);
+        snprintf(out, n, "%s/packs/%s", sdir, name);
 }
 
 static void flip(const char *path, off_t off) {
@@ -81,10 +81,13 @@ static void on_problem(void *ud, const struct store_problem *p) {
                 f->named = true;
 }
 
-/* Damages object h, checks verify names it and materialize refuses it, then repairs it. */
+/* Damages object h inside its pack (a flipped byte in its block, or the pack cut in the
+ * middle of that block as a torn write would), checks verify names it and materialize
+ * refuses the snapshot, then repairs the pack. */
 static void check_damage(const struct store_hash *h, const char *what, bool truncate_it) {
-        char path[4300], hex[STORE_HEX_LEN + 1], out[4200];
-        obj_path(h, path, sizeof path);
+        char path[4300], hex[STORE_HEX_LEN + 1], out[4200], name[64];
+        uint64_t blk, blen;
+        obj_where(h, path, sizeof path, name, &blk, &blen);
         store_hash_to_hex(h, hex);
         struct stat st;
         assert_int_equal(stat(path, &st), 0);
@@ -92,23 +95,35 @@ static void check_damage(const struct store_hash *h, const char *what, bool trun
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         assert_int_equal(read(fd, saved, (size_t)st.st_size), st.st_size);
         close(fd);
+        assert_int_equal(chmod(path, 0644), 0);
         if (truncate_it)
-                assert_int_equal(truncate(path, st.st_size / 2), 0);
+                assert_int_equal(truncate(path, (off_t)(blk + blen / 2)), 0);
         else
-                flip(path, st.st_size - 3);
+                flip(path, (off_t)(blk + blen - 3));
 
-        struct found f = { .hex = hex };
+        /* A flipped byte: the object is named. A torn tail takes the pack's index with it:
+         * the pack is named as damaged, and what its lost part held (here the snapshot's
+         * record, which is written last) as missing. */
+        struct found f = { .hex = truncate_it ? name : hex };
         struct store_verify_result vr;
         assert_int_equal(store_verify(s, on_problem, &f, NULL, NULL, &vr), 0);
         assert_true(vr.problems >= 1);
         if (!f.named)
-                fail_msg("verify did not name the damaged %s %s", what, hex);
+                fail_msg("verify did not name the damaged %s %s", what, f.hex);
 
         snprintf(out, sizeof out, "%s/out-%s", base, what);
         int r = store_materialize(s, &snap, out, NULL);
         printf("  get: %s\n", store_error_detail());
-        assert_int_equal(r, -EBADMSG);
-        assert_non_null(strstr(store_error_detail(), hex));
+        if (truncate_it) {
+                /* the torn part is gone from the rebuilt index: what it held is missing */
+                assert_true(r == -ENOENT || r == -EBADMSG);
+                assert_true(strstr(store_error_detail(), "missing") || strstr(store_error_detail(), name));
+        } else {
+                /* the first object read from the damaged block is named, with its pack */
+                assert_int_equal(r, -EBADMSG);
+                assert_non_null(strstr(store_error_detail(), "is corrupt (pack "));
+                assert_non_null(strstr(store_error_detail(), name));
+        }
         th_rm_rf(out);
 
         fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
@@ -116,6 +131,9 @@ static void check_damage(const struct store_hash *h, const char *what, bool trun
         close(fd);
         assert_int_equal(store_verify(s, NULL, NULL, NULL, NULL, &vr), 0);
         assert_int_equal(vr.problems, 0);
+        snprintf(out, sizeof out, "%s/out-%s-repaired", base, what);
+        assert_int_equal(store_materialize(s, &snap, out, NULL), 0);
+        th_rm_rf(out);
 }
 
 static void test_corruption(void **state) {
@@ -133,7 +151,7 @@ static void test_corruption(void **state) {
         check_damage(&root.e[0].tree, "tree", false);
         printf("checking a flipped byte in a snapshot record is named by verify and refused by get\n");
         check_damage(&snap, "record", false);
-        printf("checking a truncated chunk is named by verify and refused by get\n");
+        printf("checking a pack cut in the middle of a chunk's block (a torn tail) is detected and named\n");
         check_damage(&dir.e[0].chunks[0].hash, "truncated", true);
         tree_free(&root);
         tree_free(&dir);
@@ -141,27 +159,36 @@ static void test_corruption(void **state) {
 
 static void test_foreign_files(void **state) {
         (void)state;
-        printf("checking foreign files in objects/ and snapshots/ are reported and left alone by gc\n");
+        printf("checking foreign files in packs/ and snapshots/ are reported and left alone by gc\n");
         char p[4200];
-        snprintf(p, sizeof p, "%s/objects/ab/not-an-object", sdir);
+        snprintf(p, sizeof p, "%s/packs/not-a-pack", sdir);
         FILE *f = fopen(p, "w");
         fputs("hello", f);
         fclose(f);
         char q[4200];
-        snprintf(q, sizeof q, "%s/objects/cd/%064d", sdir, 0); /* hex name in the wrong fan-out dir */
+        snprintf(q, sizeof q, "%s/packs/0123456789abcdef.pack", sdir); /* a pack's name, foreign bytes */
         f = fopen(q, "w");
-        fputs("SPOBxxxx", f);
+        fputs("SPOBxxxxxxxxxxxxxxxxxxxxxxxxxx", f);
         fclose(f);
-        struct found fo = { .hex = "not-an-object" };
+        char r[4200];
+        snprintf(r, sizeof r, "%s/snapshots/not-a-ref", sdir);
+        f = fopen(r, "w");
+        fclose(f);
+        struct found fo = { .hex = "not-a-pack" }, fo2 = { .hex = "0123456789abcdef.pack" };
         struct store_verify_result vr;
         assert_int_equal(store_verify(s, on_problem, &fo, NULL, NULL, &vr), 0);
         assert_true(fo.named);
-        assert_int_equal(vr.problems, 2);
+        assert_int_equal(vr.problems, 3);
+        assert_int_equal(store_verify(s, on_problem, &fo2, NULL, NULL, &vr), 0);
+        assert_true(fo2.named);
         struct store_gc_result gr;
         assert_int_equal(store_gc(s, &snap, 1, NULL, &gr), 0);
         assert_int_equal(access(p, F_OK), 0);
+        assert_int_equal(access(q, F_OK), 0);
+        assert_int_equal(access(r, F_OK), 0);
         unlink(p);
         unlink(q);
+        unlink(r);
         assert_int_equal(store_verify(s, NULL, NULL, NULL, NULL, &vr), 0);
         assert_int_equal(vr.problems, 0);
 }
@@ -185,6 +212,12 @@ static void test_store_dirs(void **state) {
         snprintf(fp, sizeof fp, "%s/format", p);
         FILE *f = fopen(fp, "w");
         fputs("space-store 9\n", f);
+        fclose(f);
+        assert_int_equal(store_open(p, NULL, &x), -EBADMSG);
+        printf("  %s\n", store_error_detail());
+        assert_non_null(strstr(store_error_detail(), "unsupported format"));
+        f = fopen(fp, "w");
+        fputs("space-store 1\n", f); /* one file per object: read no more */
         fclose(f);
         assert_int_equal(store_open(p, NULL, &x), -EBADMSG);
         printf("  %s\n", store_error_detail());
@@ -287,14 +320,15 @@ static void test_self_reference(void **state) {
         struct t_entry d = { .name = "loop", .type = T_DIR, .mode = 0755, .tree = h };
         _cleanup_buf_ struct buf b = BUF_INIT(0);
         assert_int_equal(tree_encode(&d, 1, &b), 0);
-        _cleanup_free_ void *file = NULL;
-        size_t flen;
-        assert_int_equal(obj_encode(s, OBJ_TREE, b.data, b.len, &file, &flen), 0);
-        char path[4300];
-        obj_path(&h, path, sizeof path);
-        FILE *f = fopen(path, "w");
-        fwrite(file, 1, flen, f);
-        fclose(f);
+        struct pack_writer *w;
+        assert_int_equal(pw_new(s, "forged", &w), 0);
+        assert_int_equal(pw_add_small(w, b.data, (uint32_t)b.len, OBJ_TREE, &h), 0);
+        assert_int_equal(pw_seal(w), 0);
+        assert_int_equal(pw_publish(w), 0);
+        pw_free(w);
+        char path[4300], name[64];
+        uint64_t blk, blen;
+        obj_where(&h, path, sizeof path, name, &blk, &blen);
         struct txn *t;
         assert_int_equal(txn_begin(s, NULL, 0, &t), 0);
         struct snap_record rec = { .root = { .name = "", .type = T_DIR, .mode = 0755, .tree = h } };
@@ -306,6 +340,7 @@ static void test_self_reference(void **state) {
         refuse(&sh, -ELOOP, "refers to itself");
         s->skip_hash_check = false;
         unlink(path);
+        assert_int_equal(packs_refresh(s, false, NULL, NULL), 0);
         assert_int_equal(store_snapshot_forget(s, &sh), 0);
 }
 

@@ -24,20 +24,28 @@ static void reachable(struct store *s, const struct store_hash *snaps, size_t n,
                 assert_int_equal(reach_object(&rc, &snaps[i], "test"), 0);
 }
 
-static void stored(const char *sdir, struct hset *out) {
-        for (int i = 0; i < 256; i++) {
-                char p[4200];
-                snprintf(p, sizeof p, "%s/objects/%02x", sdir, i);
-                DIR *d = opendir(p);
-                assert_non_null(d);
-                struct dirent *de;
-                while ((de = readdir(d))) {
-                        struct store_hash h;
-                        if (store_hash_from_hex(de->d_name, &h) == 0)
-                                hset_add(out, &h, 1);
-                }
-                closedir(d);
-        }
+/* Every object some pack on disk holds (a fresh look at packs/). */
+static void stored(struct store *s, struct hset *out) {
+        struct pack **v;
+        size_t n;
+        assert_int_equal(packs_snapshot(s, true, &v, &n), 0);
+        for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < v[i]->n; j++)
+                        hset_add(out, &v[i]->e[j].hash, 1);
+        packs_release(v, n);
+}
+
+static size_t count_packs(const char *sdir) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/packs", sdir);
+        DIR *d = opendir(p);
+        assert_non_null(d);
+        size_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                n += strstr(de->d_name, ".pack") != NULL;
+        closedir(d);
+        return n;
 }
 
 static bool same_set(const struct hset *a, const struct hset *b) {
@@ -77,10 +85,18 @@ static void test_exact(void **state) {
         mkdir(tmp, 0700);
         snprintf(p, sizeof p, "%s/partial", tmp);
         close(open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+        /* and the half-written pack it left (a kill -9 tears a pack only under its temp name) */
+        char tpack[4300];
+        snprintf(tpack, sizeof tpack, "%s/packs/.t-deadbeefdeadbeef-0.pack", sdir);
+        int tfd = open(tpack, O_CREAT | O_WRONLY | O_CLOEXEC, 0444);
+        assert_true(tfd >= 0);
+        assert_int_equal(write(tfd, "SPPK\1\0\0\0 torn", 13), 13);
+        close(tfd);
+        size_t packs_before = count_packs(sdir);
 
         usleep(60000); /* records newer than the call (less its clock slack) would be kept */
         struct hset before = { 0 }, want = { 0 }, after = { 0 };
-        stored(sdir, &before);
+        stored(s, &before);
         struct store_hash live[2] = { a, c };
         reachable(s, live, 2, &want);
         assert_true(want.n < before.n);
@@ -89,7 +105,7 @@ static void test_exact(void **state) {
         assert_int_equal(store_gc(s, live, 2, &(struct store_gc_opts){ .dry_run = true }, &gr), 0);
         assert_int_equal(gr.objects_removed, before.n - want.n);
         hset_free(&after);
-        stored(sdir, &after);
+        stored(s, &after);
         assert_int_equal(after.n, before.n);
 
         assert_int_equal(store_gc(s, live, 2, NULL, &gr), 0);
@@ -98,10 +114,12 @@ static void test_exact(void **state) {
                (unsigned long long)gr.snapshots_removed, (unsigned long long)gr.temp_removed);
         assert_int_equal(gr.objects_removed, before.n - want.n);
         assert_int_equal(gr.snapshots_removed, 1);
-        assert_int_equal(gr.temp_removed, 1);
+        assert_int_equal(gr.temp_removed, 2);
         assert_int_equal(access(tmp, F_OK), -1);
+        assert_int_equal(access(tpack, F_OK), -1);
+        printf("  %zu packs before, %zu after (packs with garbage are rewritten)\n", packs_before, count_packs(sdir));
         hset_free(&after);
-        stored(sdir, &after);
+        stored(s, &after);
         assert_true(same_set(&after, &want));
 
         /* b is gone from the list and the store; a and c still restore */
@@ -125,7 +143,7 @@ static void test_exact(void **state) {
         assert_int_equal(store_gc(s, &bogus, 1, NULL, &gr), -ENOENT);
         printf("  %s\n", store_error_detail());
         hset_free(&after);
-        stored(sdir, &after);
+        stored(s, &after);
         assert_true(same_set(&after, &want));
 
         hset_free(&before);
@@ -218,9 +236,84 @@ static void test_concurrent(void **state) {
         free(base);
 }
 
+static void test_merge(void **state) {
+        (void)state;
+        printf("checking gc merges the small packs incremental captures leave, keeping every object\n");
+        char *base = th_tmpdir("gcmerge");
+        char sdir[4200], src[4200], p[4400];
+        snprintf(sdir, sizeof sdir, "%s/store", base);
+        snprintf(src, sizeof src, "%s/src", base);
+        mkdir(src, 0755);
+        struct rng r = { 21 };
+        for (int i = 0; i < 10; i++) {
+                snprintf(p, sizeof p, "%s/f%d", src, i);
+                th_write_file(p, &r, 20000 + rng_below(&r, 200000));
+        }
+        struct store *s;
+        assert_int_equal(store_open(sdir, &(struct store_opts){ STORE_OPTS_INIT, .create = true }, &s), 0);
+        struct store_hash snaps[24];
+        for (int i = 0; i < 24; i++) {
+                snprintf(p, sizeof p, "%s/f%d", src, i % 10);
+                th_write_file(p, &r, 1000 + rng_below(&r, 100000));
+                assert_int_equal(store_capture(s, src, i ? &snaps[i - 1] : NULL, NULL, &snaps[i]), 0);
+        }
+        size_t before = count_packs(sdir);
+        struct hset want = { 0 }, got = { 0 };
+        stored(s, &want);
+        usleep(60000);
+        struct store_gc_result gr;
+        assert_int_equal(store_gc(s, snaps, 24, NULL, &gr), 0);
+        size_t after = count_packs(sdir);
+        printf("  %zu packs before, %zu after; %llu objects kept, %llu removed\n", before, after,
+               (unsigned long long)gr.objects_kept, (unsigned long long)gr.objects_removed);
+        assert_true(before >= 24);
+        assert_true(after <= 2);
+        assert_int_equal(gr.objects_removed, 0);
+        stored(s, &got);
+        assert_true(same_set(&got, &want));
+        for (int i = 0; i < 24; i += 7) {
+                snprintf(p, sizeof p, "%s/out%d", base, i);
+                assert_int_equal(store_materialize(s, &snaps[i], p, NULL), 0);
+                th_rm_rf(p);
+        }
+        struct store_verify_result vr;
+        assert_int_equal(store_verify(s, NULL, NULL, NULL, NULL, &vr), 0);
+        assert_int_equal(vr.problems, 0);
+
+        printf("checking gc of objects that share compressed blocks with live ones (partial blocks rewritten)\n");
+        /* keep only every third snapshot: many shared small blocks lose some objects */
+        struct store_hash keep[8];
+        for (int i = 0; i < 8; i++)
+                keep[i] = snaps[i * 3];
+        struct hset reach_want = { 0 };
+        reachable(s, keep, 8, &reach_want);
+        usleep(60000);
+        assert_int_equal(store_gc(s, keep, 8, NULL, &gr), 0);
+        printf("  %llu objects removed, %llu kept\n", (unsigned long long)gr.objects_removed,
+               (unsigned long long)gr.objects_kept);
+        hset_free(&got);
+        stored(s, &got);
+        assert_true(same_set(&got, &reach_want));
+        for (int i = 0; i < 8; i++) {
+                snprintf(p, sizeof p, "%s/keep%d", base, i);
+                assert_int_equal(store_materialize(s, &keep[i], p, NULL), 0);
+                th_rm_rf(p);
+        }
+        assert_int_equal(store_verify(s, NULL, NULL, NULL, NULL, &vr), 0);
+        assert_int_equal(vr.problems, 0);
+        assert_int_equal(vr.unreachable, 0);
+        hset_free(&want);
+        hset_free(&got);
+        hset_free(&reach_want);
+        store_free(s);
+        th_rm_rf(base);
+        free(base);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_exact),
+                cmocka_unit_test(test_merge),
                 cmocka_unit_test(test_concurrent),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

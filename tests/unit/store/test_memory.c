@@ -80,13 +80,23 @@ static void test_image(void **state) {
         assert_int_equal(gr.objects_removed, 2); /* m1 and its old chunk */
         assert_int_equal(store_memory_get(s, &m2, bfd), 0);
         assert_int_equal(store_memory_get(s, &m1, bfd), -ENOENT);
-        char rel[STORE_HEX_LEN + 4], p[4400];
-        store_obj_relpath(&m2, rel);
-        snprintf(p, sizeof p, "%s/objects/%s", sdir, rel);
-        assert_int_equal(unlink(p), 0);
+        /* damage the image object inside its pack: verify names it */
+        char name[64], p[4400];
+        uint64_t blk, blen;
+        assert_int_equal(obj_locate(s, &m2, name, &blk, &blen), 0);
+        snprintf(p, sizeof p, "%s/packs/%s", sdir, name);
+        int pfd = open(p, O_RDWR | O_CLOEXEC);
+        assert_true(pfd >= 0);
+        uint8_t c;
+        assert_int_equal(pread(pfd, &c, 1, (off_t)(blk + blen - 1)), 1);
+        c ^= 1;
+        assert_int_equal(pwrite(pfd, &c, 1, (off_t)(blk + blen - 1)), 1);
+        close(pfd);
         struct store_verify_result vr;
         assert_int_equal(store_verify(s, NULL, NULL, NULL, NULL, &vr), 0);
-        assert_int_equal(vr.problems, 1);
+        assert_true(vr.problems >= 1);
+        assert_int_equal(store_memory_get(s, &m2, bfd), -EBADMSG);
+        printf("  %s\n", store_error_detail());
         close(fd);
         close(bfd);
         store_free(s);
