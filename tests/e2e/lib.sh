@@ -92,3 +92,38 @@ wait_until() {
         done
         return 0
 }
+
+# ---- durable sessions (issue 4) ----------------------------------------------------
+
+# field ID KEY.PATH: a field of the session object as the daemon has it now
+field() { json_get "$(sp inspect --json "$1" </dev/null 2>/dev/null)" "$2"; }
+
+# record_sandbox ID: notes the session's current sandbox (after a resume, restore or
+# recovery it has a new one) so the fixture's cleanup checks it too
+record_sandbox() {
+        _js=$(sp inspect --json "$1" </dev/null) || return 1
+        _sbx=$(json_get "$_js" sandbox_id)
+        [ -n "$_sbx" ] || return 0
+        grep -q " $_sbx " "$STATE/created" 2>/dev/null ||
+                echo "$1 $_sbx $(json_get "$_js" init_pid)" >>"$STATE/created"
+}
+
+# state_is ID STATE: true when the session is in that state
+state_is() { [ "$(field "$1" state)" = "$2" ]; }
+
+# host_pids SBX: the host pids in the sandbox's cgroups (any controller, v1 or v2)
+host_pids() {
+        cat /sys/fs/cgroup/*/space/"$1"/cgroup.procs /sys/fs/cgroup/space/"$1"/cgroup.procs 2>/dev/null | sort -u
+}
+
+# alive_of PIDS...: those of the pids that still exist
+alive_of() {
+        for _p in "$@"; do [ -e "/proc/$_p" ] && echo "$_p"; done
+        return 0
+}
+
+# snap_ids ID: the session's snapshot ids, oldest first
+snap_ids() { sp snapshots -q "$1" </dev/null; }
+
+# events_json ID: the whole event log, one JSON object per line
+events_json() { sp events --json "$1" </dev/null; }
