@@ -69,7 +69,10 @@ cleanup() {
         export SPACE_HOST="$(cat "$STATE/host")"
         data=$(cat "$STATE/data")
         pid=$(cat "$STATE/pid" 2>/dev/null || echo)
-        left=$("$SPACE" ls --quiet 2>/dev/null)
+        # a deleted session may stay listed as "terminated": only the others are left over
+        left=$("$SPACE" ls --json 2>/dev/null | python3 -c 'import json,sys
+for s in json.load(sys.stdin).get("sessions", []):
+    if s.get("state") != "terminated": print(s["id"])' 2>/dev/null)
         if [ -n "$left" ]; then
                 echo "deleting sessions the tests left: $(echo $left)"
                 # shellcheck disable=SC2086
