@@ -281,6 +281,11 @@ static int parse_number(struct parser *ps, struct json **ret) {
         if (!j)
                 return fail(ps, -ENOMEM, "out of memory");
         j->num = strtod(tmp, NULL);
+        if (!isfinite(j->num)) {
+                /* 1e999 would turn into inf, which JSON can't write back */
+                json_free(j);
+                return fail(ps, -EINVAL, "number out of range");
+        }
         if (integral) {
                 errno = 0;
                 long long v = strtoll(tmp, NULL, 10);
@@ -611,6 +616,12 @@ void json_w_uint(struct json_writer *w, uint64_t v) {
 void json_w_double(struct json_writer *w, double v) {
         if (!isfinite(v)) {
                 json_w_null(w);
+                return;
+        }
+        if (v == 0.0 && signbit(v)) {
+                /* "-0" would read back as the integer 0 */
+                w_sep(w);
+                w_put(w, "-0.0", 4);
                 return;
         }
         char t[40];

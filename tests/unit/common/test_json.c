@@ -55,7 +55,7 @@ static void test_refusals(void **state) {
         const char *bad[] = {
                 "", "   ", "{", "[1,2", "{\"a\"}", "{\"a\":1,}", "[1,]", "01", "1.", "-", "1e", "tru", "nul",
                 "\"abc", "\"\\x\"", "\"\\u12\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\u0000\"", "\"\x01\"",
-                "\"\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "{1:2}", "[1] x", "{\"a\":1}}",
+                "\"\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "{1:2}", "[1] x", "{\"a\":1}}", "1e999", "-1e400",
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
                 print_message("refuse: %s\n", bad[i]);
@@ -102,13 +102,14 @@ static void test_writer_round_trip(void **state) {
         json_w_bool(&w, true);
         json_w_null(&w);
         json_w_double(&w, 0.1);
+        json_w_double(&w, -0.0);
         json_w_strn(&w, "bad\xff", 4);
         json_w_arr_end(&w);
         json_w_kbool(&w, "b", false);
         json_w_obj_end(&w);
         assert_int_equal(w.err, 0);
         const char *expect = "{\"s\":\"quote\\\" back\\\\ nl\\n ctl\\u0001 \xc3\xa9\",\"n\":-42,"
-                             "\"a\":[true,null,0.1,\"bad\xef\xbf\xbd\"],\"b\":false}";
+                             "\"a\":[true,null,0.1,-0.0,\"bad\xef\xbf\xbd\"],\"b\":false}";
         assert_string_equal(buf_cstr(&b), expect);
 
         _cleanup_json_ struct json *j = parse_ok(buf_cstr(&b));
