@@ -1807,8 +1807,7 @@ static int do_events(int argc, char **argv) {
                 }
                 printed += p.n;
                 bool more = p.more && p.n > 0;
-                if (p.next > after || p.n > 0)
-                        after = p.next;
+                after = p.next; /* the library never moves it back */
                 space_event_page_free(&p);
                 if (r || (limit && printed >= limit))
                         break;

@@ -941,7 +941,9 @@ int space_event_list(space_session *s, uint64_t after, unsigned limit, struct sp
                 ev->data = TAKE_PTR(d.data);
         }
         p.more = json_get_bool(j, "more", false);
-        p.next = json_get(j, "next") ? get_u64(j, "next") : (p.n ? p.events[p.n - 1].seq : after);
+        /* Go on after the last event received: whether the daemon's "next" names the last
+         * seq sent or the first one to come, this neither skips nor repeats an event. */
+        p.next = p.n && p.events[p.n - 1].seq > after ? p.events[p.n - 1].seq : after;
         *ret = p;
         return 0;
 }
