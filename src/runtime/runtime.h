@@ -66,6 +66,9 @@ struct runtime_ops {
         int (*freeze)(struct rt_sandbox *sb);
         int (*thaw)(struct rt_sandbox *sb);
         int (*health)(struct rt_sandbox *sb, struct rt_health *ret);
+        /* Frees sb and closes its fds but leaves the sandbox running (the daemon stops;
+         * adopt() finds it again). Accepts NULL. */
+        void (*release)(struct rt_sandbox *sb);
         /* Kills every process, unmounts, removes cgroups, frees sb. Accepts NULL. */
         int (*destroy)(struct rt_sandbox *sb);
         /* For what a sandbox left behind when its rt_sandbox was lost (daemon crash):

@@ -513,6 +513,15 @@ static int connect_init(const char *run_dir) {
         return TAKE_FD(fd);
 }
 
+static void ns_release(struct rt_sandbox *sb) {
+        if (!sb)
+                return;
+        sb->cg = rt_cgroup_free(sb->cg);
+        sb->sock = safe_close(sb->sock);
+        sb->pidfd = safe_close(sb->pidfd);
+        sandbox_free(sb);
+}
+
 static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         runtime_set_error("%s", "");
         if (!spec || !id_valid(spec->id) || !spec->lower_dirs || !path_valid(spec->upper_dir) ||
@@ -930,5 +939,6 @@ const struct runtime_ops rt_ns_ops = {
         .thaw = ns_thaw,
         .health = ns_health,
         .destroy = ns_destroy,
+        .release = ns_release,
         .reclaim = ns_reclaim,
 };
