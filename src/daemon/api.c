@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "daemon/api.h"
+#include "daemon/durlogic.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
 #include "runtime/runtime.h"
@@ -37,16 +38,26 @@ int api_body_json(struct conn *c, struct json **ret) {
 struct session *api_session(struct conn *c, bool running) {
         const char *id = api_param(&c->params, "id");
         struct session *s = id ? ses_find(c->d, id) : NULL;
-        if (!s) {
+        if (!s || s->freed || s->state == META_SESSION_TERMINATED) {
                 conn_reply_error(c, 404, "no session %.40s", id ? id : "");
                 return NULL;
         }
-        if (running && s->state == SES_DEAD) {
-                conn_reply_error(c, 503, "session %s is dead: %s", s->id, s->error ? s->error : "sandbox gone");
+        /* A token, when the client sends one, must be the session's (docs/api.md). */
+        const char *token = http_request_header(c->req, SES_TOKEN_HEADER);
+        if (token && !ses_token_ok(s, token)) {
+                conn_reply_error(c, 401, "wrong token for session %s", s->id);
                 return NULL;
         }
-        if (running && s->state == SES_CREATING) {
-                conn_reply_error(c, 409, "session %s is still starting", s->id);
+        if (!running)
+                return s;
+        const char *why;
+        int st = dl_action_status(DL_EXEC, s->state, &why);
+        if (st == 0 && !ses_usable(s)) {
+                st = 503;
+                why = s->lost ? "its sandbox died; it is being recovered" : "its sandbox is being replaced";
+        }
+        if (st) {
+                conn_reply_error(c, st, "session %s: %s", s->id, why);
                 return NULL;
         }
         return s;
@@ -158,7 +169,7 @@ void api_session_create(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
         if (api_body_json(c, &body) < 0)
                 return;
-        int r = ses_create(c->d, c, body);
+        int r = dur_create(c->d, c, body);
         if (r < 0)
                 conn_reply_error(c, 500, "creating the session: %s", strerror(-r));
 }
@@ -199,9 +210,7 @@ void api_session_delete(struct conn *c) {
         struct session *s = api_session(c, false);
         if (!s)
                 return;
-        log_info("%s: deleting (sandbox %s)", s->id, s->sbx_id);
-        ses_delete(s, "session deleted");
-        conn_reply_empty(c, 204);
+        dur_delete(s, c);
 }
 
 /* ---- exec ---- */
@@ -319,6 +328,15 @@ void api_exec(struct conn *c) {
                 return;
         }
         op->background = background;
+        op->started_ms = meta_now_ms();
+        {
+                struct buf ab = BUF_INIT(0);
+                struct json_writer aw = JSON_WRITER_INIT(&ab);
+                json_w_value(&aw, argv);
+                if (!aw.err && buf_putc(&ab, '\0') == 0)
+                        op->argv_json = strdup(ab.data);
+                buf_free(&ab);
+        }
         r = ses_send_req(s, op->id, &req);
         buf_free(&req);
         if (r == 0 && has_stdin) {

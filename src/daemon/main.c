@@ -1,6 +1,7 @@
 /* spaced: the SPACE host daemon. Parses options, takes the data directory (one daemon per
- * directory, enforced by a lock), cleans what a previous run left, and runs the event loop
- * until SIGTERM/SIGINT, when it destroys every sandbox and exits. */
+ * directory, enforced by a lock), opens the metadata and snapshot stores, brings every
+ * durable session back (re-attached, recovered or paused), and runs the event loop until
+ * SIGTERM/SIGINT, when it snapshots what changed, stops the sandboxes and exits. */
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -36,8 +37,10 @@ static void usage(FILE *f) {
                 "  --help             this text\n"
                 "  --version          the version\n"
                 "\n"
-                "SIGTERM or SIGINT destroys every sandbox and exits. On start, sandboxes a previous\n"
-                "run left in DIR/sandboxes are destroyed (sessions are not durable yet).\n");
+                "Sessions are durable (DIR/meta.db, DIR/store): after a restart, even after kill -9,\n"
+                "running sessions are re-attached to their sandboxes or recovered from their newest\n"
+                "snapshot, paused ones stay paused. SIGTERM or SIGINT takes a last snapshot of every\n"
+                "changed session, stops the sandboxes and exits; the next start brings them back.\n");
 }
 
 static int parse_level(const char *s, enum log_level *ret) {
@@ -48,34 +51,6 @@ static int parse_level(const char *s, enum log_level *ret) {
                         return 0;
                 }
         return -EINVAL;
-}
-
-/* Destroys what a previous spaced left in DATA/sandboxes: processes, mounts, cgroups,
- * files. Runs under the data-dir lock, so no live daemon owns any of it. */
-static void cleanup_stale(struct daemon *d) {
-        _cleanup_free_ char *dir = NULL;
-        if (asprintf(&dir, "%s/sandboxes", d->data_dir) < 0)
-                return;
-        _cleanup_closedir_ DIR *dp = opendir(dir);
-        if (!dp)
-                return;
-        int n = 0;
-        struct dirent *de;
-        while ((de = readdir(dp))) {
-                if (de->d_name[0] == '.')
-                        continue;
-                _cleanup_free_ char *sdir = NULL, *run = NULL;
-                if (asprintf(&sdir, "%s/%s", dir, de->d_name) < 0 || asprintf(&run, "%s/run", sdir) < 0)
-                        return;
-                if (d->rt->reclaim && d->rt->reclaim(de->d_name, run) < 0)
-                        log_warn("reclaiming %s: %s", de->d_name, runtime_last_error());
-                int r = rt_rm_rf(sdir);
-                if (r < 0)
-                        log_warn("removing %s: %s", sdir, strerror(-r));
-                n++;
-        }
-        if (n)
-                log_info("cleaned up %d sandbox(es) left by a previous run", n);
 }
 
 static void signal_event(struct loop_src *src, uint32_t revents) {
@@ -96,6 +71,7 @@ static void timer_event(struct loop_src *src, uint32_t revents) {
         uint64_t ticks;
         (void)!read(src->fd, &ticks, sizeof ticks);
         ses_tick(d);
+        dur_tick(d);
         srv_tick(d);
 }
 
@@ -174,7 +150,7 @@ int main(int argc, char **argv) {
         log_set_level(level);
 
         struct daemon dm = { .unix_src.fd = -1, .tcp_src.fd = -1, .sig_src.fd = -1, .timer_src.fd = -1,
-                             .tpl_src.fd = -1, .tpl_wfd = -1 };
+                             .tpl_src.fd = -1, .tpl_wfd = -1, .job_src.fd = -1 };
         struct daemon *d = &dm;
         d->rt = runtime_find(runtime);
         if (!d->rt) {
@@ -229,7 +205,14 @@ int main(int argc, char **argv) {
                 log_error("runtime %s: host setup failed: %s", d->rt->name, *runtime_last_error() ? runtime_last_error() : strerror(-r));
                 return 1;
         }
-        cleanup_stale(d);
+        if ((r = dur_open(d)) < 0) {
+                log_error("opening the stores in %s failed: %s", d->data_dir, strerror(-r));
+                return 1;
+        }
+        if ((r = dur_load(d)) < 0) {
+                log_error("loading sessions failed: %s", strerror(-r));
+                return 1;
+        }
 
         d->sig_src.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         d->sig_src.cb = signal_event;
@@ -271,12 +254,11 @@ int main(int argc, char **argv) {
         }
 
         srv_close_all(d);
-        size_t n = d->n_sessions;
+        dur_shutdown(d);
         while (d->sessions)
-                ses_delete(d->sessions, "the daemon is shutting down");
+                ses_free(d->sessions);
         loop_run_once(d->loop, 0);
-        if (n)
-                log_info("destroyed %zu session(s)", n);
+        dur_close(d);
         if (d->jobs)
                 log_warn("template builds still running are abandoned");
         if (pidfile)

@@ -12,6 +12,15 @@ const struct api_route api_routes[] = {
         { "GET", "/v1/sessions", API_BODY_JSON, api_session_list },
         { "GET", "/v1/sessions/{id}", API_BODY_JSON, api_session_get },
         { "DELETE", "/v1/sessions/{id}", API_BODY_JSON, api_session_delete },
+        { "POST", "/v1/sessions/{id}/snapshots", API_BODY_JSON, api_snapshot_create },
+        { "GET", "/v1/sessions/{id}/snapshots", API_BODY_JSON, api_snapshot_list },
+        { "POST", "/v1/sessions/{id}/pause", API_BODY_JSON, api_session_pause },
+        { "POST", "/v1/sessions/{id}/resume", API_BODY_JSON, api_session_resume },
+        { "POST", "/v1/sessions/{id}/restore", API_BODY_JSON, api_session_restore },
+        { "POST", "/v1/sessions/{id}/fork", API_BODY_JSON, api_session_fork },
+        { "GET", "/v1/sessions/{id}/events", API_BODY_JSON, api_events_list },
+        { "POST", "/v1/sessions/{id}/events", API_BODY_JSON, api_events_append },
+        { "POST", "/v1/sessions/{id}/connect", API_BODY_JSON, api_session_connect },
         { "POST", "/v1/sessions/{id}/exec", API_BODY_JSON, api_exec },
         { "GET", "/v1/sessions/{id}/processes", API_BODY_JSON, api_process_list },
         { "GET", "/v1/sessions/{id}/processes/{pid}/output", API_BODY_JSON, api_process_output },
@@ -25,6 +34,7 @@ const struct api_route api_routes[] = {
         { "GET", "/v1/templates", API_BODY_JSON, api_template_list },
         { "POST", "/v1/templates", API_BODY_JSON, api_template_build },
         { "DELETE", "/v1/templates/{name}", API_BODY_JSON, api_template_delete },
+        { "POST", "/v1/gc", API_BODY_JSON, api_gc },
 };
 const size_t api_n_routes = sizeof api_routes / sizeof api_routes[0];
 

@@ -40,12 +40,22 @@ const char *api_param(const struct api_params *p, const char *name);
 /* "GET, DELETE": the methods that serve path, for the Allow header. */
 void api_allowed_methods(const char *path, char *out, size_t outsz);
 
-/* Handlers (api.c, api_files.c, api_exec.c, api_templates.c). */
+/* Handlers (api.c, api_sessions.c, api_files.c, api_templates.c). */
 void api_health(struct conn *c);
 void api_session_create(struct conn *c);
 void api_session_list(struct conn *c);
 void api_session_get(struct conn *c);
 void api_session_delete(struct conn *c);
+void api_snapshot_create(struct conn *c);
+void api_snapshot_list(struct conn *c);
+void api_session_pause(struct conn *c);
+void api_session_resume(struct conn *c);
+void api_session_restore(struct conn *c);
+void api_session_fork(struct conn *c);
+void api_events_list(struct conn *c);
+void api_events_append(struct conn *c);
+void api_session_connect(struct conn *c);
+void api_gc(struct conn *c);
 void api_exec(struct conn *c);
 void api_process_list(struct conn *c);
 void api_process_output(struct conn *c);

@@ -51,6 +51,10 @@ static void conn_close(struct conn *c) {
                 tpl_conn_gone(c->job);
                 c->job = NULL;
         }
+        if (c->waiter) {
+                c->waiter->conn = NULL;
+                c->waiter = NULL;
+        }
         loop_del(c->d->loop, &c->src);
         c->src.fd = safe_close(c->src.fd);
         if (c->prev)
@@ -146,6 +150,10 @@ static void conn_request_done(struct conn *c) {
         if (c->job) {
                 tpl_conn_gone(c->job);
                 c->job = NULL;
+        }
+        if (c->waiter) {
+                c->waiter->conn = NULL;
+                c->waiter = NULL;
         }
         c->resp_done = true;
         c->streaming = false;

@@ -1,5 +1,6 @@
-/* Sessions: one sandbox each (made through the runtime ops table), its socket to
- * space-init in the event loop, and the requests in flight on it. Frames from init are
+/* Sessions in memory: the live sandbox of each (made through the runtime ops table), its
+ * socket to space-init in the event loop, and the requests in flight on it. The lifecycle
+ * (create, snapshots, pause, recovery, ...) is durable.c's. Frames from init are
  * routed by request id to the HTTP connection waiting for them; when that client reads
  * too slowly, frame handling for the whole sandbox stops until it catches up (space-init
  * then holds the command's output back). */
@@ -16,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/proto.h"
+#include "daemon/durlogic.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
 #include "runtime/fsutil.h"
@@ -24,6 +26,9 @@
 
 static void ses_process(struct session *s);
 static void ses_update_events(struct session *s);
+
+/* No sandbox to talk to (none, or it died and waits for its recovery). */
+static bool ses_dead(const struct session *s) { return !s->sb || s->lost; }
 
 struct session *ses_find(struct daemon *d, const char *id) {
         for (struct session *s = d->sessions; s; s = s->next)
@@ -34,7 +39,7 @@ struct session *ses_find(struct daemon *d, const char *id) {
 
 bool ses_template_in_use(struct daemon *d, const char *name) {
         for (struct session *s = d->sessions; s; s = s->next)
-                if (s->state != SES_DEAD && strcmp(s->template, name) == 0)
+                if (s->state != META_SESSION_TERMINATED && strcmp(s->template, name) == 0)
                         return true;
         return false;
 }
@@ -69,14 +74,14 @@ static void ses_flush(struct session *s) {
                         next = op->next;
                         if (op->kind == OP_WRITE && op->conn && op->conn->in_paused)
                                 conn_resume_input(op->conn);
-                        if (s->state == SES_DEAD || ses_out_full(s))
+                        if (ses_dead(s) || ses_out_full(s))
                                 break;
                 }
         }
 }
 
 int ses_send(struct session *s, uint8_t type, uint32_t id, const void *payload, size_t len) {
-        if (s->state == SES_DEAD || s->init_src.fd < 0)
+        if (ses_dead(s) || s->init_src.fd < 0)
                 return -EPIPE;
         if (len > PROTO_MAX_PAYLOAD)
                 return -EMSGSIZE;
@@ -127,7 +132,11 @@ int ses_op_new(struct session *s, struct conn *c, enum op_kind kind, struct op *
         return 0;
 }
 
-static void op_free_deferred(void *p) { free(p); }
+static void op_free_deferred(void *p) {
+        struct op *op = p;
+        free(op->argv_json);
+        free(op);
+}
 
 void op_done(struct op *op) {
         /* Callers up the stack may still hold op (a reply can close the client, which ends
@@ -186,19 +195,18 @@ void op_conn_gone(struct op *op) {
         case OP_EXEC:
                 if (!op->got_resp || op->background)
                         return; /* decided when the RESP comes */
-                if (s->state != SES_DEAD)
+                if (!ses_dead(s))
                         op_kill_fg(op);
                 op_done(op);
                 return;
         case OP_ATTACH:
         case OP_READ:
         case OP_WRITE:
-                if (s->state != SES_DEAD)
+                if (!ses_dead(s))
                         (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);
                 op_done(op);
                 return;
         case OP_HELLO:
-                s->create_conn = NULL;
                 op_done(op);
                 return;
         case OP_SIMPLE:
@@ -212,7 +220,7 @@ void op_conn_gone(struct op *op) {
 /* ---- JSON of a session ---- */
 
 static void ses_refresh_health(struct session *s) {
-        if (s->state == SES_DEAD || !s->sb)
+        if (ses_dead(s))
                 return;
         struct rt_health h = { 0 };
         if (s->rt->health(s->sb, &h) == 0) {
@@ -222,15 +230,23 @@ static void ses_refresh_health(struct session *s) {
         }
 }
 
+static void write_id_or_null(struct json_writer *w, const char *key, const char *id) {
+        json_w_key(w, key);
+        if (id && *id)
+                json_w_str(w, id);
+        else
+                json_w_null(w);
+}
+
 void ses_write_json(struct json_writer *w, struct session *s) {
         ses_refresh_health(s);
         char ts[40];
         util_rfc3339(s->created_at, ts, sizeof ts);
-        static const char *const states[] = { "creating", "running", "dead" };
+        bool has_sb = s->sb && !s->lost;
         json_w_obj_begin(w);
         json_w_kstr(w, "id", s->id);
-        json_w_kstr(w, "sandbox_id", s->sbx_id);
-        json_w_kstr(w, "state", states[s->state]);
+        write_id_or_null(w, "sandbox_id", has_sb ? s->sbx_id : NULL);
+        json_w_kstr(w, "state", meta_session_state_name(s->state));
         json_w_kstr(w, "template", s->template);
         json_w_kstr(w, "runtime", s->rt->name);
         json_w_kstr(w, "created_at", ts);
@@ -243,15 +259,36 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         json_w_kint(w, "pids", s->pids);
         json_w_obj_end(w);
         json_w_kbool(w, "network", s->network);
-        json_w_kint(w, "init_pid", s->init_pid);
+        json_w_kint(w, "snapshot_interval_ms", s->interval_ms);
+        json_w_kint(w, "retention", s->retention);
+        write_id_or_null(w, "head_snapshot", s->head);
+        write_id_or_null(w, "parent_session", s->parent_session);
+        write_id_or_null(w, "source_snapshot", s->source_snapshot);
+        json_w_kint(w, "recoveries", s->recoveries);
+        json_w_key(w, "last_snapshot_at");
+        if (s->last_snapshot_ms > 0) {
+                util_rfc3339((time_t)(s->last_snapshot_ms / 1000), ts, sizeof ts);
+                json_w_str(w, ts);
+        } else {
+                json_w_null(w);
+        }
+        json_w_key(w, "init_pid");
+        if (has_sb)
+                json_w_int(w, s->init_pid);
+        else
+                json_w_null(w);
         json_w_key(w, "health");
-        json_w_obj_begin(w);
-        json_w_kbool(w, "alive", s->state != SES_DEAD);
-        json_w_kbool(w, "oom_killed", s->oom_killed);
-        json_w_key(w, "memory_bytes");
-        json_w_uint(w, s->state == SES_DEAD ? 0 : s->mem_bytes);
-        json_w_kint(w, "pids", s->state == SES_DEAD ? 0 : s->n_pids);
-        json_w_obj_end(w);
+        if (has_sb) {
+                json_w_obj_begin(w);
+                json_w_kbool(w, "alive", true);
+                json_w_kbool(w, "oom_killed", s->oom_killed);
+                json_w_key(w, "memory_bytes");
+                json_w_uint(w, s->mem_bytes);
+                json_w_kint(w, "pids", s->n_pids);
+                json_w_obj_end(w);
+        } else {
+                json_w_null(w);
+        }
         if (s->error)
                 json_w_kstr(w, "error", s->error);
         json_w_obj_end(w);
@@ -260,7 +297,7 @@ void ses_write_json(struct json_writer *w, struct session *s) {
 /* ---- failing and tearing down ---- */
 
 /* Every request in flight on s ends with status + msg. */
-static void ses_fail_ops(struct session *s, int status, const char *msg) {
+void ses_fail_ops(struct session *s, int status, const char *msg) {
         while (s->ops) {
                 struct op *op = s->ops;
                 struct conn *c = op->conn;
@@ -283,17 +320,30 @@ static void ses_unwatch(struct session *s) {
         s->pid_src.fd = -1;
 }
 
-static void ses_destroy_sandbox(struct session *s) {
+void ses_drop_sandbox(struct session *s, int status, const char *msg) {
+        s->ready = false;
+        s->hello_deadline_ms = 0;
+        s->stalled = false;
+        for (struct conn *c = s->d->conns; c; c = c->next)
+                if (c->op && c->op->ses == s)
+                        c->sandbox_stalled = false;
+        ses_fail_ops(s, status, msg);
         ses_unwatch(s);
         if (s->sb) {
                 if (s->rt->destroy(s->sb) < 0)
                         log_warn("%s: destroying sandbox %s: %s", s->id, s->sbx_id, runtime_last_error());
                 s->sb = NULL;
         }
+        s->lost = false;
+        s->init_pid = 0;
+        buf_reset(&s->in);
+        s->in_off = 0;
+        buf_reset(&s->out);
+        s->out_off = 0;
 }
 
 void ses_mark_dead(struct session *s, const char *fmt, ...) {
-        if (s->state == SES_DEAD)
+        if (ses_dead(s))
                 return;
         char msg[512];
         va_list ap;
@@ -302,26 +352,19 @@ void ses_mark_dead(struct session *s, const char *fmt, ...) {
         va_end(ap);
         ses_refresh_health(s);
         log_warn("%s: sandbox %s died: %s", s->id, s->sbx_id, msg);
-        bool creating = s->state == SES_CREATING;
-        s->state = SES_DEAD;
         free(s->error);
         s->error = strdup(msg);
+        s->lost = true;
+        s->ready = false;
         s->stalled = false;
         for (struct conn *c = s->d->conns; c; c = c->next)
                 if (c->op && c->op->ses == s)
                         c->sandbox_stalled = false;
-        ses_destroy_sandbox(s);
-        if (creating) {
-                /* Nobody has seen this session yet: it goes away whole. */
-                struct conn *c = s->create_conn;
-                s->create_conn = NULL;
-                ses_fail_ops(s, 500, msg);
-                if (c)
-                        conn_reply_error(c, 500, "sandbox failed to start: %s", msg);
-                ses_delete(s, NULL);
-                return;
-        }
+        /* No more events from it; the sandbox itself is destroyed by the recovery, which
+         * waits for a job that may still use it (a capture). */
+        ses_unwatch(s);
         ses_fail_ops(s, 503, msg);
+        dur_sandbox_lost(s, msg);
 }
 
 static void ses_free_deferred(void *p) {
@@ -337,22 +380,33 @@ static void ses_free_deferred(void *p) {
         free(s);
 }
 
-void ses_delete(struct session *s, const char *why) {
+int ses_alloc(struct daemon *d, const char *id, struct session **ret) {
+        if (strlen(id) > SES_ID_LEN)
+                return -EINVAL;
+        struct session *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->d = d;
+        s->rt = d->rt;
+        strcpy(s->id, id);
+        s->init_src.fd = -1;
+        s->pid_src.fd = -1;
+        s->in = BUF_INIT(PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD + 2 * SES_READ_CHUNK);
+        s->out = BUF_INIT(SES_OUT_MAX);
+        s->next = d->sessions;
+        if (d->sessions)
+                d->sessions->prev = s;
+        d->sessions = s;
+        d->n_sessions++;
+        *ret = s;
+        return 0;
+}
+
+void ses_free(struct session *s) {
         if (s->freed)
                 return;
         s->freed = true;
-        ses_fail_ops(s, 503, why ? why : "session deleted");
-        if (s->create_conn) {
-                struct conn *c = s->create_conn;
-                s->create_conn = NULL;
-                conn_reply_error(c, 503, "session deleted while starting");
-        }
-        ses_destroy_sandbox(s);
-        if (s->dir) {
-                int r = rt_rm_rf(s->dir);
-                if (r < 0)
-                        log_warn("%s: removing %s: %s", s->id, s->dir, strerror(-r));
-        }
+        ses_drop_sandbox(s, 503, "session deleted");
         if (s->prev)
                 s->prev->next = s->next;
         else
@@ -464,9 +518,60 @@ static void op_exit_event(struct op *op, const struct json *exit) {
 
 bool api_resp_is_error(const struct json *resp) { return json_get(resp, "error") != NULL; }
 
+/* The event log's record of a command: at its start (exit NULL), and at its end for a
+ * foreground one (a background one ends unseen; ps and output tell how). */
+static void exec_event(struct op *op, const struct json *exit) {
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        char ts[40];
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "phase", exit ? "end" : "start");
+        json_w_key(&w, "argv");
+        if (op->argv_json)
+                json_w_raw(&w, op->argv_json, strlen(op->argv_json));
+        else
+                json_w_null(&w);
+        json_w_kint(&w, "pid", op->pid);
+        dl_rfc3339_ms(op->started_ms, ts, sizeof ts);
+        json_w_kstr(&w, "started_at", ts);
+        json_w_kbool(&w, "background", op->background);
+        if (exit) {
+                int64_t v;
+                dl_rfc3339_ms(meta_now_ms(), ts, sizeof ts);
+                json_w_kstr(&w, "ended_at", ts);
+                if (json_get_int(exit, "exit_code", &v) == 0)
+                        json_w_kint(&w, "exit_code", v);
+                if (json_get_int(exit, "signal", &v) == 0)
+                        json_w_kint(&w, "signal", v);
+                if (json_get_bool(exit, "timed_out", false))
+                        json_w_kbool(&w, "timed_out", true);
+                if (json_get(exit, "error"))
+                        json_w_kstr(&w, "error", "stream failed");
+        }
+        json_w_obj_end(&w);
+        if (!w.err)
+                dur_event(op->ses, "exec", &b);
+        buf_free(&b);
+}
+
 static void on_exec_resp(struct op *op, const struct json *resp) {
         struct conn *c = op->conn;
         if (api_resp_is_error(resp)) {
+                struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "phase", "failed");
+                json_w_key(&w, "argv");
+                if (op->argv_json)
+                        json_w_raw(&w, op->argv_json, strlen(op->argv_json));
+                else
+                        json_w_null(&w);
+                const char *m = json_get_str(json_get(resp, "error"), "message");
+                json_w_kstr(&w, "error", m ? m : "could not start");
+                json_w_obj_end(&w);
+                if (!w.err)
+                        dur_event(op->ses, "exec", &b);
+                buf_free(&b);
                 op_done(op);
                 if (c)
                         api_reply_init_error(c, resp, true);
@@ -474,6 +579,7 @@ static void on_exec_resp(struct op *op, const struct json *resp) {
         }
         op->got_resp = true;
         (void)json_get_int(resp, "pid", &op->pid);
+        exec_event(op, NULL);
         if (op->background) {
                 op_done(op);
                 if (c) {
@@ -542,25 +648,12 @@ static void on_hello(struct session *s, const struct json *hello) {
                 ses_mark_dead(s, "space-init speaks protocol version %" PRId64 ", spaced %d", version, PROTO_VERSION);
                 return;
         }
-        if (s->state != SES_CREATING)
-                return;
-        s->state = SES_RUNNING;
-        for (struct op *op = s->ops; op; op = op->next)
-                if (op->kind == OP_HELLO) {
-                        op_done(op);
-                        break;
-                }
-        log_info("%s: sandbox %s running (template %s, init pid %d)", s->id, s->sbx_id, s->template, (int)s->init_pid);
-        struct conn *c = s->create_conn;
-        s->create_conn = NULL;
-        if (c) {
-                c->op = NULL;
-                struct buf b = BUF_INIT(0);
-                struct json_writer w = JSON_WRITER_INIT(&b);
-                ses_write_json(&w, s);
-                conn_reply_json(c, 201, &b);
-                buf_free(&b);
-        }
+        if (s->hello_deadline_ms == 0)
+                return; /* not waiting for one */
+        s->hello_deadline_ms = 0;
+        s->ready = true;
+        log_info("%s: sandbox %s ready (template %s, init pid %d)", s->id, s->sbx_id, s->template, (int)s->init_pid);
+        dur_sandbox_ready(s);
 }
 
 static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t *payload) {
@@ -642,6 +735,8 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                         op_output(op, h->type == PROTO_STDOUT ? 0 : 1, payload, h->len, false);
                 return;
         case PROTO_EXIT:
+                if (op->kind == OP_EXEC && !op->background)
+                        exec_event(op, j);
                 if (op->kind == OP_EXEC || op->kind == OP_ATTACH) {
                         op_flush_carry(op);
                         op_exit_event(op, j); /* ends the response; the op ends with it */
@@ -675,7 +770,7 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
 static void ses_process(struct session *s) {
         /* Frames are handled in place; s->in is not touched until the loop ends, so payload
          * pointers stay valid through the handlers (which never read from init). */
-        while (!s->freed && s->state != SES_DEAD && !s->stalled) {
+        while (!s->freed && !ses_dead(s) && !s->stalled) {
                 struct proto_hdr h;
                 const uint8_t *payload;
                 struct buf view = { .data = s->in.data + s->in_off, .len = s->in.len - s->in_off };
@@ -703,7 +798,7 @@ static void ses_process(struct session *s) {
                 buf_consume(&s->in, s->in_off);
                 s->in_off = 0;
         }
-        if (s->state != SES_DEAD)
+        if (!ses_dead(s))
                 ses_update_events(s);
 }
 
@@ -715,7 +810,7 @@ void ses_resume(struct session *s) {
 }
 
 static void ses_update_events(struct session *s) {
-        if (s->state == SES_DEAD || s->init_src.fd < 0 || s->freed)
+        if (ses_dead(s) || s->init_src.fd < 0 || s->freed)
                 return;
         uint32_t ev = 0;
         if (!s->stalled && s->in.len < PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD + SES_READ_CHUNK)
@@ -751,7 +846,7 @@ static void init_event(struct loop_src *src, uint32_t revents) {
         struct session *s = (struct session *)((char *)src - offsetof(struct session, init_src));
         if (revents & EPOLLOUT)
                 ses_flush(s);
-        if (s->state == SES_DEAD)
+        if (ses_dead(s))
                 return;
         if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
                 if (s->stalled || buf_reserve(&s->in, SES_READ_CHUNK) < 0) {
@@ -767,7 +862,7 @@ static void init_event(struct loop_src *src, uint32_t revents) {
                 }
                 if (n == 0) {
                         ses_process(s);
-                        if (!s->freed && s->state != SES_DEAD)
+                        if (!s->freed && !ses_dead(s))
                                 ses_init_gone(s, "space-init closed its connection");
                         return;
                 }
@@ -775,7 +870,7 @@ static void init_event(struct loop_src *src, uint32_t revents) {
                         s->in.len += (size_t)n;
                 ses_process(s);
         }
-        if (s->state != SES_DEAD)
+        if (!s->freed && !ses_dead(s))
                 ses_update_events(s);
 }
 
@@ -784,7 +879,7 @@ static void pid_event(struct loop_src *src, uint32_t revents) {
         struct session *s = (struct session *)((char *)src - offsetof(struct session, pid_src));
         /* Frames init sent before it died are still worth delivering. */
         if (s->init_src.fd >= 0) {
-                for (int i = 0; i < 64 && s->state != SES_DEAD && !s->stalled && !s->freed; i++) {
+                for (int i = 0; i < 64 && !ses_dead(s) && !s->stalled && !s->freed; i++) {
                         if (buf_reserve(&s->in, SES_READ_CHUNK) < 0)
                                 break;
                         ssize_t n = recv(s->init_src.fd, s->in.data + s->in.len, SES_READ_CHUNK, MSG_DONTWAIT);
@@ -794,7 +889,7 @@ static void pid_event(struct loop_src *src, uint32_t revents) {
                         ses_process(s);
                 }
         }
-        if (s->state == SES_DEAD || s->freed)
+        if (ses_dead(s) || s->freed)
                 return;
         ses_init_gone(s, "space-init ended");
 }
@@ -803,7 +898,7 @@ void ses_tick(struct daemon *d) {
         uint64_t now = srv_now_ms();
         for (struct session *s = d->sessions, *next; s; s = next) {
                 next = s->next;
-                if (s->state == SES_CREATING && now > s->hello_deadline_ms)
+                if (s->hello_deadline_ms && now > s->hello_deadline_ms && !ses_dead(s))
                         ses_mark_dead(s, "space-init did not say hello within %d ms", SES_HELLO_TIMEOUT_MS);
         }
 }
@@ -854,183 +949,50 @@ int ses_parse_env(const struct json *obj, char ***ret, size_t *ret_n, const char
         return env_from_json(obj, ret, ret_n, why);
 }
 
-int ses_create(struct daemon *d, struct conn *c, const struct json *body) {
-        if (d->n_sessions >= SPACED_MAX_SESSIONS) {
-                conn_reply_error(c, 409, "too many sessions (%d)", SPACED_MAX_SESSIONS);
-                return 0;
-        }
-        const char *tpl = TEMPLATE_BASE;
-        const struct json *v;
-        if ((v = json_get(body, "template")) && json_type(v) != JSON_NULL) {
-                tpl = json_str(v);
-                if (!tpl) {
-                        conn_reply_error(c, 400, "template must be a string");
-                        return 0;
-                }
-        }
-        if (!template_name_valid(tpl)) {
-                conn_reply_error(c, 400, "invalid template name \"%.80s\"", tpl);
-                return 0;
-        }
-        if (!template_exists(d->data_dir, tpl) || tpl_building(d, tpl)) {
-                conn_reply_error(c, 404, "template %s does not exist (build it: space template build %s ...)", tpl, tpl);
-                return 0;
-        }
-        uint64_t memory = SES_DEFAULT_MEMORY;
-        if ((v = json_get(body, "memory")) && json_type(v) != JSON_NULL) {
-                int64_t m;
-                if (json_type(v) == JSON_STRING) {
-                        if (util_parse_size(json_str(v), &memory) < 0) {
-                                conn_reply_error(c, 400, "memory: bad size \"%.40s\" (use 512M, 1.5G or bytes)", json_str(v));
-                                return 0;
-                        }
-                } else if (json_int(v, &m) == 0 && m >= 0) {
-                        memory = (uint64_t)m;
-                } else {
-                        conn_reply_error(c, 400, "memory must be a size string or a number of bytes");
-                        return 0;
-                }
-                if (memory == 0)
-                        memory = SES_DEFAULT_MEMORY;
-                if (memory < (8u << 20) || memory > SES_MAX_MEMORY) {
-                        conn_reply_error(c, 400, "memory must be between 8M and 1T");
-                        return 0;
-                }
-        }
-        double cpus = 0;
-        if ((v = json_get(body, "cpus")) && json_type(v) != JSON_NULL) {
-                if (json_type(v) != JSON_NUMBER || !(json_num(v) >= 0) || json_num(v) > SES_MAX_CPUS) {
-                        conn_reply_error(c, 400, "cpus must be a number between 0 (no limit) and %g", SES_MAX_CPUS);
-                        return 0;
-                }
-                cpus = json_num(v);
-                if (cpus > 0 && cpus < 0.01) {
-                        conn_reply_error(c, 400, "cpus must be at least 0.01");
-                        return 0;
-                }
-        }
-        uint32_t pids = SES_DEFAULT_PIDS;
-        if ((v = json_get(body, "pids")) && json_type(v) != JSON_NULL) {
-                int64_t p;
-                if (json_int(v, &p) < 0 || p < 0 || p > SES_MAX_PIDS) {
-                        conn_reply_error(c, 400, "pids must be an integer between 0 (default) and %u", SES_MAX_PIDS);
-                        return 0;
-                }
-                if (p > 0)
-                        pids = (uint32_t)p;
-        }
-        bool network = false;
-        if ((v = json_get(body, "network")) && json_type(v) != JSON_NULL) {
-                if (json_type(v) != JSON_BOOL) {
-                        conn_reply_error(c, 400, "network must be true or false");
-                        return 0;
-                }
-                network = json_is_true(v);
-        }
-        char **env = NULL;
-        size_t n_env = 0;
-        const char *why = "bad env";
-        int r = env_from_json(json_get(body, "env"), &env, &n_env, &why);
-        if (r < 0) {
-                conn_reply_error(c, r == -ENOMEM ? 500 : 400, "%s", why);
-                return 0;
-        }
+bool ses_token_ok(const struct session *s, const char *token) {
+        char h[META_HASH_HEX + 1];
+        if (!dl_token_well_formed(token) || !s->token_hash[0] || meta_token_hash(token, h) < 0)
+                return false;
+        /* Constant time: how much of a guess matched must not show in the answer time. */
+        unsigned char diff = 0;
+        for (size_t i = 0; i < META_HASH_HEX; i++)
+                diff |= (unsigned char)(h[i] ^ s->token_hash[i]);
+        return diff == 0;
+}
 
-        struct session *s = calloc(1, sizeof *s);
-        if (!s) {
-                for (size_t i = 0; i < n_env; i++)
-                        free(env[i]);
-                free(env);
-                return -ENOMEM;
+void ses_unwatch_keep(struct session *s) {
+        ses_unwatch(s);
+        if (s->sb) {
+                if (s->rt->release)
+                        s->rt->release(s->sb);
+                s->sb = NULL; /* without release: the handle leaks, the sandbox lives */
         }
-        s->d = d;
-        s->rt = d->rt;
-        s->env = env;
-        s->n_env = n_env;
-        s->memory = memory;
-        s->cpus = cpus;
-        s->pids = pids;
-        s->network = network;
-        s->state = SES_CREATING;
-        s->created_at = time(NULL);
-        s->init_src.fd = -1;
-        s->pid_src.fd = -1;
-        s->in = BUF_INIT(PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD + 2 * SES_READ_CHUNK);
-        s->out = BUF_INIT(SES_OUT_MAX);
-        s->template = strdup(tpl);
-        do {
-                if ((r = util_random_id("ses_", s->id, sizeof s->id)) < 0 ||
-                    (r = util_random_id("sbx_", s->sbx_id, sizeof s->sbx_id)) < 0)
-                        break;
-        } while (ses_find(d, s->id));
-        _cleanup_free_ char *lower = NULL, *upper = NULL, *work = NULL, *run = NULL;
-        if (r == 0 && (!s->template || asprintf(&s->dir, "%s/sandboxes/%s", d->data_dir, s->sbx_id) < 0 ||
-                       asprintf(&upper, "%s/upper", s->dir) < 0 || asprintf(&work, "%s/work", s->dir) < 0 ||
-                       asprintf(&run, "%s/run", s->dir) < 0))
-                r = -ENOMEM;
-        if (r == 0)
-                r = template_rootfs_path(d->data_dir, tpl, &lower);
-        if (r < 0) {
-                ses_free_deferred(s);
-                return r;
-        }
-        /* Link it now so a failure path can use ses_delete, which removes the dir. */
-        s->next = d->sessions;
-        if (d->sessions)
-                d->sessions->prev = s;
-        d->sessions = s;
-        d->n_sessions++;
+        s->ready = false;
+        s->sbx_id[0] = '\0';
+        free(s->dir);
+        s->dir = NULL;
+}
 
-        if (mkdir(s->dir, 0700) < 0 || mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(run, 0700) < 0) {
-                conn_reply_error(c, 500, "making %s: %s", s->dir, strerror(errno));
-                ses_delete(s, NULL);
-                return 0;
-        }
-        struct rt_spec spec = {
-                .id = s->sbx_id,
-                .lower_dirs = lower,
-                .upper_dir = upper,
-                .work_dir = work,
-                .run_dir = run,
-                .init_path = d->init_path,
-                .limits = { .memory_bytes = memory, .cpu_millis = (uint32_t)(cpus * 1000 + 0.5), .pids = pids },
-                .network = network,
-        };
-        uint64_t t0 = srv_now_ms();
-        r = d->rt->create(&spec, &s->sb);
-        if (r < 0) {
-                const char *e = runtime_last_error();
-                int status = r == -EOPNOTSUPP || r == -EINVAL ? 400 : 500;
-                conn_reply_error(c, status, "creating the sandbox failed: %s", *e ? e : strerror(-r));
-                s->sb = NULL;
-                ses_delete(s, NULL);
-                return 0;
-        }
-        log_debug("%s: sandbox %s made in %" PRIu64 " ms", s->id, s->sbx_id, srv_now_ms() - t0);
-        s->init_pid = d->rt->init_pid(s->sb);
-        int ifd = d->rt->init_fd(s->sb), pfd = d->rt->pid_fd(s->sb);
+int ses_watch(struct session *s) {
+        struct daemon *d = s->d;
+        s->init_pid = s->rt->init_pid(s->sb);
+        int ifd = s->rt->init_fd(s->sb), pfd = s->rt->pid_fd(s->sb);
         /* The socket is the sandbox's; we only need it non-blocking for the loop. */
         int fl = fcntl(ifd, F_GETFL);
-        if (fl < 0 || fcntl(ifd, F_SETFL, fl | O_NONBLOCK) < 0) {
-                conn_reply_error(c, 500, "init socket: %s", strerror(errno));
-                ses_delete(s, NULL);
-                return 0;
-        }
+        if (fl < 0 || fcntl(ifd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        s->lost = false;
+        s->ready = false;
+        s->oom_killed = false;
         s->init_src.fd = ifd;
         s->init_src.cb = init_event;
         s->pid_src.fd = pfd;
         s->pid_src.cb = pid_event;
+        int r;
         if ((r = loop_add(d->loop, &s->init_src, EPOLLIN)) < 0 || (r = loop_add(d->loop, &s->pid_src, EPOLLIN)) < 0) {
-                conn_reply_error(c, 500, "watching the sandbox: %s", strerror(-r));
-                ses_delete(s, NULL);
-                return 0;
-        }
-        struct op *op;
-        if ((r = ses_op_new(s, c, OP_HELLO, &op)) < 0) {
-                ses_delete(s, NULL);
+                ses_unwatch(s);
                 return r;
         }
-        s->create_conn = c;
         s->hello_deadline_ms = srv_now_ms() + SES_HELLO_TIMEOUT_MS;
         /* HELLO may already be in the socket; the loop will see it. */
         return 0;

@@ -1,6 +1,7 @@
-/* spaced's internal types: the daemon, its HTTP connections, sessions (one sandbox each
- * for now) and the requests in flight between an HTTP client and a sandbox's space-init.
- * Shared by server.c, session.c, api*.c and main.c; nothing here is a public API. */
+/* spaced's internal types: the daemon, its HTTP connections, durable sessions (at most one
+ * live sandbox each), their lifecycle actions and worker jobs, and the requests in flight
+ * between an HTTP client and a sandbox's space-init. Shared by server.c, session.c,
+ * durable.c, worker.c, api*.c and main.c; nothing here is a public API. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -9,6 +10,8 @@
 
 #include "common/buf.h"
 #include "common/json.h"
+#include "meta/meta.h"
+#include "store/store.h"
 #include "daemon/http.h"
 #include "daemon/loop.h"
 #include "daemon/routes.h"
@@ -40,11 +43,37 @@
 #define SES_MAX_MEMORY (1ull << 40)
 #define SES_MAX_PIDS 1000000u
 #define SES_MAX_CPUS 1024.0
+/* Durable sessions (docs/sessions.md). */
+#define SES_DEFAULT_INTERVAL_MS 30000     /* rolling snapshots; 0 = off */
+#define SES_MIN_INTERVAL_MS 1000
+#define SES_MAX_INTERVAL_MS (7ll * 24 * 3600 * 1000)
+#define SES_DEFAULT_RETENTION 10u         /* rolling snapshots kept */
+#define SES_MAX_RETENTION 10000u
+#define SES_MAX_FORKS 64                  /* sessions one fork request makes */
+#define SES_MAX_QUEUED_ACTIONS 64         /* lifecycle requests waiting per session */
+#define SES_EVENTS_DEFAULT 100
+#define SES_EVENTS_MAX META_PAGE_MAX      /* 1000 */
+#define SES_EVENT_DATA_MAX META_JSON_MAX  /* 64 KiB */
+#define SES_LABEL_MAX META_LABEL_MAX      /* 256 bytes */
+#define SES_TOKEN_BYTES 32                /* random bytes; 43 url-safe base64 chars */
+#define SES_TOKEN_LEN 43
+#define SES_TOKEN_HEADER "X-Space-Session-Token"
+#define SES_RECOVER_RETRY_MS 1000         /* a recovery that failed is tried again after */
+#define SPACED_GC_INTERVAL_MS (10 * 60 * 1000)
+#define SPACED_WORKERS 2                  /* threads for captures, materializations, GC */
 
 struct daemon;
 struct session;
 struct op;
 struct tpl_job;
+struct action;
+struct job;
+
+/* Something that will answer a client later (a lifecycle action, a fork group): the
+ * connection forgets it when it closes or gets its answer, so *conn is never stale. */
+struct conn_waiter {
+        struct conn *conn;
+};
 
 enum conn_state {
         CONN_IDLE,        /* parsing the next request */
@@ -82,23 +111,46 @@ struct conn {
         struct buf body;
         struct op *op;         /* request in flight to a sandbox, if any */
         struct tpl_job *job;   /* template build streaming to this client, if any */
+        struct conn_waiter *waiter; /* lifecycle action that will answer, if any */
         /* CONN_BODY_STREAM: body bytes; returns <0 to fail the request. */
         int (*on_body)(struct conn *c, const char *data, size_t n);
         void (*on_body_end)(struct conn *c);
 };
 
-enum ses_state { SES_CREATING, SES_RUNNING, SES_DEAD };
-
 struct session {
         struct daemon *d;
         struct session *next, *prev;
         char id[SES_ID_LEN + 1];
-        char sbx_id[SES_ID_LEN + 1];
+        char sbx_id[SES_ID_LEN + 1]; /* the live sandbox; "" when none */
         char *template;
-        char *dir;           /* DATA/sandboxes/<sbx_id> */
-        enum ses_state state;
-        char *error;         /* why it is dead */
+        char *dir;           /* DATA/sandboxes/<sbx_id>, NULL when no sandbox */
+        enum meta_session_state state; /* as committed in meta */
+        char *error;         /* why the last sandbox died or a recovery failed */
         time_t created_at;
+        /* durable fields (mirrors of meta) */
+        int64_t interval_ms;
+        uint32_t retention;
+        char head[META_ID_SIZE];        /* head snapshot id, "" when none */
+        struct store_hash head_hash;    /* its store record: parent of the next capture */
+        char parent_session[META_ID_SIZE];
+        char source_snapshot[META_ID_SIZE];
+        char token_hash[META_HASH_HEX + 1];
+        uint32_t recoveries;
+        int64_t last_snapshot_ms;       /* 0 = never */
+        /* sandbox bookkeeping */
+        bool ready;          /* the sandbox said HELLO: requests may go to it */
+        bool lost;           /* it died unasked; a recovery is queued */
+        bool adopting;       /* re-attaching after a daemon restart */
+        int64_t clean_since_ns;   /* the upper dir held exactly head at this time */
+        uint64_t next_rolling_ms; /* monotonic ms of the next rolling check */
+        unsigned recover_failures;
+        uint64_t recover_at_ms;   /* a failed recovery is retried at this time */
+        /* lifecycle: one action at a time, the others wait in order */
+        struct action *act;
+        struct action *queue;
+        unsigned n_queued;
+        struct job *job;     /* worker job in flight for the current action */
+        bool kick_pending;   /* the next action starts after this batch */
         uint64_t memory;
         double cpus;
         uint32_t pids;
@@ -116,8 +168,7 @@ struct session {
         size_t out_off;
         uint32_t next_id;
         struct op *ops;      /* requests in flight */
-        struct conn *create_conn; /* the POST /v1/sessions waiting for HELLO */
-        uint64_t hello_deadline_ms;
+        uint64_t hello_deadline_ms; /* 0: not waiting for HELLO */
         bool stalled;        /* frame handling stops until a client drains */
         bool oom_killed;     /* last health seen */
         uint64_t mem_bytes;
@@ -156,6 +207,9 @@ struct op {
         bool upload_failed;  /* the client sent a bad body: abort */
         /* OP_SIMPLE: turns the RESP JSON into the HTTP answer. */
         void (*on_resp)(struct conn *c, const struct json *resp);
+        /* OP_EXEC: for the event log. */
+        char *argv_json;
+        int64_t started_ms;
 };
 
 struct daemon {
@@ -177,6 +231,16 @@ struct daemon {
         struct tpl_job *jobs;
         uint64_t request_timeout_ms; /* 0: CONN_REQUEST_TIMEOUT_MS */
         bool stopping;
+        /* durability */
+        struct meta *meta;        /* used by the loop thread only */
+        struct store *store;      /* shared with the workers (thread-safe) */
+        struct workers *workers;
+        struct loop_src job_src;  /* completions from the workers */
+        uint64_t next_gc_ms;
+        bool gc_running;
+        struct conn_waiter *gc_waiters[16];
+        size_t n_gc_waiters;
+        unsigned captures_in_flight; /* store records not yet in meta: GC must wait */
 };
 
 /* server.c */
@@ -208,14 +272,30 @@ void conn_continue(struct conn *c);
 bool conn_over_high(const struct conn *c);
 
 /* session.c */
-int ses_create(struct daemon *d, struct conn *c, const struct json *body);
 struct session *ses_find(struct daemon *d, const char *id);
 void ses_write_json(struct json_writer *w, struct session *s);
-/* Destroys the sandbox, fails its requests, removes its files and frees it. */
-void ses_delete(struct session *s, const char *why);
+/* A session object in memory, linked into d (fields zero, fds -1). */
+int ses_alloc(struct daemon *d, const char *id, struct session **ret);
+/* Unlinks and frees s after the batch (its sandbox must be gone, no job in flight). */
+void ses_free(struct session *s);
+/* The sandbox died or misbehaved: requests on it end with 503 and a recovery follows. */
 void ses_mark_dead(struct session *s, const char *fmt, ...) _printf_(2, 3);
+/* Watches the new sandbox s->sb (init socket, pidfd) and waits for HELLO. */
+int ses_watch(struct session *s);
+/* Stops watching, destroys s->sb (if any); requests in flight end with status/msg. */
+void ses_drop_sandbox(struct session *s, int status, const char *msg);
+/* Requests in flight end with status + msg. */
+void ses_fail_ops(struct session *s, int status, const char *msg);
+/* Forgets s's sandbox without stopping it (it outlives the daemon, re-attached later). */
+void ses_unwatch_keep(struct session *s);
+/* The token matches the session's stored hash (constant-time compare). */
+bool ses_token_ok(const struct session *s, const char *token);
 bool ses_template_in_use(struct daemon *d, const char *name);
 void ses_tick(struct daemon *d);
+/* Whether requests may go to the sandbox now. */
+static inline bool ses_usable(const struct session *s) {
+        return s->state == META_SESSION_RUNNING && s->sb && s->ready && !s->lost;
+}
 /* {"K":"V"} -> NULL-terminated "K=V" strings; *why says what was wrong. */
 int ses_parse_env(const struct json *obj, char ***ret, size_t *ret_n, const char **why);
 /* A new request to init; the op is linked to c (which may be NULL). */
@@ -235,6 +315,33 @@ bool ses_out_full(const struct session *s);
 /* Maps an error RESP of init ({"error":{"code","errno","message"}}) to an HTTP answer. */
 void api_reply_init_error(struct conn *c, const struct json *resp, bool exec);
 bool api_resp_is_error(const struct json *resp);
+
+/* durable.c: the session lifecycle (docs/sessions.md) */
+int dur_open(struct daemon *d);      /* meta + store + workers */
+void dur_close(struct daemon *d);
+/* After a start: every session of meta back in memory (adopted, recovering, paused). */
+int dur_load(struct daemon *d);
+void dur_tick(struct daemon *d);     /* rolling snapshots, retries, periodic GC */
+/* SIGTERM: a final snapshot of every changed running session, sandboxes destroyed. */
+void dur_shutdown(struct daemon *d);
+int dur_create(struct daemon *d, struct conn *c, const struct json *body);
+void dur_snapshot(struct session *s, struct conn *c, const char *label);
+void dur_pause(struct session *s, struct conn *c);
+void dur_resume(struct session *s, struct conn *c);
+void dur_restore(struct session *s, struct conn *c, const char *snap_id);
+void dur_fork(struct session *s, struct conn *c, const char *snap_id, unsigned count);
+void dur_delete(struct session *s, struct conn *c);
+void dur_gc(struct daemon *d, struct conn *c);
+/* {"id","session","parent",...}: a snapshot as the API shows it. */
+void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m);
+/* session.c calls these: */
+void dur_sandbox_ready(struct session *s);                 /* HELLO came */
+void dur_sandbox_lost(struct session *s, const char *why); /* died unasked */
+/* Appends an event (JSON payload) to s's log; logs failures. */
+void dur_event(struct session *s, const char *kind, const struct buf *payload);
+/* An answer for a waiter, if its client is still there. */
+struct conn *waiter_take(struct conn_waiter *w);
+void waiter_set(struct conn_waiter *w, struct conn *c);
 
 /* tpl.c */
 int tpl_init(struct daemon *d);

@@ -1,0 +1,294 @@
+/* Route handlers of the durable-session API (docs/api.md, "Lifecycle"): snapshots and
+ * the timeline, pause, resume, restore, fork, the event log, connect (token check) and
+ * GC. They validate the request and answer bad input at once (with nothing changed);
+ * the work itself is a queued action of durable.c, which answers when it is done. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "daemon/api.h"
+#include "daemon/durlogic.h"
+#include "daemon/spaced.h"
+
+/* 409/503 now when nothing is queued that could change the state before it runs. */
+static bool state_ok_now(struct conn *c, struct session *s, enum dl_action a) {
+        if (s->act || s->queue)
+                return true; /* checked again when its turn comes */
+        const char *why;
+        int st = dl_action_status(a, s->state, &why);
+        if (st) {
+                conn_reply_error(c, st, "session %s: %s", s->id, why);
+                return false;
+        }
+        return true;
+}
+
+void api_snapshot_create(struct conn *c) {
+        _cleanup_json_ struct json *body = NULL;
+        if (api_body_json(c, &body) < 0)
+                return;
+        struct session *s = api_session(c, false);
+        if (!s)
+                return;
+        const struct json *v = json_get(body, "label");
+        const char *label = NULL;
+        if (v && json_type(v) != JSON_NULL) {
+                label = json_str(v);
+                if (!label) {
+                        conn_reply_error(c, 400, "label must be a string");
+                        return;
+                }
+                if (strlen(label) > SES_LABEL_MAX) {
+                        conn_reply_error(c, 400, "label is over %u bytes", SES_LABEL_MAX);
+                        return;
+                }
+        }
+        if (!state_ok_now(c, s, DL_SNAPSHOT))
+                return;
+        dur_snapshot(s, c, label);
+}
+
+void api_snapshot_list(struct conn *c) {
+        struct session *s = api_session(c, false);
+        if (!s)
+                return;
+        struct meta_snapshot *v = NULL;
+        size_t n = 0;
+        if (meta_snapshot_list(c->d->meta, s->id, &v, &n) < 0) {
+                conn_reply_error(c, 500, "reading the timeline: %s", meta_last_error(c->d->meta));
+                return;
+        }
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "snapshots");
+        json_w_arr_begin(&w);
+        for (size_t i = 0; i < n; i++)
+                dur_snapshot_json(&w, &v[i]);
+        json_w_arr_end(&w);
+        json_w_kstr(&w, "head", s->head[0] ? s->head : NULL);
+        json_w_obj_end(&w);
+        free(v);
+        conn_reply_json(c, 200, &b);
+        buf_free(&b);
+}
+
+void api_session_pause(struct conn *c) {
+        struct session *s = api_session(c, false);
+        if (s && state_ok_now(c, s, DL_PAUSE))
+                dur_pause(s, c);
+}
+
+void api_session_resume(struct conn *c) {
+        struct session *s = api_session(c, false);
+        if (s && state_ok_now(c, s, DL_RESUME))
+                dur_resume(s, c);
+}
+
+/* A snapshot id from the body that must belong to s: 404 otherwise, nothing changed. */
+static int body_snapshot(struct conn *c, struct session *s, const struct json *body, bool required, const char **ret) {
+        const struct json *v = json_get(body, "snapshot");
+        if (!v || json_type(v) == JSON_NULL) {
+                if (required) {
+                        conn_reply_error(c, 400, "snapshot (a snap_… id) is required");
+                        return -EINVAL;
+                }
+                *ret = NULL;
+                return 0;
+        }
+        const char *id = json_str(v);
+        if (!id) {
+                conn_reply_error(c, 400, "snapshot must be a snap_… id");
+                return -EINVAL;
+        }
+        struct meta_snapshot m;
+        if (!meta_id_valid("snap", id) || meta_snapshot_get(c->d->meta, id, &m) < 0 || strcmp(m.session_id, s->id) != 0) {
+                conn_reply_error(c, 404, "session %s has no snapshot %.40s", s->id, id);
+                return -ENOENT;
+        }
+        *ret = id;
+        return 0;
+}
+
+void api_session_restore(struct conn *c) {
+        _cleanup_json_ struct json *body = NULL;
+        if (api_body_json(c, &body) < 0)
+                return;
+        struct session *s = api_session(c, false);
+        if (!s)
+                return;
+        const char *snap;
+        if (body_snapshot(c, s, body, true, &snap) < 0 || !state_ok_now(c, s, DL_RESTORE))
+                return;
+        dur_restore(s, c, snap);
+}
+
+void api_session_fork(struct conn *c) {
+        _cleanup_json_ struct json *body = NULL;
+        if (api_body_json(c, &body) < 0)
+                return;
+        struct session *s = api_session(c, false);
+        if (!s)
+                return;
+        const char *snap;
+        if (body_snapshot(c, s, body, false, &snap) < 0)
+                return;
+        int64_t count = 1;
+        const struct json *v = json_get(body, "count");
+        if (v && json_type(v) != JSON_NULL && (json_int(v, &count) < 0 || count < 1 || count > SES_MAX_FORKS)) {
+                conn_reply_error(c, 400, "count must be an integer from 1 to %d", SES_MAX_FORKS);
+                return;
+        }
+        if (c->d->n_sessions + (size_t)count > SPACED_MAX_SESSIONS) {
+                conn_reply_error(c, 409, "too many sessions (%d)", SPACED_MAX_SESSIONS);
+                return;
+        }
+        if (!state_ok_now(c, s, DL_FORK))
+                return;
+        dur_fork(s, c, snap, (unsigned)count);
+}
+
+void api_events_list(struct conn *c) {
+        struct session *s = api_session(c, false);
+        if (!s)
+                return;
+        int64_t after, limit;
+        if (api_query_int(c, "after", 0, 0, INT64_MAX, &after) < 0 ||
+            api_query_int(c, "limit", SES_EVENTS_DEFAULT, 1, SES_EVENTS_MAX, &limit) < 0)
+                return;
+        struct meta_event *v = NULL;
+        size_t n = 0;
+        int64_t last = 0;
+        if (meta_event_list(c->d->meta, s->id, after, (unsigned)limit, &v, &n) < 0 ||
+            meta_event_last_seq(c->d->meta, s->id, &last) < 0) {
+                conn_reply_error(c, 500, "reading the event log: %s", meta_last_error(c->d->meta));
+                meta_events_free(v, n);
+                return;
+        }
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        int64_t next = after;
+        json_w_obj_begin(&w);
+        json_w_key(&w, "events");
+        json_w_arr_begin(&w);
+        for (size_t i = 0; i < n; i++) {
+                char ts[40];
+                dl_rfc3339_ms(v[i].time_ms, ts, sizeof ts);
+                json_w_obj_begin(&w);
+                json_w_kint(&w, "seq", v[i].seq);
+                json_w_kstr(&w, "time", ts);
+                json_w_kstr(&w, "kind", v[i].kind);
+                json_w_key(&w, "data");
+                json_w_raw(&w, v[i].payload, v[i].payload_len);
+                json_w_obj_end(&w);
+                next = v[i].seq;
+        }
+        json_w_arr_end(&w);
+        json_w_kint(&w, "next", next);
+        json_w_kbool(&w, "more", last > next);
+        json_w_obj_end(&w);
+        meta_events_free(v, n);
+        if (w.err)
+                conn_reply_error(c, 500, "event page: %s", strerror(-w.err));
+        else
+                conn_reply_json(c, 200, &b);
+        buf_free(&b);
+}
+
+void api_events_append(struct conn *c) {
+        _cleanup_json_ struct json *body = NULL;
+        if (api_body_json(c, &body) < 0)
+                return;
+        struct session *s = api_session(c, false);
+        if (!s)
+                return;
+        const char *kind = json_get_str(body, "kind");
+        if (!dl_agent_kind(kind)) {
+                conn_reply_error(c, 400, "kind must be agent, tool_call or note");
+                return;
+        }
+        const struct json *data = json_get(body, "data");
+        struct buf d = BUF_INIT(SES_EVENT_DATA_MAX);
+        struct json_writer w = JSON_WRITER_INIT(&d);
+        if (data)
+                json_w_value(&w, data);
+        else
+                json_w_null(&w);
+        if (w.err) {
+                buf_free(&d);
+                conn_reply_error(c, 413, "data is over %u bytes", SES_EVENT_DATA_MAX);
+                return;
+        }
+        int64_t seq = 0;
+        int r = meta_event_append(c->d->meta, s->id, kind, d.data, d.len, &seq);
+        buf_free(&d);
+        if (r < 0) {
+                conn_reply_error(c, r == -E2BIG ? 413 : 500, "appending the event: %s", meta_last_error(c->d->meta));
+                return;
+        }
+        struct buf b = BUF_INIT(0);
+        struct json_writer bw = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&bw);
+        json_w_kint(&bw, "seq", seq);
+        json_w_obj_end(&bw);
+        conn_reply_json(c, 201, &b);
+        buf_free(&b);
+}
+
+/* connect: the session + its processes (from space-init when a sandbox runs). */
+static void connect_resp(struct conn *c, const struct json *resp) {
+        const char *id = api_param(&c->params, "id");
+        struct session *s = id ? ses_find(c->d, id) : NULL;
+        if (!s) {
+                conn_reply_error(c, 404, "session %s went away", id ? id : "");
+                return;
+        }
+        struct buf o = BUF_INIT(0), b = BUF_INIT(0);
+        struct json_writer ow = JSON_WRITER_INIT(&o);
+        ses_write_json(&ow, s);
+        if (!ow.err && o.len >= 2) {
+                o.len--;
+                buf_append(&b, o.data, o.len);
+                buf_puts(&b, ",\"processes\":");
+                const struct json *p = resp ? json_get(resp, "processes") : NULL;
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                if (p && json_type(p) == JSON_ARRAY)
+                        json_w_value(&w, p);
+                else
+                        buf_puts(&b, "[]");
+                buf_puts(&b, "}");
+        }
+        buf_free(&o);
+        conn_reply_json(c, 200, &b);
+        buf_free(&b);
+}
+
+void api_session_connect(struct conn *c) {
+        _cleanup_json_ struct json *body = NULL;
+        if (api_body_json(c, &body) < 0)
+                return;
+        struct session *s = api_session(c, false);
+        if (!s)
+                return;
+        const char *token = json_get_str(body, "token");
+        if (!token) {
+                const char *h = http_request_header(c->req, SES_TOKEN_HEADER);
+                token = h;
+        }
+        if (!token || !ses_token_ok(s, token)) {
+                conn_reply_error(c, 401, "wrong or missing token for session %s", s->id);
+                return;
+        }
+        if (!ses_usable(s)) {
+                connect_resp(c, NULL);
+                return;
+        }
+        struct buf req = BUF_INIT(0);
+        buf_puts(&req, "{\"op\":\"ps\"}");
+        (void)api_simple_req(c, s, &req, connect_resp);
+        buf_free(&req);
+}
+
+void api_gc(struct conn *c) {
+        dur_gc(c->d, c);
+}

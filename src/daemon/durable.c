@@ -1,0 +1,2319 @@
+/* Durable sessions (docs/sessions.md): every lifecycle change of a session — create,
+ * snapshot, pause, resume, restore, fork, delete, crash recovery, re-attach after a
+ * daemon restart — as an action. A session runs one action at a time; the others wait
+ * in order. Slow steps (capture, materialize, store forks, GC) run on the worker
+ * threads; the loop thread alone writes the metadata store, and a change is committed
+ * there before any client hears of it. */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "daemon/api.h"
+#include "daemon/durlogic.h"
+#include "daemon/spaced.h"
+#include "daemon/util.h"
+#include "daemon/worker.h"
+#include "runtime/fsutil.h"
+#include "runtime/runtime.h"
+#include "runtime/template.h"
+
+#define DUR_HOST_ID "local"
+#define DUR_TENANT "default" /* tenants come with issue 6 */
+#define DUR_CAPTURE_TRIES 3 /* store_capture's -EAGAIN (it raced the GC) is retried */
+
+enum act_kind { ACT_START, ACT_SNAPSHOT, ACT_PAUSE, ACT_RESUME, ACT_RESTORE, ACT_FORK, ACT_DELETE, ACT_RECOVER };
+enum start_why { START_CREATE, START_RESUME, START_RESTORE, START_RECOVER, START_FORK, START_ADOPT };
+
+struct fork_group {
+        struct conn_waiter w;
+        unsigned n, n_done, n_failed;
+        char ids[SES_MAX_FORKS][SES_ID_LEN + 1];
+        char tokens[SES_MAX_FORKS][DL_TOKEN_LEN + 1];
+        bool ok[SES_MAX_FORKS];
+        char err[256];
+};
+
+struct action {
+        struct conn_waiter w;
+        struct action *next;
+        struct session *s;
+        enum act_kind kind;
+        enum start_why why;
+        enum meta_snapshot_reason reason;     /* ACT_SNAPSHOT */
+        char label[SES_LABEL_MAX + 1];
+        char snap[META_ID_SIZE];              /* restore / fork / create-from source */
+        unsigned count;                       /* fork */
+        char token[DL_TOKEN_LEN + 1];         /* create: shown once */
+        struct fork_group *group;             /* START_FORK */
+        unsigned fork_index;
+        bool waiting_hello;
+        bool internal;                        /* rolling, recovery: nobody waits */
+        char lost_sbx[META_ID_SIZE];          /* recovery */
+        char lost_reason[META_TEXT_MAX + 1];
+        bool lost_on_purpose;                 /* the daemon stopped it (SIGTERM) */
+};
+
+enum job_kind { JOB_CAPTURE, JOB_MATERIALIZE, JOB_FORK, JOB_GC };
+
+struct job {
+        struct wjob wj;
+        struct daemon *d;
+        struct session *s;
+        struct action *act;
+        enum job_kind kind;
+        void (*cont)(struct job *j);
+        int64_t start_ns;                      /* CLOCK_REALTIME: GC keeps records since */
+        /* capture */
+        char *dir;
+        const struct runtime_ops *rt;
+        struct rt_sandbox *sb;                 /* frozen during the capture, if set */
+        bool thaw;                             /* false: stays frozen (pause) */
+        bool check_dirty;
+        int64_t since_ns;
+        bool has_parent;
+        struct store_hash parent;              /* capture parent, materialize/fork source */
+        char session[META_ID_SIZE];
+        char label[SES_LABEL_MAX + 1];
+        enum store_reason sreason;
+        /* fork */
+        unsigned n;
+        char sessions[SES_MAX_FORKS][META_ID_SIZE];
+        struct store_hash out[SES_MAX_FORKS];
+        /* gc */
+        struct meta_hash *live;
+        size_t n_live;
+        struct store_gc_result gc;
+        /* results */
+        int r;
+        char err[512];
+        bool dirty;
+        struct store_hash result;
+        struct store_hash root;
+        struct store_op_stats stats;
+        int64_t frozen_at_ns;
+        uint64_t freeze_us, capture_us;
+};
+
+static void act_kick(struct session *s);
+static void act_done(struct action *a);
+static void start_begin(struct action *a);
+static void recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose);
+
+/* ---------------- small helpers ---------------- */
+
+static int64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static uint64_t mono_us(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+struct conn *waiter_take(struct conn_waiter *w) {
+        struct conn *c = w->conn;
+        w->conn = NULL;
+        if (c && c->waiter == w)
+                c->waiter = NULL;
+        return c;
+}
+
+void waiter_set(struct conn_waiter *w, struct conn *c) {
+        w->conn = c;
+        if (c)
+                c->waiter = w;
+}
+
+/* The message of the last failed meta call; kept across the rollback that follows it
+ * (a rollback clears meta's own). */
+static char rollback_err[256];
+
+static void rollback(struct daemon *d) {
+        const char *e = meta_last_error(d->meta);
+        if (*e)
+                snprintf(rollback_err, sizeof rollback_err, "%s", e);
+        (void)meta_rollback(d->meta);
+}
+
+static const char *merr(struct daemon *d) {
+        const char *e = meta_last_error(d->meta);
+        return *e ? e : rollback_err;
+}
+
+static enum store_reason store_reason_of(enum meta_snapshot_reason r) {
+        switch (r) {
+        case META_REASON_ROLLING: return STORE_REASON_ROLLING;
+        case META_REASON_PAUSE: return STORE_REASON_PAUSE;
+        case META_REASON_FORK:
+        case META_REASON_RESTORE: return STORE_REASON_FORK;
+        default: return STORE_REASON_MANUAL;
+        }
+}
+
+void dur_event(struct session *s, const char *kind, const struct buf *payload) {
+        int r = meta_event_append(s->d->meta, s->id, kind, payload->data, payload->len, NULL);
+        if (r < 0)
+                log_warn("%s: event %s not recorded: %s", s->id, kind, merr(s->d));
+}
+
+static char *sandbox_dir(struct daemon *d, const char *sbx) {
+        char *p = NULL;
+        return asprintf(&p, "%s/sandboxes/%s", d->data_dir, sbx) < 0 ? NULL : p;
+}
+
+/* Kills what is left of a sandbox nobody holds (a daemon crash, a failed adopt) and
+ * removes its directory. */
+static void reclaim_dir(struct daemon *d, const char *sbx) {
+        _cleanup_free_ char *dir = sandbox_dir(d, sbx), *run = NULL;
+        if (!dir || asprintf(&run, "%s/run", dir) < 0)
+                return;
+        if (d->rt->reclaim && d->rt->reclaim(sbx, run) < 0)
+                log_warn("reclaiming %s: %s", sbx, runtime_last_error());
+        int r = rt_rm_rf(dir);
+        if (r < 0)
+                log_warn("removing %s: %s", dir, strerror(-r));
+}
+
+/* Destroys s's sandbox (requests on it end with status/msg), removes its directory and
+ * records why in meta (dead: it died unasked; destroyed: on purpose). */
+static void drop_sandbox(struct session *s, int status, const char *msg, enum meta_sandbox_state st,
+                         const char *reason) {
+        ses_drop_sandbox(s, status, msg);
+        if (s->sbx_id[0]) {
+                if (s->dir) {
+                        int r = rt_rm_rf(s->dir);
+                        if (r < 0)
+                                log_warn("%s: removing %s: %s", s->id, s->dir, strerror(-r));
+                }
+                if (meta_sandbox_set_state(s->d->meta, s->sbx_id, st, reason) < 0)
+                        log_warn("%s: sandbox %s state: %s", s->id, s->sbx_id, merr(s->d));
+        }
+        free(s->dir);
+        s->dir = NULL;
+        s->sbx_id[0] = '\0';
+}
+
+static void snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m) {
+        char ts[40];
+        dl_rfc3339_ms(m->time_ms, ts, sizeof ts);
+        json_w_obj_begin(w);
+        json_w_kstr(w, "id", m->id);
+        json_w_kstr(w, "session", m->session_id);
+        json_w_key(w, "parent");
+        if (m->parent_id[0])
+                json_w_str(w, m->parent_id);
+        else
+                json_w_null(w);
+        json_w_kstr(w, "created_at", ts);
+        json_w_kstr(w, "reason", meta_snapshot_reason_name(m->reason));
+        json_w_key(w, "label");
+        if (m->label[0])
+                json_w_str(w, m->label);
+        else
+                json_w_null(w);
+        json_w_key(w, "bytes_added");
+        json_w_uint(w, m->bytes_added);
+        json_w_key(w, "logical_size");
+        json_w_uint(w, m->logical_size);
+        json_w_kstr(w, "root", m->root_hash);
+        json_w_obj_end(w);
+}
+
+void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m) { snapshot_write_json(w, m); }
+
+static void reply_session(struct conn *c, int status, struct session *s, const char *token) {
+        if (!c)
+                return;
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        if (!token) {
+                ses_write_json(&w, s);
+        } else {
+                /* The session object plus its token, shown this once. */
+                struct buf o = BUF_INIT(0);
+                struct json_writer ow = JSON_WRITER_INIT(&o);
+                ses_write_json(&ow, s);
+                if (o.len >= 2 && !ow.err) {
+                        o.len--; /* drop the closing brace */
+                        buf_puts(&b, "");
+                        buf_append(&b, o.data, o.len);
+                        buf_puts(&b, ",\"token\":\"");
+                        buf_puts(&b, token);
+                        buf_puts(&b, "\"}");
+                }
+                buf_free(&o);
+        }
+        conn_reply_json(c, status, &b);
+        buf_free(&b);
+}
+
+/* ---------------- actions: queue ---------------- */
+
+static struct action *act_new(struct session *s, enum act_kind kind, struct conn *c) {
+        struct action *a = calloc(1, sizeof *a);
+        if (!a) {
+                if (c)
+                        conn_reply_error(c, 500, "out of memory");
+                return NULL;
+        }
+        a->s = s;
+        a->kind = kind;
+        waiter_set(&a->w, c);
+        return a;
+}
+
+static void act_free(struct action *a) {
+        (void)waiter_take(&a->w);
+        free(a);
+}
+
+static void act_enqueue(struct session *s, struct action *a, bool front) {
+        if (front) {
+                a->next = s->queue;
+                s->queue = a;
+        } else {
+                struct action **pp = &s->queue;
+                while (*pp)
+                        pp = &(*pp)->next;
+                a->next = NULL;
+                *pp = a;
+        }
+        s->n_queued++;
+        act_kick(s);
+}
+
+/* Queues a request's action; 409 when too many wait already. */
+static bool act_submit(struct session *s, struct action *a) {
+        if (s->n_queued >= SES_MAX_QUEUED_ACTIONS) {
+                struct conn *c = waiter_take(&a->w);
+                if (c)
+                        conn_reply_error(c, 409, "session %s has %d requests waiting already", s->id,
+                                         SES_MAX_QUEUED_ACTIONS);
+                free(a);
+                return false;
+        }
+        act_enqueue(s, a, false);
+        return true;
+}
+
+static void act_run(struct action *a);
+
+static void act_kick_deferred(void *p) {
+        struct session *s = p;
+        s->kick_pending = false;
+        if (s->freed || s->act || !s->queue)
+                return;
+        struct action *a = s->queue;
+        s->queue = a->next;
+        s->n_queued--;
+        a->next = NULL;
+        s->act = a;
+        act_run(a);
+}
+
+/* Runs the next queued action after the current batch: never inside the stack of
+ * whoever queued it (often a frame handler of this very session). */
+static void act_kick(struct session *s) {
+        if (s->freed || s->kick_pending || s->act || !s->queue)
+                return;
+        if (loop_defer(s->d->loop, act_kick_deferred, s) == 0)
+                s->kick_pending = true;
+}
+
+static bool recover_queued(struct session *s) {
+        for (struct action *q = s->queue; q; q = q->next)
+                if (q->kind == ACT_RECOVER)
+                        return true;
+        return s->act && s->act->kind == ACT_RECOVER;
+}
+
+static void act_done(struct action *a) {
+        struct session *s = a->s;
+        if (s->act == a)
+                s->act = NULL;
+        act_free(a);
+        if (s->freed)
+                return;
+        /* The sandbox died while the action ran: recover now. */
+        if (s->lost && s->state == META_SESSION_RUNNING && !recover_queued(s))
+                recover_queue(s, s->sbx_id, s->error ? s->error : "sandbox lost", false);
+        act_kick(s);
+}
+
+/* Fails an action with an HTTP error to its client (if any) and ends it. */
+static void act_fail(struct action *a, int status, const char *fmt, ...) _printf_(3, 4);
+static void act_fail(struct action *a, int status, const char *fmt, ...) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        log_warn("%s: %s", a->s->id, msg);
+        struct conn *c = waiter_take(&a->w);
+        if (c)
+                conn_reply_error(c, status, "%s", msg);
+        act_done(a);
+}
+
+/* ---------------- jobs ---------------- */
+
+static void job_free(struct job *j) {
+        free(j->dir);
+        free(j->live);
+        free(j);
+}
+
+static void job_done_cb(struct wjob *wj) {
+        struct job *j = (struct job *)wj;
+        if (j->s && j->s->job == j)
+                j->s->job = NULL;
+        j->cont(j);
+        job_free(j);
+}
+
+static void job_work(struct wjob *wj);
+
+static struct job *job_new(struct session *s, struct action *a, enum job_kind kind, void (*cont)(struct job *)) {
+        struct job *j = calloc(1, sizeof *j);
+        if (!j)
+                return NULL;
+        j->d = s ? s->d : NULL;
+        j->s = s;
+        j->act = a;
+        j->kind = kind;
+        j->cont = cont;
+        j->wj.work = job_work;
+        j->wj.done = job_done_cb;
+        j->start_ns = now_ns();
+        if (s)
+                snprintf(j->session, sizeof j->session, "%s", s->id);
+        return j;
+}
+
+static int job_submit(struct job *j) {
+        int r = wk_submit(j->d->workers, &j->wj);
+        if (r < 0) {
+                job_free(j);
+                return r;
+        }
+        if (j->s)
+                j->s->job = j;
+        return 0;
+}
+
+static void job_set_err(struct job *j, const char *what, int r) {
+        const char *detail = store_error_detail();
+        snprintf(j->err, sizeof j->err, "%s: %s%s%s", what, strerror(-r), *detail ? ": " : "", detail);
+}
+
+static void work_capture(struct job *j) {
+        if (j->check_dirty && j->since_ns > 0) {
+                bool dirty = true;
+                int r = dl_dirty(j->dir, j->since_ns, &dirty);
+                if (r < 0)
+                        dirty = true; /* can't tell: capture (the store decides what is new) */
+                if (!dirty)
+                        return;
+        }
+        j->dirty = true;
+        uint64_t t0 = mono_us();
+        if (j->sb) {
+                int r = j->rt->freeze(j->sb);
+                if (r < 0) {
+                        j->r = r;
+                        snprintf(j->err, sizeof j->err, "freezing the sandbox: %s", runtime_last_error());
+                        (void)j->rt->thaw(j->sb);
+                        return;
+                }
+        }
+        /* Nothing in the sandbox changes from here until the thaw: whatever changes later
+         * has a ctime after this (the next change check compares against it). */
+        j->frozen_at_ns = now_ns();
+        struct store_capture_opts o = {
+                .session = j->session,
+                .label = j->label[0] ? j->label : NULL,
+                .reason = j->sreason,
+                .stats = &j->stats,
+        };
+        int r = -EAGAIN;
+        uint64_t t1 = mono_us();
+        for (int i = 0; i < DUR_CAPTURE_TRIES && r == -EAGAIN; i++) {
+                memset(&j->stats, 0, sizeof j->stats);
+                r = store_capture(j->d->store, j->dir, j->has_parent ? &j->parent : NULL, &o, &j->result);
+        }
+        uint64_t t2 = mono_us();
+        if (j->sb && j->thaw) {
+                int tr = j->rt->thaw(j->sb);
+                if (tr < 0)
+                        log_warn("%s: thaw: %s", j->session, runtime_last_error());
+        }
+        j->capture_us = t2 - t1;
+        j->freeze_us = j->sb ? mono_us() - t0 : 0;
+        if (r < 0) {
+                j->r = r;
+                job_set_err(j, "capture", r);
+                return;
+        }
+        struct store_snapshot_info info;
+        if (store_snapshot_get(j->d->store, &j->result, &info) == 0)
+                j->root = info.root;
+        /* A rolling snapshot that holds exactly its parent's files is not worth a record. */
+        if (j->check_dirty && j->has_parent) {
+                struct store_snapshot_info pi;
+                if (store_snapshot_get(j->d->store, &j->parent, &pi) == 0 && store_hash_eq(&pi.root, &info.root)) {
+                        (void)store_snapshot_forget(j->d->store, &j->result);
+                        j->dirty = false;
+                }
+        }
+}
+
+static void work_materialize(struct job *j) {
+        struct store_materialize_opts o = { .stats = &j->stats };
+        uint64_t t0 = mono_us();
+        int r = store_materialize(j->d->store, &j->parent, j->dir, &o);
+        j->capture_us = mono_us() - t0;
+        if (r < 0) {
+                j->r = r;
+                job_set_err(j, "materialize", r);
+        }
+}
+
+static void work_fork(struct job *j) {
+        for (unsigned i = 0; i < j->n; i++) {
+                int r = store_fork(j->d->store, &j->parent, j->sessions[i], j->label[0] ? j->label : NULL, &j->out[i]);
+                if (r < 0) {
+                        j->r = r;
+                        job_set_err(j, "fork", r);
+                        return;
+                }
+        }
+        struct store_snapshot_info info;
+        if (store_snapshot_get(j->d->store, &j->parent, &info) == 0) {
+                j->root = info.root;
+                j->stats.bytes_logical = info.bytes_logical;
+        }
+}
+
+static void work_gc(struct job *j) {
+        struct store_hash *live = calloc(j->n_live ? j->n_live : 1, sizeof *live);
+        if (!live) {
+                j->r = -ENOMEM;
+                return;
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < j->n_live; i++)
+                if (store_hash_from_hex(j->live[i].hex, &live[n]) == 0)
+                        n++;
+        struct store_gc_opts o = { .keep_since_ns = j->since_ns };
+        int r = store_gc(j->d->store, live, n, &o, &j->gc);
+        free(live);
+        if (r < 0) {
+                j->r = r;
+                job_set_err(j, "gc", r);
+        }
+}
+
+static void job_work(struct wjob *wj) {
+        struct job *j = (struct job *)wj;
+        switch (j->kind) {
+        case JOB_CAPTURE: work_capture(j); break;
+        case JOB_MATERIALIZE: work_materialize(j); break;
+        case JOB_FORK: work_fork(j); break;
+        case JOB_GC: work_gc(j); break;
+        }
+}
+
+/* ---------------- snapshots ---------------- */
+
+/* Starts a capture of s's upper dir (frozen meanwhile); cont gets the job. */
+static int capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw, bool check_dirty,
+                         void (*cont)(struct job *)) {
+        struct session *s = a->s;
+        struct job *j = job_new(s, a, JOB_CAPTURE, cont);
+        if (!j)
+                return -ENOMEM;
+        if (asprintf(&j->dir, "%s/upper", s->dir) < 0) {
+                j->dir = NULL;
+                job_free(j);
+                return -ENOMEM;
+        }
+        j->rt = s->rt;
+        j->sb = s->lost ? NULL : s->sb;
+        j->thaw = thaw;
+        j->check_dirty = check_dirty;
+        j->since_ns = s->clean_since_ns;
+        j->has_parent = s->head[0] != '\0';
+        j->parent = s->head_hash;
+        j->sreason = store_reason_of(reason);
+        snprintf(j->label, sizeof j->label, "%s", a->label);
+        int r = job_submit(j);
+        if (r == 0)
+                s->d->captures_in_flight++;
+        return r;
+}
+
+/* Records a captured snapshot in meta: the row, the new head and an event, in one
+ * transaction together with whatever `extra` adds (pause: the state). *ret gets the row. */
+static int snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_reason reason, const char *label,
+                           int (*extra)(struct session *s, const char *snap_id), struct meta_snapshot *ret) {
+        struct daemon *d = s->d;
+        struct meta_snapshot m = { .reason = reason, .bytes_added = j->stats.bytes_written,
+                                   .logical_size = j->stats.bytes_logical };
+        int r = meta_new_id("snap", m.id);
+        if (r < 0)
+                return r;
+        snprintf(m.session_id, sizeof m.session_id, "%s", s->id);
+        snprintf(m.parent_id, sizeof m.parent_id, "%s", s->head);
+        store_hash_to_hex(&j->result, m.store_hash);
+        store_hash_to_hex(&j->root, m.root_hash);
+        snprintf(m.label, sizeof m.label, "%s", label ? label : "");
+        struct buf ev = BUF_INIT(0);
+        if ((r = meta_begin(d->meta)) < 0)
+                goto out;
+        if ((r = meta_snapshot_add(d->meta, &m)) < 0 || (r = meta_session_set_head(d->meta, s->id, m.id)) < 0 ||
+            (r = dl_snapshot_event_json(&ev, m.id, meta_snapshot_reason_name(reason), m.bytes_added, label)) < 0 ||
+            (r = meta_event_append(d->meta, s->id, "snapshot", ev.data, ev.len, NULL)) < 0 ||
+            (extra && (r = extra(s, m.id)) < 0)) {
+                log_warn("%s: recording snapshot: %s", s->id, merr(d));
+                rollback(d);
+                goto out;
+        }
+        if ((r = meta_commit(d->meta)) < 0) {
+                log_warn("%s: committing snapshot: %s", s->id, merr(d));
+                rollback(d);
+                goto out;
+        }
+        snprintf(s->head, sizeof s->head, "%s", m.id);
+        s->head_hash = j->result;
+        s->last_snapshot_ms = meta_now_ms();
+        if (j->frozen_at_ns)
+                s->clean_since_ns = j->frozen_at_ns;
+        (void)meta_snapshot_get(d->meta, m.id, &m); /* the stored time */
+        if (ret)
+                *ret = m;
+out:
+        buf_free(&ev);
+        return r;
+}
+
+/* Retention: rolling snapshots beyond the session's newest `retention` leave meta first,
+ * then the store's list; the next GC frees what only they held. */
+static void retention_apply(struct session *s) {
+        struct daemon *d = s->d;
+        struct meta_id *ids = NULL;
+        size_t n = 0;
+        if (meta_snapshot_expired(d->meta, s->id, &ids, &n) < 0) {
+                log_warn("%s: retention: %s", s->id, merr(d));
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct meta_snapshot m;
+                if (meta_snapshot_get(d->meta, ids[i].s, &m) < 0)
+                        continue;
+                if (meta_snapshot_delete(d->meta, ids[i].s) < 0) {
+                        log_warn("%s: retention: deleting %s: %s", s->id, ids[i].s, merr(d));
+                        continue;
+                }
+                struct store_hash h;
+                if (store_hash_from_hex(m.store_hash, &h) == 0)
+                        (void)store_snapshot_forget(d->store, &h);
+        }
+        if (n)
+                log_debug("%s: retention dropped %zu rolling snapshot(s)", s->id, n);
+        free(ids);
+}
+
+static void snapshot_done(struct job *j) {
+        struct action *a = j->act;
+        struct session *s = a->s;
+        s->d->captures_in_flight--;
+        if (j->r < 0) {
+                act_fail(a, 500, "snapshot failed: %s", j->err);
+                return;
+        }
+        if (!j->dirty) {
+                log_debug("%s: rolling snapshot skipped: nothing changed", s->id);
+                act_done(a);
+                return;
+        }
+        struct meta_snapshot m;
+        int r = snapshot_commit(s, j, a->reason, a->label, NULL, &m);
+        if (r < 0) {
+                act_fail(a, 500, "recording the snapshot failed: %s", merr(s->d));
+                return;
+        }
+        log_info("%s: snapshot %s (%s): %" PRIu64 " bytes new, %" PRIu64 " files read, frozen %" PRIu64
+                 " us, capture %" PRIu64 " us",
+                 s->id, m.id, meta_snapshot_reason_name(a->reason), j->stats.bytes_written, j->stats.files_read,
+                 j->freeze_us, j->capture_us);
+        if (a->reason == META_REASON_ROLLING)
+                retention_apply(s);
+        struct conn *c = waiter_take(&a->w);
+        if (c) {
+                struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                snapshot_write_json(&w, &m);
+                conn_reply_json(c, 201, &b);
+                buf_free(&b);
+        }
+        act_done(a);
+}
+
+static void run_snapshot(struct action *a) {
+        struct session *s = a->s;
+        const char *why;
+        int st = dl_action_status(DL_SNAPSHOT, s->state, &why);
+        if (st == 0 && !ses_usable(s)) {
+                st = 503;
+                why = "the session has no running sandbox right now";
+        }
+        if (st) {
+                if (a->internal) {
+                        act_done(a);
+                        return;
+                }
+                act_fail(a, st, "%s", why);
+                return;
+        }
+        bool rolling = a->reason == META_REASON_ROLLING;
+        int r = capture_begin(a, a->reason, true, rolling, snapshot_done);
+        if (r < 0)
+                act_fail(a, 500, "starting the capture: %s", strerror(-r));
+}
+
+/* ---------------- starting a sandbox ---------------- */
+
+static void start_fail(struct action *a, const char *fmt, ...) _printf_(2, 3);
+
+static void start_created(struct action *a);
+
+static void start_materialized(struct job *j) {
+        struct action *a = j->act;
+        if (j->r < 0) {
+                start_fail(a, "restoring the files of %s: %s", a->s->head, j->err);
+                return;
+        }
+        log_debug("%s: materialized %s in %" PRIu64 " us (%" PRIu64 " files)", a->s->id, a->s->head, j->capture_us,
+                  j->stats.files);
+        start_created(a);
+}
+
+/* A new sandbox for s: its writable layer is the head snapshot (or empty), then it
+ * starts and says HELLO (dur_sandbox_ready). */
+static void start_begin(struct action *a) {
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        char sbx[SES_ID_LEN + 1];
+        int r = util_random_id("sbx_", sbx, sizeof sbx);
+        _cleanup_free_ char *upper = NULL, *work = NULL, *run = NULL;
+        char *dir = r == 0 ? sandbox_dir(d, sbx) : NULL;
+        if (!dir || asprintf(&upper, "%s/upper", dir) < 0 || asprintf(&work, "%s/work", dir) < 0 ||
+            asprintf(&run, "%s/run", dir) < 0) {
+                free(dir);
+                start_fail(a, "out of memory");
+                return;
+        }
+        if (mkdir(dir, 0700) < 0 || mkdir(work, 0700) < 0 || mkdir(run, 0700) < 0) {
+                r = -errno;
+                (void)rt_rm_rf(dir);
+                free(dir);
+                start_fail(a, "making the sandbox directory: %s", strerror(-r));
+                return;
+        }
+        struct meta_sandbox mb = { .state = META_SANDBOX_STARTING };
+        snprintf(mb.id, sizeof mb.id, "%s", sbx);
+        snprintf(mb.session_id, sizeof mb.session_id, "%s", s->id);
+        snprintf(mb.host_id, sizeof mb.host_id, DUR_HOST_ID);
+        snprintf(mb.runtime, sizeof mb.runtime, "%s", s->rt->name);
+        /* Known to meta before it exists: a crash from here on leaves a sandbox that the
+         * next start re-attaches or reclaims, never one nobody knows. */
+        if ((r = meta_begin(d->meta)) < 0 || (r = meta_sandbox_create(d->meta, &mb)) < 0 ||
+            (r = meta_session_set_sandbox(d->meta, s->id, sbx)) < 0 || (r = meta_commit(d->meta)) < 0) {
+                rollback(d);
+                (void)rt_rm_rf(dir);
+                free(dir);
+                start_fail(a, "recording the sandbox: %s", merr(d));
+                return;
+        }
+        snprintf(s->sbx_id, sizeof s->sbx_id, "%s", sbx);
+        free(s->dir);
+        s->dir = dir;
+        if (!s->head[0]) {
+                if (mkdir(upper, 0755) < 0) {
+                        start_fail(a, "making the writable layer: %s", strerror(errno));
+                        return;
+                }
+                start_created(a);
+                return;
+        }
+        struct job *j = job_new(s, a, JOB_MATERIALIZE, start_materialized);
+        if (!j || !(j->dir = strdup(upper))) {
+                if (j)
+                        job_free(j);
+                start_fail(a, "out of memory");
+                return;
+        }
+        j->parent = s->head_hash;
+        r = job_submit(j);
+        if (r < 0)
+                start_fail(a, "starting the restore: %s", strerror(-r));
+}
+
+static void start_created(struct action *a) {
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        _cleanup_free_ char *lower = NULL, *upper = NULL, *work = NULL, *run = NULL;
+        int r = template_rootfs_path(d->data_dir, s->template, &lower);
+        if (r < 0 || asprintf(&upper, "%s/upper", s->dir) < 0 || asprintf(&work, "%s/work", s->dir) < 0 ||
+            asprintf(&run, "%s/run", s->dir) < 0) {
+                start_fail(a, "template %s: %s", s->template, strerror(r < 0 ? -r : ENOMEM));
+                return;
+        }
+        if (!template_exists(d->data_dir, s->template)) {
+                start_fail(a, "template %s does not exist any more", s->template);
+                return;
+        }
+        struct rt_spec spec = {
+                .id = s->sbx_id,
+                .lower_dirs = lower,
+                .upper_dir = upper,
+                .work_dir = work,
+                .run_dir = run,
+                .init_path = d->init_path,
+                .limits = { .memory_bytes = s->memory, .cpu_millis = (uint32_t)(s->cpus * 1000 + 0.5), .pids = s->pids },
+                .network = s->network,
+        };
+        uint64_t t0 = srv_now_ms();
+        r = s->rt->create(&spec, &s->sb);
+        if (r < 0) {
+                s->sb = NULL;
+                const char *e = runtime_last_error();
+                start_fail(a, "creating the sandbox failed: %s", *e ? e : strerror(-r));
+                return;
+        }
+        /* The layer holds exactly the head snapshot up to now (create only set the owner
+         * of its root): later changes are what the next rolling snapshot looks for. */
+        s->clean_since_ns = now_ns();
+        log_debug("%s: sandbox %s made in %" PRIu64 " ms", s->id, s->sbx_id, srv_now_ms() - t0);
+        r = ses_watch(s);
+        if (r < 0) {
+                start_fail(a, "watching the sandbox: %s", strerror(-r));
+                return;
+        }
+        if (meta_sandbox_set_pid(d->meta, s->sbx_id, (int32_t)s->init_pid) < 0)
+                log_warn("%s: recording init pid: %s", s->id, merr(d));
+        a->waiting_hello = true;
+}
+
+static void group_child_done(struct fork_group *g, unsigned i, bool ok);
+
+static const char *start_event_name(enum start_why why) {
+        switch (why) {
+        case START_CREATE: return "created";
+        case START_RESUME: return "resumed";
+        case START_RESTORE: return "restored";
+        case START_FORK: return "created";
+        case START_ADOPT: return "reattached";
+        case START_RECOVER: return "recovered";
+        }
+        return "started";
+}
+
+/* HELLO: the sandbox runs. Commit, then answer. */
+static void start_finish(struct action *a) {
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        a->waiting_hello = false;
+        int r;
+        unsigned from = META_STATE_BIT(META_SESSION_CREATING) | META_STATE_BIT(META_SESSION_RUNNING) |
+                        META_STATE_BIT(META_SESSION_PAUSED) | META_STATE_BIT(META_SESSION_RECOVERING);
+        struct buf ev = BUF_INIT(0);
+        const char *kind = "lifecycle";
+        if (a->why == START_RECOVER)
+                r = dl_recovery_json(&ev, a->lost_sbx, a->lost_reason, s->head, s->sbx_id);
+        else
+                r = dl_lifecycle_json(&ev, a->lost_on_purpose ? "restarted" : start_event_name(a->why), s->head, NULL);
+        if (a->why == START_RECOVER && !a->lost_on_purpose)
+                kind = "recovery";
+        else if (a->why == START_RECOVER)
+                r = (buf_reset(&ev), dl_lifecycle_json(&ev, "restarted", s->head, a->lost_reason));
+        if (r < 0 || (r = meta_begin(d->meta)) < 0 ||
+            (r = meta_sandbox_set_state(d->meta, s->sbx_id, META_SANDBOX_RUNNING, NULL)) < 0 ||
+            (r = meta_session_set_state(d->meta, s->id, from, META_SESSION_RUNNING, NULL)) < 0 ||
+            ((a->why != START_CREATE && a->why != START_FORK) &&
+             (r = meta_event_append(d->meta, s->id, kind, ev.data, ev.len, NULL)) < 0) ||
+            (r = meta_commit(d->meta)) < 0) {
+                rollback(d);
+                buf_free(&ev);
+                start_fail(a, "recording the running sandbox: %s", merr(d));
+                return;
+        }
+        buf_free(&ev);
+        s->state = META_SESSION_RUNNING;
+        s->adopting = false;
+        s->next_rolling_ms = srv_now_ms() + (uint64_t)(s->interval_ms > 0 ? s->interval_ms : 0);
+        if (a->why == START_RECOVER) {
+                if (!a->lost_on_purpose)
+                        s->recoveries++;
+                s->recover_failures = 0;
+                free(s->error);
+                s->error = NULL;
+                log_info("%s: %s on sandbox %s from %s", s->id, a->lost_on_purpose ? "restarted" : "recovered",
+                         s->sbx_id, s->head[0] ? s->head : "the template");
+        } else if (a->why == START_ADOPT) {
+                free(s->error);
+                s->error = NULL;
+                log_info("%s: re-attached sandbox %s (init pid %d)", s->id, s->sbx_id, (int)s->init_pid);
+        }
+        struct conn *c = waiter_take(&a->w);
+        switch (a->why) {
+        case START_CREATE:
+                reply_session(c, 201, s, a->token);
+                break;
+        case START_RESUME:
+        case START_RESTORE:
+                reply_session(c, 200, s, NULL);
+                break;
+        case START_FORK:
+                group_child_done(a->group, a->fork_index, true);
+                break;
+        default:
+                break;
+        }
+        act_done(a);
+}
+
+/* Forgets a session nobody was told about (a create or fork child that failed). */
+static void forget_unacknowledged(struct session *s) {
+        struct daemon *d = s->d;
+        struct meta_snapshot *v = NULL;
+        size_t n = 0;
+        if (meta_snapshot_list(d->meta, s->id, &v, &n) == 0) {
+                for (size_t i = 0; i < n; i++) {
+                        struct store_hash h;
+                        if (store_hash_from_hex(v[i].store_hash, &h) == 0)
+                                (void)store_snapshot_forget(d->store, &h);
+                }
+                free(v);
+        }
+        if (meta_session_delete(d->meta, s->id) < 0)
+                log_warn("%s: forgetting the failed session: %s", s->id, merr(d));
+        s->state = META_SESSION_TERMINATED;
+}
+
+static void start_fail(struct action *a, const char *fmt, ...) {
+        struct session *s = a->s;
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        a->waiting_hello = false;
+        log_warn("%s: starting a sandbox (%s) failed: %s", s->id, start_event_name(a->why), msg);
+        drop_sandbox(s, 503, msg, META_SANDBOX_DEAD, msg);
+        (void)meta_session_set_sandbox(s->d->meta, s->id, NULL);
+        struct conn *c = waiter_take(&a->w);
+        switch (a->why) {
+        case START_CREATE:
+        case START_FORK:
+                forget_unacknowledged(s);
+                if (c)
+                        conn_reply_error(c, 500, "the session could not start: %s", msg);
+                if (a->why == START_FORK)
+                        group_child_done(a->group, a->fork_index, false);
+                {
+                        /* Nothing may run for it any more. */
+                        struct action *q;
+                        while ((q = s->queue)) {
+                                s->queue = q->next;
+                                s->n_queued--;
+                                struct conn *qc = waiter_take(&q->w);
+                                if (qc)
+                                        conn_reply_error(qc, 404, "session %s failed to start", s->id);
+                                free(q);
+                        }
+                }
+                act_done(a);
+                ses_free(s);
+                return;
+        case START_RESUME:
+                if (c)
+                        conn_reply_error(c, 500, "resume failed: %s", msg);
+                act_done(a);
+                return;
+        case START_RESTORE:
+        case START_RECOVER:
+        case START_ADOPT:
+                if (c)
+                        conn_reply_error(c, 500, "the new sandbox failed: %s; the session is recovering", msg);
+                free(s->error);
+                s->error = strdup(msg);
+                if (s->state != META_SESSION_PAUSED) {
+                        if (meta_session_set_state(s->d->meta, s->id, 0, META_SESSION_RECOVERING, msg) == 0)
+                                s->state = META_SESSION_RECOVERING;
+                        s->recover_failures++;
+                        /* Tried again by dur_tick, a little later each time (at most 30 s). */
+                        uint64_t delay = SES_RECOVER_RETRY_MS * (uint64_t)MIN(s->recover_failures, 30u);
+                        s->recover_at_ms = srv_now_ms() + delay;
+                }
+                act_done(a);
+                return;
+        }
+}
+
+void dur_sandbox_ready(struct session *s) {
+        struct action *a = s->act;
+        if (a && a->kind == ACT_START && a->waiting_hello) {
+                start_finish(a);
+                return;
+        }
+        log_debug("%s: HELLO with no start waiting for it", s->id);
+}
+
+void dur_sandbox_lost(struct session *s, const char *why) {
+        struct action *a = s->act;
+        if (a && a->kind == ACT_START && a->waiting_hello) {
+                start_fail(a, "%s", why);
+                return;
+        }
+        if (!a && s->state == META_SESSION_RUNNING && !recover_queued(s))
+                recover_queue(s, s->sbx_id, why, false);
+        /* With an action running, act_done() queues the recovery when it ends: the
+         * action may hold the sandbox (a capture freezes it). */
+}
+
+/* ---------------- recovery ---------------- */
+
+static void recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose) {
+        struct action *a = act_new(s, ACT_RECOVER, NULL);
+        if (!a)
+                return;
+        a->internal = true;
+        a->lost_on_purpose = on_purpose;
+        snprintf(a->lost_sbx, sizeof a->lost_sbx, "%s", sbx ? sbx : "");
+        snprintf(a->lost_reason, sizeof a->lost_reason, "%s", why ? why : "");
+        act_enqueue(s, a, true);
+}
+
+static void run_recover(struct action *a) {
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        if (s->state == META_SESSION_PAUSED || s->state == META_SESSION_TERMINATED) {
+                act_done(a);
+                return;
+        }
+        if (s->sb && !s->lost && s->ready) {
+                act_done(a); /* already running again (a restore got there first) */
+                return;
+        }
+        const char *why = a->lost_reason[0] ? a->lost_reason : "sandbox lost";
+        if (!a->lost_sbx[0])
+                snprintf(a->lost_sbx, sizeof a->lost_sbx, "%s", s->sbx_id);
+        log_warn("%s: recovering from %s (sandbox %s: %s)", s->id, s->head[0] ? s->head : "the template",
+                 a->lost_sbx[0] ? a->lost_sbx : "none", why);
+        if (s->state != META_SESSION_RECOVERING) {
+                if (meta_session_set_state(d->meta, s->id, 0, META_SESSION_RECOVERING, why) < 0)
+                        log_warn("%s: state recovering: %s", s->id, merr(d));
+                s->state = META_SESSION_RECOVERING;
+        }
+        if (s->sb || s->dir) {
+                drop_sandbox(s, 503, why, a->lost_on_purpose ? META_SANDBOX_DESTROYED : META_SANDBOX_DEAD, why);
+        } else if (a->lost_sbx[0]) {
+                /* Held by nobody (the daemon restarted): kill whatever is left of it. */
+                reclaim_dir(d, a->lost_sbx);
+                if (meta_sandbox_set_state(d->meta, a->lost_sbx, a->lost_on_purpose ? META_SANDBOX_DESTROYED
+                                                                                     : META_SANDBOX_DEAD, why) < 0 &&
+                    a->lost_sbx[0])
+                        log_debug("%s: sandbox %s state: %s", s->id, a->lost_sbx, merr(d));
+        }
+        a->why = START_RECOVER;
+        a->kind = ACT_START;
+        start_begin(a);
+}
+
+/* ---------------- pause / resume ---------------- */
+
+static int pause_extra(struct session *s, const char *snap_id) {
+        struct daemon *d = s->d;
+        int r;
+        struct buf b = BUF_INIT(0);
+        if ((r = meta_session_set_state(d->meta, s->id, META_STATE_BIT(META_SESSION_RUNNING), META_SESSION_PAUSED,
+                                        NULL)) < 0 ||
+            (r = meta_sandbox_set_state(d->meta, s->sbx_id, META_SANDBOX_DESTROYED, "paused")) < 0 ||
+            (r = meta_session_set_sandbox(d->meta, s->id, NULL)) < 0 ||
+            (r = dl_lifecycle_json(&b, "paused", snap_id, NULL)) < 0 ||
+            (r = meta_event_append(d->meta, s->id, "lifecycle", b.data, b.len, NULL)) < 0) {
+                buf_free(&b);
+                return r;
+        }
+        buf_free(&b);
+        return 0;
+}
+
+static void pause_done(struct job *j) {
+        struct action *a = j->act;
+        struct session *s = a->s;
+        s->d->captures_in_flight--;
+        if (j->r < 0) {
+                if (s->sb && !s->lost)
+                        (void)s->rt->thaw(s->sb);
+                act_fail(a, 500, "pause failed: %s", j->err);
+                return;
+        }
+        struct meta_snapshot m;
+        int r = snapshot_commit(s, j, META_REASON_PAUSE, a->label, pause_extra, &m);
+        if (r < 0) {
+                if (s->sb && !s->lost)
+                        (void)s->rt->thaw(s->sb);
+                act_fail(a, 500, "recording the pause failed: %s", merr(s->d));
+                return;
+        }
+        s->state = META_SESSION_PAUSED;
+        ses_drop_sandbox(s, 503, "the session was paused");
+        if (s->dir) {
+                int rr = rt_rm_rf(s->dir);
+                if (rr < 0)
+                        log_warn("%s: removing %s: %s", s->id, s->dir, strerror(-rr));
+        }
+        free(s->dir);
+        s->dir = NULL;
+        s->sbx_id[0] = '\0';
+        log_info("%s: paused at %s (frozen %" PRIu64 " us)", s->id, m.id, j->freeze_us);
+        reply_session(waiter_take(&a->w), 200, s, NULL);
+        act_done(a);
+}
+
+static void run_pause(struct action *a) {
+        struct session *s = a->s;
+        const char *why;
+        int st = dl_action_status(DL_PAUSE, s->state, &why);
+        if (st == 0 && !s->dir) {
+                st = 503;
+                why = "the session has no sandbox right now";
+        }
+        if (st) {
+                act_fail(a, st, "%s", why);
+                return;
+        }
+        /* Frozen until destroyed: nothing runs after the final snapshot. */
+        int r = capture_begin(a, META_REASON_PAUSE, false, false, pause_done);
+        if (r < 0)
+                act_fail(a, 500, "starting the capture: %s", strerror(-r));
+}
+
+static void run_resume(struct action *a) {
+        struct session *s = a->s;
+        const char *why;
+        int st = dl_action_status(DL_RESUME, s->state, &why);
+        if (st) {
+                act_fail(a, st, "%s", why);
+                return;
+        }
+        a->why = START_RESUME;
+        a->kind = ACT_START;
+        start_begin(a);
+}
+
+/* ---------------- restore ---------------- */
+
+static int restore_record(struct session *s, struct job *j, const char *src_id, struct meta_snapshot *ret) {
+        struct daemon *d = s->d;
+        struct meta_snapshot m = { .reason = META_REASON_RESTORE, .logical_size = j->stats.bytes_logical };
+        int r = meta_new_id("snap", m.id);
+        if (r < 0)
+                return r;
+        snprintf(m.session_id, sizeof m.session_id, "%s", s->id);
+        snprintf(m.parent_id, sizeof m.parent_id, "%s", src_id);
+        store_hash_to_hex(&j->out[0], m.store_hash);
+        store_hash_to_hex(&j->root, m.root_hash);
+        snprintf(m.label, sizeof m.label, "restore of %s", src_id);
+        struct buf ev = BUF_INIT(0);
+        bool had_sandbox = s->sbx_id[0] != '\0';
+        if ((r = meta_begin(d->meta)) < 0)
+                goto out;
+        if ((r = meta_snapshot_add(d->meta, &m)) < 0 || (r = meta_session_set_head(d->meta, s->id, m.id)) < 0 ||
+            (r = dl_lifecycle_json(&ev, "restored", m.id, NULL)) < 0 ||
+            (r = meta_event_append(d->meta, s->id, "lifecycle", ev.data, ev.len, NULL)) < 0 ||
+            (had_sandbox && ((r = meta_sandbox_set_state(d->meta, s->sbx_id, META_SANDBOX_DESTROYED, "restored")) < 0 ||
+                             (r = meta_session_set_sandbox(d->meta, s->id, NULL)) < 0)) ||
+            (r = meta_commit(d->meta)) < 0) {
+                rollback(d);
+                goto out;
+        }
+        snprintf(s->head, sizeof s->head, "%s", m.id);
+        s->head_hash = j->out[0];
+        (void)meta_snapshot_get(d->meta, m.id, &m);
+        s->last_snapshot_ms = m.time_ms;
+        *ret = m;
+out:
+        buf_free(&ev);
+        return r;
+}
+
+static void restore_forked(struct job *j) {
+        struct action *a = j->act;
+        struct session *s = a->s;
+        s->d->captures_in_flight--;
+        if (j->r < 0) {
+                act_fail(a, 500, "restore failed: %s", j->err);
+                return;
+        }
+        struct meta_snapshot m;
+        if (restore_record(s, j, a->snap, &m) < 0) {
+                act_fail(a, 500, "recording the restore failed: %s", merr(s->d));
+                return;
+        }
+        log_info("%s: restored %s as %s", s->id, a->snap, m.id);
+        if (s->sb || s->dir) {
+                ses_drop_sandbox(s, 503, "the session was restored to another snapshot");
+                if (s->dir)
+                        (void)rt_rm_rf(s->dir);
+                free(s->dir);
+                s->dir = NULL;
+                s->sbx_id[0] = '\0';
+        }
+        if (s->state == META_SESSION_PAUSED) {
+                reply_session(waiter_take(&a->w), 200, s, NULL);
+                act_done(a);
+                return;
+        }
+        a->why = START_RESTORE;
+        a->kind = ACT_START;
+        start_begin(a);
+}
+
+/* The snapshot id of a request, checked against meta: 404 unknown or another session's. */
+static int snapshot_of_session(struct session *s, const char *id, struct meta_snapshot *ret) {
+        if (!meta_id_valid("snap", id))
+                return -ENOENT;
+        struct meta_snapshot m;
+        int r = meta_snapshot_get(s->d->meta, id, &m);
+        if (r < 0)
+                return r;
+        if (strcmp(m.session_id, s->id) != 0)
+                return -EXDEV;
+        *ret = m;
+        return 0;
+}
+
+static void run_restore(struct action *a) {
+        struct session *s = a->s;
+        const char *why;
+        int st = dl_action_status(DL_RESTORE, s->state, &why);
+        if (st) {
+                act_fail(a, st, "%s", why);
+                return;
+        }
+        struct meta_snapshot m;
+        int r = snapshot_of_session(s, a->snap, &m);
+        if (r < 0) {
+                act_fail(a, 404, "session %s has no snapshot %s", s->id, a->snap);
+                return;
+        }
+        struct job *j = job_new(s, a, JOB_FORK, restore_forked);
+        if (!j || store_hash_from_hex(m.store_hash, &j->parent) < 0) {
+                if (j)
+                        job_free(j);
+                act_fail(a, 500, "snapshot %s has a bad store hash", a->snap);
+                return;
+        }
+        j->n = 1;
+        snprintf(j->sessions[0], sizeof j->sessions[0], "%s", s->id);
+        snprintf(j->label, sizeof j->label, "restore of %s", a->snap);
+        if ((r = job_submit(j)) < 0) {
+                act_fail(a, 500, "starting the restore: %s", strerror(-r));
+                return;
+        }
+        s->d->captures_in_flight++;
+}
+
+/* ---------------- fork ---------------- */
+
+static void group_reply(struct fork_group *g, struct daemon *d) {
+        struct conn *c = waiter_take(&g->w);
+        if (g->n_failed) {
+                /* All or nothing: the ones that started are removed again. */
+                for (unsigned i = 0; i < g->n; i++) {
+                        struct session *cs = g->ok[i] ? ses_find(d, g->ids[i]) : NULL;
+                        if (cs)
+                                dur_delete(cs, NULL);
+                }
+                if (c)
+                        conn_reply_error(c, 500, "fork failed: %s", g->err[0] ? g->err : "a new session did not start");
+                free(g);
+                return;
+        }
+        if (c) {
+                struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                json_w_obj_begin(&w);
+                json_w_key(&w, "sessions");
+                json_w_arr_begin(&w);
+                for (unsigned i = 0; i < g->n; i++) {
+                        struct session *cs = ses_find(d, g->ids[i]);
+                        if (!cs)
+                                continue;
+                        struct buf o = BUF_INIT(0);
+                        struct json_writer ow = JSON_WRITER_INIT(&o);
+                        ses_write_json(&ow, cs);
+                        if (!ow.err && o.len >= 2) {
+                                o.len--;
+                                buf_puts(&o, ",\"token\":\"");
+                                buf_puts(&o, g->tokens[i]);
+                                buf_puts(&o, "\"}");
+                                json_w_raw(&w, o.data, o.len);
+                        }
+                        buf_free(&o);
+                }
+                json_w_arr_end(&w);
+                json_w_obj_end(&w);
+                conn_reply_json(c, 201, &b);
+                buf_free(&b);
+        }
+        free(g);
+}
+
+static struct daemon *group_daemon;
+
+static void group_child_done(struct fork_group *g, unsigned i, bool ok) {
+        g->ok[i] = ok;
+        g->n_done++;
+        if (!ok)
+                g->n_failed++;
+        if (g->n_done == g->n)
+                group_reply(g, group_daemon);
+}
+
+/* Meta rows of the children: session (creating), its first snapshot (the fork record),
+ * head, token, events — one transaction with the parent's "forked" event. */
+static int fork_record(struct session *p, struct job *j, const struct meta_snapshot *src, struct fork_group *g) {
+        struct daemon *d = p->d;
+        _cleanup_free_ char *env_json = NULL;
+        {
+                struct buf e = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&e);
+                json_w_obj_begin(&w);
+                for (size_t i = 0; i < p->n_env; i++) {
+                        const char *eq = strchr(p->env[i], '=');
+                        if (!eq)
+                                continue;
+                        char *k = strndup(p->env[i], (size_t)(eq - p->env[i]));
+                        if (k)
+                                json_w_kstr(&w, k, eq + 1);
+                        free(k);
+                }
+                json_w_obj_end(&w);
+                if (!w.err) {
+                        buf_putc(&e, '\0');
+                        env_json = strdup(e.data);
+                }
+                buf_free(&e);
+        }
+        int r = meta_begin(d->meta);
+        if (r < 0)
+                return r;
+        struct buf ev = BUF_INIT(0);
+        for (unsigned i = 0; i < g->n && r >= 0; i++) {
+                struct meta_session ms = { .tenant = DUR_TENANT, .state = META_SESSION_CREATING, .network = p->network,
+                                           .env_json = env_json, .snapshot_interval_ms = p->interval_ms,
+                                           .retention_keep = p->retention };
+                snprintf(ms.id, sizeof ms.id, "%s", g->ids[i]);
+                snprintf(ms.template_name, sizeof ms.template_name, "%s", p->template);
+                snprintf(ms.runtime, sizeof ms.runtime, "%s", p->rt->name);
+                ms.limits = (struct meta_limits){ .memory_bytes = p->memory,
+                                                  .cpu_millis = (uint32_t)(p->cpus * 1000 + 0.5), .pids = p->pids };
+                snprintf(ms.parent_session, sizeof ms.parent_session, "%s", src->session_id);
+                snprintf(ms.source_snapshot, sizeof ms.source_snapshot, "%s", src->id);
+                if ((r = meta_token_hash(g->tokens[i], ms.token_hash)) < 0 || (r = meta_session_create(d->meta, &ms)) < 0)
+                        break;
+                struct meta_snapshot m = { .reason = META_REASON_FORK, .logical_size = src->logical_size };
+                if ((r = meta_new_id("snap", m.id)) < 0)
+                        break;
+                snprintf(m.session_id, sizeof m.session_id, "%s", g->ids[i]);
+                snprintf(m.parent_id, sizeof m.parent_id, "%s", src->id);
+                store_hash_to_hex(&j->out[i], m.store_hash);
+                snprintf(m.root_hash, sizeof m.root_hash, "%s", src->root_hash);
+                snprintf(m.label, sizeof m.label, "fork of %s", src->id);
+                buf_reset(&ev);
+                if ((r = meta_snapshot_add(d->meta, &m)) < 0 || (r = meta_session_set_head(d->meta, g->ids[i], m.id)) < 0 ||
+                    (r = dl_lifecycle_json(&ev, "created", m.id, "fork")) < 0 ||
+                    (r = meta_event_append(d->meta, g->ids[i], "lifecycle", ev.data, ev.len, NULL)) < 0)
+                        break;
+        }
+        if (r >= 0) {
+                struct json_writer w;
+                buf_reset(&ev);
+                w = JSON_WRITER_INIT(&ev);
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "event", "forked");
+                json_w_kstr(&w, "snapshot", src->id);
+                json_w_key(&w, "sessions");
+                json_w_arr_begin(&w);
+                for (unsigned i = 0; i < g->n; i++)
+                        json_w_str(&w, g->ids[i]);
+                json_w_arr_end(&w);
+                json_w_obj_end(&w);
+                r = w.err;
+                /* The source's session gets the event (it may be the parent itself). */
+                if (r >= 0)
+                        r = meta_event_append(d->meta, src->session_id, "lifecycle", ev.data, ev.len, NULL);
+        }
+        buf_free(&ev);
+        if (r >= 0)
+                r = meta_commit(d->meta);
+        if (r < 0)
+                rollback(d);
+        return r;
+}
+
+/* Builds the in-memory children of a fork (or a create from a snapshot) and starts each. */
+static int children_start(struct session *p, struct fork_group *g, const struct meta_snapshot *src) {
+        struct daemon *d = p->d;
+        for (unsigned i = 0; i < g->n; i++) {
+                struct session *cs;
+                int r = ses_alloc(d, g->ids[i], &cs);
+                if (r < 0)
+                        return r;
+                cs->template = strdup(p->template);
+                cs->memory = p->memory;
+                cs->cpus = p->cpus;
+                cs->pids = p->pids;
+                cs->network = p->network;
+                cs->interval_ms = p->interval_ms;
+                cs->retention = p->retention;
+                cs->created_at = time(NULL);
+                cs->state = META_SESSION_CREATING;
+                snprintf(cs->parent_session, sizeof cs->parent_session, "%s", src->session_id);
+                snprintf(cs->source_snapshot, sizeof cs->source_snapshot, "%s", src->id);
+                (void)meta_token_hash(g->tokens[i], cs->token_hash);
+                if (p->n_env) {
+                        cs->env = calloc(p->n_env + 1, sizeof *cs->env);
+                        for (size_t k = 0; cs->env && k < p->n_env; k++)
+                                if ((cs->env[k] = strdup(p->env[k])))
+                                        cs->n_env++;
+                }
+                struct meta_session ms;
+                if (meta_session_get(d->meta, cs->id, &ms) == 0) {
+                        snprintf(cs->head, sizeof cs->head, "%s", ms.head_snapshot);
+                        cs->created_at = (time_t)(ms.created_ms / 1000);
+                        meta_session_clear(&ms);
+                }
+                struct meta_snapshot hm;
+                if (cs->head[0] && meta_snapshot_get(d->meta, cs->head, &hm) == 0) {
+                        (void)store_hash_from_hex(hm.store_hash, &cs->head_hash);
+                        cs->last_snapshot_ms = hm.time_ms;
+                }
+                struct action *a = act_new(cs, ACT_START, NULL);
+                if (!a)
+                        return -ENOMEM;
+                a->why = START_FORK;
+                a->group = g;
+                a->fork_index = i;
+                act_enqueue(cs, a, false);
+        }
+        return 0;
+}
+
+static void fork_stored(struct job *j) {
+        struct action *a = j->act;
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        d->captures_in_flight--;
+        if (j->r < 0) {
+                act_fail(a, 500, "fork failed: %s", j->err);
+                return;
+        }
+        struct meta_snapshot src;
+        if (meta_snapshot_get(d->meta, a->snap, &src) < 0) {
+                act_fail(a, 404, "snapshot %s is gone", a->snap);
+                return;
+        }
+        struct fork_group *g = calloc(1, sizeof *g);
+        if (!g) {
+                act_fail(a, 500, "out of memory");
+                return;
+        }
+        g->n = j->n;
+        for (unsigned i = 0; i < g->n; i++) {
+                snprintf(g->ids[i], sizeof g->ids[i], "%s", j->sessions[i]);
+                if (dl_token_new(g->tokens[i]) < 0) {
+                        free(g);
+                        act_fail(a, 500, "no randomness for tokens");
+                        return;
+                }
+        }
+        if (fork_record(s, j, &src, g) < 0) {
+                free(g);
+                act_fail(a, 500, "recording the fork failed: %s", merr(d));
+                return;
+        }
+        log_info("%s: forked %s into %u session(s)", s->id, src.id, g->n);
+        group_daemon = d;
+        waiter_set(&g->w, waiter_take(&a->w));
+        int r = children_start(s, g, &src);
+        if (r < 0)
+                log_warn("%s: starting fork children: %s", s->id, strerror(-r));
+        act_done(a);
+}
+
+static void fork_from(struct action *a, const struct meta_snapshot *src) {
+        struct session *s = a->s;
+        snprintf(a->snap, sizeof a->snap, "%s", src->id);
+        struct job *j = job_new(s, a, JOB_FORK, fork_stored);
+        if (!j || store_hash_from_hex(src->store_hash, &j->parent) < 0) {
+                if (j)
+                        job_free(j);
+                act_fail(a, 500, "snapshot %s has a bad store hash", src->id);
+                return;
+        }
+        j->n = a->count;
+        for (unsigned i = 0; i < j->n; i++) {
+                char id[SES_ID_LEN + 1];
+                do
+                        (void)util_random_id("ses_", id, sizeof id);
+                while (ses_find(s->d, id));
+                snprintf(j->sessions[i], sizeof j->sessions[i], "%s", id);
+                for (unsigned k = 0; k < i; k++)
+                        if (!strcmp(j->sessions[k], id))
+                                i--; /* drawn twice: draw again */
+        }
+        snprintf(j->label, sizeof j->label, "fork of %s", src->id);
+        int r = job_submit(j);
+        if (r < 0) {
+                act_fail(a, 500, "starting the fork: %s", strerror(-r));
+                return;
+        }
+        s->d->captures_in_flight++;
+}
+
+static void fork_captured(struct job *j) {
+        struct action *a = j->act;
+        struct session *s = a->s;
+        s->d->captures_in_flight--;
+        if (j->r < 0) {
+                act_fail(a, 500, "snapshot for the fork failed: %s", j->err);
+                return;
+        }
+        struct meta_snapshot m;
+        if (snapshot_commit(s, j, META_REASON_FORK, a->label, NULL, &m) < 0) {
+                act_fail(a, 500, "recording the snapshot failed: %s", merr(s->d));
+                return;
+        }
+        fork_from(a, &m);
+}
+
+static void run_fork(struct action *a) {
+        struct session *s = a->s;
+        const char *why;
+        int st = dl_action_status(DL_FORK, s->state, &why);
+        if (st) {
+                act_fail(a, st, "%s", why);
+                return;
+        }
+        if (a->snap[0]) {
+                struct meta_snapshot m;
+                if (snapshot_of_session(s, a->snap, &m) < 0) {
+                        act_fail(a, 404, "session %s has no snapshot %s", s->id, a->snap);
+                        return;
+                }
+                fork_from(a, &m);
+                return;
+        }
+        /* No snapshot named: now. A running session takes one; a paused one is its head. */
+        if (ses_usable(s)) {
+                snprintf(a->label, sizeof a->label, "fork source");
+                int r = capture_begin(a, META_REASON_FORK, true, false, fork_captured);
+                if (r < 0)
+                        act_fail(a, 500, "starting the capture: %s", strerror(-r));
+                return;
+        }
+        struct meta_snapshot m;
+        if (s->head[0] && meta_snapshot_get(s->d->meta, s->head, &m) == 0) {
+                fork_from(a, &m);
+                return;
+        }
+        act_fail(a, s->state == META_SESSION_RECOVERING ? 503 : 409,
+                 "session %s has no snapshot to fork from and no running sandbox", s->id);
+}
+
+/* ---------------- delete ---------------- */
+
+static void run_delete(struct action *a) {
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        if (s->state != META_SESSION_TERMINATED) {
+                if (meta_session_set_state(d->meta, s->id, 0, META_SESSION_TERMINATED, NULL) < 0 &&
+                    meta_session_get(d->meta, s->id, &(struct meta_session){ 0 }) != -ENOENT) {
+                        act_fail(a, 500, "recording the deletion failed: %s", merr(d));
+                        return;
+                }
+                s->state = META_SESSION_TERMINATED;
+        }
+        log_info("%s: deleting (sandbox %s)", s->id, s->sbx_id[0] ? s->sbx_id : "none");
+        drop_sandbox(s, 503, "session deleted", META_SANDBOX_DESTROYED, "deleted");
+        forget_unacknowledged(s);
+        struct conn *c = waiter_take(&a->w);
+        if (c)
+                conn_reply_empty(c, 204);
+        struct action *q;
+        while ((q = s->queue)) {
+                s->queue = q->next;
+                s->n_queued--;
+                struct conn *qc = waiter_take(&q->w);
+                if (qc)
+                        conn_reply_error(qc, 404, "session %s was deleted", s->id);
+                free(q);
+        }
+        act_done(a);
+        ses_free(s);
+}
+
+/* ---------------- dispatcher ---------------- */
+
+static void run_adopt_wait(struct action *a) {
+        /* The sandbox was adopted in dur_load; its HELLO finishes the action. */
+        a->waiting_hello = true;
+        if (a->s->ready)
+                start_finish(a);
+}
+
+/* A create from a snapshot: a fork record of it becomes the new session's first
+ * snapshot and head, then the sandbox starts from it. */
+static void create_forked(struct job *j) {
+        struct action *a = j->act;
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        d->captures_in_flight--;
+        if (j->r < 0) {
+                start_fail(a, "%s", j->err);
+                return;
+        }
+        struct meta_snapshot m = { .reason = META_REASON_FORK, .logical_size = j->stats.bytes_logical };
+        int r = meta_new_id("snap", m.id);
+        snprintf(m.session_id, sizeof m.session_id, "%s", s->id);
+        snprintf(m.parent_id, sizeof m.parent_id, "%s", a->snap);
+        store_hash_to_hex(&j->out[0], m.store_hash);
+        store_hash_to_hex(&j->root, m.root_hash);
+        snprintf(m.label, sizeof m.label, "created from %s", a->snap);
+        if (r < 0 || (r = meta_begin(d->meta)) < 0 || (r = meta_snapshot_add(d->meta, &m)) < 0 ||
+            (r = meta_session_set_head(d->meta, s->id, m.id)) < 0 || (r = meta_commit(d->meta)) < 0) {
+                rollback(d);
+                start_fail(a, "recording the first snapshot: %s", merr(d));
+                return;
+        }
+        snprintf(s->head, sizeof s->head, "%s", m.id);
+        s->head_hash = j->out[0];
+        s->last_snapshot_ms = meta_now_ms();
+        start_begin(a);
+}
+
+static void create_from_snapshot(struct action *a) {
+        struct session *s = a->s;
+        struct meta_snapshot src;
+        struct job *j = NULL;
+        if (meta_snapshot_get(s->d->meta, a->snap, &src) < 0 || !(j = job_new(s, a, JOB_FORK, create_forked)) ||
+            store_hash_from_hex(src.store_hash, &j->parent) < 0) {
+                if (j)
+                        job_free(j);
+                start_fail(a, "snapshot %s is gone", a->snap);
+                return;
+        }
+        j->n = 1;
+        snprintf(j->sessions[0], sizeof j->sessions[0], "%s", s->id);
+        snprintf(j->label, sizeof j->label, "created from %s", a->snap);
+        int r = job_submit(j);
+        if (r < 0) {
+                start_fail(a, "starting the fork: %s", strerror(-r));
+                return;
+        }
+        s->d->captures_in_flight++;
+}
+
+static void act_run(struct action *a) {
+        switch (a->kind) {
+        case ACT_START:
+                if (a->why == START_ADOPT)
+                        run_adopt_wait(a);
+                else if (a->why == START_CREATE && a->snap[0])
+                        create_from_snapshot(a);
+                else
+                        start_begin(a);
+                return;
+        case ACT_RESUME: run_resume(a); return;
+        case ACT_SNAPSHOT: run_snapshot(a); return;
+        case ACT_PAUSE: run_pause(a); return;
+        case ACT_RESTORE: run_restore(a); return;
+        case ACT_FORK: run_fork(a); return;
+        case ACT_DELETE: run_delete(a); return;
+        case ACT_RECOVER: run_recover(a); return;
+        }
+}
+
+/* ---------------- API entry points ---------------- */
+
+void dur_snapshot(struct session *s, struct conn *c, const char *label) {
+        struct action *a = act_new(s, ACT_SNAPSHOT, c);
+        if (!a)
+                return;
+        a->reason = META_REASON_MANUAL;
+        snprintf(a->label, sizeof a->label, "%s", label ? label : "");
+        act_submit(s, a);
+}
+
+void dur_pause(struct session *s, struct conn *c) {
+        struct action *a = act_new(s, ACT_PAUSE, c);
+        if (a)
+                act_submit(s, a);
+}
+
+void dur_resume(struct session *s, struct conn *c) {
+        struct action *a = act_new(s, ACT_RESUME, c);
+        if (a)
+                act_submit(s, a);
+}
+
+void dur_restore(struct session *s, struct conn *c, const char *snap_id) {
+        struct action *a = act_new(s, ACT_RESTORE, c);
+        if (!a)
+                return;
+        snprintf(a->snap, sizeof a->snap, "%s", snap_id);
+        act_submit(s, a);
+}
+
+void dur_fork(struct session *s, struct conn *c, const char *snap_id, unsigned count) {
+        struct action *a = act_new(s, ACT_FORK, c);
+        if (!a)
+                return;
+        snprintf(a->snap, sizeof a->snap, "%s", snap_id ? snap_id : "");
+        a->count = count;
+        act_submit(s, a);
+}
+
+void dur_delete(struct session *s, struct conn *c) {
+        for (struct action *q = s->queue; q; q = q->next)
+                if (q->kind == ACT_DELETE) {
+                        /* Already on its way out. */
+                        if (c)
+                                conn_reply_empty(c, 204);
+                        return;
+                }
+        struct action *a = act_new(s, ACT_DELETE, c);
+        if (!a)
+                return;
+        /* Past the queue's limit too: a delete must always be possible. */
+        act_enqueue(s, a, false);
+}
+
+/* ---------------- create ---------------- */
+
+int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
+        if (d->n_sessions >= SPACED_MAX_SESSIONS) {
+                conn_reply_error(c, 409, "too many sessions (%d)", SPACED_MAX_SESSIONS);
+                return 0;
+        }
+        const struct json *v;
+        char src_snap[META_ID_SIZE] = "";
+        _cleanup_free_ char *tpl_from_snap = NULL;
+        if ((v = json_get(body, "snapshot")) && json_type(v) != JSON_NULL) {
+                const char *id = json_str(v);
+                struct meta_snapshot m;
+                struct meta_session ms;
+                if (!id || !meta_id_valid("snap", id) || meta_snapshot_get(d->meta, id, &m) < 0 ||
+                    meta_session_get(d->meta, m.session_id, &ms) < 0) {
+                        conn_reply_error(c, 404, "no snapshot %.40s", id ? id : "(not a string)");
+                        return 0;
+                }
+                tpl_from_snap = strdup(ms.template_name);
+                bool gone = ms.state == META_SESSION_TERMINATED;
+                meta_session_clear(&ms);
+                if (gone) {
+                        conn_reply_error(c, 404, "snapshot %s belongs to a deleted session", id);
+                        return 0;
+                }
+                snprintf(src_snap, sizeof src_snap, "%s", id);
+        }
+        const char *tpl = tpl_from_snap ? tpl_from_snap : TEMPLATE_BASE;
+        if (!tpl_from_snap && (v = json_get(body, "template")) && json_type(v) != JSON_NULL) {
+                tpl = json_str(v);
+                if (!tpl) {
+                        conn_reply_error(c, 400, "template must be a string");
+                        return 0;
+                }
+        }
+        if (!template_name_valid(tpl)) {
+                conn_reply_error(c, 400, "invalid template name \"%.80s\"", tpl);
+                return 0;
+        }
+        if (!template_exists(d->data_dir, tpl) || tpl_building(d, tpl)) {
+                conn_reply_error(c, 404, "template %s does not exist (build it: space template build %s ...)", tpl, tpl);
+                return 0;
+        }
+        uint64_t memory = SES_DEFAULT_MEMORY;
+        if ((v = json_get(body, "memory")) && json_type(v) != JSON_NULL) {
+                int64_t m;
+                if (json_type(v) == JSON_STRING) {
+                        if (util_parse_size(json_str(v), &memory) < 0) {
+                                conn_reply_error(c, 400, "memory: bad size \"%.40s\" (use 512M, 1.5G or bytes)", json_str(v));
+                                return 0;
+                        }
+                } else if (json_int(v, &m) == 0 && m >= 0) {
+                        memory = (uint64_t)m;
+                } else {
+                        conn_reply_error(c, 400, "memory must be a size string or a number of bytes");
+                        return 0;
+                }
+                if (memory == 0)
+                        memory = SES_DEFAULT_MEMORY;
+                if (memory < (8u << 20) || memory > SES_MAX_MEMORY) {
+                        conn_reply_error(c, 400, "memory must be between 8M and 1T");
+                        return 0;
+                }
+        }
+        double cpus = 0;
+        if ((v = json_get(body, "cpus")) && json_type(v) != JSON_NULL) {
+                if (json_type(v) != JSON_NUMBER || !(json_num(v) >= 0) || json_num(v) > SES_MAX_CPUS) {
+                        conn_reply_error(c, 400, "cpus must be a number between 0 (no limit) and %g", SES_MAX_CPUS);
+                        return 0;
+                }
+                cpus = json_num(v);
+                if (cpus > 0 && cpus < 0.01) {
+                        conn_reply_error(c, 400, "cpus must be at least 0.01");
+                        return 0;
+                }
+        }
+        uint32_t pids = SES_DEFAULT_PIDS;
+        if ((v = json_get(body, "pids")) && json_type(v) != JSON_NULL) {
+                int64_t p;
+                if (json_int(v, &p) < 0 || p < 0 || p > SES_MAX_PIDS) {
+                        conn_reply_error(c, 400, "pids must be an integer between 0 (default) and %u", SES_MAX_PIDS);
+                        return 0;
+                }
+                if (p > 0)
+                        pids = (uint32_t)p;
+        }
+        bool network = false;
+        if ((v = json_get(body, "network")) && json_type(v) != JSON_NULL) {
+                if (json_type(v) != JSON_BOOL) {
+                        conn_reply_error(c, 400, "network must be true or false");
+                        return 0;
+                }
+                network = json_is_true(v);
+        }
+        if (network && d->rt == &rt_ns_ops) {
+                conn_reply_error(c, 400, "creating the sandbox failed: ns: network access is not implemented yet (loopback only)");
+                return 0;
+        }
+        int64_t interval = SES_DEFAULT_INTERVAL_MS;
+        if ((v = json_get(body, "snapshot_interval_ms")) && json_type(v) != JSON_NULL) {
+                if (json_int(v, &interval) < 0 || interval < 0 || interval > SES_MAX_INTERVAL_MS ||
+                    (interval > 0 && interval < SES_MIN_INTERVAL_MS)) {
+                        conn_reply_error(c, 400, "snapshot_interval_ms must be 0 (off) or between %d and %lld",
+                                         SES_MIN_INTERVAL_MS, (long long)SES_MAX_INTERVAL_MS);
+                        return 0;
+                }
+        }
+        int64_t retention = SES_DEFAULT_RETENTION;
+        if ((v = json_get(body, "retention")) && json_type(v) != JSON_NULL) {
+                if (json_int(v, &retention) < 0 || retention < 1 || retention > SES_MAX_RETENTION) {
+                        conn_reply_error(c, 400, "retention must be an integer between 1 and %u", SES_MAX_RETENTION);
+                        return 0;
+                }
+        }
+        const struct json *envj = json_get(body, "env");
+        char **env = NULL;
+        size_t n_env = 0;
+        const char *why = "bad env";
+        int r = ses_parse_env(envj, &env, &n_env, &why);
+        if (r < 0) {
+                conn_reply_error(c, r == -ENOMEM ? 500 : 400, "%s", why);
+                return 0;
+        }
+        _cleanup_free_ char *env_json = NULL;
+        if (envj && json_type(envj) == JSON_OBJECT) {
+                struct buf e = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&e);
+                json_w_value(&w, envj);
+                if (!w.err && buf_putc(&e, '\0') == 0)
+                        env_json = strdup(e.data);
+                buf_free(&e);
+        }
+
+        char id[SES_ID_LEN + 1], token[DL_TOKEN_LEN + 1];
+        do
+                r = util_random_id("ses_", id, sizeof id);
+        while (r == 0 && ses_find(d, id));
+        if (r == 0)
+                r = dl_token_new(token);
+        struct meta_session ms = { .tenant = DUR_TENANT, .state = META_SESSION_CREATING, .network = network,
+                                   .env_json = env_json, .snapshot_interval_ms = interval,
+                                   .retention_keep = (uint32_t)retention };
+        snprintf(ms.id, sizeof ms.id, "%s", id);
+        snprintf(ms.template_name, sizeof ms.template_name, "%s", tpl);
+        snprintf(ms.runtime, sizeof ms.runtime, "%s", d->rt->name);
+        ms.limits = (struct meta_limits){ .memory_bytes = memory, .cpu_millis = (uint32_t)(cpus * 1000 + 0.5), .pids = pids };
+        struct buf ev = BUF_INIT(0);
+        if (src_snap[0]) {
+                struct meta_snapshot m;
+                if (meta_snapshot_get(d->meta, src_snap, &m) == 0)
+                        snprintf(ms.parent_session, sizeof ms.parent_session, "%s", m.session_id);
+                snprintf(ms.source_snapshot, sizeof ms.source_snapshot, "%s", src_snap);
+        }
+        if (r == 0)
+                r = meta_token_hash(token, ms.token_hash);
+        if (r == 0)
+                r = dl_lifecycle_json(&ev, "created", src_snap, src_snap[0] ? "snapshot" : "template");
+        if (r < 0 || (r = meta_begin(d->meta)) < 0 || (r = meta_session_create(d->meta, &ms)) < 0 ||
+            (r = meta_event_append(d->meta, id, "lifecycle", ev.data, ev.len, NULL)) < 0 ||
+            (r = meta_commit(d->meta)) < 0) {
+                rollback(d);
+                buf_free(&ev);
+                for (size_t i = 0; i < n_env; i++)
+                        free(env[i]);
+                free(env);
+                conn_reply_error(c, 500, "recording the session: %s", merr(d));
+                return 0;
+        }
+        buf_free(&ev);
+        struct session *s;
+        if ((r = ses_alloc(d, id, &s)) < 0) {
+                for (size_t i = 0; i < n_env; i++)
+                        free(env[i]);
+                free(env);
+                (void)meta_session_delete(d->meta, id);
+                return r;
+        }
+        s->env = env;
+        s->n_env = n_env;
+        s->memory = memory;
+        s->cpus = cpus;
+        s->pids = pids;
+        s->network = network;
+        s->state = META_SESSION_CREATING;
+        s->created_at = time(NULL);
+        s->template = strdup(tpl);
+        s->interval_ms = interval;
+        s->retention = (uint32_t)retention;
+        snprintf(s->token_hash, sizeof s->token_hash, "%s", ms.token_hash);
+        snprintf(s->parent_session, sizeof s->parent_session, "%s", ms.parent_session);
+        snprintf(s->source_snapshot, sizeof s->source_snapshot, "%s", ms.source_snapshot);
+        struct action *a = act_new(s, ACT_START, c);
+        if (!a || !s->template) {
+                free(a);
+                (void)meta_session_delete(d->meta, id);
+                ses_free(s);
+                return -ENOMEM;
+        }
+        a->why = START_CREATE;
+        snprintf(a->token, sizeof a->token, "%s", token);
+        snprintf(a->snap, sizeof a->snap, "%s", src_snap);
+        act_enqueue(s, a, false);
+        return 0;
+}
+
+/* ---------------- GC ---------------- */
+
+static void gc_done(struct job *j) {
+        struct daemon *d = j->d;
+        d->gc_running = false;
+        d->next_gc_ms = srv_now_ms() + SPACED_GC_INTERVAL_MS;
+        if (j->r < 0)
+                log_warn("gc failed: %s", j->err);
+        else
+                log_info("gc: %" PRIu64 " objects (%" PRIu64 " bytes) removed, %" PRIu64 " kept, %" PRIu64
+                         " records removed",
+                         j->gc.objects_removed, j->gc.bytes_removed, j->gc.objects_kept, j->gc.snapshots_removed);
+        for (size_t i = 0; i < d->n_gc_waiters; i++) {
+                struct conn *c = waiter_take(d->gc_waiters[i]);
+                free(d->gc_waiters[i]);
+                if (!c)
+                        continue;
+                if (j->r < 0) {
+                        conn_reply_error(c, 500, "gc failed: %s", j->err);
+                        continue;
+                }
+                struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                json_w_obj_begin(&w);
+                json_w_key(&w, "objects_removed");
+                json_w_uint(&w, j->gc.objects_removed);
+                json_w_key(&w, "bytes_freed");
+                json_w_uint(&w, j->gc.bytes_removed);
+                json_w_key(&w, "objects_kept");
+                json_w_uint(&w, j->gc.objects_kept);
+                json_w_obj_end(&w);
+                conn_reply_json(c, 200, &b);
+                buf_free(&b);
+        }
+        d->n_gc_waiters = 0;
+}
+
+void dur_gc(struct daemon *d, struct conn *c) {
+        if (c) {
+                if (d->n_gc_waiters >= ELEMENTSOF(d->gc_waiters)) {
+                        conn_reply_error(c, 409, "too many gc requests waiting");
+                        return;
+                }
+                struct conn_waiter *w = calloc(1, sizeof *w);
+                if (!w) {
+                        conn_reply_error(c, 500, "out of memory");
+                        return;
+                }
+                waiter_set(w, c);
+                d->gc_waiters[d->n_gc_waiters++] = w;
+        }
+        if (d->gc_running)
+                return; /* answered when the running one ends */
+        /* Records a worker committed to the store but the loop has not put into meta yet
+         * must survive: keep everything committed since the oldest such job started. The
+         * time is taken before the live set is read (docs/store.md, GC contract). */
+        int64_t keep = now_ns();
+        for (struct session *s = d->sessions; s; s = s->next)
+                if (s->job && s->job->kind != JOB_MATERIALIZE && s->job->start_ns < keep)
+                        keep = s->job->start_ns;
+        struct job *j = calloc(1, sizeof *j);
+        if (!j) {
+                log_warn("gc: out of memory");
+                return;
+        }
+        j->d = d;
+        j->kind = JOB_GC;
+        j->cont = gc_done;
+        j->wj.work = job_work;
+        j->wj.done = job_done_cb;
+        j->since_ns = keep;
+        if (meta_snapshot_live_hashes(d->meta, &j->live, &j->n_live) < 0) {
+                log_warn("gc: reading the live set: %s", merr(d));
+                j->r = -EIO;
+                snprintf(j->err, sizeof j->err, "reading the live set: %.200s", merr(d));
+                d->gc_running = true;
+                gc_done(j);
+                job_free(j);
+                return;
+        }
+        d->gc_running = true;
+        if (wk_submit(d->workers, &j->wj) < 0) {
+                j->r = -EAGAIN;
+                snprintf(j->err, sizeof j->err, "no worker thread");
+                gc_done(j);
+                job_free(j);
+        }
+}
+
+/* ---------------- periodic work ---------------- */
+
+void dur_tick(struct daemon *d) {
+        uint64_t now = srv_now_ms();
+        for (struct session *s = d->sessions; s; s = s->next) {
+                if (s->freed || s->act || s->queue)
+                        continue;
+                if (s->state == META_SESSION_RUNNING && ses_usable(s) && s->interval_ms > 0 &&
+                    now >= s->next_rolling_ms) {
+                        s->next_rolling_ms = now + (uint64_t)s->interval_ms;
+                        struct action *a = act_new(s, ACT_SNAPSHOT, NULL);
+                        if (a) {
+                                a->reason = META_REASON_ROLLING;
+                                a->internal = true;
+                                act_enqueue(s, a, false);
+                        }
+                } else if (s->state == META_SESSION_RECOVERING && !s->sb && s->recover_at_ms && now >= s->recover_at_ms) {
+                        s->recover_at_ms = 0;
+                        recover_queue(s, NULL, s->error ? s->error : "retrying the recovery", false);
+                }
+        }
+        if (d->next_gc_ms && now >= d->next_gc_ms && !d->gc_running)
+                dur_gc(d, NULL);
+}
+
+/* ---------------- open, load, shutdown ---------------- */
+
+static void job_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct daemon *d = (struct daemon *)((char *)src - offsetof(struct daemon, job_src));
+        wk_dispatch(d->workers);
+}
+
+int dur_open(struct daemon *d) {
+        _cleanup_free_ char *mpath = NULL, *spath = NULL;
+        if (asprintf(&mpath, "%s/meta.db", d->data_dir) < 0 || asprintf(&spath, "%s/store", d->data_dir) < 0)
+                return -ENOMEM;
+        int r = meta_open(mpath, NULL, &d->meta);
+        if (r < 0) {
+                log_error("metadata store %s: %s", mpath, strerror(-r));
+                return r;
+        }
+        r = store_open(spath, &(struct store_opts){ STORE_OPTS_INIT, .create = true }, &d->store);
+        if (r < 0) {
+                log_error("snapshot store %s: %s %s", spath, strerror(-r), store_error_detail());
+                return r;
+        }
+        r = wk_new(SPACED_WORKERS, &d->workers);
+        if (r < 0)
+                return r;
+        d->job_src.fd = wk_fd(d->workers);
+        d->job_src.cb = job_event;
+        r = loop_add(d->loop, &d->job_src, EPOLLIN);
+        if (r < 0)
+                return r;
+        d->next_gc_ms = srv_now_ms() + SPACED_GC_INTERVAL_MS;
+        return 0;
+}
+
+void dur_close(struct daemon *d) {
+        if (d->workers) {
+                wk_drain(d->workers);
+                loop_del(d->loop, &d->job_src);
+                d->workers = wk_free(d->workers);
+        }
+        d->store = store_free(d->store);
+        d->meta = meta_free(d->meta);
+}
+
+static int env_from_text(const char *text, char ***ret, size_t *ret_n) {
+        *ret = NULL;
+        *ret_n = 0;
+        if (!text || !*text)
+                return 0;
+        _cleanup_json_ struct json *j = NULL;
+        if (json_parse(text, strlen(text), &j, NULL, 0) < 0)
+                return -EINVAL;
+        const char *why;
+        return ses_parse_env(j, ret, ret_n, &why);
+}
+
+/* A session of meta back in memory, without a sandbox. */
+static int load_session(struct daemon *d, const struct meta_session *ms, struct session **ret) {
+        struct session *s;
+        int r = ses_alloc(d, ms->id, &s);
+        if (r < 0)
+                return r;
+        s->template = strdup(ms->template_name);
+        s->memory = ms->limits.memory_bytes ? ms->limits.memory_bytes : SES_DEFAULT_MEMORY;
+        s->cpus = ms->limits.cpu_millis / 1000.0;
+        s->pids = ms->limits.pids ? ms->limits.pids : SES_DEFAULT_PIDS;
+        s->network = ms->network;
+        s->state = ms->state;
+        s->created_at = (time_t)(ms->created_ms / 1000);
+        s->interval_ms = ms->snapshot_interval_ms;
+        s->retention = ms->retention_keep;
+        snprintf(s->head, sizeof s->head, "%s", ms->head_snapshot);
+        snprintf(s->parent_session, sizeof s->parent_session, "%s", ms->parent_session);
+        snprintf(s->source_snapshot, sizeof s->source_snapshot, "%s", ms->source_snapshot);
+        snprintf(s->token_hash, sizeof s->token_hash, "%s", ms->token_hash);
+        if (ms->error)
+                s->error = strdup(ms->error);
+        if (env_from_text(ms->env_json, &s->env, &s->n_env) < 0)
+                log_warn("%s: stored env unreadable; starting without it", s->id);
+        if (s->head[0]) {
+                struct meta_snapshot m;
+                if (meta_snapshot_get(d->meta, s->head, &m) == 0 && store_hash_from_hex(m.store_hash, &s->head_hash) == 0)
+                        s->last_snapshot_ms = m.time_ms;
+                else {
+                        log_warn("%s: head snapshot %s unreadable; recovering from the template", s->id, s->head);
+                        s->head[0] = '\0';
+                }
+        }
+        struct meta_sandbox *sbs = NULL;
+        size_t n = 0;
+        if (meta_sandbox_list_session(d->meta, s->id, &sbs, &n) == 0) {
+                for (size_t i = 0; i < n; i++)
+                        if (sbs[i].state == META_SANDBOX_DEAD)
+                                s->recoveries++;
+                free(sbs);
+        }
+        if (!s->template) {
+                ses_free(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+/* Re-attaches the sandbox meta names for s, if it still runs. */
+static int adopt_sandbox(struct session *s, const char *sbx) {
+        struct daemon *d = s->d;
+        if (!s->rt->adopt)
+                return -EOPNOTSUPP;
+        if (strlen(sbx) > SES_ID_LEN)
+                return -EINVAL;
+        struct meta_sandbox mb;
+        int r = meta_sandbox_get(d->meta, sbx, &mb);
+        if (r < 0)
+                return r;
+        if (mb.init_pid <= 0)
+                return -ESRCH;
+        _cleanup_free_ char *dir = sandbox_dir(d, sbx), *run = NULL, *upper = NULL;
+        if (!dir || asprintf(&run, "%s/run", dir) < 0 || asprintf(&upper, "%s/upper", dir) < 0)
+                return -ENOMEM;
+        struct rt_spec spec = { .id = sbx, .run_dir = run, .upper_dir = upper };
+        r = s->rt->adopt(&spec, (pid_t)mb.init_pid, &s->sb);
+        if (r < 0) {
+                s->sb = NULL;
+                return r;
+        }
+        memcpy(s->sbx_id, sbx, strlen(sbx) + 1); /* checked on entry */
+        s->dir = TAKE_PTR(dir);
+        r = ses_watch(s);
+        if (r < 0) {
+                ses_drop_sandbox(s, 503, "adopt failed");
+                free(s->dir);
+                s->dir = NULL;
+                s->sbx_id[0] = '\0';
+                return r;
+        }
+        s->adopting = true;
+        /* Unknown what changed while nobody watched: the next rolling check captures. */
+        s->clean_since_ns = 0;
+        return 0;
+}
+
+int dur_load(struct daemon *d) {
+        struct meta_session *v = NULL;
+        size_t n = 0;
+        int r = meta_session_list(d->meta, NULL, &v, &n);
+        if (r < 0) {
+                log_error("reading sessions: %s", merr(d));
+                return r;
+        }
+        unsigned adopted = 0, recovering = 0, paused = 0, dropped = 0;
+        for (size_t i = 0; i < n; i++) {
+                const struct meta_session *ms = &v[i];
+                if (ms->state == META_SESSION_TERMINATED || ms->state == META_SESSION_CREATING) {
+                        /* Deleted, or never acknowledged as created: finish removing it. */
+                        if (ms->sandbox_id[0])
+                                reclaim_dir(d, ms->sandbox_id);
+                        struct session *s;
+                        if (load_session(d, ms, &s) == 0) {
+                                forget_unacknowledged(s);
+                                ses_free(s);
+                        }
+                        dropped++;
+                        continue;
+                }
+                struct session *s;
+                if ((r = load_session(d, ms, &s)) < 0) {
+                        log_error("%s: cannot load: %s", ms->id, strerror(-r));
+                        continue;
+                }
+                if (ms->state == META_SESSION_PAUSED) {
+                        paused++;
+                        continue;
+                }
+                /* running or recovering */
+                if (ms->sandbox_id[0] && (r = adopt_sandbox(s, ms->sandbox_id)) == 0) {
+                        struct action *a = act_new(s, ACT_START, NULL);
+                        if (a) {
+                                a->why = START_ADOPT;
+                                a->internal = true;
+                                act_enqueue(s, a, false);
+                        }
+                        adopted++;
+                        continue;
+                }
+                struct meta_sandbox mb = { 0 };
+                bool on_purpose = ms->sandbox_id[0] == '\0' ||
+                                  (meta_sandbox_get(d->meta, ms->sandbox_id, &mb) == 0 && mb.state == META_SANDBOX_DESTROYED);
+                char why[256];
+                if (ms->sandbox_id[0])
+                        snprintf(why, sizeof why, "sandbox %s did not survive the daemon restart (%s)", ms->sandbox_id,
+                                 r == -ESRCH ? "its init is gone" : strerror(-r));
+                else
+                        snprintf(why, sizeof why, "the daemon stopped the sandbox");
+                recover_queue(s, ms->sandbox_id, why, on_purpose && !ms->sandbox_id[0]);
+                recovering++;
+        }
+        meta_sessions_free(v, n);
+
+        /* Sandboxes on disk that no session holds now: what a crash left behind. */
+        _cleanup_free_ char *dir = NULL;
+        if (asprintf(&dir, "%s/sandboxes", d->data_dir) < 0)
+                return -ENOMEM;
+        _cleanup_closedir_ DIR *dp = opendir(dir);
+        unsigned reclaimed = 0;
+        struct dirent *de;
+        while (dp && (de = readdir(dp))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                bool held = false;
+                for (struct session *s = d->sessions; s && !held; s = s->next) {
+                        if (!strcmp(s->sbx_id, de->d_name))
+                                held = true;
+                        for (struct action *q = s->queue; q && !held; q = q->next)
+                                if (q->kind == ACT_RECOVER && !strcmp(q->lost_sbx, de->d_name))
+                                        held = true; /* the recovery reclaims it, and logs it */
+                }
+                if (held)
+                        continue;
+                reclaim_dir(d, de->d_name);
+                reclaimed++;
+        }
+        log_info("sessions: %u re-attached, %u to recover, %u paused, %u unfinished removed, %u stray sandbox(es) reclaimed",
+                 adopted, recovering, paused, dropped, reclaimed);
+        return 0;
+}
+
+/* SIGTERM: sessions stay durable, the host is left clean. Every running session that
+ * changed since its last snapshot gets one (rolling), then its sandbox is destroyed; the
+ * next start recovers it from that snapshot ("restarted" in its log). A session whose
+ * snapshot fails keeps its sandbox, which the next start re-attaches. */
+void dur_shutdown(struct daemon *d) {
+        /* Actions in progress finish their store work first (answers to clients that are
+         * still connected go out with the loop's last run). */
+        wk_drain(d->workers);
+        unsigned kept = 0, stopped = 0;
+        for (struct session *s = d->sessions; s; s = s->next) {
+                if (s->freed || !s->sb)
+                        continue;
+                bool ok = true;
+                if (ses_usable(s)) {
+                        struct action a = { .s = s, .kind = ACT_SNAPSHOT, .reason = META_REASON_ROLLING };
+                        struct job *j = job_new(s, &a, JOB_CAPTURE, NULL);
+                        if (j && asprintf(&j->dir, "%s/upper", s->dir) >= 0) {
+                                j->rt = s->rt;
+                                j->sb = s->sb;
+                                j->thaw = false;
+                                j->check_dirty = true;
+                                j->since_ns = s->clean_since_ns;
+                                j->has_parent = s->head[0] != '\0';
+                                j->parent = s->head_hash;
+                                j->sreason = STORE_REASON_ROLLING;
+                                work_capture(j);
+                                if (j->r < 0 || (j->dirty && snapshot_commit(s, j, META_REASON_ROLLING, "spaced stopped",
+                                                                             NULL, NULL) < 0)) {
+                                        log_warn("%s: final snapshot failed (%s): its sandbox is left running", s->id,
+                                                 j->r < 0 ? j->err : merr(d));
+                                        (void)s->rt->thaw(s->sb);
+                                        ok = false;
+                                }
+                        } else {
+                                ok = false;
+                        }
+                        if (j)
+                                job_free(j);
+                } else {
+                        /* Starting, re-attaching or recovering: left as it is; the next start
+                         * re-attaches or reclaims it. */
+                        ok = false;
+                }
+                if (!ok) {
+                        ses_fail_ops(s, 503, "the daemon is shutting down");
+                        ses_unwatch_keep(s);
+                        kept++;
+                        continue;
+                }
+                if (meta_session_set_sandbox(d->meta, s->id, NULL) < 0)
+                        log_warn("%s: %s", s->id, merr(d));
+                drop_sandbox(s, 503, "the daemon is shutting down", META_SANDBOX_DESTROYED, "spaced stopped");
+                stopped++;
+        }
+        if (stopped || kept)
+                log_info("shutdown: %u sandbox(es) snapshotted and stopped, %u left running for the next start", stopped,
+                         kept);
+}
