@@ -530,6 +530,7 @@ const char *http_status_reason(int status) {
         case 201: return "Created";
         case 204: return "No Content";
         case 400: return "Bad Request";
+        case 401: return "Unauthorized";
         case 403: return "Forbidden";
         case 404: return "Not Found";
         case 405: return "Method Not Allowed";
@@ -553,6 +554,7 @@ const char *http_status_code_name(int status) {
         switch (status) {
         case 400: case 411: case 417: return "bad_request";
         case 408: return "timeout";
+        case 401: return "unauthorized";
         case 403: return "forbidden";
         case 404: return "not_found";
         case 405: return "method_not_allowed";
