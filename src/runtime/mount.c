@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -69,10 +71,69 @@ int rt_mount_tmpfs_opts(char *buf, size_t n, unsigned mode, uint64_t size, uint6
         return 0;
 }
 
-int rt_mount_overlay(const char *target, const char *opts) {
-        if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
-                return -errno;
+/* Appends to out (size RT_MOUNT_MAX_OPTS + 1) at *o; -E2BIG when it does not fit. */
+static int opts_add(char *out, size_t *o, const char *fmt, ...) _printf_(3, 4);
+static int opts_add(char *out, size_t *o, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(out + *o, RT_MOUNT_MAX_OPTS + 1 - *o, fmt, ap);
+        va_end(ap);
+        if (w < 0 || (size_t)w > RT_MOUNT_MAX_OPTS - *o)
+                return -E2BIG;
+        *o += (size_t)w;
         return 0;
+}
+
+int rt_mount_overlay(const char *target, const char *opts) {
+        /* overlayfs shows its layer paths in /proc/<pid>/mountinfo exactly as given, and the
+         * sandbox reads its own mountinfo: host paths there would tell code inside where the
+         * daemon's data dir is. So every layer is opened here and named by its fd instead
+         * ("/proc/self/fd/N"; the kernel resolves it at mount time), and only those names
+         * are shown. opts comes from rt_mount_overlay_opts: its paths hold no ',' and only
+         * lowerdir's holds ':'. */
+        static const char *const keys[] = { "lowerdir=", "upperdir=", "workdir=" };
+        int fds[RT_MOUNT_MAX_LAYERS + 2];
+        size_t nfd = 0, o = 0;
+        char out[RT_MOUNT_MAX_OPTS + 1] = "";
+        int r = 0;
+        for (const char *s = opts; *s && r == 0;) {
+                const char *end = strchr(s, ',');
+                size_t n = end ? (size_t)(end - s) : strlen(s);
+                size_t k = 0;
+                while (k < ELEMENTSOF(keys) && strncmp(s, keys[k], strlen(keys[k])))
+                        k++;
+                if (k == ELEMENTSOF(keys)) {
+                        r = opts_add(out, &o, "%s%.*s", o ? "," : "", (int)n, s);
+                } else {
+                        size_t kl = strlen(keys[k]);
+                        r = opts_add(out, &o, "%s%s", o ? "," : "", keys[k]);
+                        for (const char *p = s + kl; r == 0 && p < s + n;) {
+                                const char *colon = memchr(p, ':', (size_t)(s + n - p));
+                                size_t pl = colon ? (size_t)(colon - p) : (size_t)(s + n - p);
+                                char path[PATH_MAX];
+                                if (pl == 0 || pl >= sizeof path || nfd >= ELEMENTSOF(fds)) {
+                                        r = -EINVAL;
+                                        break;
+                                }
+                                memcpy(path, p, pl);
+                                path[pl] = '\0';
+                                int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                                if (fd < 0) {
+                                        r = -errno;
+                                        break;
+                                }
+                                fds[nfd++] = fd;
+                                r = opts_add(out, &o, "%s/proc/self/fd/%d", p == s + kl ? "" : ":", fd);
+                                p += pl + (colon ? 1 : 0);
+                        }
+                }
+                s += n + (end ? 1 : 0);
+        }
+        if (r == 0 && mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, out) < 0)
+                r = -errno;
+        for (size_t i = 0; i < nfd; i++)
+                safe_close(fds[i]);
+        return r;
 }
 
 /* ---- child side: no allocation below this line ---- */
