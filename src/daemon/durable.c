@@ -4,6 +4,7 @@
  * in order. Slow steps (capture, materialize, store forks, GC) run on the worker
  * threads; the loop thread alone writes the metadata store, and a change is committed
  * there before any client hears of it. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -414,7 +415,22 @@ static void job_set_err(struct job *j, const char *what, int r) {
         snprintf(j->err, sizeof j->err, "%s: %s%s%s", what, strerror(-r), *detail ? ": " : "", detail);
 }
 
+/* True if dir has no entries: a writable layer that adds nothing to the template. */
+static bool dir_empty(const char *dir) {
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        if (!d)
+                return false;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        return false;
+        return true;
+}
+
 static void work_capture(struct job *j) {
+        /* No snapshot yet and nothing written: recovery from the template gives the same. */
+        if (j->check_dirty && !j->has_parent && dir_empty(j->dir))
+                return;
         if (j->check_dirty && j->since_ns > 0) {
                 bool dirty = true;
                 int r = dl_dirty(j->dir, j->since_ns, &dirty);

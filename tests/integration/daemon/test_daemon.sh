@@ -2,7 +2,9 @@
 # Integration test of spaced: starts the real daemon on a temporary data directory with a
 # tiny template (static busybox, or host binaries with their libraries), then drives the
 # API with curl over the Unix socket: sessions, exec, stdin, files, background processes,
-# client disconnects, a killed init, deletion, restart cleanup and SIGTERM.
+# client disconnects, a killed init (recovered), deletion, re-attach after kill -9 of the
+# daemon and SIGTERM. The durable lifecycle (snapshots, pause, fork, ...) is
+# test_durable.sh.
 # Usage: test_daemon.sh SPACED_BINARY   (space-init must sit next to it)
 set -u
 SPACED=${1:?usage: test_daemon.sh SPACED}
@@ -197,7 +199,7 @@ check "a memory hog is killed with signal 9" test "$(echo "$E" | last_event | jg
 check "health shows oom_killed" test "$(api "$U" | jget health oom_killed)" = true
 check "the session still runs commands" test "$(api -X POST "$U/exec" -d '{"argv":["echo","alive"]}' | stdout_of)" = alive
 
-# space-init killed: the session is dead, requests on it fail with 503, the daemon lives.
+# space-init killed: requests in flight fail with 503, the session recovers by itself.
 SES2=$(api -X POST http://x/v1/sessions -d '{"template":"mini"}')
 ID2=$(echo "$SES2" | jget id)
 (api -X POST "http://x/v1/sessions/$ID2/exec" -d '{"argv":["sleep","60"]}' >"$T/dying" 2>&1) &
@@ -205,12 +207,16 @@ sleep 0.3
 kill -9 "$(echo "$SES2" | jget init_pid)"
 wait $!
 check "an exec in flight ends with an error event" test "$(last_event <"$T/dying" | jget type)" = error
-check "the session is dead with a reason" test "$(api "http://x/v1/sessions/$ID2" | jget state)" = dead
-R=$(api -X POST "http://x/v1/sessions/$ID2/exec" -d '{"argv":["true"]}' -o /dev/null -w '%{http_code}')
-check "exec on a dead session is 503" test "$R" = 503
+for _ in $(seq 40); do
+        [ "$(api "http://x/v1/sessions/$ID2" | jget state)" = running ] && break
+        sleep 0.05
+done
+check "the session runs again after its init was killed" test "$(api "http://x/v1/sessions/$ID2" | jget state)/$(api "http://x/v1/sessions/$ID2" | jget recoveries)" = running/1
+R=$(api -X POST "http://x/v1/sessions/$ID2/exec" -d '{"argv":["echo","back"]}' | stdout_of)
+check "exec works on the recovered session" test "$R" = back
 check "the daemon is alive" test "$(api http://x/v1/health | jget status)" = ok
 R=$(api -X DELETE "http://x/v1/sessions/$ID2" -o /dev/null -w '%{http_code}')
-check "a dead session can be deleted" test "$R" = 204
+check "a recovered session can be deleted" test "$R" = 204
 
 # Pipelining across asynchronous answers: a list (answered by init), an exec stream and
 # the deletion of another session, written at once, answered in order.
@@ -250,20 +256,25 @@ check "no sandbox directory is left" test -z "$(ls "$DATA/sandboxes")"
 check "no overlay mount is left" test -z "$(grep "$DATA/sandboxes" /proc/self/mountinfo)"
 check "init of the deleted session is gone" gone "$IPID"
 
-# kill -9 of the daemon leaves a sandbox behind; the next start cleans it up.
+# kill -9 of the daemon leaves the sandbox running; the next start re-attaches it.
 SES3=$(api -X POST http://x/v1/sessions -d '{"template":"mini"}')
+ID3=$(echo "$SES3" | jget id)
 IPID3=$(echo "$SES3" | jget init_pid)
 kill -9 "$PID"
 wait "$PID" 2>/dev/null
 start_daemon || exit 1
-sleep 0.2
-check "a restarted daemon removed the sandbox left behind" test -z "$(ls "$DATA/sandboxes")"
-check "... and its mount" test -z "$(grep "$DATA/sandboxes" /proc/self/mountinfo)"
-check "... and its processes" gone "$IPID3"
+for _ in $(seq 40); do
+        [ "$(api "http://x/v1/sessions/$ID3" | jget state)" = running ] && break
+        sleep 0.05
+done
+check "a restarted daemon re-attached the sandbox (same init)" test "$(api "http://x/v1/sessions/$ID3" | jget init_pid)" = "$IPID3"
+R=$(api -X POST "http://x/v1/sessions/$ID3/exec" -d '{"argv":["echo","still here"]}' | stdout_of)
+check "... and it runs commands" test "$R" = "still here"
+check "... and only its sandbox is on disk" test "$(ls "$DATA/sandboxes")" = "$(api "http://x/v1/sessions/$ID3" | jget sandbox_id)"
 
-# SIGTERM destroys every sandbox.
+# SIGTERM stops every sandbox (the sessions stay, for the next start).
 for _ in 1 2 3; do api -X POST http://x/v1/sessions -d '{"template":"mini"}' >/dev/null; done
-check "three sessions run" test "$(api http://x/v1/health | jget sessions)" = 3
+check "four sessions run" test "$(api http://x/v1/health | jget sessions)" = 4
 kill -TERM "$PID"
 wait "$PID"
 RC=$?

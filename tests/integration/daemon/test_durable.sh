@@ -1,0 +1,336 @@
+#!/bin/bash
+# Integration test of durable sessions (docs/sessions.md): the real spaced, runtime and
+# space-init on a tiny busybox template, driven with curl. Snapshots and the timeline,
+# pause/resume (nothing left on the host while paused), restore (time travel), fork
+# independence, crash recovery of a killed init within 2 s, re-attach after kill -9 of the
+# daemon with a background process still writing, rolling snapshots only on change and
+# their retention, tokens, GC, and the bad-input cases (each a clear 4xx, nothing changed).
+# Usage: test_durable.sh SPACED_BINARY   (space-init must sit next to it)
+set -u
+SPACED=${1:?usage: test_durable.sh SPACED}
+BIN=$(dirname "$SPACED")
+PASS=0
+FAIL=0
+SKIP=77
+
+if [ "$(id -u)" -ne 0 ]; then
+        echo "SKIP: spaced's ns runtime needs root"
+        exit $SKIP
+fi
+[ -x "$BIN/space-init" ] || { echo "SKIP: $BIN/space-init is not built"; exit $SKIP; }
+for t in curl python3; do
+        command -v $t >/dev/null || { echo "SKIP: $t is missing"; exit $SKIP; }
+done
+
+T=$(mktemp -d /tmp/spaced-dur.XXXXXX)
+DATA=$T/data
+S=$DATA/spaced.sock
+LOG=$T/spaced.log
+PID=
+
+cleanup() {
+        if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+                kill -TERM "$PID"
+                for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+                kill -9 "$PID" 2>/dev/null
+        fi
+        # Sandboxes a failed run may have left (re-attachable ones survive a kill -9).
+        for d in "$DATA"/sandboxes/*/run/rootfs; do [ -d "$d" ] && umount -l "$d" 2>/dev/null; done
+        rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
+bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
+check() { # description, then a command that must succeed
+        local d=$1
+        shift
+        if "$@"; then ok "$d"; else bad "$d"; fi
+}
+api() { curl -sS --unix-socket "$S" "$@"; }
+code() { curl -sS --unix-socket "$S" -o /dev/null -w '%{http_code}' "$@"; }
+jget() { python3 -c 'import json,sys
+v=json.load(sys.stdin)
+for k in sys.argv[1:]:
+    v=v[int(k)] if isinstance(v,list) else v[k]
+print(json.dumps(v) if isinstance(v,(dict,list,bool)) or v is None else v)' "$@"; }
+stdout_of() { python3 -c 'import json,sys,base64
+out=b""
+for l in sys.stdin:
+    e=json.loads(l)
+    if e["type"]=="stdout":
+        out+=e["data"].encode() if "data" in e else base64.b64decode(e["data_b64"])
+sys.stdout.buffer.write(out)'; }
+sh_in() { # session, shell command -> its stdout
+        api -X POST "http://x/v1/sessions/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$2")" | stdout_of
+}
+state_of() { api "http://x/v1/sessions/$1" | jget state; }
+n_snaps() { api "http://x/v1/sessions/$1/snapshots" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["snapshots"]))'; }
+n_reason() { api "http://x/v1/sessions/$1/snapshots" | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["snapshots"] if s["reason"]==sys.argv[1]))' "$2"; }
+gone() { # pid has exited (a zombie counts as gone); waits 3 s
+        for _ in $(seq 30); do
+                [ -e "/proc/$1" ] || return 0
+                grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null && return 0
+                sleep 0.1
+        done
+        return 1
+}
+no_cgroup() { test -z "$(find /sys/fs/cgroup -maxdepth 4 -name "$1" 2>/dev/null)"; }
+no_mount() { ! grep -q "$1" /proc/self/mountinfo; }
+wait_state() { # session, state, tenths of a second
+        for _ in $(seq "$3"); do
+                [ "$(state_of "$1")" = "$2" ] && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
+start_daemon() {
+        "$SPACED" --data "$DATA" --log-level debug >>"$LOG" 2>&1 &
+        PID=$!
+        for _ in $(seq 100); do
+                [ -S "$S" ] && api http://x/v1/health >/dev/null 2>&1 && return 0
+                sleep 0.05
+        done
+        echo "spaced did not start:"
+        tail -n 30 "$LOG"
+        return 1
+}
+
+ROOT=$T/rootfs
+mkdir -p "$ROOT/bin" "$ROOT/root" "$ROOT/tmp" "$ROOT/etc" "$ROOT/proc" "$ROOT/dev" "$ROOT/sys"
+if command -v busybox >/dev/null && ! ldd "$(command -v busybox)" >/dev/null 2>&1; then
+        cp "$(command -v busybox)" "$ROOT/bin/busybox"
+        for c in sh cat echo ls sleep head wc env yes true tr grep rm mkdir; do ln -s busybox "$ROOT/bin/$c"; done
+else
+        for c in sh cat echo ls sleep head wc env yes true tr grep rm mkdir; do
+                src=$(command -v $c) || continue
+                cp -L "$src" "$ROOT/bin/$c"
+                for lib in $(ldd "$src" 2>/dev/null | grep -o '/[^ ]*'); do
+                        mkdir -p "$ROOT$(dirname "$lib")"
+                        cp -L "$lib" "$ROOT$lib"
+                done
+        done
+fi
+
+start_daemon || exit 1
+echo "# spaced $SPACED on $DATA"
+api -X POST http://x/v1/templates -d "{\"name\":\"mini\",\"from_dir\":\"$ROOT\"}" >/dev/null
+NEW='{"template":"mini","memory":"64M","snapshot_interval_ms":0}'
+
+# ---- create: a token, the durable fields ----
+R=$(api -X POST http://x/v1/sessions -d "$NEW")
+A=$(echo "$R" | jget id)
+TOK=$(echo "$R" | jget token)
+UA=http://x/v1/sessions/$A
+check "create answers a 43-character token" test "${#TOK}" = 43
+check "a new session has no head snapshot and rolling off" test "$(echo "$R" | jget head_snapshot)/$(echo "$R" | jget snapshot_interval_ms)" = "null/0"
+check "the token is not shown again" test "$(api "$UA" | python3 -c 'import json,sys; print("token" in json.load(sys.stdin))')" = False
+
+# ---- snapshots and the timeline ----
+sh_in "$A" 'echo v1 > /root/draft.txt' >/dev/null
+R=$(api -X POST "$UA/snapshots" -d '{"label":"first draft"}' -w '\n%{http_code}')
+check "snapshot answers 201" test "$(echo "$R" | tail -n 1)" = 201
+S1=$(echo "$R" | head -n 1 | jget id)
+check "the snapshot has its label and reason" test "$(echo "$R" | head -n 1 | jget label)/$(echo "$R" | head -n 1 | jget reason)" = "first draft/manual"
+sh_in "$A" 'echo v2 > /root/draft.txt; rm -f /bin/true' >/dev/null
+S2=$(api -X POST "$UA/snapshots" | jget id)
+sh_in "$A" 'echo v3 > /root/draft.txt; mkdir -p /root/d; echo x > /root/d/x' >/dev/null
+S3=$(api -X POST "$UA/snapshots" -d '{"label":null}' | jget id)
+check "the timeline lists three snapshots oldest first" test "$(api "$UA/snapshots" | python3 -c 'import json,sys; print(",".join(s["id"] for s in json.load(sys.stdin)["snapshots"]))')" = "$S1,$S2,$S3"
+check "each snapshot names its parent" test "$(api "$UA/snapshots" | jget snapshots 1 parent)" = "$S1"
+check "the head is the newest" test "$(api "$UA" | jget head_snapshot)" = "$S3"
+LONG=$(python3 -c 'print("x"*257)')
+check "a label over 256 bytes is 400" test "$(code -X POST "$UA/snapshots" -d "{\"label\":\"$LONG\"}")" = 400
+check "... and made no snapshot" test "$(n_snaps "$A")" = 3
+
+# ---- restore: time travel in place ----
+R=$(api -X POST "$UA/restore" -d "{\"snapshot\":\"$S1\"}" -w '\n%{http_code}')
+check "restore answers 200, running" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | jget state)" = "200/running"
+check "restore to the first shows the first contents" test "$(sh_in "$A" 'cat /root/draft.txt; ls /root')" = "v1
+draft.txt"
+check "a file deleted later is back (whiteout undone)" test "$(sh_in "$A" 'test -e /bin/true && echo yes')" = yes
+api -X POST "$UA/restore" -d "{\"snapshot\":\"$S2\"}" >/dev/null
+check "restore to the second: its deletion holds (whiteout restored)" test "$(sh_in "$A" 'cat /root/draft.txt; test -e /bin/true || echo deleted')" = "v2
+deleted"
+api -X POST "$UA/restore" -d "{\"snapshot\":\"$S3\"}" >/dev/null
+check "restore to the third brings them back" test "$(sh_in "$A" 'cat /root/draft.txt /root/d/x')" = "v3
+x"
+check "newer snapshots stay; each restore is a record" test "$(n_snaps "$A")/$(n_reason "$A" restore)" = "6/3"
+
+# ---- pause / resume ----
+R=$(api "$UA")
+SBX=$(echo "$R" | jget sandbox_id)
+IPID=$(echo "$R" | jget init_pid)
+sh_in "$A" 'echo unsnapshotted > /root/late.txt' >/dev/null
+R=$(api -X POST "$UA/pause" -w '\n%{http_code}')
+check "pause answers 200, paused, no sandbox" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | jget state)/$(echo "$R" | head -n 1 | jget sandbox_id)" = "200/paused/null"
+check "while paused no process of the session remains" gone "$IPID"
+check "... no mount" no_mount "$SBX"
+check "... no cgroup" no_cgroup "$SBX"
+check "... no sandbox directory" test -z "$(ls "$DATA/sandboxes")"
+check "pause of a paused session is 409" test "$(code -X POST "$UA/pause")" = 409
+check "exec on a paused session is 409" test "$(code -X POST "$UA/exec" -d '{"argv":["true"]}')" = 409
+NEV=$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["events"]))')
+R=$(api -X POST "$UA/resume" -w '\n%{http_code}')
+check "resume answers 200, running on a new sandbox" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | jget state)" = "200/running"
+check "after resume every file is there, the unsnapshotted one too" test "$(sh_in "$A" 'cat /root/draft.txt /root/late.txt')" = "v3
+unsnapshotted"
+check "the event log is whole (one more event: resumed)" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; e=json.load(sys.stdin)["events"]; print(len(e), e[-3]["data"].get("event"))')" = "$((NEV + 3)) resumed"
+check "resume of a running session is 409" test "$(code -X POST "$UA/resume")" = 409
+check "the log has the pause with its snapshot" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print([e["data"]["snapshot"] is not None for e in json.load(sys.stdin)["events"] if e["data"].get("event")=="paused"])')" = "[True]"
+
+# ---- fork: independent copies ----
+R=$(api -X POST "$UA/fork" -d "{\"snapshot\":\"$S1\",\"count\":2}" -w '\n%{http_code}')
+check "fork answers 201 with two sessions" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')" = "201/2"
+F1=$(echo "$R" | head -n 1 | jget sessions 0 id)
+F2=$(echo "$R" | head -n 1 | jget sessions 1 id)
+FT=$(echo "$R" | head -n 1 | jget sessions 0 token)
+check "each fork has its own token" test "${#FT}" = 43
+check "a fork names its parent and source" test "$(api "http://x/v1/sessions/$F1" | jget parent_session)/$(api "http://x/v1/sessions/$F1" | jget source_snapshot)" = "$A/$S1"
+check "both forks start from the snapshot" test "$(sh_in "$F1" 'cat /root/draft.txt')/$(sh_in "$F2" 'cat /root/draft.txt')" = "v1/v1"
+sh_in "$F1" 'echo fork one > /root/draft.txt' >/dev/null
+sh_in "$F2" 'echo fork two > /root/draft.txt' >/dev/null
+check "the forks are independent" test "$(sh_in "$F1" 'cat /root/draft.txt')/$(sh_in "$F2" 'cat /root/draft.txt')" = "fork one/fork two"
+check "the parent is unchanged" test "$(sh_in "$A" 'cat /root/draft.txt')" = v3
+R=$(api -X POST "$UA/fork" -w '\n%{http_code}')
+F3=$(echo "$R" | head -n 1 | jget sessions 0 id)
+check "fork without a snapshot takes one of now" test "$(echo "$R" | tail -n 1)/$(sh_in "$F3" 'cat /root/late.txt')" = "201/unsnapshotted"
+check "the parent's log records the fork" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["events"] if e["data"].get("event")=="forked"))')" = 2
+R=$(api -X POST http://x/v1/sessions -d "{\"snapshot\":\"$S2\",\"memory\":\"64M\",\"snapshot_interval_ms\":0}" -w '\n%{http_code}')
+C1=$(echo "$R" | head -n 1 | jget id)
+check "create from a snapshot starts from its files" test "$(echo "$R" | tail -n 1)/$(sh_in "$C1" 'cat /root/draft.txt')" = "201/v2"
+
+# ---- crash recovery ----
+sh_in "$A" 'echo in snapshot > /root/crash.txt' >/dev/null
+SN=$(api -X POST "$UA/snapshots" | jget id)
+sh_in "$A" 'echo after snapshot > /root/crash.txt; echo lost > /root/lost.txt' >/dev/null
+IPID=$(api "$UA" | jget init_pid)
+T0=$(date +%s%N)
+kill -9 "$IPID"
+BACK=no
+for _ in $(seq 40); do
+        R=$(api "$UA")
+        if [ "$(echo "$R" | jget state)" = running ] && [ "$(echo "$R" | jget init_pid)" != "$IPID" ]; then BACK=yes; break; fi
+        sleep 0.05
+done
+MS=$(( ($(date +%s%N) - T0) / 1000000 ))
+check "a killed init: running again within 2 s by itself ($MS ms)" test "$BACK/$((MS <= 2000))" = yes/1
+check "... with the newest snapshot's files" test "$(sh_in "$A" 'cat /root/crash.txt; test -e /root/lost.txt || echo no-lost')" = "in snapshot
+no-lost"
+R=$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; e=[e for e in json.load(sys.stdin)["events"] if e["kind"]=="recovery"]; print(e[-1]["data"]["from_snapshot"], e[-1]["data"]["lost_sandbox"] is not None, "signal 9" in e[-1]["data"]["reason"])')
+check "the log records the loss and the snapshot it came back from" test "$R" = "$SN True True"
+check "recoveries counts it" test "$(api "$UA" | jget recoveries)" = 1
+
+# ---- bad input: a clear 4xx and no change ----
+SB=$(api -X POST "http://x/v1/sessions/$F2/snapshots" | jget id)
+NA=$(n_snaps "$A")
+HEAD=$(api "$UA" | jget head_snapshot)
+check "restore to another session's snapshot is 404" test "$(code -X POST "$UA/restore" -d "{\"snapshot\":\"$SB\"}")" = 404
+check "restore to an unknown snapshot is 404" test "$(code -X POST "$UA/restore" -d '{"snapshot":"snap_0000000000000000"}')" = 404
+check "restore without a snapshot is 400" test "$(code -X POST "$UA/restore" -d '{}')" = 400
+check "... nothing changed (head, timeline, files)" test "$(api "$UA" | jget head_snapshot)/$(n_snaps "$A")/$(sh_in "$A" 'cat /root/crash.txt')" = "$HEAD/$NA/in snapshot"
+check "fork from another session's snapshot is 404" test "$(code -X POST "$UA/fork" -d "{\"snapshot\":\"$SB\"}")" = 404
+check "fork count 65 is 400" test "$(code -X POST "$UA/fork" -d '{"count":65}')" = 400
+check "fork count 0 is 400" test "$(code -X POST "$UA/fork" -d '{"count":0}')" = 400
+check "wrong token on a session is 401" test "$(code -H 'X-Space-Session-Token: AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' "$UA")" = 401
+check "a wrong token's exec is 401 and runs nothing" test "$(code -H 'X-Space-Session-Token: nope' -X POST "$UA/exec" -d '{"argv":["sh","-c","echo bad > /root/crash.txt"]}')/$(sh_in "$A" 'cat /root/crash.txt')" = "401/in snapshot"
+check "the right token is accepted" test "$(code -H "X-Space-Session-Token: $TOK" "$UA")" = 200
+check "connect with a wrong token is 401" test "$(code -X POST "$UA/connect" -d '{"token":"wrong"}')" = 401
+check "connect to an unknown session is 404" test "$(code -X POST http://x/v1/sessions/ses_0000000000000000/connect -d "{\"token\":\"$TOK\"}")" = 404
+check "events limit 1001 is 400" test "$(code "$UA/events?limit=1001")" = 400
+BIG=$(python3 -c 'print("{\"kind\":\"note\",\"data\":\"" + "x"*70000 + "\"}")')
+check "an event over 64 KiB is 413" test "$(code -X POST "$UA/events" -d "$BIG")" = 413
+check "an event of an unknown kind is 400" test "$(code -X POST "$UA/events" -d '{"kind":"lifecycle","data":{}}')" = 400
+api -X DELETE "http://x/v1/sessions/$F2" >/dev/null
+check "fork of a deleted session is 404" test "$(code -X POST "http://x/v1/sessions/$F2/fork")" = 404
+check "a deleted session is 404" test "$(code "http://x/v1/sessions/$F2")" = 404
+check "create from a deleted session's snapshot is 404" test "$(code -X POST http://x/v1/sessions -d "{\"snapshot\":\"$SB\"}")" = 404
+
+# ---- the event log: agent events, paging ----
+R=$(api -X POST "$UA/events" -d '{"kind":"tool_call","data":{"tool":"grep","args":["-r","x"]}}' -w '\n%{http_code}')
+SEQ=$(echo "$R" | head -n 1 | jget seq)
+check "an agent event is appended (201, seq)" test "$(echo "$R" | tail -n 1)/$((SEQ > 0))" = "201/1"
+check "it reads back as written" test "$(api "$UA/events?after=$((SEQ - 1))&limit=1" | jget events 0 data tool)" = grep
+P1=$(api "$UA/events?limit=5")
+check "a page of 5 says there is more" test "$(echo "$P1" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["events"]), d["more"], d["next"])')" = "5 True 5"
+check "the next page starts after it" test "$(api "$UA/events?after=5&limit=1" | jget events 0 seq)" = 6
+check "the last page says no more" test "$(api "$UA/events?after=$SEQ" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["events"]), d["more"])')" = "0 False"
+
+# ---- daemon restart: kill -9, sessions back, background output re-attachable ----
+R=$(api -X POST "$UA/exec" -d '{"argv":["sh","-c","i=0; while true; do echo line $i; i=$((i+1)); sleep 0.1; done"],"background":true}')
+BG=$(echo "$R" | jget pid)
+sleep 0.5
+OFF=$(api "$UA/processes/$BG/output?offset=0" | tail -n 1 | jget offset)
+api -X POST "http://x/v1/sessions/$F1/pause" >/dev/null
+IPID=$(api "$UA" | jget init_pid)
+kill -9 "$PID"
+wait "$PID" 2>/dev/null
+sleep 0.3
+start_daemon || exit 1
+check "after kill -9 and a restart the session runs on the same sandbox" test "$(wait_state "$A" running 20 && api "$UA" | jget init_pid)" = "$IPID"
+check "a paused session stays paused" test "$(state_of "$F1")" = paused
+check "the background process still runs" test "$(api "$UA/processes" | python3 -c "import json,sys; print([p['running'] for p in json.load(sys.stdin)['processes'] if p['pid']==$BG][0])")" = True
+R=$(api "$UA/processes/$BG/output?offset=$OFF")
+check "its output re-attaches from the offset the client had" test "$(echo "$R" | head -n 1 | jget offset)/$(echo "$R" | sed -n 2p | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][:5])')" = "$OFF/line "
+R=$(api -X POST "$UA/connect" -d "{\"token\":\"$TOK\"}")
+check "connect with the token lists the background process" test "$(echo "$R" | python3 -c "import json,sys; print(any(p['pid']==$BG and p['running'] for p in json.load(sys.stdin)['processes']))")" = True
+check "every acknowledged snapshot is still listed" test "$(n_snaps "$A")" = "$NA"
+check "a paused session resumes after the restart" test "$(api -X POST "http://x/v1/sessions/$F1/resume" | jget state)/$(sh_in "$F1" 'cat /root/draft.txt')" = "running/fork one"
+
+# ---- rolling snapshots: only on change, retention ----
+R=$(api -X POST http://x/v1/sessions -d '{"template":"mini","memory":"64M","snapshot_interval_ms":1000,"retention":2}')
+RL=$(echo "$R" | jget id)
+sleep 2.5
+check "no rolling snapshot while nothing changed" test "$(n_reason "$RL" rolling)" = 0
+sh_in "$RL" 'echo a > /root/r.txt' >/dev/null
+sleep 2.5
+check "a change gets a rolling snapshot" test "$(n_reason "$RL" rolling)" = 1
+sleep 1.5
+check "... and only one while nothing changes again" test "$(n_reason "$RL" rolling)" = 1
+for i in 1 2 3; do
+        H=$(api "http://x/v1/sessions/$RL" | jget head_snapshot)
+        sh_in "$RL" "echo $i > /root/r.txt" >/dev/null
+        for _ in $(seq 40); do # a rolling check runs every interval (1 s) on the 1 s tick
+                [ "$(api "http://x/v1/sessions/$RL" | jget head_snapshot)" != "$H" ] && break
+                sleep 0.1
+        done
+done
+check "retention keeps the last 2 rolling snapshots" test "$(n_reason "$RL" rolling)" = 2
+check "the head holds the last change" test "$(api "http://x/v1/sessions/$RL/restore" -X POST -d "{\"snapshot\":\"$(api "http://x/v1/sessions/$RL" | jget head_snapshot)\"}" >/dev/null; sh_in "$RL" 'cat /root/r.txt')" = 3
+check "the freeze time of a rolling snapshot is logged" grep -q "snapshot snap_.* (rolling).*frozen [0-9]* us" "$LOG"
+
+# ---- delete and GC ----
+R=$(api -X POST http://x/v1/gc -w '\n%{http_code}')
+check "gc answers 200" test "$(echo "$R" | tail -n 1)" = 200
+SBXC=$(api "http://x/v1/sessions/$C1" | jget sandbox_id)
+check "delete answers 204" test "$(code -X DELETE "http://x/v1/sessions/$C1")" = 204
+check "... its sandbox is gone" test ! -e "$DATA/sandboxes/$SBXC"
+R=$(api -X POST http://x/v1/gc)
+check "gc after deletes frees what only they held" test "$(echo "$R" | jget objects_removed)" -gt 0
+check "the remaining sessions still restore their snapshots" test "$(api -X POST "$UA/restore" -d "{\"snapshot\":\"$S1\"}" | jget state)/$(sh_in "$A" 'cat /root/draft.txt')" = "running/v1"
+
+# ---- SIGTERM: sandboxes stopped, sessions back on the next start ----
+sh_in "$A" 'echo before stop > /root/stop.txt' >/dev/null
+kill -TERM "$PID"
+wait "$PID"
+RC=$?
+PID=
+check "SIGTERM exits 0" test "$RC" = 0
+check "SIGTERM left no sandbox and no mount" test -z "$(ls "$DATA/sandboxes")$(grep "$DATA/sandboxes" /proc/self/mountinfo)"
+start_daemon || exit 1
+check "after SIGTERM and a start the session runs with its last change" test "$(wait_state "$A" running 30 && sh_in "$A" 'cat /root/stop.txt')" = "before stop"
+check "its log says it restarted" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events"][-3]["data"].get("event"))')" = restarted
+
+if grep -q "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$LOG"; then
+        bad "sanitizer reports in the daemon log"
+        grep -A20 "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$LOG" | head -60
+else
+        ok "no sanitizer report in the daemon log"
+fi
+if [ "$FAIL" -ne 0 ]; then
+        echo "--- spaced log (last 80 lines)"
+        tail -n 80 "$LOG"
+fi
+echo "durable: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
