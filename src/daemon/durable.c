@@ -2176,6 +2176,9 @@ static int adopt_sandbox(struct session *s, const char *sbx) {
         }
         memcpy(s->sbx_id, sbx, strlen(sbx) + 1); /* checked on entry */
         s->dir = TAKE_PTR(dir);
+        /* A daemon killed during a capture leaves the sandbox frozen. */
+        if (s->rt->thaw(s->sb) < 0)
+                log_warn("%s: thawing adopted sandbox %s: %s", s->id, sbx, runtime_last_error());
         r = ses_watch(s);
         if (r < 0) {
                 ses_drop_sandbox(s, 503, "adopt failed");
@@ -2273,6 +2276,25 @@ int dur_load(struct daemon *d) {
         log_info("sessions: %u re-attached, %u to recover, %u paused, %u unfinished removed, %u stray sandbox(es) reclaimed",
                  adopted, recovering, paused, dropped, reclaimed);
         return 0;
+}
+
+static bool settling(struct daemon *d) {
+        for (struct session *s = d->sessions; s; s = s->next) {
+                if (s->freed)
+                        continue;
+                if (s->kick_pending || (s->act && (s->act->kind == ACT_START || s->act->kind == ACT_RECOVER)))
+                        return true;
+                for (struct action *q = s->queue; q; q = q->next)
+                        if (q->kind == ACT_START || q->kind == ACT_RECOVER)
+                                return true;
+        }
+        return false;
+}
+
+void dur_settle(struct daemon *d, int timeout_ms) {
+        uint64_t end = srv_now_ms() + (uint64_t)timeout_ms;
+        while (settling(d) && srv_now_ms() < end)
+                (void)loop_run_once(d->loop, 50);
 }
 
 /* SIGTERM: sessions stay durable, the host is left clean. Every running session that

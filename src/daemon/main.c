@@ -213,6 +213,7 @@ int main(int argc, char **argv) {
                 log_error("loading sessions failed: %s", strerror(-r));
                 return 1;
         }
+        dur_settle(d, SPACED_SETTLE_MS);
 
         d->sig_src.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         d->sig_src.cb = signal_event;

@@ -60,6 +60,7 @@
 #define SES_TOKEN_HEADER "X-Space-Session-Token"
 #define SES_RECOVER_RETRY_MS 1000         /* a recovery that failed is tried again after */
 #define SPACED_GC_INTERVAL_MS (10 * 60 * 1000)
+#define SPACED_SETTLE_MS 5000            /* a restart serves once sessions are back, or after this */
 #define SPACED_WORKERS 2                  /* threads for captures, materializations, GC */
 
 struct daemon;
@@ -322,6 +323,9 @@ void dur_close(struct daemon *d);
 /* After a start: every session of meta back in memory (adopted, recovering, paused). */
 int dur_load(struct daemon *d);
 void dur_tick(struct daemon *d);     /* rolling snapshots, retries, periodic GC */
+/* Runs the loop until re-attached sandboxes said HELLO and recoveries ran (at most
+ * timeout_ms), so that clients of a restarted daemon find sessions ready. */
+void dur_settle(struct daemon *d, int timeout_ms);
 /* SIGTERM: a final snapshot of every changed running session, sandboxes destroyed. */
 void dur_shutdown(struct daemon *d);
 int dur_create(struct daemon *d, struct conn *c, const struct json *body);
