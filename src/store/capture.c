@@ -1,7 +1,10 @@
 /* Capture: turns a directory (a sandbox's overlayfs upper layer) into trees, chunks and a
- * snapshot record. One thread walks the directory in canonical (sorted) order; file reads
- * and chunk hashing/compression/writing run on the store's pool. With a parent snapshot
- * and its stat cache, unchanged files are not read and unchanged trees are not rewritten. */
+ * snapshot record. The walk (one task per directory: list, sort, stat) and the file reads,
+ * chunk hashing, compression and writing all run on the store's pool; the trees are built
+ * afterwards in canonical (sorted) order, so the result does not depend on timing. With a
+ * parent snapshot and its stat cache, unchanged files are not read and unchanged trees are
+ * not rewritten: what is left of an incremental capture is a stat of every entry, which
+ * both cores share. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -38,6 +41,9 @@ struct cnode {
         struct slot_block *slots; /* REG being read */
         struct cnode *link_first; /* hard link: the node that carries the data */
         uint32_t link_count;      /* on link_first: members seen */
+        struct cnode *link_leader;/* on link_first: the member first in canonical order (names the group) */
+        unsigned depth;           /* DIR: nesting below the root */
+        bool same_names;          /* DIR: stat matches the cache, so it holds the names it held then */
         uint64_t dev, ino;
         struct scache_rec st;
         bool cacheable;
@@ -55,13 +61,14 @@ struct capture {
         pthread_mutex_t mu;
         char errmsg[1024];
         atomic_uint_least64_t bytes_read, files_read;
-        uint64_t entries, files, bytes_logical;
-        /* hard links: (dev, ino) -> first node, a small open-addressing table */
+        atomic_uint_least64_t entries, files, bytes_logical;
+        /* hard links: (dev, ino) -> first node, a small open-addressing table (under mu) */
         struct cnode **links;
         size_t links_cap, links_n;
         const struct store_capture_opts *o;
         int64_t last_progress;
         uint64_t op;
+        pthread_t caller;  /* progress is reported from this thread only */
 };
 
 static void cap_fail(struct capture *c, int r) {
@@ -73,13 +80,13 @@ static void cap_fail(struct capture *c, int r) {
 }
 
 static void progress(struct capture *c, const char *phase, bool force) {
-        if (!c->o || !c->o->progress)
+        if (!c->o || !c->o->progress || !pthread_equal(pthread_self(), c->caller))
                 return;
         int64_t now = store_now_ns();
         if (!force && now - c->last_progress < 100000000)
                 return;
         c->last_progress = now;
-        struct store_progress p = { .phase = phase, .entries = c->entries, .bytes = atomic_load(&c->bytes_read) };
+        struct store_progress p = { .phase = phase, .entries = atomic_load(&c->entries), .bytes = atomic_load(&c->bytes_read) };
         c->o->progress(c->o->userdata, &p);
 }
 
@@ -465,7 +472,16 @@ static const struct t_entry *old_find(const struct tree *t, const char *name) {
         return NULL;
 }
 
-static int link_lookup(struct capture *c, struct cnode *n) {
+/* The order of paths in a canonical walk: component by component, bytewise. */
+static int path_canon_cmp(const char *a, const char *b) {
+        for (;; a++, b++) {
+                unsigned char x = *a == '/' ? 0 : (unsigned char)*a, y = *b == '/' ? 0 : (unsigned char)*b;
+                if (!*a || !*b || x != y)
+                        return (*a ? x + 1 : 0) - (*b ? y + 1 : 0);
+        }
+}
+
+static int link_lookup_locked(struct capture *c, struct cnode *n) {
         if (c->links_n * 2 >= c->links_cap) {
                 size_t ncap = c->links_cap ? c->links_cap * 2 : 64;
                 struct cnode **nl = calloc(ncap, sizeof *nl);
@@ -490,14 +506,25 @@ static int link_lookup(struct capture *c, struct cnode *n) {
                 if (x->ino == n->ino && x->dev == n->dev) {
                         n->link_first = x;
                         x->link_count++;
+                        /* walks run in parallel: the group is named by its canonical first member */
+                        if (path_canon_cmp(n->path, x->link_leader->path) < 0)
+                                x->link_leader = n;
                         return 0;
                 }
                 j = (j + 1) & (c->links_cap - 1);
         }
         c->links[j] = n;
         n->link_count = 1;
+        n->link_leader = n;
         c->links_n++;
         return 0;
+}
+
+static int link_lookup(struct capture *c, struct cnode *n) {
+        pthread_mutex_lock(&c->mu);
+        int r = link_lookup_locked(c, n);
+        pthread_mutex_unlock(&c->mu);
+        return r;
 }
 
 static char *path_join(const char *dir, const char *name) {
@@ -507,7 +534,8 @@ static char *path_join(const char *dir, const char *name) {
         return p;
 }
 
-static int walk_dir(struct capture *c, struct cnode *dn, int dfd, unsigned depth);
+static void walk_submit(struct capture *c, struct cnode *dn);
+static int walk_names(struct capture *c, struct cnode *dn, int dfd, unsigned depth, char **names, size_t n);
 
 static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode *n, unsigned depth) {
         struct stat st;
@@ -516,7 +544,7 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                         return 1; /* removed since readdir: as if it never was */
                 return store_fail(-errno, "%s: %m", n->path);
         }
-        c->entries++;
+        atomic_fetch_add(&c->entries, 1);
         struct t_entry *e = &n->e;
         e->name = n->name;
         e->mode = st.st_mode & 07777;
@@ -556,7 +584,10 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                          old->gid == e->gid && (e->type != T_REG || (cr->size == n->st.size && old->size == n->st.size));
 
         /* A change of content, owner, mode or xattrs changes ctime: unchanged entries keep
-         * the parent's xattrs, target and chunk list without a syscall. */
+         * the parent's xattrs, target and chunk list without a syscall. A directory's mtime
+         * moves with every name made, removed or renamed in it (and its stat here comes
+         * before its listing): unchanged, it holds the names its old tree lists. */
+        n->same_names = unchanged && e->type == T_DIR;
         if (unchanged) {
                 e->nxattr = old->nxattr;
                 e->xattrs = old->xattrs;
@@ -587,8 +618,8 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                 }
                 break;
         case T_REG:
-                c->files++;
-                c->bytes_logical += (uint64_t)st.st_size;
+                atomic_fetch_add(&c->files, 1);
+                atomic_fetch_add(&c->bytes_logical, (uint64_t)st.st_size);
                 if (st.st_nlink > 1) {
                         int r = link_lookup(c, n);
                         if (r < 0)
@@ -618,16 +649,9 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
         case T_DIR: {
                 if (depth + 1 > STORE_MAX_DEPTH)
                         return store_fail(-ELOOP, "%s: nested deeper than %u directories", n->path, STORE_MAX_DEPTH);
-                _cleanup_close_ int cfd = openat(dfd, n->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (cfd < 0)
-                        return store_fail(-errno, "%s: cannot open the directory: %m", n->path);
-                if (old) {
-                        uint64_t br = 0;
-                        int r = tree_load_op(c->s, &old->tree, c->op, &n->old_tree, &br);
-                        if (r < 0)
-                                return r;
-                }
-                return walk_dir(c, n, cfd, depth + 1);
+                n->depth = depth + 1;
+                walk_submit(c, n); /* its own task: both cores walk */
+                return 0;
         }
         default:
                 break;
@@ -636,6 +660,28 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
 }
 
 static int walk_dir(struct capture *c, struct cnode *dn, int dfd, unsigned depth) {
+        if (dn->old && !dn->old_tree.mem) {
+                uint64_t br = 0;
+                int r = tree_load_op(c->s, &dn->old->tree, c->op, &dn->old_tree, &br);
+                if (r < 0)
+                        return r;
+        }
+        _cleanup_free_ char **names = NULL;
+        size_t n = 0, cap = 0;
+        int r = 0;
+        if (dn->same_names && dn->old_tree.mem) {
+                /* no listing needed: the old tree's names, sorted already */
+                names = calloc(dn->old_tree.n ? dn->old_tree.n : 1, sizeof *names);
+                if (!names)
+                        return -ENOMEM;
+                for (; n < dn->old_tree.n; n++)
+                        if (!(names[n] = strdup(dn->old_tree.e[n].name))) {
+                                for (size_t i = 0; i < n; i++)
+                                        free(names[i]);
+                                return -ENOMEM;
+                        }
+                return walk_names(c, dn, dfd, depth, names, n);
+        }
         int fd2 = dup(dfd);
         if (fd2 < 0)
                 return -errno;
@@ -644,9 +690,6 @@ static int walk_dir(struct capture *c, struct cnode *dn, int dfd, unsigned depth
                 close(fd2);
                 return -errno;
         }
-        _cleanup_free_ char **names = NULL;
-        size_t n = 0, cap = 0;
-        int r = 0;
         struct dirent *de;
         errno = 0;
         while ((de = readdir(d))) {
@@ -674,8 +717,19 @@ static int walk_dir(struct capture *c, struct cnode *dn, int dfd, unsigned depth
         }
         if (r == 0 && errno)
                 r = store_fail(-errno, "%s: cannot read the directory: %m", *dn->path ? dn->path : ".");
-        if (r == 0 && n)
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        free(names[i]);
+                return r;
+        }
+        if (n)
                 qsort(names, n, sizeof *names, name_cmp);
+        return walk_names(c, dn, dfd, depth, names, n);
+}
+
+/* Stats each of the sorted names (and frees them). */
+static int walk_names(struct capture *c, struct cnode *dn, int dfd, unsigned depth, char **names, size_t n) {
+        int r = 0;
         if (r == 0) {
                 dn->kids = calloc(n ? n : 1, sizeof *dn->kids);
                 if (!dn->kids)
@@ -709,6 +763,54 @@ static int walk_dir(struct capture *c, struct cnode *dn, int dfd, unsigned depth
         for (; i < n; i++)
                 free(names[i]);
         return r;
+}
+
+struct walk_task {
+        struct pool_task task;
+        struct capture *c;
+        struct cnode *dn;
+};
+
+/* Opens a directory the walk found, beneath the root and without following symlinks;
+ * -EAGAIN if it is not the one that was stat'ed. */
+static int open_dir_node(struct capture *c, struct cnode *dn) {
+        int fd = open_beneath(c->rootfd, dn->path, O_RDONLY | O_DIRECTORY);
+        if (fd < 0)
+                return store_fail(fd, "%s: cannot open the directory: %s", dn->path, strerror(-fd));
+        struct stat st;
+        if (fstat(fd, &st) < 0 || (uint64_t)st.st_ino != dn->ino || (uint64_t)st.st_dev != dn->dev) {
+                close(fd);
+                return store_fail(-EAGAIN, "%s was replaced while captured", dn->path);
+        }
+        return fd;
+}
+
+static void walk_run(struct pool_task *pt) {
+        struct walk_task *t = (struct walk_task *)pt;
+        struct capture *c = t->c;
+        if (!atomic_load(&c->err)) {
+                int fd = open_dir_node(c, t->dn);
+                int r = fd < 0 ? fd : walk_dir(c, t->dn, fd, t->dn->depth);
+                if (fd >= 0)
+                        close(fd);
+                if (r < 0)
+                        cap_fail(c, r);
+        }
+        free(t);
+        task_done(c);
+}
+
+static void walk_submit(struct capture *c, struct cnode *dn) {
+        struct walk_task *t = malloc(sizeof *t);
+        if (!t) {
+                cap_fail(c, -ENOMEM);
+                return;
+        }
+        *t = (struct walk_task){ .task.fn = walk_run, .c = c, .dn = dn };
+        atomic_fetch_add(&c->pending, 1);
+        /* in the queue of file reads, in the order found: a changed big file is not kept
+         * waiting behind the rest of the walk */
+        pool_submit(c->s->pool, &t->task, false);
 }
 
 /* ---- building trees ---- */
@@ -745,6 +847,22 @@ static uint64_t link_id(const char *path) {
         return v ? v : 1;
 }
 
+/* Every file's chunk list in one array, before any tree is built: a hard link's data
+ * comes from whichever name was read, which may sit in a later directory. */
+static int flatten_all(struct cnode *dn) {
+        for (size_t i = 0; i < dn->nkids; i++) {
+                struct cnode *k = &dn->kids[i];
+                int r = 0;
+                if (k->e.type == T_REG && !k->link_first && k->slots)
+                        r = flatten_chunks(k);
+                else if (k->e.type == T_DIR)
+                        r = flatten_all(k);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* Post-order: children first, then this directory's tree. */
 static int build(struct capture *c, struct cnode *dn, struct scache_builder *sc) {
         _cleanup_free_ struct t_entry *es = calloc(dn->nkids ? dn->nkids : 1, sizeof *es);
@@ -752,11 +870,6 @@ static int build(struct capture *c, struct cnode *dn, struct scache_builder *sc)
                 return -ENOMEM;
         for (size_t i = 0; i < dn->nkids; i++) {
                 struct cnode *k = &dn->kids[i];
-                if (k->e.type == T_REG && !k->link_first && k->slots) {
-                        int r = flatten_chunks(k);
-                        if (r < 0)
-                                return r;
-                }
                 if (k->e.type == T_DIR) {
                         int r = build(c, k, sc);
                         if (r < 0)
@@ -768,7 +881,7 @@ static int build(struct capture *c, struct cnode *dn, struct scache_builder *sc)
                 if (k->e.type == T_REG && (k->link_first || k->link_count > 1)) {
                         struct cnode *f = k->link_first ? k->link_first : k;
                         if (f->link_count > 1) {
-                                k->e.link = link_id(f->path);
+                                k->e.link = link_id(f->link_leader->path);
                                 if (k->link_first) {
                                         /* every name carries the data: a tree stands alone */
                                         k->e.size = f->e.size;
@@ -839,7 +952,8 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                                   STORE_MAX_LABEL);
         if ((unsigned)o->reason >= _STORE_REASON_MAX)
                 return store_fail(-EINVAL, "unknown snapshot reason %d", (int)o->reason);
-        struct capture c = { .s = s, .rootfd = -EBADF, .o = o, .start_ns = store_now_ns(), .op = store_op_id() };
+        struct capture c = { .s = s, .rootfd = -EBADF, .o = o, .start_ns = store_now_ns(), .op = store_op_id(),
+                             .caller = pthread_self() };
         pthread_mutex_init(&c.mu, NULL);
         struct cnode root = { .path = (char *)"" };
         struct snap_record prec = { 0 };
@@ -890,13 +1004,20 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                 r = scache_load(s, parent, st.st_dev, st.st_ino, &c.cache);
                 if (r < 0)
                         c.cache = NULL; /* an unreadable cache only costs reading everything */
-                r = tree_load_op(s, &prec.root.tree, c.op, &root.old_tree, NULL);
-                if (r < 0)
-                        goto out;
                 root.old = &prec.root;
         }
 
-        /* the root itself */
+        /* the root itself: in the stat cache as "" */
+        root.st = (struct scache_rec){ .ino = (uint64_t)st.st_ino, .ctime_sec = st.st_ctim.tv_sec,
+                                       .ctime_nsec = (uint32_t)st.st_ctim.tv_nsec, .mtime_sec = st.st_mtim.tv_sec,
+                                       .mtime_nsec = (uint32_t)st.st_mtim.tv_nsec, .size = (uint64_t)st.st_size };
+        root.cacheable = !scache_racy(st.st_ctim.tv_sec, (uint32_t)st.st_ctim.tv_nsec, c.start_ns);
+        if (parent && !o->no_stat_cache) {
+                const struct scache_rec *cr = scache_find(c.cache, "");
+                root.same_names = cr && cr->ino == root.st.ino && cr->ctime_sec == root.st.ctime_sec &&
+                                  cr->ctime_nsec == root.st.ctime_nsec && cr->mtime_sec == root.st.mtime_sec &&
+                                  cr->mtime_nsec == root.st.mtime_nsec;
+        }
         root.e = (struct t_entry){ .name = "", .type = T_DIR, .mode = st.st_mode & 07777, .uid = st.st_uid,
                                    .gid = st.st_gid, .mtime_sec = st.st_mtim.tv_sec,
                                    .mtime_nsec = (uint32_t)st.st_mtim.tv_nsec };
@@ -915,7 +1036,11 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                 goto out;
         }
         struct scache_builder sc = { .b = BUF_INIT(0) };
-        r = build(&c, &root, &sc);
+        r = flatten_all(&root);
+        if (r == 0)
+                r = build(&c, &root, &sc);
+        if (r == 0 && root.cacheable)
+                r = scache_add(&sc, "", &root.st);
         if (r < 0) {
                 buf_free(&sc.b);
                 goto out;
@@ -933,8 +1058,8 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         rec.info.reason = o->reason;
         snprintf(rec.info.session, sizeof rec.info.session, "%s", o->session ? o->session : "");
         snprintf(rec.info.label, sizeof rec.info.label, "%s", o->label ? o->label : "");
-        rec.info.files = c.files;
-        rec.info.bytes_logical = c.bytes_logical;
+        rec.info.files = atomic_load(&c.files);
+        rec.info.bytes_logical = atomic_load(&c.bytes_logical);
         progress(&c, "commit", true);
         struct store_hash h;
         r = txn_commit(c.txn, &rec, o->stats, &h);
@@ -945,11 +1070,11 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         }
         buf_free(&sc.b);
         if (o->stats) {
-                o->stats->entries += c.entries;
-                o->stats->files += c.files;
+                o->stats->entries += atomic_load(&c.entries);
+                o->stats->files += atomic_load(&c.files);
                 o->stats->files_read += atomic_load(&c.files_read);
                 o->stats->bytes_read += atomic_load(&c.bytes_read);
-                o->stats->bytes_logical += c.bytes_logical;
+                o->stats->bytes_logical += atomic_load(&c.bytes_logical);
         }
         goto done;
 out:

@@ -1,7 +1,10 @@
 /* Materialize: recreates a snapshot in an empty directory from its root tree alone. The
- * walk creates every entry relative to directory fds it made itself (names are validated
- * by the decoder: no "/", ".", ".."), so nothing can land outside the target; file data is
- * fetched, hash-checked and written by the pool. */
+ * walk makes the directories and the rare entry types relative to directory fds it made
+ * itself; regular files are created, filled and given their metadata by the pool, with
+ * openat2(RESOLVE_BENEATH) from the target (names are validated by the decoder: no "/",
+ * ".", ".."), so nothing can land outside the target. Creating files is what costs most
+ * (the file system's inode allocation), so both cores do it. Directories get their
+ * metadata last, once everything inside them exists. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -33,6 +36,13 @@ struct link_ent {
         char *path;
 };
 
+/* A directory whose metadata is set once everything inside it exists. */
+struct dir_ent {
+        struct tree_ref *tr;
+        const struct t_entry *e;
+        char *path;
+};
+
 struct mat {
         struct store *s;
         const struct store_materialize_opts *o;
@@ -49,6 +59,12 @@ struct mat {
         int64_t max_ctime_ns;      /* under mu */
         int64_t last_progress;
         uint64_t op;
+        struct dir_ent *dirs;
+        size_t dirs_n, dirs_cap;
+        uid_t uid;
+        gid_t gid;
+        mode_t umask;
+        bool root_setgid;          /* files made directly in the target may inherit its group */
         struct store_hash stack[STORE_MAX_DEPTH + 2];
 };
 
@@ -122,14 +138,38 @@ struct file_task {
         struct mat *m;
         struct tree_ref *tr;
         const struct t_entry *e;
-        int fd;
+        int fd;        /* -1: the task creates the file */
         bool record;
+        bool top;      /* directly in the target directory */
         char path[];
 };
 
+static int create_beneath(struct mat *m, const char *path, mode_t mode) {
+        struct open_how how = { .flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                .mode = mode,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        int fd = (int)syscall(SYS_openat2, m->rootfd, path, &how, sizeof how);
+        if (fd < 0)
+                return store_fail(-errno, "%s: cannot create: %m", path);
+        return fd;
+}
+
 static int write_file(struct mat *m, struct file_task *t) {
         const struct t_entry *e = t->e;
-        if (ftruncate(t->fd, (off_t)e->size) < 0)
+        /* Made with its final permission bits where the umask allows: one fchmod less. */
+        mode_t made = 0600;
+        bool owner_ok = false;
+        if (t->fd < 0) {
+                made = (e->mode & 0777) & ~m->umask;
+                int fd = create_beneath(m, t->path, made);
+                if (fd < 0)
+                        return fd;
+                t->fd = fd;
+                owner_ok = e->uid == m->uid && e->gid == m->gid && !(t->top && m->root_setgid);
+        }
+        /* Dense files grow with their writes; only a trailing hole needs the size set. */
+        uint64_t end = e->nchunks ? e->chunks[e->nchunks - 1].off + e->chunks[e->nchunks - 1].len : 0;
+        if (end != e->size && ftruncate(t->fd, (off_t)e->size) < 0)
                 return store_fail(-errno, "%s: cannot size the file: %m", t->path);
         for (uint32_t i = 0; i < e->nchunks && !atomic_load(&m->err); i++) {
                 const struct t_chunk *c = &e->chunks[i];
@@ -158,8 +198,17 @@ static int write_file(struct mat *m, struct file_task *t) {
                 }
                 atomic_fetch_add(&m->bytes_written, len);
         }
-        int r = set_meta_fd(m, t->fd, e, t->path);
-        if (r < 0)
+        int r;
+        if (owner_ok || (m->o && m->o->no_owner)) {
+                /* owner right already: the mode too unless the umask took bits or set-id bits are wanted */
+                if (made != e->mode && fchmod(t->fd, e->mode) < 0)
+                        return store_fail(-errno, "%s: cannot set the mode: %m", t->path);
+                if ((r = set_xattrs(t->fd, NULL, e, t->path)) < 0)
+                        return r;
+                struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, mtime_of(e) };
+                if (futimens(t->fd, ts) < 0)
+                        return store_fail(-errno, "%s: cannot set the mtime: %m", t->path);
+        } else if ((r = set_meta_fd(m, t->fd, e, t->path)) < 0)
                 return r;
         struct stat st;
         if (t->record && fstat(t->fd, &st) == 0)
@@ -176,7 +225,8 @@ static void file_run(struct pool_task *pt) {
                         mat_fail(m, r);
         }
         atomic_fetch_add(&m->files, 1);
-        close(t->fd);
+        if (t->fd >= 0)
+                close(t->fd);
         tref_put(t->tr);
         free(t);
         atomic_fetch_sub(&m->pending, 1);
@@ -243,16 +293,22 @@ static int mat_entry(struct mat *m, struct tree_ref *tr, const struct t_entry *e
                         if (r < 0)
                                 return r;
                 }
-                int fd = openat(dfd, e->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-                if (fd < 0)
-                        return store_fail(-errno, "%s: cannot create: %m", path);
+                /* The first name of a hard-link group is made now: the others link to it. */
+                int fd = -1;
+                if (e->link) {
+                        fd = openat(dfd, e->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                        if (fd < 0)
+                                return store_fail(-errno, "%s: cannot create: %m", path);
+                }
                 size_t pl = strlen(path);
                 struct file_task *t = malloc(sizeof *t + pl + 1);
                 if (!t) {
-                        close(fd);
+                        if (fd >= 0)
+                                close(fd);
                         return -ENOMEM;
                 }
-                *t = (struct file_task){ .task.fn = file_run, .m = m, .tr = tr, .e = e, .fd = fd, .record = !e->link };
+                *t = (struct file_task){ .task.fn = file_run, .m = m, .tr = tr, .e = e, .fd = fd, .record = !e->link,
+                                         .top = !*dpath };
                 memcpy(t->path, path, pl + 1);
                 atomic_fetch_add(&tr->refs, 1);
                 atomic_fetch_add(&m->pending, 1);
@@ -270,12 +326,17 @@ static int mat_entry(struct mat *m, struct tree_ref *tr, const struct t_entry *e
                 int r = mat_dir(m, &e->tree, cfd, path, depth + 1);
                 if (r < 0)
                         return r;
-                r = set_meta_fd(m, cfd, e, path);
-                if (r < 0)
-                        return r;
-                struct stat st;
-                if (fstat(cfd, &st) == 0)
-                        record_stat(m, path, &st);
+                /* its files may still be in the making: metadata at the end */
+                if (m->dirs_n == m->dirs_cap) {
+                        size_t nc = m->dirs_cap ? m->dirs_cap * 2 : 64;
+                        struct dir_ent *nd = realloc(m->dirs, nc * sizeof *nd);
+                        if (!nd)
+                                return -ENOMEM;
+                        m->dirs = nd;
+                        m->dirs_cap = nc;
+                }
+                atomic_fetch_add(&tr->refs, 1);
+                m->dirs[m->dirs_n++] = (struct dir_ent){ .tr = tr, .e = e, .path = TAKE_PTR(path) };
                 return 0;
         }
         case T_LNK:
@@ -379,6 +440,37 @@ static int target_prepare(const char *dir, int *ret) {
         return 0;
 }
 
+/* Directory metadata, deepest first (the walk recorded them in post-order), each opened
+ * again beneath the target. */
+static int finish_dirs(struct mat *m) {
+        for (size_t i = 0; i < m->dirs_n; i++) {
+                const struct dir_ent *d = &m->dirs[i];
+                struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+                _cleanup_close_ int fd = (int)syscall(SYS_openat2, m->rootfd, d->path, &how, sizeof how);
+                if (fd < 0)
+                        return store_fail(-errno, "%s: cannot open the directory: %m", d->path);
+                int r = set_meta_fd(m, fd, d->e, d->path);
+                if (r < 0)
+                        return r;
+                struct stat st;
+                if (fstat(fd, &st) == 0)
+                        record_stat(m, d->path, &st);
+        }
+        return 0;
+}
+
+/* The umask, which openat applies to the modes we create files with. */
+static mode_t current_umask(void) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
+        char line[256];
+        unsigned u = 077; /* unknown: assume the strictest, fchmod fixes it */
+        while (f && fgets(line, sizeof line, f))
+                if (sscanf(line, "Umask: %o", &u) == 1)
+                        break;
+        return (mode_t)(u & 0777);
+}
+
 int store_materialize(struct store *s, const struct store_hash *snap, const char *dir,
                       const struct store_materialize_opts *o) {
         struct store_materialize_opts def = { 0 };
@@ -397,6 +489,15 @@ int store_materialize(struct store *s, const struct store_hash *snap, const char
         r = target_prepare(dir, &m.rootfd);
         if (r < 0)
                 goto out;
+        struct stat rst;
+        if (fstat(m.rootfd, &rst) < 0) {
+                r = store_fail(-errno, "%s: %m", dir);
+                goto out;
+        }
+        m.root_setgid = rst.st_mode & S_ISGID;
+        m.uid = geteuid();
+        m.gid = getegid();
+        m.umask = current_umask();
         r = mat_dir(&m, &rec.root.tree, m.rootfd, "", 0);
         if (r < 0)
                 mat_fail(&m, r);
@@ -407,9 +508,15 @@ int store_materialize(struct store *s, const struct store_hash *snap, const char
                 store_set_detail(m.errmsg);
                 goto out;
         }
+        r = finish_dirs(&m);
+        if (r < 0)
+                goto out;
         r = set_meta_fd(&m, m.rootfd, &rec.root, dir);
         if (r < 0)
                 goto out;
+        struct stat rst2;
+        if (fstat(m.rootfd, &rst2) == 0)
+                record_stat(&m, "", &rst2); /* the root too: its names are the next capture's to reuse */
         progress(&m, true);
         if (!o->no_stat_cache) {
                 struct stat st;
@@ -432,6 +539,11 @@ out:
         for (size_t i = 0; i < m.links_n; i++)
                 free(m.links[i].path);
         free(m.links);
+        for (size_t i = 0; i < m.dirs_n; i++) {
+                free(m.dirs[i].path);
+                tref_put(m.dirs[i].tr);
+        }
+        free(m.dirs);
         buf_free(&m.sc.b);
         snap_record_free(&rec);
         txn_free(pin);

@@ -1088,7 +1088,10 @@ int pw_add_block(struct pack_writer *w, const struct blk_obj *v, size_t n, bool 
                 return -E2BIG;
         _cleanup_free_ uint8_t *joined = NULL, *packed = NULL;
         const uint8_t *plain = v[0].data;
-        if (n > 1) {
+        bool contiguous = true; /* a run of a file's chunks, a shared block: already back to back */
+        for (size_t i = 1; i < n && contiguous; i++)
+                contiguous = (const uint8_t *)v[i].data == (const uint8_t *)v[i - 1].data + v[i - 1].len;
+        if (!contiguous) {
                 joined = malloc(plain_len ? plain_len : 1);
                 if (!joined)
                         return -ENOMEM;
