@@ -49,7 +49,10 @@ sp() { "$SPACE" "$@"; }
 # json_get JSON KEY.PATH: prints a field of a JSON document (python3 on the host)
 json_get() {
         python3 -c 'import json,sys
-v=json.loads(sys.argv[1])
+try:
+    v=json.loads(sys.argv[1])
+except ValueError:
+    sys.exit(0)  # no document (a daemon that is down): an empty answer
 for k in sys.argv[2].split("."):
     v = v[int(k)] if isinstance(v, list) else v.get(k) if isinstance(v, dict) else None
 print("" if v is None else (json.dumps(v) if isinstance(v,(dict,list)) else v))' "$1" "$2"

@@ -130,8 +130,18 @@ done
 
 say "every acknowledged snapshot is in its timeline, materializes and verifies"
 for s in $SESSIONS; do sp snapshots --json "$s" >"$TMPD/snaps.$s" </dev/null || fail "snapshots of $s"; done
-"$STORE_TOOL" --store "$DATA2/store" --quiet verify >"$TMPD/verify" 2>&1 && pass "space-store verify: $(tail -n 1 "$TMPD/verify")" ||
-        fail "space-store verify: $(tail -n 5 "$TMPD/verify")"
+if "$STORE_TOOL" --store "$DATA2/store" verify --json >"$TMPD/verify" 2>"$TMPD/verify.err"; then
+        v=$(head -c 4096 "$TMPD/verify")
+        problems=$(json_get "$v" problems)
+        nsnap=$(json_get "$v" snapshots)
+        [ "$problems" = 0 ] && [ "${nsnap:-0}" -gt 0 ] && pass "space-store verify: $v" || fail "space-store verify: $v"
+else
+        fail "space-store verify failed: $(cat "$TMPD/verify") $(tail -n 5 "$TMPD/verify.err")"
+fi
+# The daemon's snapshot object names the root tree ("root"); space-store get wants a
+# snapshot record of the store: the store's log maps each root to the records holding it.
+"$STORE_TOOL" --store "$DATA2/store" log --json >"$TMPD/storelog" 2>"$TMPD/storelog.err" ||
+        fail "space-store log: $(cat "$TMPD/storelog.err")"
 missing=0 bad=0 strict=0 weak=0
 while read -r s snap i kind; do
         root=$(python3 -c 'import json,sys
@@ -142,9 +152,19 @@ print(s[0].get("root") or "" if s else "")' "$TMPD/snaps.$s" "$snap")
                 echo "FAIL: $snap of $s (acknowledged after write $i) is not in the timeline"
                 continue
         fi
+        rec=$(python3 -c 'import json,sys
+recs=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+m=[r for r in recs if r.get("root")==sys.argv[2]]
+m.sort(key=lambda r: r.get("session")!=sys.argv[3])
+print(m[0]["snapshot"] if m else "")' "$TMPD/storelog" "$root" "$s")
+        if [ -z "$rec" ]; then
+                bad=$((bad + 1))
+                echo "FAIL: no snapshot record in the store holds root $root of $snap"
+                continue
+        fi
         dir=$TMPD/m
         rm -rf "$dir"
-        if ! "$STORE_TOOL" --store "$DATA2/store" --quiet get "$root" "$dir" >"$TMPD/get" 2>&1; then
+        if ! "$STORE_TOOL" --store "$DATA2/store" --quiet get "$rec" "$dir" >"$TMPD/get" 2>&1; then
                 bad=$((bad + 1))
                 echo "FAIL: $snap (root $root) does not materialize: $(tail -n 2 "$TMPD/get")"
                 continue
