@@ -97,6 +97,8 @@ struct job {
         struct store_hash root;
         struct store_op_stats stats;
         int64_t frozen_at_ns;
+        uint64_t freeze_t0;
+        bool thawed;
         uint64_t freeze_us, capture_us;
 };
 
@@ -427,6 +429,20 @@ static bool dir_empty(const char *dir) {
         return true;
 }
 
+/* The store reports "commit" once it has read everything it needs from the directory
+ * (docs/store.md): hashing is done, only writing and fsync remain, and those need not
+ * keep the sandbox frozen. */
+static void capture_progress(void *ud, const struct store_progress *p) {
+        struct job *j = ud;
+        if (!j->sb || !j->thaw || j->thawed || strcmp(p->phase, "commit") != 0)
+                return;
+        int r = j->rt->thaw(j->sb);
+        if (r < 0)
+                log_warn("%s: thaw: %s", j->session, runtime_last_error());
+        j->thawed = true;
+        j->freeze_us = mono_us() - j->freeze_t0;
+}
+
 static void work_capture(struct job *j) {
         /* No snapshot yet and nothing written: recovery from the template gives the same. */
         if (j->check_dirty && !j->has_parent && dir_empty(j->dir))
@@ -441,6 +457,7 @@ static void work_capture(struct job *j) {
         }
         j->dirty = true;
         uint64_t t0 = mono_us();
+        j->freeze_t0 = t0;
         if (j->sb) {
                 int r = j->rt->freeze(j->sb);
                 if (r < 0) {
@@ -458,6 +475,8 @@ static void work_capture(struct job *j) {
                 .label = j->label[0] ? j->label : NULL,
                 .reason = j->sreason,
                 .stats = &j->stats,
+                .progress = capture_progress,
+                .userdata = j,
         };
         int r = -EAGAIN;
         uint64_t t1 = mono_us();
@@ -466,13 +485,16 @@ static void work_capture(struct job *j) {
                 r = store_capture(j->d->store, j->dir, j->has_parent ? &j->parent : NULL, &o, &j->result);
         }
         uint64_t t2 = mono_us();
-        if (j->sb && j->thaw) {
+        if (j->sb && j->thaw && !j->thawed) {
                 int tr = j->rt->thaw(j->sb);
                 if (tr < 0)
                         log_warn("%s: thaw: %s", j->session, runtime_last_error());
+                j->thawed = true;
+                j->freeze_us = mono_us() - t0;
         }
         j->capture_us = t2 - t1;
-        j->freeze_us = j->sb ? mono_us() - t0 : 0;
+        if (j->sb && !j->thaw)
+                j->freeze_us = mono_us() - t0;
         if (r < 0) {
                 j->r = r;
                 job_set_err(j, "capture", r);
