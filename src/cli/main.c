@@ -106,10 +106,38 @@ static int open_client(space_client **ret, const char *host) {
         return 0;
 }
 
+/* The session's token from the environment, for scripts that kept it from create:
+ * with it, every request on the session carries it (a wrong one is refused with 401). */
+static int apply_env_token(space_session *s) {
+        const char *t = getenv("SPACE_SESSION_TOKEN");
+        if (!t || !*t)
+                return 0;
+        if (space_session_set_token(s, t) < 0) {
+                errorf("SPACE_SESSION_TOKEN is not a valid token (A-Z a-z 0-9 _ -, at most %d)", SPACE_MAX_TOKEN);
+                return -EINVAL;
+        }
+        return 1;
+}
+
 static int open_session(space_client *c, const char *id, space_session **ret) {
-        int r = space_session_open(ret, c, id);
+        space_session *s = NULL;
+        int r = space_session_open(&s, c, id);
         if (r < 0)
                 return api_fail(c, r);
+        r = apply_env_token(s);
+        if (r == 1) {
+                /* the lookup above went without it: ask again with the token, so a wrong
+                 * token fails here, before anything else is sent */
+                int e = space_session_inspect(s, NULL);
+                r = e < 0 ? api_fail(c, e) : 0;
+        } else if (r < 0) {
+                r = EXIT_FAILURE;
+        }
+        if (r) {
+                space_session_free(s);
+                return r;
+        }
+        *ret = s;
         return 0;
 }
 
@@ -683,9 +711,9 @@ static int do_ps(int argc, char **argv) {
                 return r;
         }
         if (json) {
-                char path[128];
-                snprintf(path, sizeof path, "/v1/sessions/%s/processes", space_session_id(s));
-                r = get_json_and_print(cl, path);
+                _cleanup_free_ char *text = NULL;
+                int e = space_session_get_json(s, "/processes", &text);
+                r = e < 0 ? api_fail(cl, e) : print_raw_json(text);
         } else {
                 struct space_process *p = NULL;
                 size_t n = 0;
@@ -797,7 +825,22 @@ static int do_rm(int argc, char **argv) {
                 return r;
         int status = EXIT_SUCCESS;
         for (int i = optind; i < argc; i++) {
-                int e = space_session_delete_id(cl, argv[i]);
+                int e;
+                if (getenv("SPACE_SESSION_TOKEN") && *getenv("SPACE_SESSION_TOKEN")) {
+                        /* with the token: through a handle that sends it */
+                        space_session *s = NULL;
+                        e = space_session_open(&s, cl, argv[i]);
+                        if (e >= 0 && space_session_set_token(s, getenv("SPACE_SESSION_TOKEN")) < 0) {
+                                space_session_free(s);
+                                space_client_free(cl);
+                                return errorf("SPACE_SESSION_TOKEN is not a valid token");
+                        }
+                        if (e >= 0)
+                                e = space_session_delete(s);
+                        space_session_free(s);
+                } else {
+                        e = space_session_delete_id(cl, argv[i]);
+                }
                 if (e < 0) {
                         errorf("%s: %s", argv[i], *space_client_last_error(cl) ? space_client_last_error(cl) : space_strerror(e));
                         status = EXIT_FAILURE;
@@ -1307,16 +1350,6 @@ static int do_health(int argc, char **argv) {
 
 /* ---- durable sessions ------------------------------------------------------------ */
 
-/* The session's token from the environment, for scripts that kept it from create. */
-static int apply_env_token(space_session *s) {
-        const char *t = getenv("SPACE_SESSION_TOKEN");
-        if (!t || !*t)
-                return 0;
-        if (space_session_set_token(s, t) < 0)
-                return errorf("SPACE_SESSION_TOKEN is not a valid token (A-Z a-z 0-9 _ -, at most %d)", SPACE_MAX_TOKEN);
-        return 0;
-}
-
 /* Client + session handle for commands on one session; prints the error itself. */
 static int open_both(const char *host, const char *id, space_client **ret_c, space_session **ret_s) {
         space_client *cl = NULL;
@@ -1325,10 +1358,7 @@ static int open_both(const char *host, const char *id, space_client **ret_c, spa
                 return r;
         space_session *s = NULL;
         r = open_session(cl, id, &s);
-        if (r == 0)
-                r = apply_env_token(s);
         if (r) {
-                space_session_free(s);
                 space_client_free(cl);
                 return r;
         }
@@ -1531,13 +1561,14 @@ static int lifecycle_cmd(const struct cmd *cmd, int (*fn)(space_session *), int 
         for (int i = optind; i < argc; i++) {
                 space_session *s = NULL;
                 int e = space_session_open(&s, cl, argv[i]);
-                if (e >= 0 && apply_env_token(s)) {
-                        space_session_free(s);
-                        status = EXIT_FAILURE;
-                        break;
-                }
-                if (e >= 0)
+                if (e >= 0) {
+                        if (apply_env_token(s) < 0) {
+                                space_session_free(s);
+                                status = EXIT_FAILURE;
+                                break;
+                        }
                         e = fn(s);
+                }
                 if (e < 0) {
                         errorf("%s: %s", argv[i], *space_client_last_error(cl) ? space_client_last_error(cl) : space_strerror(e));
                         status = EXIT_FAILURE;

@@ -78,5 +78,25 @@ sp resume "$id" >/dev/null </dev/null && pass "resume again" || fail "resume aga
 record_sandbox "$id"
 expect_eq "files still there" "$(sp exec "$id" -- tail -n 1 /root/proj/numbers </dev/null)" "100000"
 
+say "the CLI with a session token: the right one works, a wrong one changes nothing"
+id2=$(sp create --token-file "$TMPD/tok" </dev/null) && pass "create --token-file: $id2" || fail "create --token-file"
+record_sandbox "$id2"
+expect_eq "the token file is mode 600" "$(stat -c %a "$TMPD/tok")" "600"
+tok=$(cat "$TMPD/tok")
+[ ${#tok} -ge 43 ] && pass "a token of ${#tok} characters" || fail "token '$tok'"
+out=$(SPACE_SESSION_TOKEN=$tok sp exec "$id2" -- echo yes </dev/null)
+expect_eq "exec with the right token" "$out" "yes"
+err=$(SPACE_SESSION_TOKEN=wrong-$tok sp pause "$id2" 2>&1 >/dev/null </dev/null); rc=$?
+expect_eq "pause with a wrong token exits 1" "$rc" "1"
+case $err in *token*|*nauthori*) pass "and says why: $err" ;; *) fail "unclear message: $err" ;; esac
+expect_eq "the session still runs" "$(field "$id2" state)" "running"
+SPACE_SESSION_TOKEN=wrong-$tok sp exec "$id2" -- true </dev/null 2>/dev/null
+expect_eq "exec with a wrong token exits 1" "$?" "1"
+out=$(sp connect --json --token "$tok" "$id2" </dev/null)
+expect_eq "connect with the token answers the session" "$(json_get "$out" id)" "$id2"
+sp connect --token "wrong-$tok" "$id2" >/dev/null 2>&1 </dev/null
+expect_eq "connect with a wrong token exits 1" "$?" "1"
+SPACE_SESSION_TOKEN=$tok sp rm "$id2" >/dev/null && pass "rm with the token" || fail "rm with the token"
+
 sp rm "$id" >/dev/null && pass "rm $id" || fail "rm"
 finish
