@@ -44,6 +44,7 @@ struct cnode {
         struct cnode *link_leader;/* on link_first: the member first in canonical order (names the group) */
         unsigned depth;           /* DIR: nesting below the root */
         bool same_names;          /* DIR: stat matches the cache, so it holds the names it held then */
+        bool clean;               /* encodes as in the parent's tree (a DIR: everything below too) */
         uint64_t dev, ino;
         struct scache_rec st;
         bool cacheable;
@@ -588,6 +589,7 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
          * moves with every name made, removed or renamed in it (and its stat here comes
          * before its listing): unchanged, it holds the names its old tree lists. */
         n->same_names = unchanged && e->type == T_DIR;
+        n->clean = unchanged && e->type != T_DIR && (e->type != T_REG || st.st_nlink == 1);
         if (unchanged) {
                 e->nxattr = old->nxattr;
                 e->xattrs = old->xattrs;
@@ -868,6 +870,9 @@ static int build(struct capture *c, struct cnode *dn, struct scache_builder *sc)
         _cleanup_free_ struct t_entry *es = calloc(dn->nkids ? dn->nkids : 1, sizeof *es);
         if (!es)
                 return -ENOMEM;
+        /* Nothing changed below a directory that holds the same names, each unchanged:
+         * its tree is the parent's, without encoding and hashing it again. */
+        bool clean = dn->same_names && dn->old_tree.mem && dn->nkids == dn->old_tree.n;
         for (size_t i = 0; i < dn->nkids; i++) {
                 struct cnode *k = &dn->kids[i];
                 if (k->e.type == T_DIR) {
@@ -875,6 +880,7 @@ static int build(struct capture *c, struct cnode *dn, struct scache_builder *sc)
                         if (r < 0)
                                 return r;
                 }
+                clean = clean && k->clean;
         }
         for (size_t i = 0; i < dn->nkids; i++) {
                 struct cnode *k = &dn->kids[i];
@@ -903,6 +909,11 @@ static int build(struct capture *c, struct cnode *dn, struct scache_builder *sc)
                         if (r < 0)
                                 return r;
                 }
+        }
+        if (clean) {
+                dn->e.tree = dn->old->tree;
+                dn->clean = true;
+                return 0;
         }
         _cleanup_buf_ struct buf b = BUF_INIT(STORE_MAX_OBJECT);
         int r = tree_encode(es, dn->nkids, &b);

@@ -78,10 +78,14 @@ while read -r h round; do
                 fails=$((fails + 1))
         fi
 done <"$W/reported"
-echo "checking gc cleans up what the crashes left, and verify still passes"
+echo "checking gc cleans up what the crashes left (temp dirs, temp packs), and verify still passes"
+echo "  $(find "$W/store/packs" -name '.t-*' | wc -l) temp packs left by killed captures"
 "$T" gc || fails=$((fails + 1))
 left=$(find "$W/store/tmp" -mindepth 1 | wc -l)
 [ "$left" -eq 0 ] || { echo "FAIL: $left leftovers in tmp/"; fails=$((fails + 1)); }
+# a kill -9 tears a pack only under its temp name; gc removes those
+torn=$(find "$W/store/packs" -name '.t-*' | wc -l)
+[ "$torn" -eq 0 ] || { echo "FAIL: $torn temp packs left in packs/"; fails=$((fails + 1)); }
 "$T" verify || { echo "FAIL: verify after gc"; fails=$((fails + 1)); }
 [ "$killed" -gt 0 ] || { echo "FAIL: no capture was interrupted"; fails=$((fails + 1)); }
 echo "$fails failed"
