@@ -59,7 +59,7 @@ struct action {
         bool lost_on_purpose;                 /* the daemon stopped it (SIGTERM) */
 };
 
-enum job_kind { JOB_CAPTURE, JOB_MATERIALIZE, JOB_FORK, JOB_GC };
+enum job_kind { JOB_CAPTURE, JOB_MATERIALIZE, JOB_FORK, JOB_GC, JOB_RM };
 
 struct job {
         struct wjob wj;
@@ -103,6 +103,9 @@ struct job {
 };
 
 static void act_kick(struct session *s);
+static void job_work(struct wjob *wj);
+static void job_done_cb(struct wjob *wj);
+static void job_free(struct job *j);
 static void act_done(struct action *a);
 static void start_begin(struct action *a);
 static void recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose);
@@ -172,6 +175,52 @@ static char *sandbox_dir(struct daemon *d, const char *sbx) {
         return asprintf(&p, "%s/sandboxes/%s", d->data_dir, sbx) < 0 ? NULL : p;
 }
 
+static void work_rm(struct job *j) {
+        int r = rt_rm_rf(j->dir);
+        if (r < 0) {
+                j->r = r;
+                snprintf(j->err, sizeof j->err, "removing %s: %s", j->dir, strerror(-r));
+        }
+}
+
+static void rm_done(struct job *j) {
+        if (j->r < 0)
+                log_warn("%s", j->err);
+}
+
+/* Removes a sandbox directory (its processes and mounts are gone already) off the loop:
+ * renamed into DATA/trash at once, deleted by a worker. A large writable layer takes a
+ * while to delete, and a pause or restore should not wait for it. */
+static void trash_dir(struct daemon *d, const char *dir) {
+        _cleanup_free_ char *trash = NULL, *dst = NULL;
+        const char *base = strrchr(dir, '/');
+        base = base ? base + 1 : dir;
+        if (asprintf(&trash, "%s/trash", d->data_dir) < 0 || asprintf(&dst, "%s/%s", trash, base) < 0)
+                goto now;
+        if (mkdir(trash, 0700) < 0 && errno != EEXIST)
+                goto now;
+        if (rename(dir, dst) < 0)
+                goto now;
+        struct job *j = calloc(1, sizeof *j);
+        if (!j)
+                goto later;
+        j->d = d;
+        j->kind = JOB_RM;
+        j->cont = rm_done;
+        j->wj.work = job_work;
+        j->wj.done = job_done_cb;
+        j->dir = TAKE_PTR(dst);
+        if (wk_submit(d->workers, &j->wj) < 0)
+                job_free(j); /* left in trash: removed at the next start */
+later:
+        return;
+now: {
+        int r = rt_rm_rf(dir);
+        if (r < 0 && r != -ENOENT)
+                log_warn("removing %s: %s", dir, strerror(-r));
+}
+}
+
 /* Kills what is left of a sandbox nobody holds (a daemon crash, a failed adopt) and
  * removes its directory. */
 static void reclaim_dir(struct daemon *d, const char *sbx) {
@@ -191,11 +240,8 @@ static void drop_sandbox(struct session *s, int status, const char *msg, enum me
                          const char *reason) {
         ses_drop_sandbox(s, status, msg);
         if (s->sbx_id[0]) {
-                if (s->dir) {
-                        int r = rt_rm_rf(s->dir);
-                        if (r < 0)
-                                log_warn("%s: removing %s: %s", s->id, s->dir, strerror(-r));
-                }
+                if (s->dir)
+                        trash_dir(s->d, s->dir);
                 if (meta_sandbox_set_state(s->d->meta, s->sbx_id, st, reason) < 0)
                         log_warn("%s: sandbox %s state: %s", s->id, s->sbx_id, merr(s->d));
         }
@@ -566,6 +612,7 @@ static void job_work(struct wjob *wj) {
         case JOB_MATERIALIZE: work_materialize(j); break;
         case JOB_FORK: work_fork(j); break;
         case JOB_GC: work_gc(j); break;
+        case JOB_RM: work_rm(j); break;
         }
 }
 
@@ -1115,16 +1162,16 @@ static void pause_done(struct job *j) {
                 return;
         }
         s->state = META_SESSION_PAUSED;
+        uint64_t t0 = mono_us();
         ses_drop_sandbox(s, 503, "the session was paused");
-        if (s->dir) {
-                int rr = rt_rm_rf(s->dir);
-                if (rr < 0)
-                        log_warn("%s: removing %s: %s", s->id, s->dir, strerror(-rr));
-        }
+        uint64_t destroy_us = mono_us() - t0;
+        if (s->dir)
+                trash_dir(s->d, s->dir);
         free(s->dir);
         s->dir = NULL;
         s->sbx_id[0] = '\0';
-        log_info("%s: paused at %s (frozen %" PRIu64 " us)", s->id, m.id, j->freeze_us);
+        log_info("%s: paused at %s (capture %" PRIu64 " us, sandbox destroyed in %" PRIu64 " us)", s->id, m.id,
+                 j->capture_us, destroy_us);
         reply_session(waiter_take(&a->w), 200, s, NULL);
         act_done(a);
 }
@@ -1213,7 +1260,7 @@ static void restore_forked(struct job *j) {
         if (s->sb || s->dir) {
                 ses_drop_sandbox(s, 503, "the session was restored to another snapshot");
                 if (s->dir)
-                        (void)rt_rm_rf(s->dir);
+                        trash_dir(s->d, s->dir);
                 free(s->dir);
                 s->dir = NULL;
                 s->sbx_id[0] = '\0';
@@ -2271,6 +2318,11 @@ int dur_load(struct daemon *d) {
                 recovering++;
         }
         meta_sessions_free(v, n);
+
+        /* Directories a crash left in the trash. */
+        _cleanup_free_ char *trash = NULL;
+        if (asprintf(&trash, "%s/trash", d->data_dir) >= 0)
+                (void)rt_rm_rf(trash);
 
         /* Sandboxes on disk that no session holds now: what a crash left behind. */
         _cleanup_free_ char *dir = NULL;
