@@ -189,6 +189,8 @@ int main(int argc, char **argv) {
 
         double t = now_ms();
         uint64_t total = tree ? tree_bytes(src) : generate(src);
+        if (tree) /* the changes below must not repeat what an earlier run wrote into this tree */
+                rng_state += (uint64_t)time(NULL) * 1000003u;
         if (!tree)
                 fprintf(stderr, "store_bench: generated %.0f MB in %.1f s\n", (double)total / 1e6, (now_ms() - t) / 1e3);
         /* STORE_BENCH_ROUNDS=N (default 2): each timed step runs N times, alternating with

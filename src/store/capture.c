@@ -645,7 +645,12 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                         j->node = n;
                         n->cacheable = false; /* file_run decides */
                         atomic_fetch_add(&c->pending, 1);
-                        pool_submit(c->s->pool, &j->task, false);
+                        /* a big changed file is the long pole of an incremental capture:
+                         * start it before the rest of the walk */
+                        if (e->size >= (1u << 20))
+                                pool_submit_first(c->s->pool, &j->task);
+                        else
+                                pool_submit(c->s->pool, &j->task, false);
                 }
                 break;
         case T_DIR: {

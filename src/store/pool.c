@@ -115,6 +115,16 @@ void pool_submit(struct pool *p, struct pool_task *t, bool hi) {
         pthread_mutex_unlock(&p->mu);
 }
 
+void pool_submit_first(struct pool *p, struct pool_task *t) {
+        pthread_mutex_lock(&p->mu);
+        t->next = p->lo_head;
+        p->lo_head = t;
+        if (!p->lo_tail)
+                p->lo_tail = t;
+        pthread_cond_signal(&p->work);
+        pthread_mutex_unlock(&p->mu);
+}
+
 void pool_notify(struct pool *p) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->progress);

@@ -248,6 +248,8 @@ int pool_new(unsigned threads, struct pool **ret);
 struct pool *pool_free(struct pool *p);
 /* hi tasks never block; lo tasks may wait for memory budget (and help while waiting). */
 void pool_submit(struct pool *p, struct pool_task *t, bool hi);
+/* A lo task ahead of every queued one (work on the critical path). */
+void pool_submit_first(struct pool *p, struct pool_task *t);
 /* Runs queued tasks in the calling thread until *pending reaches zero or timeout_ms
  * passes (0 = no timeout); true when *pending is zero. */
 bool pool_wait(struct pool *p, atomic_size_t *pending, unsigned timeout_ms);
