@@ -250,7 +250,8 @@ static void drop_sandbox(struct session *s, int status, const char *msg, enum me
         s->sbx_id[0] = '\0';
 }
 
-static void snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m) {
+/* freeze_ms < 0: unknown (the timeline; meta keeps no freeze times). */
+static void snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m, double freeze_ms) {
         char ts[40];
         dl_rfc3339_ms(m->time_ms, ts, sizeof ts);
         json_w_obj_begin(w);
@@ -273,10 +274,15 @@ static void snapshot_write_json(struct json_writer *w, const struct meta_snapsho
         json_w_key(w, "logical_size");
         json_w_uint(w, m->logical_size);
         json_w_kstr(w, "root", m->root_hash);
+        json_w_kstr(w, "store_snapshot", m->store_hash);
+        if (freeze_ms >= 0) {
+                json_w_key(w, "freeze_ms");
+                json_w_double(w, freeze_ms);
+        }
         json_w_obj_end(w);
 }
 
-void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m) { snapshot_write_json(w, m); }
+void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m) { snapshot_write_json(w, m, -1); }
 
 static void reply_session(struct conn *c, int status, struct session *s, const char *token) {
         if (!c)
@@ -645,6 +651,8 @@ static int capture_begin(struct action *a, enum meta_snapshot_reason reason, boo
         return r;
 }
 
+static double job_freeze_ms(const struct job *j) { return j->sb ? (double)j->freeze_us / 1000.0 : -1; }
+
 /* Records a captured snapshot in meta: the row, the new head and an event, in one
  * transaction together with whatever `extra` adds (pause: the state). *ret gets the row. */
 static int snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_reason reason, const char *label,
@@ -664,7 +672,8 @@ static int snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_
         if ((r = meta_begin(d->meta)) < 0)
                 goto out;
         if ((r = meta_snapshot_add(d->meta, &m)) < 0 || (r = meta_session_set_head(d->meta, s->id, m.id)) < 0 ||
-            (r = dl_snapshot_event_json(&ev, m.id, meta_snapshot_reason_name(reason), m.bytes_added, label)) < 0 ||
+            (r = dl_snapshot_event_json(&ev, m.id, meta_snapshot_reason_name(reason), m.bytes_added, label,
+                                        job_freeze_ms(j))) < 0 ||
             (r = meta_event_append(d->meta, s->id, "snapshot", ev.data, ev.len, NULL)) < 0 ||
             (extra && (r = extra(s, m.id)) < 0)) {
                 log_warn("%s: recording snapshot: %s", s->id, merr(d));
@@ -745,7 +754,7 @@ static void snapshot_done(struct job *j) {
         if (c) {
                 struct buf b = BUF_INIT(0);
                 struct json_writer w = JSON_WRITER_INIT(&b);
-                snapshot_write_json(&w, &m);
+                snapshot_write_json(&w, &m, job_freeze_ms(j));
                 conn_reply_json(c, 201, &b);
                 buf_free(&b);
         }
@@ -933,7 +942,7 @@ static void start_finish(struct action *a) {
         if (r < 0 || (r = meta_begin(d->meta)) < 0 ||
             (r = meta_sandbox_set_state(d->meta, s->sbx_id, META_SANDBOX_RUNNING, NULL)) < 0 ||
             (r = meta_session_set_state(d->meta, s->id, from, META_SESSION_RUNNING, NULL)) < 0 ||
-            ((a->why != START_CREATE && a->why != START_FORK) &&
+            ((a->why != START_CREATE && a->why != START_FORK && a->why != START_RESTORE) &&
              (r = meta_event_append(d->meta, s->id, kind, ev.data, ev.len, NULL)) < 0) ||
             (r = meta_commit(d->meta)) < 0) {
                 rollback(d);
@@ -1209,6 +1218,17 @@ static void run_resume(struct action *a) {
 
 /* ---------------- restore ---------------- */
 
+/* {"event":"restored","snapshot":<the new head record>,"from":<the snapshot restored to>} */
+static int restored_json(struct buf *b, const char *snap, const char *from) {
+        struct json_writer w = JSON_WRITER_INIT(b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "event", "restored");
+        json_w_kstr(&w, "snapshot", snap);
+        json_w_kstr(&w, "from", from);
+        json_w_obj_end(&w);
+        return w.err;
+}
+
 static int restore_record(struct session *s, struct job *j, const char *src_id, struct meta_snapshot *ret) {
         struct daemon *d = s->d;
         struct meta_snapshot m = { .reason = META_REASON_RESTORE, .logical_size = j->stats.bytes_logical };
@@ -1225,7 +1245,7 @@ static int restore_record(struct session *s, struct job *j, const char *src_id, 
         if ((r = meta_begin(d->meta)) < 0)
                 goto out;
         if ((r = meta_snapshot_add(d->meta, &m)) < 0 || (r = meta_session_set_head(d->meta, s->id, m.id)) < 0 ||
-            (r = dl_lifecycle_json(&ev, "restored", m.id, NULL)) < 0 ||
+            (r = restored_json(&ev, m.id, src_id)) < 0 ||
             (r = meta_event_append(d->meta, s->id, "lifecycle", ev.data, ev.len, NULL)) < 0 ||
             (had_sandbox && ((r = meta_sandbox_set_state(d->meta, s->sbx_id, META_SANDBOX_DESTROYED, "restored")) < 0 ||
                              (r = meta_session_set_sandbox(d->meta, s->id, NULL)) < 0)) ||

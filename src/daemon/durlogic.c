@@ -202,7 +202,7 @@ int dl_recovery_json(struct buf *b, const char *lost, const char *reason, const 
 }
 
 int dl_snapshot_event_json(struct buf *b, const char *snap, const char *reason, uint64_t bytes_added,
-                           const char *label) {
+                           const char *label, double freeze_ms) {
         struct json_writer w = JSON_WRITER_INIT(b);
         json_w_obj_begin(&w);
         json_w_kstr(&w, "snapshot", snap);
@@ -210,6 +210,10 @@ int dl_snapshot_event_json(struct buf *b, const char *snap, const char *reason, 
         json_w_key(&w, "bytes_added");
         json_w_uint(&w, bytes_added);
         kid(&w, "label", label);
+        if (freeze_ms >= 0) {
+                json_w_key(&w, "freeze_ms");
+                json_w_double(&w, freeze_ms);
+        }
         json_w_obj_end(&w);
         return w.err;
 }
