@@ -2448,4 +2448,24 @@ void dur_shutdown(struct daemon *d) {
         if (stopped || kept)
                 log_info("shutdown: %u sandbox(es) snapshotted and stopped, %u left running for the next start", stopped,
                          kept);
+        /* Actions that did not get to run: their clients hear it; the next start resumes
+         * whatever meta says (a create not acknowledged is removed then). */
+        for (struct session *s = d->sessions; s; s = s->next) {
+                struct action *q;
+                while ((q = s->queue)) {
+                        s->queue = q->next;
+                        s->n_queued--;
+                        struct conn *c = waiter_take(&q->w);
+                        if (c)
+                                conn_reply_error(c, 503, "the daemon is shutting down");
+                        free(q);
+                }
+                if (s->act) {
+                        struct conn *c = waiter_take(&s->act->w);
+                        if (c)
+                                conn_reply_error(c, 503, "the daemon is shutting down");
+                        free(s->act);
+                        s->act = NULL;
+                }
+        }
 }
