@@ -158,8 +158,10 @@ struct space_snapshot_info {
         char label[SPACE_MAX_LABEL + 1];
         uint64_t bytes_added;  /* stored bytes this snapshot added */
         uint64_t logical_size; /* bytes of the files it holds */
-        char root[72];         /* hex hash of the store object the daemon names "root" */
-        double freeze_ms;      /* how long the sandbox was frozen; < 0 if not reported */
+        char root[72];         /* hex hash of its root tree in the snapshot store */
+        char store_snapshot[72]; /* hex id of its record in the store (space-store get) */
+        double freeze_ms;      /* how long the sandbox was frozen; < 0 if not reported
+                                * (only the answer of space_snapshot_create has it) */
 };
 
 /* POST .../snapshots; label may be NULL (at most SPACE_MAX_LABEL bytes). *ret may be NULL. */

@@ -1399,6 +1399,8 @@ static void print_snapshot_json(const struct space_snapshot_info *si) {
         json_w_key(&w, "logical_size");
         json_w_uint(&w, si->logical_size);
         json_w_kstr(&w, "root", si->root);
+        if (si->store_snapshot[0])
+                json_w_kstr(&w, "store_snapshot", si->store_snapshot);
         if (si->freeze_ms >= 0) {
                 json_w_key(&w, "freeze_ms");
                 json_w_double(&w, si->freeze_ms);

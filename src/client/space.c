@@ -738,6 +738,7 @@ static void fill_snapshot(const struct json *o, struct space_snapshot_info *si) 
         si->bytes_added = get_u64(o, "bytes_added");
         si->logical_size = get_u64(o, "logical_size");
         copy_str(si->root, sizeof si->root, o, "root");
+        copy_str(si->store_snapshot, sizeof si->store_snapshot, o, "store_snapshot");
         const struct json *f = json_get(o, "freeze_ms");
         si->freeze_ms = json_type(f) == JSON_NUMBER ? json_num(f) : -1;
 }

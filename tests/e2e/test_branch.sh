@@ -14,6 +14,11 @@ case $snap in snap_*) pass "snapshot printed $snap" ;; *) fail "snapshot printed
 sp snapshots "$id" </dev/null | grep -E "^$snap .* draft\$" >/dev/null && pass "the timeline lists $snap with its label" ||
         fail "snapshots: $(sp snapshots "$id" </dev/null)"
 
+js=$(sp snapshot --json --label again "$id" </dev/null)
+fz=$(json_get "$js" freeze_ms)
+case $fz in [0-9]*) pass "a snapshot's answer says how long the sandbox was frozen: $fz ms" ;; *) fail "no freeze_ms in $js" ;; esac
+case $(json_get "$js" store_snapshot) in [0-9a-f][0-9a-f][0-9a-f][0-9a-f]*) pass "and names its store record" ;; *) fail "no store_snapshot in $js" ;; esac
+
 say "fork 2 from the snapshot"
 t0=$(now_ms)
 forks=$(sp fork --snapshot "$snap" --count 2 "$id" </dev/null); rc=$?

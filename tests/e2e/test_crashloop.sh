@@ -138,8 +138,8 @@ if "$STORE_TOOL" --store "$DATA2/store" verify --json >"$TMPD/verify" 2>"$TMPD/v
 else
         fail "space-store verify failed: $(cat "$TMPD/verify") $(tail -n 5 "$TMPD/verify.err")"
 fi
-# The daemon's snapshot object names the root tree ("root"); space-store get wants a
-# snapshot record of the store: the store's log maps each root to the records holding it.
+# space-store get takes the snapshot's store record: "store_snapshot" in the daemon's
+# object; without it, the store's log maps the snapshot's "root" tree to a record.
 "$STORE_TOOL" --store "$DATA2/store" log --json >"$TMPD/storelog" 2>"$TMPD/storelog.err" ||
         fail "space-store log: $(cat "$TMPD/storelog.err")"
 missing=0 bad=0 strict=0 weak=0
@@ -153,10 +153,13 @@ print(s[0].get("root") or "" if s else "")' "$TMPD/snaps.$s" "$snap")
                 continue
         fi
         rec=$(python3 -c 'import json,sys
+s=[x for x in json.load(open(sys.argv[4]))["snapshots"] if x["id"]==sys.argv[5]]
+if s and s[0].get("store_snapshot"):
+    print(s[0]["store_snapshot"]); sys.exit(0)
 recs=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 m=[r for r in recs if r.get("root")==sys.argv[2]]
 m.sort(key=lambda r: r.get("session")!=sys.argv[3])
-print(m[0]["snapshot"] if m else "")' "$TMPD/storelog" "$root" "$s")
+print(m[0]["snapshot"] if m else "")' "$TMPD/storelog" "$root" "$s" "$TMPD/snaps.$s" "$snap")
         if [ -z "$rec" ]; then
                 bad=$((bad + 1))
                 echo "FAIL: no snapshot record in the store holds root $root of $snap"

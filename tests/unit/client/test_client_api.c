@@ -723,7 +723,7 @@ static const char SESSION_TOK[] = "{\"id\":\"ses_0123456789abcdef\",\"state\":\"
                                   "\"head_snapshot\":null,\"snapshot_interval_ms\":5000,\"retention\":3}";
 static const char SNAP[] = "{\"id\":\"snap_00000000000000a1\",\"session\":\"ses_0123456789abcdef\",\"parent\":null,"
                            "\"created_at\":\"2025-01-01T00:00:00Z\",\"reason\":\"manual\",\"label\":\"draft\","
-                           "\"bytes_added\":4096,\"logical_size\":123456,\"root\":\"ab12\",\"freeze_ms\":1.25}";
+                           "\"bytes_added\":4096,\"logical_size\":123456,\"root\":\"ab12\",\"store_snapshot\":\"cd34\",\"freeze_ms\":1.25}";
 
 static void test_session_token(void **state) {
         (void)state;
@@ -751,6 +751,7 @@ static void test_session_token(void **state) {
         assert_int_equal(si.bytes_added, 4096);
         assert_int_equal(si.logical_size, 123456);
         assert_string_equal(si.root, "ab12");
+        assert_string_equal(si.store_snapshot, "cd34");
         assert_true(si.freeze_ms > 1.2 && si.freeze_ms < 1.3);
         /* a token with a CR or a space could smuggle a header: refused */
         assert_int_equal(space_session_set_token(s, "bad token"), -EINVAL);
