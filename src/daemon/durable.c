@@ -298,7 +298,6 @@ static void reply_session(struct conn *c, int status, struct session *s, const c
                 ses_write_json(&ow, s);
                 if (o.len >= 2 && !ow.err) {
                         o.len--; /* drop the closing brace */
-                        buf_puts(&b, "");
                         buf_append(&b, o.data, o.len);
                         buf_puts(&b, ",\"token\":\"");
                         buf_puts(&b, token);
@@ -645,10 +644,7 @@ static int capture_begin(struct action *a, enum meta_snapshot_reason reason, boo
         j->parent = s->head_hash;
         j->sreason = store_reason_of(reason);
         snprintf(j->label, sizeof j->label, "%s", a->label);
-        int r = job_submit(j);
-        if (r == 0)
-                s->d->captures_in_flight++;
-        return r;
+        return job_submit(j);
 }
 
 static double job_freeze_ms(const struct job *j) { return j->sb ? (double)j->freeze_us / 1000.0 : -1; }
@@ -728,7 +724,6 @@ static void retention_apply(struct session *s) {
 static void snapshot_done(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
-        s->d->captures_in_flight--;
         if (j->r < 0) {
                 act_fail(a, 500, "snapshot failed: %s", j->err);
                 return;
@@ -1155,7 +1150,6 @@ static int pause_extra(struct session *s, const char *snap_id) {
 static void pause_done(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
-        s->d->captures_in_flight--;
         if (j->r < 0) {
                 if (s->sb && !s->lost)
                         (void)s->rt->thaw(s->sb);
@@ -1266,7 +1260,6 @@ out:
 static void restore_forked(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
-        s->d->captures_in_flight--;
         if (j->r < 0) {
                 act_fail(a, 500, "restore failed: %s", j->err);
                 return;
@@ -1337,7 +1330,6 @@ static void run_restore(struct action *a) {
                 act_fail(a, 500, "starting the restore: %s", strerror(-r));
                 return;
         }
-        s->d->captures_in_flight++;
 }
 
 /* ---------------- fork ---------------- */
@@ -1531,7 +1523,6 @@ static void fork_stored(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         struct daemon *d = s->d;
-        d->captures_in_flight--;
         if (j->r < 0) {
                 act_fail(a, 500, "fork failed: %s", j->err);
                 return;
@@ -1596,13 +1587,11 @@ static void fork_from(struct action *a, const struct meta_snapshot *src) {
                 act_fail(a, 500, "starting the fork: %s", strerror(-r));
                 return;
         }
-        s->d->captures_in_flight++;
 }
 
 static void fork_captured(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
-        s->d->captures_in_flight--;
         if (j->r < 0) {
                 act_fail(a, 500, "snapshot for the fork failed: %s", j->err);
                 return;
@@ -1696,7 +1685,6 @@ static void create_forked(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         struct daemon *d = s->d;
-        d->captures_in_flight--;
         if (j->r < 0) {
                 start_fail(a, "%s", j->err);
                 return;
@@ -1739,7 +1727,6 @@ static void create_from_snapshot(struct action *a) {
                 start_fail(a, "starting the fork: %s", strerror(-r));
                 return;
         }
-        s->d->captures_in_flight++;
 }
 
 static void act_run(struct action *a) {

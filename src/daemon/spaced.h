@@ -241,7 +241,6 @@ struct daemon {
         bool gc_running;
         struct conn_waiter *gc_waiters[16];
         size_t n_gc_waiters;
-        unsigned captures_in_flight; /* store records not yet in meta: GC must wait */
 };
 
 /* server.c */
