@@ -66,7 +66,8 @@ workload() {
                 i=$((i + 1))
                 for s in $s_roll $s_man; do
                         r0=$(field "$s" recoveries)
-                        sp exec "$s" -- sh -c "mkdir -p /root/w && echo $i >/root/w/$i && echo $i >/root/w/last" </dev/null >/dev/null 2>&1 || continue
+                        # 2 MB of random bytes too, so captures last long enough to be hit
+                        sp exec "$s" -- sh -c "mkdir -p /root/w && head -c 2000000 /dev/urandom >/root/w/blob && echo $i >/root/w/$i && echo $i >/root/w/last" </dev/null >/dev/null 2>&1 || continue
                         snap=$(sp snapshot --label "i$i" "$s" </dev/null 2>/dev/null) || continue
                         case $snap in snap_*) ;; *) continue ;; esac
                         r1=$(field "$s" recoveries)
@@ -87,6 +88,7 @@ WORK_PID=$!
 say "$ROUNDS rounds of kill -9 spaced at a random moment, then restart"
 restart_ms_total=0
 restart_ms_max=0
+round_bad=0
 for round in $(seq 1 "$ROUNDS"); do
         sleep "0.$(( (RANDOM % 13) + 2 ))"
         kill -9 "$SPACED_PID"
@@ -99,9 +101,22 @@ for round in $(seq 1 "$ROUNDS"); do
         dt=$(( $(now_ms) - t0 ))
         restart_ms_total=$((restart_ms_total + dt))
         [ $dt -gt $restart_ms_max ] && restart_ms_max=$dt
+        # every round, not only at the end: each running session takes a command (a
+        # sandbox left frozen by a kill during a capture would hang it: hence timeout)
+        for s in $SESSIONS; do
+                ok=0
+                for try in 1 2 3 4 5; do
+                        st=$(field "$s" state)
+                        if [ "$st" = paused ]; then ok=1; break; fi
+                        if [ "$st" = running ] && timeout 10 "$SPACE" exec "$s" -- true </dev/null >/dev/null 2>&1; then ok=1; break; fi
+                        sleep 0.3
+                done
+                [ $ok -eq 1 ] || { round_bad=$((round_bad + 1)); echo "FAIL: round $round: $s ($st) takes no command"; }
+        done
         printf 'round %d: restarted in %d ms, %d snapshots acknowledged so far\n' "$round" "$dt" "$(wc -l <"$ACKED")"
 done
 pass "$ROUNDS rounds; restart took $((restart_ms_total / ROUNDS)) ms on average, $restart_ms_max ms at most"
+expect_eq "rounds after which a session took no command" "$round_bad" "0"
 kill "$WORK_PID" 2>/dev/null
 wait "$WORK_PID" 2>/dev/null
 WORK_PID=
