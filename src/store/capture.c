@@ -1101,6 +1101,7 @@ out:
 done:
         /* tasks may still run if the walk failed early */
         pool_wait(s->pool, &c.pending, 0);
+        store_op_end(s, c.op);
         txn_free(c.txn);
         root.path = NULL;
         node_free(&root);

@@ -505,6 +505,7 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
         if (ret)
                 *ret = res;
 out:
+        store_op_end(s, rc.op);
         safe_close(lk);
         hset_free(&refs0);
         hset_free(&refs1);

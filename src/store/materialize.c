@@ -530,6 +530,7 @@ int store_materialize(struct store *s, const struct store_hash *snap, const char
         }
 out:
         pool_wait(s->pool, &m.pending, 0);
+        store_op_end(s, m.op);
         if (o->stats) {
                 o->stats->entries += m.entries;
                 o->stats->files += atomic_load(&m.files);

@@ -283,6 +283,7 @@ static int pack_load(struct store *s, const char *name, struct pack **ret) {
         if (!p)
                 return -ENOMEM;
         snprintf(p->name, sizeof p->name, "%s", name);
+        p->id = strtoull(name, NULL, 16);
         p->size = (uint64_t)st.st_size;
         p->ino = (uint64_t)st.st_ino;
         p->fd = -1;
@@ -557,30 +558,82 @@ static int pack_fd(struct store *s, struct pack *p) {
 
 /* ---- reading ---- */
 
-/* The last multi-object block each thread decoded, for one operation. */
-struct bcache {
-        uint64_t op;
-        const struct pack *p;
-        uint64_t ino, block;
+/* Multi-object blocks recently decoded by an operation (a materialize, a walk of trees),
+ * shared by its threads: files of one directory sit in a few blocks, and whichever thread
+ * restores a file finds its block decoded already. Keyed by operation, so nothing read
+ * before an operation started is served to it. */
+#define BCACHE_SLOTS 32
+struct bc_slot {
+        uint64_t op, pack_id, block, used;
         uint8_t *plain;
-        size_t len, cap;
+        uint32_t len;
 };
-static pthread_key_t bkey;
-static pthread_once_t bonce = PTHREAD_ONCE_INIT;
-static void bcache_free(void *v) {
-        struct bcache *c = v;
-        free(c->plain);
-        free(c);
-}
-static void bkey_init(void) { (void)pthread_key_create(&bkey, bcache_free); }
-static struct bcache *bcache_get(void) {
-        pthread_once(&bonce, bkey_init);
-        struct bcache *c = pthread_getspecific(bkey);
-        if (!c && (c = calloc(1, sizeof *c)) && pthread_setspecific(bkey, c) != 0) {
-                free(c);
-                c = NULL;
+struct bcache {
+        pthread_mutex_t mu;
+        uint64_t tick;
+        struct bc_slot s[BCACHE_SLOTS];
+};
+
+/* Copies [off, off+len) of a cached block into a fresh buffer: 1 found, 0 not, <0 error. */
+static int bcache_copy(struct bcache *c, uint64_t op, uint64_t pack_id, uint64_t block, uint32_t off, uint32_t len,
+                       uint8_t **ret) {
+        int r = 0;
+        pthread_mutex_lock(&c->mu);
+        for (unsigned i = 0; i < BCACHE_SLOTS; i++) {
+                struct bc_slot *x = &c->s[i];
+                if (!x->plain || x->op != op || x->pack_id != pack_id || x->block != block)
+                        continue;
+                if ((uint64_t)off + len > x->len) {
+                        r = store_fail(-EBADMSG, "its index entry points past its block");
+                        break;
+                }
+                uint8_t *out = malloc((size_t)len + 1);
+                if (!out) {
+                        r = -ENOMEM;
+                        break;
+                }
+                memcpy(out, x->plain + off, len);
+                x->used = ++c->tick;
+                *ret = out;
+                r = 1;
+                break;
         }
-        return c;
+        pthread_mutex_unlock(&c->mu);
+        return r;
+}
+
+/* Takes plain (a decoded block) into the cache, evicting the least recently used. */
+static void bcache_put(struct bcache *c, uint64_t op, uint64_t pack_id, uint64_t block, uint8_t *plain, uint32_t len) {
+        pthread_mutex_lock(&c->mu);
+        struct bc_slot *v = &c->s[0];
+        for (unsigned i = 0; i < BCACHE_SLOTS; i++) {
+                struct bc_slot *x = &c->s[i];
+                if (x->plain && x->op == op && x->pack_id == pack_id && x->block == block) {
+                        v = NULL; /* another thread was first */
+                        break;
+                }
+                if (!x->plain || x->used < v->used || (v->plain && !x->plain))
+                        v = x;
+        }
+        if (v) {
+                free(v->plain);
+                *v = (struct bc_slot){ .op = op, .pack_id = pack_id, .block = block, .plain = plain, .len = len,
+                                       .used = ++c->tick };
+                plain = NULL;
+        }
+        pthread_mutex_unlock(&c->mu);
+        free(plain);
+}
+
+void store_op_end(struct store *s, uint64_t op) {
+        struct bcache *c = s->packs.bcache;
+        pthread_mutex_lock(&c->mu);
+        for (unsigned i = 0; i < BCACHE_SLOTS; i++)
+                if (c->s[i].op == op) {
+                        free(c->s[i].plain);
+                        c->s[i] = (struct bc_slot){ 0 };
+                }
+        pthread_mutex_unlock(&c->mu);
 }
 
 uint64_t store_op_id(void) {
@@ -649,16 +702,11 @@ static int pack_read_ent(struct store *s, struct pack *p, const struct pack_ent 
         int fd = pack_fd(s, p);
         if (fd < 0)
                 return fd;
-        struct bcache *c = op ? bcache_get() : NULL;
-        if (c && c->op == op && c->p == p && c->ino == p->ino && c->block == e->block) {
-                if ((uint64_t)e->off + e->len > c->len)
-                        return store_fail(-EBADMSG, "its index entry points past its block");
-                uint8_t *out = malloc((size_t)e->len + 1);
-                if (!out)
-                        return -ENOMEM;
-                memcpy(out, c->plain + e->off, e->len);
-                *ret = out;
-                return 0;
+        struct bcache *c = op ? s->packs.bcache : NULL;
+        if (c) {
+                int k = bcache_copy(c, op, p->id, e->block, e->off, e->len, ret);
+                if (k != 0)
+                        return k < 0 ? k : 0;
         }
         /* A raw block: read just the object (file data that did not compress). */
         uint8_t hb[BLOCK_HEADER];
@@ -711,10 +759,9 @@ static int pack_read_ent(struct store *s, struct pack *p, const struct pack_ent 
                 return -ENOMEM;
         }
         memcpy(out, plain + e->off, e->len);
-        if (c) {
-                free(c->plain);
-                *c = (struct bcache){ .op = op, .p = p, .ino = p->ino, .block = e->block, .plain = plain, .len = h.plain_len };
-        } else
+        if (c)
+                bcache_put(c, op, p->id, e->block, plain, h.plain_len);
+        else
                 free(plain);
         *ret = out;
         return 0;
@@ -1304,8 +1351,14 @@ int pw_publish(struct pack_writer *w) {
         return 0;
 }
 
-void packs_init(struct packset *ps) {
+int packs_init(struct packset *ps) {
         pthread_rwlock_init(&ps->lk, NULL);
+        struct bcache *c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        pthread_mutex_init(&c->mu, NULL);
+        ps->bcache = c;
+        return 0;
 }
 
 void packs_fini(struct packset *ps) {
@@ -1315,6 +1368,14 @@ void packs_fini(struct packset *ps) {
         ps->v = NULL;
         ps->n = ps->cap = 0;
         pthread_rwlock_destroy(&ps->lk);
+        struct bcache *c = ps->bcache;
+        if (c) {
+                for (unsigned i = 0; i < BCACHE_SLOTS; i++)
+                        free(c->s[i].plain);
+                pthread_mutex_destroy(&c->mu);
+                free(c);
+                ps->bcache = NULL;
+        }
 }
 
 void packs_refresh_if_changed(struct store *s) { packs_maybe_refresh(s); }

@@ -50,6 +50,8 @@ int obj_read(struct store *s, const struct store_hash *h, int kind, void **ret, 
 int obj_read_op(struct store *s, const struct store_hash *h, int kind, uint64_t op, void **ret, size_t *ret_len,
                 uint64_t *bytes_read);
 uint64_t store_op_id(void);
+/* Drops what the block cache holds for op. */
+void store_op_end(struct store *s, uint64_t op);
 /* 1 if a committed pack holds h, 0 if not, <0 error. refresh: look at packs/ again first
  * (packs other handles committed, packs a GC replaced). */
 int obj_exists(struct store *s, const struct store_hash *h, bool refresh);
@@ -104,6 +106,7 @@ struct pack_ent {
 
 struct pack {
         char name[32];      /* "0123456789abcdef.pack" */
+        uint64_t id;        /* the name's number: random, never reused */
         uint64_t size;      /* file size when loaded */
         uint64_t ino;
         uint64_t data_end;  /* blocks lie in [PACK_HEADER, data_end) */
@@ -134,7 +137,7 @@ int pack_for_each_block(struct pack *p, int (*fn)(void *ud, struct pack *p, cons
                         void *ud);
 /* Copies a block as it is on disk (header through payload) into *ret. */
 int pack_raw_block(struct store *s, struct pack *p, uint64_t block, void **ret, size_t *ret_len);
-void packs_init(struct packset *ps);
+int packs_init(struct packset *ps);
 void packs_fini(struct packset *ps);
 /* A cheap stat of packs/; a full refresh only if it changed. */
 void packs_refresh_if_changed(struct store *s);
@@ -269,6 +272,7 @@ struct packset {
         struct pack **v;
         size_t n, cap;
         atomic_uint nopen;  /* packs with an open fd */
+        void *bcache;       /* decoded blocks of running operations (pack.c) */
         struct timespec seen_mtime;
 };
 struct store {

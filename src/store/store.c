@@ -151,7 +151,10 @@ int store_open(const char *dir, const struct store_opts *o, struct store **ret) 
         if (!s)
                 return -ENOMEM;
         s->dfd = s->packfd = s->tmpfd = s->snapfd = s->cachefd = -EBADF;
-        packs_init(&s->packs);
+        if (packs_init(&s->packs) < 0) {
+                free(s);
+                return -ENOMEM;
+        }
         s->level = o->compression_level ? o->compression_level : 2;
         s->dir = strdup(dir);
         if (!s->dir) {

@@ -296,6 +296,7 @@ static int on_err(void *ud, const struct store_hash *h, enum obj_kind kind, cons
 int store_verify(struct store *s, store_problem_fn fn, void *userdata, store_progress_fn progress,
                  void *progress_userdata, struct store_verify_result *ret) {
         struct vctx v = { .s = s, .fn = fn, .ud = userdata };
+        uint64_t op = store_op_id();
         pthread_mutex_init(&v.mu, NULL);
         struct hset seen = { 0 };
         struct store_verify_result res = { 0 };
@@ -310,7 +311,7 @@ int store_verify(struct store *s, store_problem_fn fn, void *userdata, store_pro
         int r = store_snapshot_list(s, &snaps, &n);
         if (r < 0)
                 goto out;
-        struct reach rc = { .s = s, .seen = &seen, .on_obj = on_obj, .on_err = on_err, .ud = &v, .op = store_op_id() };
+        struct reach rc = { .s = s, .seen = &seen, .on_obj = on_obj, .on_err = on_err, .ud = &v, .op = op };
         for (size_t i = 0; i < n; i++) {
                 char hex[STORE_HEX_LEN + 1], where[STORE_HEX_LEN + 16];
                 store_hash_to_hex(&snaps[i], hex);
@@ -341,6 +342,7 @@ int store_verify(struct store *s, store_problem_fn fn, void *userdata, store_pro
         *ret = res;
 out:
         pool_wait(s->pool, &v.pending, 0);
+        store_op_end(s, op);
         for (size_t i = 0; i < v.nprobs; i++) {
                 free(v.probs[i].path);
                 free(v.probs[i].msg);
