@@ -33,7 +33,7 @@ enum start_why { START_CREATE, START_RESUME, START_RESTORE, START_RECOVER, START
 struct fork_group {
         struct conn_waiter w;
         unsigned n, n_done, n_failed;
-        char ids[SES_MAX_FORKS][SES_ID_LEN + 1];
+        char ids[SES_MAX_FORKS][META_ID_SIZE];
         char tokens[SES_MAX_FORKS][DL_TOKEN_LEN + 1];
         bool ok[SES_MAX_FORKS];
         char err[256];
