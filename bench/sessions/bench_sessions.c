@@ -93,15 +93,18 @@ static int change(space_session *s, unsigned nfiles, unsigned k) {
         return sh(s, cmd);
 }
 
-static int snapshot_count(space_session *s, size_t *ret_n, struct space_snapshot_info *ret_last) {
+/* The newest snapshot of the timeline (by position: the count stays the same once
+ * retention drops an old rolling snapshot for each new one). */
+static int newest_snapshot(space_session *s, struct space_snapshot_info *ret) {
         struct space_snapshot_info *v = NULL;
         size_t n = 0;
         int r = space_snapshot_list(s, &v, &n);
         if (r < 0)
                 return r;
-        *ret_n = n;
-        if (n > 0 && ret_last)
-                *ret_last = v[n - 1];
+        if (n > 0)
+                *ret = v[n - 1];
+        else
+                *ret = (struct space_snapshot_info){ 0 };
         free(v);
         return 0;
 }
@@ -215,16 +218,16 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
         bool freeze_reported = false, from_log = false;
         uint64_t ev_cursor = 0;
         for (unsigned i = 0; i < runs; i++) {
-                size_t n0 = 0, n1 = 0;
-                struct space_snapshot_info last;
-                if (snapshot_count(s, &n0, NULL) < 0 || change(s, nfiles, i) < 0) {
+                struct space_snapshot_info before, last;
+                if (newest_snapshot(s, &before) < 0 || change(s, nfiles, i) < 0) {
                         w->freeze.failures++;
                         continue;
                 }
                 double tc = now_ms();
                 bool seen = false;
                 while (now_ms() - tc < WAIT_ROLLING_MS) {
-                        if (snapshot_count(s, &n1, &last) == 0 && n1 > n0 && strcmp(last.reason, "rolling") == 0) {
+                        if (newest_snapshot(s, &last) == 0 && strcmp(last.id, before.id) != 0 &&
+                            strcmp(last.reason, "rolling") == 0) {
                                 seen = true;
                                 break;
                         }
@@ -315,9 +318,9 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
         }
 
         /* restore, alternating between the base and the newest snapshot */
-        size_t nsnap = 0;
+        /* a manual one: retention never drops it in the middle of the loop */
         struct space_snapshot_info newest;
-        if (snapshot_count(s, &nsnap, &newest) == 0) {
+        if (change(s, nfiles, 3) == 0 && space_snapshot_create(s, "bench restore target", &newest) == 0) {
                 for (unsigned i = 0; i < runs; i++) {
                         double a = now_ms();
                         r = space_session_restore(s, i % 2 ? newest.id : base.id);
