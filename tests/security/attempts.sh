@@ -595,7 +595,7 @@ EOF
         if works_within 10 "$sb"; then
                 stopped "after the slow client hung up, the daemon reads the sandbox again"
         else
-                leak "the session is wedged: after the slow client of a flooding exec hung up, a new command in $sb gets no answer (the daemon stays stalled on the gone client's frame)"
+                defect "the session is wedged: after the slow client of a flooding exec hung up, a new command in $sb gets no answer (the daemon stays stalled on the gone client's frame)"
                 timeout 20 "$SPACE" rm "$sb" >/dev/null 2>&1
                 sb=$(new_sandbox) || broken "create"
         fi
@@ -607,7 +607,7 @@ EOF
         echo "  spaced VmRSS $after → $r2 KiB"
         [ $((r2 - rss0)) -lt 65536 ] && stopped "space-init keeps only the last 1 MiB of a background process's output" ||
                 leak "spaced grew by $((r2 - rss0)) KiB for an unread background flood"
-        works_within 10 "$sb" && stopped "the sandbox still takes commands" || leak "$sb takes no command after the background flood"
+        works_within 10 "$sb" && stopped "the sandbox still takes commands" || defect "$sb takes no command after the background flood"
         timeout 20 "$SPACE" rm "$sb" >/dev/null 2>&1
 }
 
@@ -703,6 +703,21 @@ attempt_core_dump() {
 
 # ---- the file API ----------------------------------------------------------------
 
+# api_why ANSWER: what stopped a file-API request, from its answer
+api_why() {
+        case $1 in
+        *"Too many levels of symbolic links"*) echo "space-init resolves API paths with openat2 RESOLVE_NO_MAGICLINKS: /proc magic links are refused (ELOOP)" ;;
+        *"No such file"*) echo "space-init resolves API paths inside the sandbox's root (RESOLVE_IN_ROOT, in its mount namespace): the host path does not exist there" ;;
+        *) echo "space-init resolved it inside the sandbox: the sandbox's own file came back" ;;
+        esac
+}
+
+# control DESCRIPTION GOT WANT: a request that must work does, so the refusals around it
+# come from path resolution and not from a broken client
+control() {
+        if [ "$2" = "$3" ]; then echo "  control: $1 -> '$2' (works)"; else broken "control $1: got '$2', wanted '$3'"; fi
+}
+
 # dl PATH: downloads PATH from the main sandbox through the API (space cp)
 dl() { sp cp "$MAIN:$1" - </dev/null 2>&1; }
 # ul HOSTFILE PATH: uploads
@@ -714,8 +729,9 @@ attempt_api_symlink_root() {
         for p in "/root/l/root$TOKEN_PATH" /root/l/tok /root/l/data/space-sec-token; do
                 out=$(dl "$p")
                 echo "  $p: $(echo "$out" | head -1)"
-                not_token "$out" "download $p" && stopped "space-init resolves API paths inside the sandbox: / is the sandbox's root"
+                not_token "$out" "download $p" && stopped "$(api_why "$out")"
         done
+        control "download /root/l/root/etc/hostname (through the symlink to /)" "$(dl /root/l/root/etc/hostname)" "$(inside -- cat /etc/hostname)"
         tried "download /root/l/shadow (-> /etc/shadow) and compare with the host's"
         got=$(dl /root/l/shadow | sha256sum)
         [ "$got" != "$(sha256sum </etc/shadow)" ] && stopped "it is the sandbox's /etc/shadow" || leak "the host's /etc/shadow came through"
@@ -748,7 +764,8 @@ attempt_api_dotdot() {
         ul "$f" "/root/../../../../etc/$name" | sed 's/^/  /'
         out=$(dl "/../../../..$TOKEN_PATH")
         echo "  download: $(echo "$out" | head -1)"
-        not_token "$out" "download with .." && stopped "'..' of the sandbox's / is / (resolution inside its mount namespace)"
+        not_token "$out" "download with .." && stopped "'..' of the sandbox's / is / (RESOLVE_IN_ROOT): $(echo "$out" | head -1)"
+        control "download /../../../etc/hostname" "$(dl /../../../etc/hostname)" "$(inside -- cat /etc/hostname)"
         if [ -e "/tmp/$name" ] || [ -e "/etc/$name" ]; then
                 leak "an upload with .. landed on the host"
                 rm -f "/tmp/$name" "/etc/$name"
@@ -760,7 +777,7 @@ attempt_api_dotdot() {
         for q in "%2e%2e%2f%2e%2e%2f%2e%2e%2f%2e%2e${TOKEN_PATH//\//%2f}" "..%2f..%2f..%2f..${TOKEN_PATH}" "%2F..%2F..%2F..${TOKEN_PATH}"; do
                 out=$(curl -s --unix-socket "$sock" "http://x/v1/sessions/$MAIN/files?path=$q" 2>&1)
                 echo "  GET files?path=$q: $(echo "$out" | head -c 150)"
-                not_token "$out" "raw GET $q" && stopped "decoded then resolved inside the sandbox"
+                not_token "$out" "raw GET $q" && stopped "percent-decoded by the daemon, then $(api_why "$out")"
         done
 }
 
@@ -794,12 +811,13 @@ attempt_api_proc_magic() {
                 "/proc/1/cwd/../../..$TOKEN_PATH"; do
                 out=$(dl "$p")
                 echo "  $p: $(echo "$out" | head -1)"
-                not_token "$out" "download $p" && stopped "the file API runs in space-init, inside the sandbox's pid and mount namespaces"
+                not_token "$out" "download $p" && stopped "$(api_why "$out")"
         done
         tried "upload to /proc/1/root/tmp/sec-magic-$$"
         echo x >"$TMPD/m"
-        ul "$TMPD/m" "/proc/1/root/tmp/sec-magic-$$" | sed 's/^/  /'
-        [ -e "/tmp/sec-magic-$$" ] && leak "the upload reached the host's /tmp" || stopped "it stayed inside"
+        out=$(ul "$TMPD/m" "/proc/1/root/tmp/sec-magic-$$")
+        echo "  $out"
+        [ -e "/tmp/sec-magic-$$" ] && leak "the upload reached the host's /tmp" || stopped "$(api_why "$out")"
 }
 
 attempt_api_other_session() {

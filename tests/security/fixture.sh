@@ -44,15 +44,17 @@ setup() {
 # Prints the figures issue 6 asks for, from what the tests recorded.
 figures() {
         r=$STATE/results
-        tried=$(grep -cE '^(blocked|escaped|error) ' "$r" 2>/dev/null)
+        tried=$(grep -cE '^(blocked|escaped|defect|error) ' "$r" 2>/dev/null)
         blocked=$(grep -c '^blocked ' "$r" 2>/dev/null)
         escaped=$(grep -c '^escaped ' "$r" 2>/dev/null)
         errors=$(grep -c '^error ' "$r" 2>/dev/null)
+        defects=$(grep -c '^defect ' "$r" 2>/dev/null)
         skipped=$(grep -c '^skipped ' "$r" 2>/dev/null)
         echo "==== security figures ===="
-        echo "escape attempts: ${tried:-0} tried, ${blocked:-0} blocked, ${escaped:-0} escaped, ${errors:-0} could not run; ${skipped:-0} skipped:"
+        echo "escape attempts: ${tried:-0} tried, $((blocked + defects)) blocked (${defects:-0} of them exposed a defect that is not an escape), ${escaped:-0} escaped, ${errors:-0} could not run; ${skipped:-0} skipped:"
         grep '^skipped ' "$r" 2>/dev/null | sed 's/^skipped /  skipped: /'
         grep '^escaped ' "$r" 2>/dev/null | sed 's/^escaped /  ESCAPED: /'
+        grep '^defect ' "$r" 2>/dev/null | sed 's/^defect /  defect found: /'
         echo "fuzzing (libFuzzer, ASan+UBSan; $FUZZ_FIGURES):"
         grep -v '^#' "$FUZZ_FIGURES" 2>/dev/null | sed 's/^/  /'
         if [ -f "$STATE/soak" ]; then

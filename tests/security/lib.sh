@@ -13,6 +13,7 @@ TOKEN=$(cat "$STATE/token.value" 2>/dev/null)
 SPACED_PID=$(cat "$STATE/pid" 2>/dev/null)
 STOPS=0
 LEAKS=0
+DEFECTS=0
 
 if [ -z "$MAIN" ] || [ -z "$TOKEN_PATH" ]; then
         echo "FAIL: no main sandbox or host token in $STATE (did security.setup run?)"
@@ -25,6 +26,9 @@ tried() { echo "tried: $*"; }
 stopped() { STOPS=$((STOPS + 1)); echo "  -> stopped by: $*"; }
 # leak TEXT: the attempt got through (an escape or a leak): the test fails
 leak() { LEAKS=$((LEAKS + 1)); echo "  -> ESCAPE: $*"; }
+# defect TEXT: not an escape, but a bug the attempt exposed (the sandbox's own service
+# broke, a resource was not bounded as documented): the test fails
+defect() { DEFECTS=$((DEFECTS + 1)); echo "  -> DEFECT (not an escape): $*"; }
 # broken TEXT: the attempt could not be made at all (a harness problem, not a pass)
 broken() { echo "  -> ERROR (attempt could not be made): $*"; echo "error $ATTEMPT" >>"$STATE/results"; exit 1; }
 
@@ -34,6 +38,11 @@ conclude() {
         if [ "$LEAKS" -gt 0 ]; then
                 echo "== $ATTEMPT: ESCAPED ($LEAKS leaks, $STOPS stops)"
                 echo "escaped $ATTEMPT" >>"$STATE/results"
+                exit 1
+        fi
+        if [ "$DEFECTS" -gt 0 ]; then
+                echo "== $ATTEMPT: blocked, but $DEFECTS defects found"
+                echo "defect $ATTEMPT" >>"$STATE/results"
                 exit 1
         fi
         if [ "$STOPS" -eq 0 ]; then
