@@ -195,7 +195,10 @@ static void trash_dir(struct daemon *d, const char *dir) {
         _cleanup_free_ char *trash = NULL, *dst = NULL;
         const char *base = strrchr(dir, '/');
         base = base ? base + 1 : dir;
-        if (asprintf(&trash, "%s/trash", d->data_dir) < 0 || asprintf(&dst, "%s/%s", trash, base) < 0)
+        /* The time makes the name unique: a session's parked layer can go twice while the
+         * first is still being deleted. */
+        if (asprintf(&trash, "%s/trash", d->data_dir) < 0 ||
+            asprintf(&dst, "%s/%s.%" PRIu64, trash, base, mono_us()) < 0)
                 goto now;
         if (mkdir(trash, 0700) < 0 && errno != EEXIST)
                 goto now;
@@ -248,6 +251,153 @@ static void drop_sandbox(struct session *s, int status, const char *msg, enum me
         free(s->dir);
         s->dir = NULL;
         s->sbx_id[0] = '\0';
+}
+
+/* ---------------- parked layers ---------------- */
+
+/* A paused session keeps the writable layer of its last sandbox as DATA/parked/<session>,
+ * with DATA/parked/<session>.rec naming the snapshot it equals: a resume from that
+ * snapshot renames it into place instead of materializing the snapshot (O(1), not
+ * O(workspace)). The record also names the boot: the layer was never fsynced, so after a
+ * host crash only the snapshot is trusted. For the same reason the record needs no fsync
+ * either: within one boot the page cache is the truth, and a torn record reads as none. */
+#define PARK_MAGIC "space-parked 1"
+#define PARK_REC_MAX 512
+
+static char *parked_path(struct daemon *d, const char *ses, const char *suffix) {
+        char *p = NULL;
+        return asprintf(&p, "%s/parked/%s%s", d->data_dir, ses, suffix) < 0 ? NULL : p;
+}
+
+static int boot_id(char out[64]) {
+        _cleanup_close_ int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, out, 63);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        out[n] = '\0';
+        out[strcspn(out, "\n")] = '\0';
+        return 0;
+}
+
+static int park_record(struct session *s, char *out, size_t size) {
+        char hex[STORE_HEX_LEN + 1], boot[64];
+        int r = boot_id(boot);
+        if (r < 0)
+                return r;
+        store_hash_to_hex(&s->head_hash, hex);
+        int n = snprintf(out, size, "%s\n%s\n%s\n%s\n", PARK_MAGIC, s->head, hex, boot);
+        return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : n;
+}
+
+/* Removes s's parked layer and record, if any (off the loop: a layer can be large). */
+static void parked_drop(struct session *s) {
+        _cleanup_free_ char *layer = parked_path(s->d, s->id, ""), *rec = parked_path(s->d, s->id, ".rec");
+        if (!layer || !rec)
+                return;
+        if (unlink(rec) < 0 && errno != ENOENT)
+                log_warn("%s: removing %s: %s", s->id, rec, strerror(errno));
+        struct stat st;
+        if (lstat(layer, &st) == 0)
+                trash_dir(s->d, layer);
+}
+
+/* Pause: keeps s's writable layer (its sandbox is destroyed, nothing runs or is mounted
+ * there) as the parked layer of the head snapshot, which the capture just took from it
+ * while the sandbox was frozen. Anything that goes wrong leaves no record: resume then
+ * materializes as before. */
+static void park_layer(struct session *s) {
+        struct daemon *d = s->d;
+        _cleanup_free_ char *dir = NULL, *upper = NULL, *layer = parked_path(d, s->id, ""),
+                            *rec = parked_path(d, s->id, ".rec"), *tmp = parked_path(d, s->id, ".rec.tmp");
+        char text[PARK_REC_MAX];
+        _cleanup_close_ int fd = -1;
+        int r = -ENOMEM;
+        if (!layer || !rec || !tmp || asprintf(&dir, "%s/parked", d->data_dir) < 0 ||
+            asprintf(&upper, "%s/upper", s->dir) < 0)
+                goto fail;
+        parked_drop(s);
+        if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || rename(upper, layer) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        int n = park_record(s, text, sizeof text);
+        if (n < 0) {
+                r = n;
+                goto fail;
+        }
+        errno = 0;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0 || write(fd, text, (size_t)n) != n || rename(tmp, rec) < 0) {
+                r = errno ? -errno : -EIO;
+                (void)unlink(tmp);
+                goto fail;
+        }
+        log_debug("%s: parked the writable layer of %s", s->id, s->head);
+        return;
+fail:
+        log_warn("%s: keeping the writable layer failed (resume will restore the snapshot): %s", s->id,
+                 strerror(-r));
+        parked_drop(s);
+}
+
+/* Resume: moves s's parked layer to `upper` if its record names s's head snapshot in
+ * this boot. True if it did; otherwise the parked layer (if any) is gone and the caller
+ * materializes the head. The store's stat cache of the head is keyed by the layer's
+ * device and inode, which a rename keeps, so the next capture stays incremental; the
+ * rename changes the root's ctime, so the root alone is listed again. */
+static bool unpark_layer(struct session *s, const char *upper) {
+        _cleanup_free_ char *layer = parked_path(s->d, s->id, ""), *rec = parked_path(s->d, s->id, ".rec");
+        char want[PARK_REC_MAX], have[PARK_REC_MAX];
+        if (!layer || !rec)
+                return false;
+        _cleanup_close_ int fd = open(rec, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+                if (errno != ENOENT)
+                        log_warn("%s: reading %s: %s", s->id, rec, strerror(errno));
+                parked_drop(s);
+                return false;
+        }
+        ssize_t n = read(fd, have, sizeof have);
+        int wn = park_record(s, want, sizeof want);
+        struct stat st;
+        if (n < 0 || wn < 0 || n != wn || memcmp(have, want, (size_t)n) != 0) {
+                log_info("%s: the parked layer is not of head %s in this boot: restoring the snapshot", s->id, s->head);
+                parked_drop(s);
+                return false;
+        }
+        if (lstat(layer, &st) < 0 || !S_ISDIR(st.st_mode) || unlink(rec) < 0 || rename(layer, upper) < 0) {
+                log_warn("%s: taking the parked layer: %s; restoring the snapshot", s->id, strerror(errno));
+                parked_drop(s);
+                return false;
+        }
+        return true;
+}
+
+/* At start: parked layers of sessions that are not paused any more (a crash between the
+ * state change and the removal) go. */
+static void parked_sweep(struct daemon *d) {
+        _cleanup_free_ char *dir = NULL;
+        if (asprintf(&dir, "%s/parked", d->data_dir) < 0)
+                return;
+        _cleanup_closedir_ DIR *dp = opendir(dir);
+        struct dirent *de;
+        while (dp && (de = readdir(dp))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                size_t len = strcspn(de->d_name, ".");
+                const char *suffix = de->d_name + len;
+                bool keep = false;
+                for (struct session *s = d->sessions; s && !keep; s = s->next)
+                        keep = s->state == META_SESSION_PAUSED && strlen(s->id) == len &&
+                               !strncmp(s->id, de->d_name, len) && (!*suffix || !strcmp(suffix, ".rec"));
+                if (!keep) {
+                        int r = rt_rm_rf_at(dirfd(dp), de->d_name);
+                        if (r < 0 && r != -ENOENT)
+                                log_warn("removing %s/%s: %s", dir, de->d_name, strerror(-r));
+                }
+        }
 }
 
 /* freeze_ms < 0: unknown (the timeline; meta keeps no freeze times). */
@@ -843,6 +993,11 @@ static void start_begin(struct action *a) {
                 start_created(a);
                 return;
         }
+        if (a->why == START_RESUME && unpark_layer(s, upper)) {
+                log_info("%s: resume: reused parked layer of %s", s->id, s->head);
+                start_created(a);
+                return;
+        }
         struct job *j = job_new(s, a, JOB_MATERIALIZE, start_materialized);
         if (!j || !(j->dir = strdup(upper))) {
                 if (j)
@@ -1168,6 +1323,9 @@ static void pause_done(struct job *j) {
         uint64_t t0 = mono_us();
         ses_drop_sandbox(s, 503, "the session was paused");
         uint64_t destroy_us = mono_us() - t0;
+        /* Only a layer that was frozen from the capture until now equals the snapshot. */
+        if (s->dir && j->sb)
+                park_layer(s);
         if (s->dir)
                 trash_dir(s->d, s->dir);
         free(s->dir);
@@ -1270,6 +1428,7 @@ static void restore_forked(struct job *j) {
                 return;
         }
         log_info("%s: restored %s as %s", s->id, a->snap, m.id);
+        parked_drop(s); /* the layer of the old head */
         if (s->sb || s->dir) {
                 ses_drop_sandbox(s, 503, "the session was restored to another snapshot");
                 if (s->dir)
@@ -1653,6 +1812,7 @@ static void run_delete(struct action *a) {
         }
         log_info("%s: deleting (sandbox %s)", s->id, s->sbx_id[0] ? s->sbx_id : "none");
         drop_sandbox(s, 503, "session deleted", META_SANDBOX_DESTROYED, "deleted");
+        parked_drop(s);
         forget_unacknowledged(s);
         struct conn *c = waiter_take(&a->w);
         if (c)
@@ -2325,6 +2485,8 @@ int dur_load(struct daemon *d) {
                 recovering++;
         }
         meta_sessions_free(v, n);
+
+        parked_sweep(d);
 
         /* Directories a crash left in the trash. */
         _cleanup_free_ char *trash = NULL;

@@ -180,6 +180,41 @@ check "the event log is whole (one more event: resumed)" test "$(api "$UA/events
 check "resume of a running session is 409" test "$(code -X POST "$UA/resume")" = 409
 check "the log has the pause with its snapshot" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print([e["data"]["snapshot"] is not None for e in json.load(sys.stdin)["events"] if e["data"].get("event")=="paused"])')" = "[True]"
 
+# ---- resume reuses the paused sandbox's writable layer (the parked layer) ----
+P=$(api -X POST http://x/v1/sessions -d "$NEW" | jget id)
+UP=http://x/v1/sessions/$P
+reused() { grep -c "$1: resume: reused parked layer" "$LOG"; }
+sh_in "$P" 'mkdir -p /root/w && echo one > /root/w/a && echo two > /root/w/b && echo dddd > /root/w/d && rm /bin/true' >/dev/null
+api -X POST "$UP/pause" >/dev/null
+check "pause keeps the writable layer with a record of its snapshot" test -d "$DATA/parked/$P" -a "$(sed -n 2p "$DATA/parked/$P.rec")" = "$(api "$UP" | jget head_snapshot)"
+api -X POST "$UP/resume" >/dev/null
+check "resume reuses the parked layer" test "$(reused "$P")" = 1
+check "... nothing stays parked" test ! -e "$DATA/parked/$P" -a ! -e "$DATA/parked/$P.rec"
+check "... every file is there, the deletion too" test "$(sh_in "$P" 'cat /root/w/a /root/w/b /root/w/d; test -e /bin/true || echo deleted')" = "one
+two
+dddd
+deleted"
+sh_in "$P" 'echo changed > /root/w/a; rm /root/w/b; echo three > /root/w/c; echo DDDD > /root/w/d' >/dev/null
+PS=$(api -X POST "$UP/snapshots" | jget id)
+sh_in "$P" 'echo later > /root/w/a' >/dev/null
+api -X POST "$UP/restore" -d "{\"snapshot\":\"$PS\"}" >/dev/null
+check "a snapshot after the reuse has every change (same-size rewrite too)" test "$(sh_in "$P" 'cat /root/w/a /root/w/c /root/w/d; test -e /root/w/b || echo b-gone')" = "changed
+three
+DDDD
+b-gone"
+sh_in "$P" 'echo paused-again > /root/w/a' >/dev/null
+api -X POST "$UP/pause" >/dev/null
+api -X POST "$UP/restore" -d "{\"snapshot\":\"$PS\"}" >/dev/null
+check "restore while paused drops the parked layer" test ! -e "$DATA/parked/$P" -a ! -e "$DATA/parked/$P.rec"
+api -X POST "$UP/resume" >/dev/null
+check "resume after it restores the snapshot instead (no reuse) with its files" test "$(reused "$P")/$(sh_in "$P" 'cat /root/w/a')" = "1/changed"
+sh_in "$P" 'echo tampered-test > /root/w/a' >/dev/null
+api -X POST "$UP/pause" >/dev/null
+sed -i 2s/.*/snap_0000000000000000/ "$DATA/parked/$P.rec"
+api -X POST "$UP/resume" >/dev/null
+check "a record naming another snapshot: no reuse, the snapshot's files, nothing left parked" test "$(reused "$P")/$(sh_in "$P" 'cat /root/w/a')/$(ls "$DATA/parked" | grep -c "$P")" = "1/tampered-test/0"
+api -X DELETE "$UP" >/dev/null
+
 # ---- fork: independent copies ----
 R=$(api -X POST "$UA/fork" -d "{\"snapshot\":\"$S1\",\"count\":2}" -w '\n%{http_code}')
 check "fork answers 201 with two sessions" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')" = "201/2"
@@ -263,6 +298,7 @@ BG=$(echo "$R" | jget pid)
 sleep 0.5
 OFF=$(api "$UA/processes/$BG/output?offset=0" | tail -n 1 | jget offset)
 api -X POST "http://x/v1/sessions/$F1/pause" >/dev/null
+mkdir -p "$DATA/parked/ses_stale0000000000" && touch "$DATA/parked/ses_stale0000000000.rec"
 IPID=$(api "$UA" | jget init_pid)
 kill -9 "$PID"
 wait "$PID" 2>/dev/null
@@ -277,6 +313,8 @@ R=$(api -X POST "$UA/connect" -d "{\"token\":\"$TOK\"}")
 check "connect with the token lists the background process" test "$(echo "$R" | python3 -c "import json,sys; print(any(p['pid']==$BG and p['running'] for p in json.load(sys.stdin)['processes']))")" = True
 check "every acknowledged snapshot is still listed" test "$(n_snaps "$A")" = "$NA"
 check "a paused session resumes after the restart" test "$(api -X POST "http://x/v1/sessions/$F1/resume" | jget state)/$(sh_in "$F1" 'cat /root/draft.txt')" = "running/fork one"
+check "... on its parked layer" test "$(reused "$F1")" = 1
+check "a parked layer nobody holds is removed at the restart" test ! -e "$DATA/parked/ses_stale0000000000" -a ! -e "$DATA/parked/ses_stale0000000000.rec"
 
 # ---- rolling snapshots: only on change, retention ----
 R=$(api -X POST http://x/v1/sessions -d '{"template":"mini","memory":"64M","snapshot_interval_ms":1000,"retention":2}')
