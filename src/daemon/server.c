@@ -44,8 +44,14 @@ static void conn_close(struct conn *c) {
         c->closed = true;
         if (c->op) {
                 struct op *op = c->op;
+                struct session *stalled = c->sandbox_stalled ? op->ses : NULL;
                 c->op = NULL;
+                c->sandbox_stalled = false;
                 op_conn_gone(op);
+                /* This client was the one its sandbox waited for: without it gone the
+                 * session would never read space-init again. */
+                if (stalled)
+                        ses_resume_later(stalled);
         }
         if (c->job) {
                 tpl_conn_gone(c->job);

@@ -809,6 +809,15 @@ void ses_resume(struct session *s) {
         ses_process(s);
 }
 
+static void ses_resume_deferred(void *p) { ses_resume(p); }
+
+void ses_resume_later(struct session *s) {
+        /* Frees are deferred too and run in queue order, so a session not yet freed now
+         * outlives this callback. */
+        if (!s->freed)
+                (void)loop_defer(s->d->loop, ses_resume_deferred, s);
+}
+
 static void ses_update_events(struct session *s) {
         if (ses_dead(s) || s->init_src.fd < 0 || s->freed)
                 return;

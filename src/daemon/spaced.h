@@ -308,6 +308,8 @@ void op_done(struct op *op);
 void op_conn_gone(struct op *op);
 /* A client that stalled a sandbox has drained. */
 void ses_resume(struct session *s);
+/* ses_resume after the current batch of events (safe from inside a close path). */
+void ses_resume_later(struct session *s);
 /* The sandbox took queued data: resumes uploads. */
 bool ses_out_full(const struct session *s);
 

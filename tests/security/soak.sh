@@ -10,13 +10,15 @@ SESSIONS=${SOAK_SESSIONS:-1000}
 CLIENTS=${SOAK_CLIENTS:-8}
 per=$((SESSIONS / CLIENTS))
 
-fork=$(new_sandbox --pids 256) || { fail "create the fork-bomb sandbox"; finish; }
-mem=$(new_sandbox -m 64M) || { fail "create the memory-bomb sandbox"; finish; }
+# The hostile sandboxes get a CPU quota like any tenant would: without one a fork bomb
+# takes both cores of a small host and the soak measures the scheduler, not the daemon.
+fork=$(new_sandbox --pids 256 --cpus 0.5) || { fail "create the fork-bomb sandbox"; finish; }
+mem=$(new_sandbox -m 64M --cpus 0.5) || { fail "create the memory-bomb sandbox"; finish; }
 sp exec -d "$fork" -- sh -c 'b() { b | b & }; b' </dev/null >/dev/null
 sp exec -d "$mem" -- sh -c 'while :; do python3 -c "b = bytearray(1 << 30)" 2>/dev/null; done' </dev/null >/dev/null
 sleep 2
 fpids=$(cat /sys/fs/cgroup/pids/space/"$(sandbox_of "$fork")"/pids.current /sys/fs/cgroup/space/"$(sandbox_of "$fork")"/pids.current 2>/dev/null | head -1)
-say "hostile: $fork runs a fork bomb ($fpids pids), $mem allocates 1 GiB under 64 MiB in a loop"
+say "hostile: $fork runs a fork bomb ($fpids pids, 0.5 CPU), $mem allocates 1 GiB under 64 MiB in a loop (0.5 CPU)"
 
 echo "payload-$$" >"$TMPD/payload"
 # client N: its share of sessions, one after the other; one line per failure
