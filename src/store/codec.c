@@ -461,6 +461,12 @@ int snap_decode(const void *data, size_t len, struct snap_record *ret) {
         s.info.time_ns = (int64_t)get_le64(f + 4);
         memcpy(s.info.parent.b, f + 12, STORE_HASH_LEN);
         memcpy(s.info.memory.b, f + 12 + STORE_HASH_LEN, STORE_HASH_LEN);
+        /* The encoding is canonical: a hash without its flag is written as zeros, so any
+         * other bytes there mean the record was not written by us. */
+        static const uint8_t zero[STORE_HASH_LEN];
+        if ((!s.info.has_parent && memcmp(s.info.parent.b, zero, STORE_HASH_LEN) != 0) ||
+            (!s.info.has_memory && memcmp(s.info.memory.b, zero, STORE_HASH_LEN) != 0))
+                return store_fail(-EBADMSG, "snapshot record: a hash is set but its flag is not");
         D_GET(&d, 2, slp);
         uint16_t sl = get_le16(slp);
         if (sl > STORE_MAX_SESSION)
