@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "client/b64.h"
+#include "common/text.h"
 #include "client/http.h"
 #include "common/json.h"
 
@@ -1017,7 +1017,7 @@ static int output_event(struct exec_state *st, const struct json *ev, enum space
         if (!b64)
                 return 0;
         buf_reset(&st->tmp);
-        int r = client_b64_decode(&st->tmp, b64, strlen(b64));
+        int r = text_b64_decode(&st->tmp, b64, strlen(b64));
         if (r < 0)
                 return fail(st->c, -EBADMSG, "bad base64 in an output event");
         if (st->on_output && st->tmp.len > 0)
@@ -1105,12 +1105,12 @@ int space_exec(space_session *s, const struct space_exec_opts *o, struct space_e
                 json_w_uint(&w, o->timeout_ms);
         }
         if (o->stdin_data) {
-                if (client_utf8_valid(o->stdin_data, o->stdin_len)) {
+                if (text_utf8_valid(o->stdin_data, o->stdin_len)) {
                         json_w_key(&w, "stdin");
                         json_w_strn(&w, o->stdin_data, o->stdin_len);
                 } else {
                         _cleanup_buf_ struct buf e = BUF_INIT(0);
-                        int r = client_b64_encode(&e, o->stdin_data, o->stdin_len);
+                        int r = text_b64_encode(&e, o->stdin_data, o->stdin_len);
                         if (r < 0)
                                 return fail(c, r, "encoding stdin: %s", strerror(-r));
                         json_w_key(&w, "stdin_b64");

@@ -1,6 +1,7 @@
 /* JSON reader and writer. The reader builds a small tree with a depth limit and an input
  * limit and accepts only valid UTF-8; the writer escapes everything a peer could send. */
 #include "common/json.h"
+#include "common/text.h"
 
 #include <math.h>
 #include <string.h>
@@ -83,32 +84,10 @@ static int node_push(struct json *c, char *key, struct json *v) {
         return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid. */
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid or cut short. */
 static size_t utf8_seq(const unsigned char *s, size_t n) {
-        unsigned c = s[0];
-        size_t len;
-        unsigned min;
-        uint32_t cp;
-        if (c < 0x80)
-                return 1;
-        if ((c & 0xe0) == 0xc0) {
-                len = 2, min = 0x80, cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-                len = 3, min = 0x800, cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-                len = 4, min = 0x10000, cp = c & 0x07;
-        } else
-                return 0;
-        if (n < len)
-                return 0;
-        for (size_t i = 1; i < len; i++) {
-                if ((s[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (s[i] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        return len;
+        int l = text_utf8_seq(s, n);
+        return l > 0 ? (size_t)l : 0;
 }
 
 static void put_utf8(struct buf *b, uint32_t cp, int *err) {

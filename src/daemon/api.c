@@ -283,7 +283,7 @@ void api_exec(struct conn *c) {
                 goto bad;
         }
         struct buf in = BUF_INIT(0);
-        if (in_b64 && util_b64_decode(in_b64, strlen(in_b64), &in) < 0) {
+        if (in_b64 && text_b64_decode(&in, in_b64, strlen(in_b64)) < 0) {
                 buf_free(&in);
                 why = "stdin_b64 is not valid base64";
                 goto bad;

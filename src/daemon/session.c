@@ -440,21 +440,21 @@ static void op_output(struct op *op, int stream, const uint8_t *data, size_t n, 
                 data = (const uint8_t *)joined.data;
                 n = joined.len;
         }
-        size_t valid = util_utf8_valid_prefix(data, n);
+        size_t valid = text_utf8_valid_prefix(data, n);
         size_t keep = 0;
-        if (!flush && valid < n && n - valid < 4 && util_utf8_incomplete_tail(data + valid, n - valid))
+        if (!flush && valid < n && n - valid < 4 && text_utf8_incomplete_tail(data + valid, n - valid))
                 keep = n - valid;
         size_t send = n - keep;
         if (send > 0) {
                 struct buf b = BUF_INIT(0);
                 struct json_writer w = JSON_WRITER_INIT(&b);
                 event_begin(&w, stream == 0 ? "stdout" : "stderr");
-                if (util_utf8_valid_prefix(data, send) == send) {
+                if (text_utf8_valid_prefix(data, send) == send) {
                         json_w_key(&w, "data");
                         json_w_strn(&w, (const char *)data, send);
                 } else {
                         struct buf e = BUF_INIT(0);
-                        if (util_b64_encode(&e, data, send) == 0) {
+                        if (text_b64_encode(&e, data, send) == 0) {
                                 json_w_key(&w, "data_b64");
                                 json_w_strn(&w, e.data, e.len);
                         }

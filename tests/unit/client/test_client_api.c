@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client/b64.h"
 #include "client/http.h"
 #include "fake_server.h"
 #include "space/space.h"
@@ -906,36 +905,6 @@ static void test_connect_refused(void **state) {
         space_client_free(c);
 }
 
-static void test_b64_utf8(void **state) {
-        (void)state;
-        printf("checks: base64 round trips and refuses junk; the UTF-8 check refuses overlongs, surrogates, NUL\n");
-        struct buf b = BUF_INIT(0), d = BUF_INIT(0);
-        const char *in[] = { "", "f", "fo", "foo", "foob", "fooba", "foobar" };
-        const char *out[] = { "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy" };
-        for (size_t i = 0; i < 7; i++) {
-                buf_reset(&b);
-                buf_reset(&d);
-                assert_int_equal(client_b64_encode(&b, in[i], strlen(in[i])), 0);
-                assert_int_equal(b.len, strlen(out[i]));
-                assert_memory_equal(b.data ? b.data : "", out[i], b.len);
-                assert_int_equal(client_b64_decode(&d, out[i], strlen(out[i])), 0);
-                assert_int_equal(d.len, strlen(in[i]));
-                assert_memory_equal(d.data ? d.data : "", in[i], d.len);
-        }
-        assert_int_equal(client_b64_decode(&d, "Zm9", 3), -EINVAL);
-        assert_int_equal(client_b64_decode(&d, "Zm=v", 4), -EINVAL);
-        assert_int_equal(client_b64_decode(&d, "Z!9v", 4), -EINVAL);
-        assert_int_equal(client_b64_decode(&d, "Zg==Zg==", 8), -EINVAL);
-        buf_free(&b);
-        buf_free(&d);
-        assert_true(client_utf8_valid("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80", 15));
-        assert_false(client_utf8_valid("\xc0\xaf", 2));
-        assert_false(client_utf8_valid("\xed\xa0\x80", 3));
-        assert_false(client_utf8_valid("a\0b", 3));
-        assert_false(client_utf8_valid("\xe2\x82", 2));
-        assert_false(client_utf8_valid("\xff", 1));
-}
-
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(test_addr_parse, teardown),
@@ -959,7 +928,6 @@ int main(void) {
                 cmocka_unit_test_teardown(test_template_build, teardown),
                 cmocka_unit_test_teardown(test_processes, teardown),
                 cmocka_unit_test_teardown(test_connect_refused, teardown),
-                cmocka_unit_test_teardown(test_b64_utf8, teardown),
                 cmocka_unit_test_teardown(test_session_token, teardown),
                 cmocka_unit_test_teardown(test_lifecycle_and_fork, teardown),
                 cmocka_unit_test_teardown(test_events_connect_gc, teardown),

@@ -1,11 +1,11 @@
-/* Base64 coding and UTF-8 validation used by libspace's exec and attach streams. */
-#include "client/b64.h"
+/* Base64 and UTF-8 helpers; see text.h. */
+#include "common/text.h"
 
-#include <stdint.h>
+#include <string.h>
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-int client_b64_encode(struct buf *out, const void *data, size_t n) {
+int text_b64_encode(struct buf *out, const void *data, size_t n) {
         const unsigned char *p = data;
         if (n > (SIZE_MAX / 4) * 3 - 3)
                 return -E2BIG;
@@ -46,12 +46,13 @@ static int b64_value(char c) {
         return -1;
 }
 
-int client_b64_decode(struct buf *out, const char *s, size_t n) {
+int text_b64_decode(struct buf *out, const char *s, size_t n) {
         if (n % 4 != 0)
                 return -EINVAL;
         int r = buf_reserve(out, n / 4 * 3);
         if (r < 0)
                 return r;
+        size_t start = out->len;
         for (size_t i = 0; i < n; i += 4) {
                 int v[4];
                 int pad = 0;
@@ -60,16 +61,16 @@ int client_b64_decode(struct buf *out, const char *s, size_t n) {
                         if (ch == '=') {
                                 /* padding only in the last group's last one or two places */
                                 if (i + 4 != n || k < 2)
-                                        return -EINVAL;
+                                        goto bad;
                                 pad++;
                                 v[k] = 0;
                                 continue;
                         }
                         if (pad)
-                                return -EINVAL;
+                                goto bad;
                         v[k] = b64_value(ch);
                         if (v[k] < 0)
-                                return -EINVAL;
+                                goto bad;
                 }
                 uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
                 out->data[out->len++] = (char)(w >> 16);
@@ -79,45 +80,58 @@ int client_b64_decode(struct buf *out, const char *s, size_t n) {
                         out->data[out->len++] = (char)w;
         }
         return 0;
+bad:
+        out->len = start; /* nothing half-decoded is left behind */
+        return -EINVAL;
 }
 
-bool client_utf8_valid(const char *s, size_t n) {
-        const unsigned char *p = (const unsigned char *)s;
+int text_utf8_seq(const uint8_t *s, size_t n) {
+        uint8_t c = s[0];
+        if (c < 0x80)
+                return 1;
+        int len;
+        uint32_t min;
+        if (c >= 0xc2 && c <= 0xdf)
+                len = 2, min = 0x80;
+        else if (c >= 0xe0 && c <= 0xef)
+                len = 3, min = 0x800;
+        else if (c >= 0xf0 && c <= 0xf4)
+                len = 4, min = 0x10000;
+        else
+                return 0;
+        uint32_t cp = c & (0x7f >> len);
+        for (int i = 1; i < len; i++) {
+                if ((size_t)i >= n)
+                        return -1; /* the bytes so far were checked like a full sequence's */
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (s[i] & 0x3f);
+                /* refuse overlong forms, surrogates and > U+10FFFF as early as the
+                 * second byte, so a cut-short sequence is judged like a whole one */
+                if (i == 1 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
+                               (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f)))
+                        return 0;
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return len;
+}
+
+size_t text_utf8_valid_prefix(const uint8_t *s, size_t n) {
         size_t i = 0;
         while (i < n) {
-                unsigned char c = p[i];
-                if (c == 0)
-                        return false;
-                if (c < 0x80) {
-                        i++;
-                        continue;
-                }
-                size_t len;
-                uint32_t cp;
-                if ((c & 0xE0) == 0xC0) {
-                        len = 2;
-                        cp = c & 0x1F;
-                } else if ((c & 0xF0) == 0xE0) {
-                        len = 3;
-                        cp = c & 0x0F;
-                } else if ((c & 0xF8) == 0xF0) {
-                        len = 4;
-                        cp = c & 0x07;
-                } else {
-                        return false;
-                }
-                if (i + len > n)
-                        return false;
-                for (size_t k = 1; k < len; k++) {
-                        if ((p[i + k] & 0xC0) != 0x80)
-                                return false;
-                        cp = cp << 6 | (p[i + k] & 0x3F);
-                }
-                /* overlong forms, surrogates and values past U+10FFFF */
-                if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-                    cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-                        return false;
-                i += len;
+                int l = text_utf8_seq(s + i, n - i);
+                if (l <= 0)
+                        return i;
+                i += (size_t)l;
         }
-        return true;
+        return i;
+}
+
+bool text_utf8_incomplete_tail(const uint8_t *s, size_t n) {
+        return n > 0 && n < 4 && text_utf8_seq(s, n) == -1;
+}
+
+bool text_utf8_valid(const char *s, size_t n) {
+        return !memchr(s, 0, n) && text_utf8_valid_prefix((const uint8_t *)s, n) == n;
 }
