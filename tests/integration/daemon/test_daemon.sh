@@ -6,102 +6,12 @@
 # daemon and SIGTERM. The durable lifecycle (snapshots, pause, fork, ...) is
 # test_durable.sh.
 # Usage: test_daemon.sh SPACED_BINARY   (space-init must sit next to it)
-set -u
-SPACED=${1:?usage: test_daemon.sh SPACED}
-BIN=$(dirname "$SPACED")
-PASS=0
-FAIL=0
-SKIP=77
+. "$(dirname "$0")/lib.sh" it "${1:-}"
 
-if [ "$(id -u)" -ne 0 ]; then
-        echo "SKIP: spaced's ns runtime needs root"
-        exit $SKIP
-fi
-if [ ! -x "$BIN/space-init" ]; then
-        echo "SKIP: $BIN/space-init is not built"
-        exit $SKIP
-fi
-for t in curl python3; do
-        command -v $t >/dev/null || { echo "SKIP: $t is missing"; exit $SKIP; }
-done
-
-T=$(mktemp -d /tmp/spaced-it.XXXXXX)
-DATA=$T/data
-S=$DATA/spaced.sock
-LOG=$T/spaced.log
-PID=
-
-cleanup() {
-        if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-                kill -TERM "$PID"
-                for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-                kill -9 "$PID" 2>/dev/null
-        fi
-        rm -rf "$T"
-}
-trap cleanup EXIT
-
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
-check() { # description, then a command that must succeed
-        local d=$1
-        shift
-        if "$@"; then ok "$d"; else bad "$d"; fi
-}
-api() { curl -sS --unix-socket "$S" "$@"; }
-jget() { python3 -c 'import json,sys
-v=json.load(sys.stdin)
-for k in sys.argv[1:]:
-    v=v[int(k)] if isinstance(v,list) else v[k]
-print(json.dumps(v) if isinstance(v,(dict,list,bool)) or v is None else v)' "$@"; }
-# Joins the stdout events of an NDJSON exec stream.
-stdout_of() { python3 -c 'import json,sys,base64
-out=b""
-for l in sys.stdin:
-    e=json.loads(l)
-    if e["type"]=="stdout":
-        out+=e["data"].encode() if "data" in e else base64.b64decode(e["data_b64"])
-sys.stdout.buffer.write(out)'; }
 last_event() { tail -n 1; }
-# True once PID has exited (a zombie waiting for its reaper counts as gone); waits 3 s.
-gone() {
-        for _ in $(seq 30); do
-                [ -e "/proc/$1" ] || return 0
-                grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null && return 0
-                sleep 0.1
-        done
-        return 1
-}
 
-start_daemon() {
-        "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" >>"$LOG" 2>&1 &
-        PID=$!
-        for _ in $(seq 100); do
-                [ -S "$S" ] && api http://x/v1/health >/dev/null 2>&1 && return 0
-                sleep 0.05
-        done
-        echo "spaced did not start:"
-        cat "$LOG"
-        return 1
-}
-
-# A small template: static busybox if there is one, else the host's dash and coreutils
-# with the libraries they need.
 ROOT=$T/rootfs
-mkdir -p "$ROOT/bin" "$ROOT/root" "$ROOT/tmp" "$ROOT/etc" "$ROOT/proc" "$ROOT/dev" "$ROOT/sys"
-if command -v busybox >/dev/null && ! ldd "$(command -v busybox)" >/dev/null 2>&1; then
-        cp "$(command -v busybox)" "$ROOT/bin/busybox"
-        for c in sh cat echo ls sleep head wc env yes true tr grep; do ln -s busybox "$ROOT/bin/$c"; done
-else
-        for c in sh cat echo ls sleep head wc env yes true tr grep; do
-                src=$(command -v $c) || continue
-                cp -L "$src" "$ROOT/bin/$c"
-                for lib in $(ldd "$src" 2>/dev/null | grep -o '/[^ ]*'); do
-                        mkdir -p "$ROOT$(dirname "$lib")"
-                        cp -L "$lib" "$ROOT$lib"
-                done
-        done
-fi
+make_rootfs "$ROOT"
 
 start_daemon || exit 1
 echo "# spaced $SPACED on $DATA"

@@ -6,75 +6,14 @@
 # daemon with a background process still writing, rolling snapshots only on change and
 # their retention, tokens, GC, and the bad-input cases (each a clear 4xx, nothing changed).
 # Usage: test_durable.sh SPACED_BINARY   (space-init must sit next to it)
-set -u
-SPACED=${1:?usage: test_durable.sh SPACED}
-BIN=$(dirname "$SPACED")
-PASS=0
-FAIL=0
-SKIP=77
+. "$(dirname "$0")/lib.sh" dur "${1:-}"
 
-if [ "$(id -u)" -ne 0 ]; then
-        echo "SKIP: spaced's ns runtime needs root"
-        exit $SKIP
-fi
-[ -x "$BIN/space-init" ] || { echo "SKIP: $BIN/space-init is not built"; exit $SKIP; }
-for t in curl python3; do
-        command -v $t >/dev/null || { echo "SKIP: $t is missing"; exit $SKIP; }
-done
-
-T=$(mktemp -d /tmp/spaced-dur.XXXXXX)
-DATA=$T/data
-S=$DATA/spaced.sock
-LOG=$T/spaced.log
-PID=
-
-cleanup() {
-        if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-                kill -TERM "$PID"
-                for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-                kill -9 "$PID" 2>/dev/null
-        fi
-        # Sandboxes a failed run may have left (re-attachable ones survive a kill -9).
-        for d in "$DATA"/sandboxes/*/run/rootfs; do [ -d "$d" ] && umount -l "$d" 2>/dev/null; done
-        rm -rf "$T"
-}
-trap cleanup EXIT
-
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
-check() { # description, then a command that must succeed
-        local d=$1
-        shift
-        if "$@"; then ok "$d"; else bad "$d"; fi
-}
-api() { curl -sS --unix-socket "$S" "$@"; }
-code() { curl -sS --unix-socket "$S" -o /dev/null -w '%{http_code}' "$@"; }
-jget() { python3 -c 'import json,sys
-v=json.load(sys.stdin)
-for k in sys.argv[1:]:
-    v=v[int(k)] if isinstance(v,list) else v[k]
-print(json.dumps(v) if isinstance(v,(dict,list,bool)) or v is None else v)' "$@"; }
-stdout_of() { python3 -c 'import json,sys,base64
-out=b""
-for l in sys.stdin:
-    e=json.loads(l)
-    if e["type"]=="stdout":
-        out+=e["data"].encode() if "data" in e else base64.b64decode(e["data_b64"])
-sys.stdout.buffer.write(out)'; }
 sh_in() { # session, shell command -> its stdout
         api -X POST "http://x/v1/sessions/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$2")" | stdout_of
 }
 state_of() { api "http://x/v1/sessions/$1" | jget state; }
 n_snaps() { api "http://x/v1/sessions/$1/snapshots" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["snapshots"]))'; }
 n_reason() { api "http://x/v1/sessions/$1/snapshots" | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["snapshots"] if s["reason"]==sys.argv[1]))' "$2"; }
-gone() { # pid has exited (a zombie counts as gone); waits 3 s
-        for _ in $(seq 30); do
-                [ -e "/proc/$1" ] || return 0
-                grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null && return 0
-                sleep 0.1
-        done
-        return 1
-}
 no_cgroup() { test -z "$(find /sys/fs/cgroup -maxdepth 4 -name "$1" 2>/dev/null)"; }
 no_mount() { ! grep -q "$1" /proc/self/mountinfo; }
 wait_state() { # session, state, tenths of a second
@@ -85,33 +24,8 @@ wait_state() { # session, state, tenths of a second
         return 1
 }
 
-start_daemon() {
-        "$SPACED" --data "$DATA" --log-level debug >>"$LOG" 2>&1 &
-        PID=$!
-        for _ in $(seq 100); do
-                [ -S "$S" ] && api http://x/v1/health >/dev/null 2>&1 && return 0
-                sleep 0.05
-        done
-        echo "spaced did not start:"
-        tail -n 30 "$LOG"
-        return 1
-}
-
 ROOT=$T/rootfs
-mkdir -p "$ROOT/bin" "$ROOT/root" "$ROOT/tmp" "$ROOT/etc" "$ROOT/proc" "$ROOT/dev" "$ROOT/sys"
-if command -v busybox >/dev/null && ! ldd "$(command -v busybox)" >/dev/null 2>&1; then
-        cp "$(command -v busybox)" "$ROOT/bin/busybox"
-        for c in sh cat echo ls sleep head wc env yes true tr grep rm mkdir; do ln -s busybox "$ROOT/bin/$c"; done
-else
-        for c in sh cat echo ls sleep head wc env yes true tr grep rm mkdir; do
-                src=$(command -v $c) || continue
-                cp -L "$src" "$ROOT/bin/$c"
-                for lib in $(ldd "$src" 2>/dev/null | grep -o '/[^ ]*'); do
-                        mkdir -p "$ROOT$(dirname "$lib")"
-                        cp -L "$lib" "$ROOT$lib"
-                done
-        done
-fi
+make_rootfs "$ROOT"
 
 start_daemon || exit 1
 echo "# spaced $SPACED on $DATA"

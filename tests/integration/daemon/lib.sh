@@ -1,0 +1,100 @@
+# Shared by test_daemon.sh and test_durable.sh: skip checks, a temporary data directory
+# torn down on exit, tap-like checks, curl/JSON helpers, starting spaced, and a tiny
+# template root (static busybox, or host binaries with their libraries).
+# Usage: . lib.sh NAME SPACED_BINARY   (sets SPACED BIN T DATA S LOG PID PASS FAIL SKIP)
+set -u
+SPACED=${2:?usage: $1 SPACED}
+BIN=$(dirname "$SPACED")
+PASS=0
+FAIL=0
+SKIP=77
+
+if [ "$(id -u)" -ne 0 ]; then
+        echo "SKIP: spaced's ns runtime needs root"
+        exit $SKIP
+fi
+[ -x "$BIN/space-init" ] || { echo "SKIP: $BIN/space-init is not built"; exit $SKIP; }
+for t in curl python3; do
+        command -v $t >/dev/null || { echo "SKIP: $t is missing"; exit $SKIP; }
+done
+
+T=$(mktemp -d "/tmp/spaced-$1.XXXXXX")
+DATA=$T/data
+S=$DATA/spaced.sock
+LOG=$T/spaced.log
+PID=
+
+cleanup() {
+        if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+                kill -TERM "$PID"
+                for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+                kill -9 "$PID" 2>/dev/null
+        fi
+        # Sandboxes a failed run may have left (re-attachable ones survive a kill -9).
+        for d in "$DATA"/sandboxes/*/run/rootfs; do [ -d "$d" ] && umount -l "$d" 2>/dev/null; done
+        rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
+bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
+check() { # description, then a command that must succeed
+        local d=$1
+        shift
+        if "$@"; then ok "$d"; else bad "$d"; fi
+}
+api() { curl -sS --unix-socket "$S" "$@"; }
+code() { curl -sS --unix-socket "$S" -o /dev/null -w '%{http_code}' "$@"; }
+jget() { python3 -c 'import json,sys
+v=json.load(sys.stdin)
+for k in sys.argv[1:]:
+    v=v[int(k)] if isinstance(v,list) else v[k]
+print(json.dumps(v) if isinstance(v,(dict,list,bool)) or v is None else v)' "$@"; }
+# Joins the stdout events of an NDJSON exec stream.
+stdout_of() { python3 -c 'import json,sys,base64
+out=b""
+for l in sys.stdin:
+    e=json.loads(l)
+    if e["type"]=="stdout":
+        out+=e["data"].encode() if "data" in e else base64.b64decode(e["data_b64"])
+sys.stdout.buffer.write(out)'; }
+# True once PID has exited (a zombie waiting for its reaper counts as gone); waits 3 s.
+gone() {
+        for _ in $(seq 30); do
+                [ -e "/proc/$1" ] || return 0
+                grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
+start_daemon() {
+        "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" >>"$LOG" 2>&1 &
+        PID=$!
+        for _ in $(seq 100); do
+                [ -S "$S" ] && api http://x/v1/health >/dev/null 2>&1 && return 0
+                sleep 0.05
+        done
+        echo "spaced did not start:"
+        tail -n 30 "$LOG"
+        return 1
+}
+
+# make_rootfs DIR: the smallest tree the tests' commands run in.
+make_rootfs() {
+        local root=$1 cmds="sh cat echo ls sleep head wc env yes true tr grep rm mkdir"
+        mkdir -p "$root/bin" "$root/root" "$root/tmp" "$root/etc" "$root/proc" "$root/dev" "$root/sys"
+        if command -v busybox >/dev/null && ! ldd "$(command -v busybox)" >/dev/null 2>&1; then
+                cp "$(command -v busybox)" "$root/bin/busybox"
+                for c in $cmds; do ln -s busybox "$root/bin/$c"; done
+        else
+                for c in $cmds; do
+                        src=$(command -v $c) || continue
+                        cp -L "$src" "$root/bin/$c"
+                        for lib in $(ldd "$src" 2>/dev/null | grep -o '/[^ ]*'); do
+                                mkdir -p "$root$(dirname "$lib")"
+                                cp -L "$lib" "$root$lib"
+                        done
+                done
+        fi
+}
