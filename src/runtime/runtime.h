@@ -32,6 +32,12 @@ struct rt_spec {
         const char *init_path;   /* host path of the static space-init binary */
         struct rt_limits limits;
         bool network;            /* false: loopback only */
+        /* Drivers with memory_snapshots only (else ignored): a directory holding what an
+         * earlier checkpoint() of this driver wrote, copied back out of the store. create()
+         * then restores those processes instead of booting space-init afresh; upper_dir
+         * already holds the files of the same snapshot. NULL = boot. -EINVAL if the image
+         * is not one this driver (or this version of it) wrote. */
+        const char *restore_dir;
 };
 
 struct rt_health {
@@ -69,6 +75,16 @@ struct runtime_ops {
         /* Frees sb and closes its fds but leaves the sandbox running (the daemon stops;
          * adopt() finds it again). Accepts NULL. */
         void (*release)(struct rt_sandbox *sb);
+        /* Drivers with memory_snapshots (NULL otherwise): saves the processes of a running
+         * sandbox (memory, fds, space-init with its background-process table) as plain
+         * files in dir (exists, empty), such that create() with spec.restore_dir = a copy
+         * of dir brings them back. The image is meant for the snapshot store: keep it
+         * uncompressed and page-aligned so that content-defined chunking dedups a second
+         * checkpoint that changed little. leave_running: the sandbox goes on afterwards
+         * (init_fd() may have changed: the caller re-reads it and waits for HELLO again);
+         * otherwise it is stopped and only destroy() is left to call. Whatever the file
+         * layer (upper_dir) needs to match the image is flushed before it returns. */
+        int (*checkpoint)(struct rt_sandbox *sb, const char *dir, bool leave_running);
         /* Kills every process, unmounts, removes cgroups, frees sb. Accepts NULL. */
         int (*destroy)(struct rt_sandbox *sb);
         /* For what a sandbox left behind when its rt_sandbox was lost (daemon crash):
@@ -78,6 +94,8 @@ struct runtime_ops {
 };
 
 extern const struct runtime_ops rt_ns_ops;
+extern const struct runtime_ops rt_gvisor_ops;  /* src/runtime/gvisor/: runsc, memory snapshots */
+extern const struct runtime_ops rt_microvm_ops; /* src/runtime/microvm/: QEMU microvm, memory + disk */
 
 /* NULL if no driver has that name. */
 const struct runtime_ops *runtime_find(const char *name);
