@@ -160,6 +160,29 @@ static bool want_help(int argc, char **argv) {
         return false;
 }
 
+/* The flag-only commands (log, verify, gc, stats): every argument is --help or one of
+ * flags[], which sets its bool. -1: go on; otherwise the exit code to return. */
+struct flag {
+        const char *name;
+        bool *on;
+};
+
+static int parse_flags(int argc, char **argv, const char *usage, const struct flag *flags, size_t n) {
+        for (int i = 1; i < argc; i++) {
+                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                        fputs(usage, stdout);
+                        return 0;
+                }
+                size_t k = 0;
+                while (k < n && strcmp(argv[i], flags[k].name))
+                        k++;
+                if (k == n)
+                        return usage_error(usage, "unexpected argument \"%s\"", argv[i]);
+                *flags[k].on = true;
+        }
+        return -1;
+}
+
 static void hex_of(const struct store_hash *h, char out[STORE_HEX_LEN + 1]) { store_hash_to_hex(h, out); }
 
 static void print_time(int64_t ns, char *out, size_t n) {
@@ -405,16 +428,9 @@ static int cmd_log(int argc, char **argv) {
                 "  Lists the snapshots of the store, oldest first: id, time (UTC), reason,\n"
                 "  files, bytes, session and label. --json prints one object per line.\n";
         bool json = false;
-        for (int i = 1; i < argc; i++) {
-                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-                        fputs(usage, stdout);
-                        return 0;
-                }
-                if (!strcmp(argv[i], "--json"))
-                        json = true;
-                else
-                        return usage_error(usage, "unexpected argument \"%s\"", argv[i]);
-        }
+        int rc0 = parse_flags(argc, argv, usage, (const struct flag[]){ { "--json", &json } }, 1);
+        if (rc0 >= 0)
+                return rc0;
         struct store *s;
         int r = open_store(false, &s);
         if (r)
@@ -568,16 +584,9 @@ static int cmd_verify(int argc, char **argv) {
                 "  and memory image are present. One line per problem on stdout; exit 4 if\n"
                 "  any was found.\n";
         bool json = false;
-        for (int i = 1; i < argc; i++) {
-                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-                        fputs(usage, stdout);
-                        return 0;
-                }
-                if (!strcmp(argv[i], "--json"))
-                        json = true;
-                else
-                        return usage_error(usage, "unexpected argument \"%s\"", argv[i]);
-        }
+        int rc0 = parse_flags(argc, argv, usage, (const struct flag[]){ { "--json", &json } }, 1);
+        if (rc0 >= 0)
+                return rc0;
         struct store *s;
         int r = open_store(false, &s);
         if (r)
@@ -611,18 +620,10 @@ static int cmd_gc(int argc, char **argv) {
                 "  captures run. --dry-run only counts.\n";
         struct store_gc_opts go = { 0 };
         bool json = false;
-        for (int i = 1; i < argc; i++) {
-                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-                        fputs(usage, stdout);
-                        return 0;
-                }
-                if (!strcmp(argv[i], "--dry-run"))
-                        go.dry_run = true;
-                else if (!strcmp(argv[i], "--json"))
-                        json = true;
-                else
-                        return usage_error(usage, "unexpected argument \"%s\"", argv[i]);
-        }
+        int rc0 = parse_flags(argc, argv, usage,
+                              (const struct flag[]){ { "--dry-run", &go.dry_run }, { "--json", &json } }, 2);
+        if (rc0 >= 0)
+                return rc0;
         struct store *s;
         int r = open_store(false, &s);
         if (r)
@@ -666,16 +667,9 @@ static int cmd_stats(int argc, char **argv) {
                 "  Objects (by kind), bytes stored on disk, bytes before compression, the\n"
                 "  logical bytes of all listed snapshots and the dedup ratio (logical/stored).\n";
         bool json = false;
-        for (int i = 1; i < argc; i++) {
-                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-                        fputs(usage, stdout);
-                        return 0;
-                }
-                if (!strcmp(argv[i], "--json"))
-                        json = true;
-                else
-                        return usage_error(usage, "unexpected argument \"%s\"", argv[i]);
-        }
+        int rc0 = parse_flags(argc, argv, usage, (const struct flag[]){ { "--json", &json } }, 1);
+        if (rc0 >= 0)
+                return rc0;
         struct store *s;
         int r = open_store(false, &s);
         if (r)
