@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "daemon/api.h"
+#include "daemon/auth.h"
 #include "daemon/durlogic.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
@@ -38,7 +39,8 @@ int api_body_json(struct conn *c, struct json **ret) {
 struct session *api_session(struct conn *c, bool running) {
         const char *id = api_param(&c->params, "id");
         struct session *s = id ? ses_find(c->d, id) : NULL;
-        if (!s || s->freed || s->state == META_SESSION_TERMINATED) {
+        /* Another tenant's session answers exactly like one that does not exist. */
+        if (!s || s->freed || s->state == META_SESSION_TERMINATED || !auth_tenant_sees(c->tenant, s->tenant)) {
                 conn_reply_error(c, 404, "no session %.40s", id ? id : "");
                 return NULL;
         }
@@ -148,7 +150,22 @@ void api_resp_created(struct conn *c, const struct json *resp) {
         reply_empty_object(c, 201);
 }
 
+bool api_admin(struct conn *c) {
+        if (c->admin)
+                return true;
+        conn_reply_error(c, 403, "only the local operator (the Unix socket without a token) may do this");
+        return false;
+}
+
 /* ---- health ---- */
+
+/* The caller's own sessions: how many others have is none of its business. */
+static size_t api_visible_sessions(struct conn *c) {
+        size_t n = 0;
+        for (struct session *s = c->d->sessions; s; s = s->next)
+                n += !s->freed && auth_tenant_sees(c->tenant, s->tenant);
+        return n;
+}
 
 void api_health(struct conn *c) {
         struct buf b = BUF_INIT(0);
@@ -156,7 +173,7 @@ void api_health(struct conn *c) {
         json_w_obj_begin(&w);
         json_w_kstr(&w, "status", "ok");
         json_w_kstr(&w, "version", SPACED_VERSION);
-        json_w_kint(&w, "sessions", (int64_t)c->d->n_sessions);
+        json_w_kint(&w, "sessions", (int64_t)api_visible_sessions(c));
         json_w_kstr(&w, "runtime", c->d->rt->name);
         json_w_obj_end(&w);
         conn_reply_json(c, 200, &b);
@@ -185,7 +202,8 @@ void api_session_list(struct conn *c) {
         while (last && last->next)
                 last = last->next;
         for (struct session *s = last; s; s = s->prev)
-                ses_write_json(&w, s);
+                if (auth_tenant_sees(c->tenant, s->tenant))
+                        ses_write_json(&w, s);
         json_w_arr_end(&w);
         json_w_obj_end(&w);
         if (w.err)

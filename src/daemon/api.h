@@ -13,6 +13,8 @@ struct buf;
 
 /* The request body as a JSON object ({} when empty). */
 int api_body_json(struct conn *c, struct json **ret);
+/* True for the local operator; otherwise answers 403 (templates, GC: docs/api.md). */
+bool api_admin(struct conn *c);
 /* The session of {id}; running: it must be running (404, 409 while starting, 503 dead). */
 struct session *api_session(struct conn *c, bool running);
 int api_query_bool(struct conn *c, const char *key, bool def, bool *ret);

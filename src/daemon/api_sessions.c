@@ -290,5 +290,6 @@ void api_session_connect(struct conn *c) {
 }
 
 void api_gc(struct conn *c) {
-        dur_gc(c->d, c);
+        if (api_admin(c))
+                dur_gc(c->d, c);
 }

@@ -135,6 +135,8 @@ void api_template_list(struct conn *c) {
 }
 
 void api_template_delete(struct conn *c) {
+        if (!api_admin(c))
+                return;
         const char *name = api_param(&c->params, "name");
         if (!name || !template_name_valid(name)) {
                 conn_reply_error(c, 400, "invalid template name");
@@ -310,7 +312,7 @@ static char *dup_opt(const char *s) { return s ? strdup(s) : NULL; }
 
 void api_template_build(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
+        if (!api_admin(c) || api_body_json(c, &body) < 0)
                 return;
         struct daemon *d = c->d;
         const char *name = json_get_str(body, "name");

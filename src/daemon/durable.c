@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "daemon/api.h"
+#include "daemon/auth.h"
 #include "daemon/durlogic.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
@@ -24,7 +25,6 @@
 #include "runtime/template.h"
 
 #define DUR_HOST_ID "local"
-#define DUR_TENANT "default" /* tenants come with issue 6 */
 #define DUR_CAPTURE_TRIES 3 /* store_capture's -EAGAIN (it raced the GC) is retried */
 
 enum act_kind { ACT_START, ACT_SNAPSHOT, ACT_PAUSE, ACT_RESUME, ACT_RESTORE, ACT_FORK, ACT_DELETE, ACT_RECOVER };
@@ -1578,10 +1578,11 @@ static int fork_record(struct session *p, struct job *j, const struct meta_snaps
                 return r;
         struct buf ev = BUF_INIT(0);
         for (unsigned i = 0; i < g->n && r >= 0; i++) {
-                struct meta_session ms = { .tenant = DUR_TENANT, .state = META_SESSION_CREATING, .network = p->network,
+                struct meta_session ms = { .state = META_SESSION_CREATING, .network = p->network,
                                            .env_json = env_json, .snapshot_interval_ms = p->interval_ms,
                                            .retention_keep = p->retention };
                 snprintf(ms.id, sizeof ms.id, "%s", g->ids[i]);
+                snprintf(ms.tenant, sizeof ms.tenant, "%s", p->tenant);
                 snprintf(ms.template_name, sizeof ms.template_name, "%s", p->template);
                 snprintf(ms.runtime, sizeof ms.runtime, "%s", p->rt->name);
                 ms.limits = (struct meta_limits){ .memory_bytes = p->memory,
@@ -1639,6 +1640,7 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                 if (r < 0)
                         return r;
                 cs->template = strdup(p->template);
+                snprintf(cs->tenant, sizeof cs->tenant, "%s", p->tenant);
                 cs->memory = p->memory;
                 cs->cpus = p->cpus;
                 cs->pids = p->pids;
@@ -1983,6 +1985,11 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
                         conn_reply_error(c, 404, "no snapshot %.40s", id ? id : "(not a string)");
                         return 0;
                 }
+                if (!auth_tenant_sees(c->tenant, ms.tenant)) { /* another tenant's: as if missing */
+                        meta_session_clear(&ms);
+                        conn_reply_error(c, 404, "no snapshot %.40s", id);
+                        return 0;
+                }
                 tpl_from_snap = strdup(ms.template_name);
                 bool gone = ms.state == META_SESSION_TERMINATED;
                 meta_session_clear(&ms);
@@ -2104,10 +2111,11 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
         while (r == 0 && ses_find(d, id));
         if (r == 0)
                 r = dl_token_new(token);
-        struct meta_session ms = { .tenant = DUR_TENANT, .state = META_SESSION_CREATING, .network = network,
+        struct meta_session ms = { .state = META_SESSION_CREATING, .network = network,
                                    .env_json = env_json, .snapshot_interval_ms = interval,
                                    .retention_keep = (uint32_t)retention };
         snprintf(ms.id, sizeof ms.id, "%s", id);
+        snprintf(ms.tenant, sizeof ms.tenant, "%s", c->tenant);
         snprintf(ms.template_name, sizeof ms.template_name, "%s", tpl);
         snprintf(ms.runtime, sizeof ms.runtime, "%s", d->rt->name);
         ms.limits = (struct meta_limits){ .memory_bytes = memory, .cpu_millis = (uint32_t)(cpus * 1000 + 0.5), .pids = pids };
@@ -2154,6 +2162,7 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
         s->interval_ms = interval;
         s->retention = (uint32_t)retention;
         snprintf(s->token_hash, sizeof s->token_hash, "%s", ms.token_hash);
+        snprintf(s->tenant, sizeof s->tenant, "%s", ms.tenant);
         snprintf(s->parent_session, sizeof s->parent_session, "%s", ms.parent_session);
         snprintf(s->source_snapshot, sizeof s->source_snapshot, "%s", ms.source_snapshot);
         struct action *a = act_new(s, ACT_START, c);
@@ -2359,6 +2368,7 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
         snprintf(s->parent_session, sizeof s->parent_session, "%s", ms->parent_session);
         snprintf(s->source_snapshot, sizeof s->source_snapshot, "%s", ms->source_snapshot);
         snprintf(s->token_hash, sizeof s->token_hash, "%s", ms->token_hash);
+        snprintf(s->tenant, sizeof s->tenant, "%s", ms->tenant);
         if (ms->error)
                 s->error = strdup(ms->error);
         if (env_from_text(ms->env_json, &s->env, &s->n_env) < 0)

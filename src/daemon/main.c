@@ -15,21 +15,27 @@
 #include <sys/timerfd.h>
 
 #include "common/log.h"
+#include "daemon/auth.h"
 #include "daemon/spaced.h"
+#include "daemon/tokens.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
 
-#define DEFAULT_DATA "/var/lib/space"
+#define DEFAULT_DATA TOKENS_DEFAULT_DATA
 
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: spaced [OPTIONS]\n"
+                "       spaced token add|list|revoke ...   (API tokens: spaced token --help)\n"
                 "The SPACE host daemon: serves the HTTP API of docs/api.md and runs sandboxes.\n"
                 "\n"
                 "  --data DIR         data directory (default $SPACE_DATA, else " DEFAULT_DATA ");\n"
-                "                     the API socket is DIR/spaced.sock (mode 0600)\n"
-                "  --listen HOST:PORT also serve the API on TCP (no authentication: bind to\n"
-                "                     loopback unless the network is trusted)\n"
+                "                     the API socket is DIR/spaced.sock (mode 0600); a request on\n"
+                "                     it without a token acts as the local operator (tenant default)\n"
+                "  --listen HOST:PORT also serve the API on TCP; every TCP request needs a bearer\n"
+                "                     token ('spaced token add'), and spaced refuses to start with\n"
+                "                     --listen while no unrevoked token exists. TCP is plain HTTP:\n"
+                "                     put TLS in front of it off a trusted network\n"
                 "  --pidfile PATH     write the daemon's pid to PATH\n"
                 "  --init PATH        space-init binary (default: space-init next to spaced)\n"
                 "  --runtime NAME     sandbox runtime (default ns)\n"
@@ -101,6 +107,24 @@ static int write_pidfile(const char *path) {
         return 0;
 }
 
+/* A TCP listener without tokens would be an open door (or, before this check, one that
+ * nobody could use): refuse to start instead. */
+static int check_tcp_tokens(struct daemon *d) {
+        size_t n = 0;
+        int r = auth_usable_tokens(d->meta, &n);
+        if (r < 0) {
+                log_error("reading the API tokens: %s", meta_last_error(d->meta));
+                return r;
+        }
+        if (n == 0) {
+                log_error("--listen needs at least one API token, and %s/meta.db has none that is not revoked: "
+                          "create one with 'spaced token add --data %s --tenant NAME'",
+                          d->data_dir, d->data_dir);
+                return -ENOKEY;
+        }
+        return 0;
+}
+
 int main(int argc, char **argv) {
         enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION };
         static const struct option opts[] = {
@@ -114,6 +138,8 @@ int main(int argc, char **argv) {
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
         };
+        if (argc >= 2 && strcmp(argv[1], "token") == 0)
+                return tokens_main(argc - 1, argv + 1);
         const char *data = getenv("SPACE_DATA"), *listen_addr = NULL, *pidfile = NULL, *init = NULL,
                    *runtime = "ns";
         enum log_level level = LOG_INFO;
@@ -207,6 +233,10 @@ int main(int argc, char **argv) {
         }
         if ((r = dur_open(d)) < 0) {
                 log_error("opening the stores in %s failed: %s", d->data_dir, strerror(-r));
+                return 1;
+        }
+        if (listen_addr && (r = check_tcp_tokens(d)) < 0) {
+                dur_close(d);
                 return 1;
         }
         if ((r = dur_load(d)) < 0) {

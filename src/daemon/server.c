@@ -12,6 +12,7 @@
 #include <sys/un.h>
 
 #include "common/log.h"
+#include "daemon/auth.h"
 #include "daemon/spaced.h"
 
 uint64_t srv_now_ms(void) {
@@ -252,10 +253,16 @@ void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
         }
         struct buf b = BUF_INIT(0);
         srv_error_body(&b, status, msg);
+        char hdr[160] = "";
         if (status == 405 && c->req) {
-                char allow[128], hdr[160];
+                char allow[128];
                 api_allowed_methods(c->req->path, allow, sizeof allow);
                 snprintf(hdr, sizeof hdr, "Allow: %s\r\n", allow);
+        } else if (status == 401) {
+                /* RFC 7235: a 401 names the scheme that would work (RFC 6750 for Bearer). */
+                snprintf(hdr, sizeof hdr, "WWW-Authenticate: Bearer realm=\"space\"\r\n");
+        }
+        if (hdr[0]) {
                 conn_send_head(c, status, "application/json", (int64_t)b.len + 1, hdr);
                 conn_append(c, b.data, b.len);
                 conn_append(c, "\n", 1);
@@ -368,7 +375,51 @@ void conn_resume_input(struct conn *c) {
         conn_process(c);
 }
 
-/* A request head is complete: route it. */
+/* Who sends this request: c->tenant and c->admin, or a 401 answer and false. On the Unix
+ * socket (mode 0600: only the daemon's user reaches it) no token means the local
+ * operator; a token, when given, is checked everywhere (docs/security.md). */
+static bool authenticate(struct conn *c) {
+        const char *h = http_request_header(c->req, "Authorization");
+        c->admin = false;
+        c->tenant[0] = '\0';
+        if (!h && !c->tcp) {
+                c->admin = true;
+                snprintf(c->tenant, sizeof c->tenant, "%s", AUTH_LOCAL_TENANT);
+                return true;
+        }
+        const char *why = "a bearer token is required (Authorization: Bearer spt_…)";
+        if (h) {
+                char token[AUTH_TOKEN_LEN + 1];
+                struct meta_token t;
+                int r = auth_parse_bearer(h, token);
+                if (r == 0)
+                        r = auth_verify(c->d->meta, token, &t);
+                explicit_bzero(token, sizeof token);
+                if (r == 0) {
+                        snprintf(c->tenant, sizeof c->tenant, "%s", t.tenant);
+                        return true;
+                }
+                if (r == -EMSGSIZE)
+                        why = "the Authorization header is too long";
+                else if (r == -EPROTONOSUPPORT)
+                        why = "only Bearer authorization is accepted";
+                else if (r == -EINVAL)
+                        why = "the bearer token is malformed";
+                else if (r == -EACCES)
+                        why = "the bearer token is unknown or revoked";
+                else {
+                        log_warn("checking a bearer token: %s", meta_last_error(c->d->meta));
+                        c->state = CONN_BODY_DISCARD;
+                        conn_reply_error(c, 500, "checking the token failed");
+                        return false;
+                }
+        }
+        c->state = CONN_BODY_DISCARD;
+        conn_reply_error(c, 401, "%s", why);
+        return false;
+}
+
+/* A request head is complete: authenticate and route it. */
 static void on_head(struct conn *c) {
         c->req = http_parser_request(c->parser);
         c->keep_alive = c->req->keep_alive;
@@ -377,6 +428,8 @@ static void on_head(struct conn *c) {
         buf_free(&c->body);
         c->body = BUF_INIT(HTTP_MAX_JSON_BODY);
         log_debug("%s %s", c->req->method, c->req->target);
+        if (!authenticate(c))
+                return;
         int r = api_route_match(c->req->method, c->req->path, &c->route, &c->params);
         if (r == -ENOENT) {
                 c->state = CONN_BODY_DISCARD;
@@ -627,7 +680,7 @@ int srv_conn_new(struct daemon *d, int fd) {
         return 0;
 }
 
-static void listener_event(struct daemon *d, struct loop_src *src) {
+static void listener_event(struct daemon *d, struct loop_src *src, bool tcp) {
         for (int i = 0; i < 16; i++) {
                 int fd = accept4(src->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (fd < 0) {
@@ -642,17 +695,19 @@ static void listener_event(struct daemon *d, struct loop_src *src) {
                 }
                 if (srv_conn_new(d, fd) < 0)
                         close(fd);
+                else
+                        d->conns->tcp = tcp; /* srv_conn_new puts it first */
         }
 }
 
 static void unix_listener_event(struct loop_src *src, uint32_t revents) {
         (void)revents;
-        listener_event(daemon_of_listener(src, false), src);
+        listener_event(daemon_of_listener(src, false), src, false);
 }
 
 static void tcp_listener_event(struct loop_src *src, uint32_t revents) {
         (void)revents;
-        listener_event(daemon_of_listener(src, true), src);
+        listener_event(daemon_of_listener(src, true), src, true);
 }
 
 int srv_listen_unix(struct daemon *d, const char *path) {

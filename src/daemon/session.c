@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/proto.h"
+#include "daemon/auth.h"
 #include "daemon/durlogic.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
@@ -963,10 +964,7 @@ bool ses_token_ok(const struct session *s, const char *token) {
         if (!dl_token_well_formed(token) || !s->token_hash[0] || meta_token_hash(token, h) < 0)
                 return false;
         /* Constant time: how much of a guess matched must not show in the answer time. */
-        unsigned char diff = 0;
-        for (size_t i = 0; i < META_HASH_HEX; i++)
-                diff |= (unsigned char)(h[i] ^ s->token_hash[i]);
-        return diff == 0;
+        return auth_hash_equal(h, s->token_hash);
 }
 
 void ses_unwatch_keep(struct session *s) {

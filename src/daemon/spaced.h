@@ -100,6 +100,9 @@ struct conn {
         bool resp_done;        /* this request's response is complete */
         bool sandbox_stalled;  /* a sandbox waits for this client to drain */
         bool process_queued;   /* conn_process is deferred to the end of the batch */
+        bool tcp;              /* came through --listen: every request needs a bearer token */
+        bool admin;            /* the local operator (Unix socket, no token): templates, GC */
+        char tenant[META_NAME_MAX + 1]; /* whose sessions this request may see (auth.h) */
         uint64_t last_read_ms;
         struct buf in;
         size_t in_off;
@@ -122,6 +125,7 @@ struct session {
         struct daemon *d;
         struct session *next, *prev;
         char id[SES_ID_LEN + 1];
+        char tenant[META_NAME_MAX + 1]; /* its owner: other tenants get 404 for it */
         char sbx_id[SES_ID_LEN + 1]; /* the live sandbox; "" when none */
         char *template;
         char *dir;           /* DATA/sandboxes/<sbx_id>, NULL when no sandbox */

@@ -77,6 +77,7 @@ struct meta_backend_ops {
         int (*token_create)(struct meta *m, const char *hash, const char *tenant, const char *name, int64_t now);
         int (*token_get)(struct meta *m, const char *hash, struct meta_token *ret);
         int (*token_revoke)(struct meta *m, const char *hash, int64_t now);
+        int (*token_list)(struct meta *m, struct meta_token **ret, size_t *ret_n);
 };
 
 extern const struct meta_backend_ops meta_sqlite_ops;

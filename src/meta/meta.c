@@ -784,3 +784,10 @@ int meta_token_revoke(struct meta *m, const char *hash) {
                 return -EINVAL;
         return m->ops->token_revoke(m, hash, meta_now_ms());
 }
+
+int meta_token_list(struct meta *m, struct meta_token **ret, size_t *ret_n) {
+        m->err[0] = 0;
+        if (!ret || !ret_n)
+                return -EINVAL;
+        return m->ops->token_list(m, ret, ret_n);
+}

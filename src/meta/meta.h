@@ -300,3 +300,5 @@ int meta_token_create(struct meta *m, const char *hash, const char *tenant, cons
 int meta_token_lookup(struct meta *m, const char *hash, struct meta_token *ret);
 /* -ENOENT unknown; revoking twice is 0. */
 int meta_token_revoke(struct meta *m, const char *hash);
+/* Every token, revoked ones too, oldest first. *ret is NULL when none; free with free(). */
+int meta_token_list(struct meta *m, struct meta_token **ret, size_t *ret_n);

@@ -118,7 +118,7 @@ enum st_id {
         ST_SNAP_DELETE, ST_SNAP_EXPIRED, ST_SNAP_HASHES,
         ST_EV_INSERT, ST_EV_LIST,
         ST_HOST_UPSERT, ST_HOST_GET, ST_HOST_EXPIRED, ST_HOST_DELETE,
-        ST_TOK_INSERT, ST_TOK_GET, ST_TOK_REVOKE,
+        ST_TOK_INSERT, ST_TOK_GET, ST_TOK_REVOKE, ST_TOK_LIST,
         _ST_MAX,
 };
 
@@ -200,6 +200,7 @@ static const char *const st_sql[_ST_MAX] = {
         [ST_TOK_INSERT] = "INSERT INTO tokens (hash, tenant, name, created_ms) VALUES (?1, ?2, ?3, ?4)",
         [ST_TOK_GET] = "SELECT hash, tenant, name, created_ms, revoked_ms FROM tokens WHERE hash = ?1",
         [ST_TOK_REVOKE] = "UPDATE tokens SET revoked_ms = ?2 WHERE hash = ?1 AND revoked_ms = 0",
+        [ST_TOK_LIST] = "SELECT hash, tenant, name, created_ms, revoked_ms FROM tokens ORDER BY created_ms, hash",
 };
 
 struct sq {
@@ -1401,6 +1402,19 @@ static int sq_token_create(struct meta *m, const char *hash, const char *tenant,
         return w_end(m, token_create_tx(m, hash, tenant, name, now));
 }
 
+static int read_token(struct meta *m, sqlite3_stmt *st, struct meta_token *ret) {
+        struct meta_token t = { 0 };
+        int r = col_str(m, st, 0, t.hash, sizeof t.hash);
+        r = r ?: col_str(m, st, 1, t.tenant, sizeof t.tenant);
+        r = r ?: col_str(m, st, 2, t.name, sizeof t.name);
+        if (r < 0)
+                return r;
+        t.created_ms = sqlite3_column_int64(st, 3);
+        t.revoked_ms = sqlite3_column_int64(st, 4);
+        *ret = t;
+        return 0;
+}
+
 static int sq_token_get(struct meta *m, const char *hash, struct meta_token *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = prep(m, ST_TOK_GET, &st);
@@ -1414,15 +1428,29 @@ static int sq_token_get(struct meta *m, const char *hash, struct meta_token *ret
                 return r;
         if (r == 0)
                 return meta_error(m, -ENOENT, "no such token");
-        struct meta_token t = { 0 };
-        r = col_str(m, st, 0, t.hash, sizeof t.hash);
-        r = r ?: col_str(m, st, 1, t.tenant, sizeof t.tenant);
-        r = r ?: col_str(m, st, 2, t.name, sizeof t.name);
+        return read_token(m, st, ret);
+}
+
+static int sq_token_list(struct meta *m, struct meta_token **ret, size_t *ret_n) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prep(m, ST_TOK_LIST, &st);
         if (r < 0)
                 return r;
-        t.created_ms = sqlite3_column_int64(st, 3);
-        t.revoked_ms = sqlite3_column_int64(st, 4);
-        *ret = t;
+        _cleanup_free_ struct meta_token *v = NULL;
+        size_t n = 0, cap = 0;
+        while ((r = step(m, st)) > 0) {
+                struct meta_token *e = grow(m, (void **)&v, &cap, n, sizeof *v);
+                if (!e)
+                        return -ENOMEM;
+                r = read_token(m, st, e);
+                if (r < 0)
+                        return r;
+                n++;
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
         return 0;
 }
 
@@ -1486,4 +1514,5 @@ const struct meta_backend_ops meta_sqlite_ops = {
         .token_create = sq_token_create,
         .token_get = sq_token_get,
         .token_revoke = sq_token_revoke,
+        .token_list = sq_token_list,
 };

@@ -1,4 +1,4 @@
-# Shared by test_daemon.sh and test_durable.sh: skip checks, a temporary data directory
+# Shared by test_daemon.sh, test_durable.sh and test_auth.sh: skip checks, a temporary data directory
 # torn down on exit, tap-like checks, curl/JSON helpers, starting spaced, and a tiny
 # template root (static busybox, or host binaries with their libraries).
 # Usage: . lib.sh NAME SPACED_BINARY   (sets SPACED BIN T DATA S LOG PID PASS FAIL SKIP)
@@ -68,8 +68,8 @@ gone() {
         return 1
 }
 
-start_daemon() {
-        "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" >>"$LOG" 2>&1 &
+start_daemon() { # extra spaced options, if any
+        "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" "$@" >>"$LOG" 2>&1 &
         PID=$!
         for _ in $(seq 100); do
                 [ -S "$S" ] && api http://x/v1/health >/dev/null 2>&1 && return 0
