@@ -17,6 +17,7 @@ typedef struct space_session space_session;
 #define SPACE_MAX_UPLOAD (256ull << 20)  /* one file upload, as the daemon allows */
 #define SPACE_MAX_ARGV 4096              /* argv and env entries of one exec */
 #define SPACE_MAX_TOKEN 256              /* a session token ([A-Za-z0-9_-]) */
+#define SPACE_MAX_API_TOKEN 256          /* an API bearer token (printable ASCII, no blanks) */
 #define SPACE_MAX_LABEL 256              /* a snapshot label, bytes */
 #define SPACE_MAX_FORK 64                /* sessions one fork makes */
 #define SPACE_MAX_EVENT_PAGE 1000        /* events one page may hold */
@@ -24,7 +25,7 @@ typedef struct space_session space_session;
 
 /* ---- client ---------------------------------------------------------------------- */
 
-#define SPACE_CLIENT_OPTS_VERSION 1
+#define SPACE_CLIENT_OPTS_VERSION 2 /* 2 added token; version 1 structs are still accepted */
 struct space_client_opts {
         unsigned version; /* SPACE_CLIENT_OPTS_VERSION */
         /* "unix:/path/spaced.sock", "/path/spaced.sock", "tcp://host:port" or "host:port".
@@ -34,10 +35,16 @@ struct space_client_opts {
         /* Longest wait for an ordinary (non-streaming) answer, in ms; 0 = 300 s. Streams
          * (exec, attach, template build) wait as long as the command runs. */
         int timeout_ms;
+        /* API bearer token ("spt_…", from `spaced token add`), sent as "Authorization:
+         * Bearer" on every request. NULL: $SPACE_TOKEN, else none (fine on the daemon's
+         * Unix socket; TCP needs one). space_client_new fails with -EKEYREJECTED for one
+         * longer than SPACE_MAX_API_TOKEN or holding characters a header line can't carry. */
+        const char *token;
 };
 #define SPACE_CLIENT_OPTS_INIT .version = SPACE_CLIENT_OPTS_VERSION
 
-/* -EINVAL for an address that can't be parsed; no connection is made yet. */
+/* -EINVAL for an address that can't be parsed, -EKEYREJECTED for a malformed token
+ * (option or $SPACE_TOKEN); no connection is made yet. */
 int space_client_new(space_client **ret, const struct space_client_opts *opts);
 space_client *space_client_free(space_client *c);
 /* The address the client talks to, normalized ("unix:/..." or "tcp://host:port"). */

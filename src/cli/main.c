@@ -26,6 +26,7 @@
 #define MAX_CP_DEPTH 64
 
 static const char *g_host; /* --host before the command */
+static const char *g_token; /* --token before the command: the API bearer token */
 
 /* ---- messages -------------------------------------------------------------------- */
 
@@ -96,7 +97,10 @@ static int show_help(const struct cmd *cmd) {
 
 static int open_client(space_client **ret, const char *host) {
         const char *h = host ? host : g_host;
-        int r = space_client_new(ret, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = h });
+        int r = space_client_new(ret, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = h, .token = g_token });
+        if (r == -EKEYREJECTED)
+                return errorf("invalid API token in %s (printable ASCII without blanks, at most %d bytes)",
+                              g_token ? "--token" : "SPACE_TOKEN", SPACE_MAX_API_TOKEN);
         if (r < 0) {
                 if (h)
                         return errorf("invalid daemon address '%s': %s", h, strerror(-r));
@@ -2015,7 +2019,7 @@ static int do_gc(int argc, char **argv) {
 /* ---- dispatch -------------------------------------------------------------------- */
 
 static const char main_help[] =
-        "Usage: space [--host ADDR] COMMAND [ARGS...]\n"
+        "Usage: space [--host ADDR] [--token TOKEN] COMMAND [ARGS...]\n"
         "\n"
         "Client of spaced, the SPACE sandbox daemon.\n"
         "\n"
@@ -2047,6 +2051,10 @@ static const char main_help[] =
         "The daemon is found at --host ADDR, else $SPACE_HOST, else the Unix socket\n"
         "$SPACE_DATA/spaced.sock ($SPACE_DATA defaults to /var/lib/space). ADDR is\n"
         "unix:/path, /path, tcp://host:port or host:port.\n"
+        "Every request carries the API token --token TOKEN (before the command), else\n"
+        "$SPACE_TOKEN, if any ('spaced token add' makes one): TCP needs it; on the Unix\n"
+        "socket no token means the local operator. Prefer SPACE_TOKEN: a command line is\n"
+        "visible to other users in ps.\n"
         "Run 'space COMMAND --help' for a command's options.\n";
 
 struct entry {
@@ -2101,7 +2109,7 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         static const struct option lopts[] = {
                 { "help", no_argument, NULL, 'h' }, { "host", required_argument, NULL, 'H' },
-                { "version", no_argument, NULL, 'V' }, { 0 },
+                { "token", required_argument, NULL, 'K' }, { "version", no_argument, NULL, 'V' }, { 0 },
         };
         int c;
         start_opts();
@@ -2109,6 +2117,7 @@ int main(int argc, char **argv) {
                 switch (c) {
                 case 'h': fputs(main_help, stdout); return EXIT_SUCCESS;
                 case 'H': g_host = optarg; break;
+                case 'K': g_token = optarg; break;
                 case 'V': printf("space 0.1\n"); return EXIT_SUCCESS;
                 case ':':
                         fprintf(stderr, "space: option '%s' needs a value\nTry 'space --help'.\n", argv[optind - 1]);

@@ -23,6 +23,7 @@ struct space_client {
         struct http_conn conn;
         char host[HTTP_MAX_HOST + 128];
         int timeout_ms;
+        char auth_header[SPACE_MAX_API_TOKEN + 32]; /* "Authorization: Bearer …", "" if none */
         int last_status;
         bool has_code;
         char last_code[64];
@@ -136,9 +137,25 @@ static int default_host(char *out, size_t n) {
         return snprintf(out, n, "unix:%s/spaced.sock", d) < (int)n ? 0 : -ENAMETOOLONG;
 }
 
+/* Printable ASCII without blanks: what can go into a header line as it is. */
+static bool api_token_ok(const char *t) {
+        size_t n = strlen(t);
+        if (n == 0 || n > SPACE_MAX_API_TOKEN)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (t[i] <= ' ' || t[i] > '~')
+                        return false;
+        return true;
+}
+
 int space_client_new(space_client **ret, const struct space_client_opts *opts) {
-        if (!ret || (opts && opts->version != SPACE_CLIENT_OPTS_VERSION))
+        if (!ret || (opts && (opts->version < 1 || opts->version > SPACE_CLIENT_OPTS_VERSION)))
                 return -EINVAL;
+        const char *token = opts && opts->version >= 2 ? opts->token : NULL;
+        if (!token && (token = getenv("SPACE_TOKEN")) && !*token)
+                token = NULL;
+        if (token && !api_token_ok(token))
+                return -EKEYREJECTED;
         char spec[HTTP_MAX_HOST + 128];
         int r;
         if (opts && opts->host) {
@@ -158,6 +175,8 @@ int space_client_new(space_client **ret, const struct space_client_opts *opts) {
         http_conn_init(&c->conn, &addr);
         http_addr_format(&addr, c->host, sizeof c->host);
         c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
+        if (token)
+                snprintf(c->auth_header, sizeof c->auth_header, "Authorization: Bearer %s", token);
         *ret = c;
         return 0;
 }
@@ -166,6 +185,7 @@ space_client *space_client_free(space_client *c) {
         if (!c)
                 return NULL;
         http_conn_close(&c->conn);
+        explicit_bzero(c->auth_header, sizeof c->auth_header);
         free(c);
         return NULL;
 }
@@ -313,11 +333,14 @@ static int call_run(space_client *c, struct call *k) {
                 .body_fd = k->body_fd,
                 .timeout_ms = k->stream ? -1 : c->timeout_ms,
         };
-        const char *headers[2] = { NULL, NULL };
-        if (k->ses && k->ses->has_token) {
-                headers[0] = k->ses->token_header;
+        const char *headers[3] = { NULL, NULL, NULL };
+        size_t nh = 0;
+        if (c->auth_header[0])
+                headers[nh++] = c->auth_header;
+        if (k->ses && k->ses->has_token)
+                headers[nh++] = k->ses->token_header;
+        if (nh)
                 req.headers = headers;
-        }
         struct http_response resp = { 0 };
         int r = http_do(&c->conn, &req, &resp, call_body, k);
         if (r < 0) {

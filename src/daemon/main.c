@@ -109,17 +109,24 @@ static int write_pidfile(const char *path) {
 
 /* A TCP listener without tokens would be an open door (or, before this check, one that
  * nobody could use): refuse to start instead. */
-static int check_tcp_tokens(struct daemon *d) {
+static int check_tcp_tokens(const char *data_dir) {
+        _cleanup_free_ char *path = NULL;
+        if (asprintf(&path, "%s/meta.db", data_dir) < 0)
+                return -ENOMEM;
+        _cleanup_meta_ struct meta *m = NULL;
         size_t n = 0;
-        int r = auth_usable_tokens(d->meta, &n);
+        int r = meta_open(path, NULL, &m);
         if (r < 0) {
-                log_error("reading the API tokens: %s", meta_last_error(d->meta));
+                log_error("metadata store %s: %s", path, strerror(-r));
+                return r;
+        }
+        if ((r = auth_usable_tokens(m, &n)) < 0) {
+                log_error("reading the API tokens: %s", meta_last_error(m));
                 return r;
         }
         if (n == 0) {
-                log_error("--listen needs at least one API token, and %s/meta.db has none that is not revoked: "
-                          "create one with 'spaced token add --data %s --tenant NAME'",
-                          d->data_dir, d->data_dir);
+                log_error("--listen needs at least one API token, and %s has none that is not revoked: "
+                          "create one with 'spaced token add --data %s --tenant NAME'", path, data_dir);
                 return -ENOKEY;
         }
         return 0;
@@ -211,6 +218,9 @@ int main(int argc, char **argv) {
                 log_error("%s: %s", sbx_dir, strerror(-r));
                 return 1;
         }
+        /* Before anything starts: a refused TCP listener must not have resumed sessions. */
+        if (listen_addr && check_tcp_tokens(d->data_dir) < 0)
+                return 1;
 
         sigset_t mask;
         sigemptyset(&mask);
@@ -233,10 +243,6 @@ int main(int argc, char **argv) {
         }
         if ((r = dur_open(d)) < 0) {
                 log_error("opening the stores in %s failed: %s", d->data_dir, strerror(-r));
-                return 1;
-        }
-        if (listen_addr && (r = check_tcp_tokens(d)) < 0) {
-                dur_close(d);
                 return 1;
         }
         if ((r = dur_load(d)) < 0) {

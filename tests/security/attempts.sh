@@ -830,6 +830,62 @@ attempt_api_other_session() {
         sp rm "$b" >/dev/null
 }
 
+# ---- an API client holding another tenant's token ---------------------------------
+
+attempt_cross_tenant() {
+        sock=${SPACE_HOST#unix:}
+        tb=$("$BIN/spaced" token add --data "$DATA" --tenant sec-intruder --name cross_tenant 2>/dev/null) ||
+                broken "spaced token add failed"
+        as_b() { curl -s --unix-socket "$sock" -H "Authorization: Bearer $tb" -w '\n%{http_code}' "$@"; }
+        snap=$(sp snapshots -q "$MAIN" </dev/null 2>/dev/null | tail -n 1)
+        [ -n "$snap" ] || snap=$(sp snapshot -l cross_tenant "$MAIN" </dev/null 2>/dev/null)
+        [ -n "$snap" ] || broken "no snapshot of $MAIN to aim at"
+        missing=ses_00000000deadbeef
+        ref=$(as_b "http://x/v1/sessions/$missing" | head -n 1 | sed "s/$missing/ID/g")
+        control "tenant sec-intruder's health (its token works)" "$(as_b http://x/v1/health | tail -n 1)" 200
+        tried "list sessions as tenant sec-intruder, looking for $MAIN (the operator's)"
+        case $(as_b http://x/v1/sessions) in
+        *"$MAIN"*) leak "another tenant's list shows $MAIN" ;;
+        *) stopped "lists hold only the caller's tenant's sessions" ;;
+        esac
+        tried "GET, exec, files, processes, events, snapshots, connect, fork, restore, pause and delete on $MAIN with sec-intruder's token"
+        while IFS='|' read -r m p body; do
+                out=$(as_b -X "$m" "http://x/v1/sessions/$MAIN$p" ${body:+-d "$body"})
+                st=$(echo "$out" | tail -n 1)
+                shape=$(echo "$out" | head -n 1 | sed "s/$MAIN/ID/g")
+                if [ "$st" = 404 ] && [ "$shape" = "$ref" ]; then
+                        stopped "$m $p: 404 with the body of an unknown id (api_session's tenant check)"
+                else
+                        leak "$m $p answered $st: $(echo "$out" | head -c 160)"
+                fi
+        done <<EOT
+GET||
+POST|/exec|{"argv":["cat","$TOKEN_PATH"]}
+GET|/files?path=/etc/hostname|
+PUT|/files?path=/root/cross-tenant|x
+GET|/files/list?path=/|
+GET|/processes|
+GET|/events|
+POST|/events|{"kind":"note","data":"cross"}
+GET|/snapshots|
+POST|/snapshots|
+POST|/connect|{}
+POST|/fork|
+POST|/restore|{"snapshot":"$snap"}
+POST|/pause|
+DELETE||
+EOT
+        tried "start a session of sec-intruder from $MAIN's snapshot $snap"
+        out=$(as_b -X POST http://x/v1/sessions -d "{\"snapshot\":\"$snap\"}")
+        case $(echo "$out" | tail -n 1) in
+        404) stopped "another tenant's snapshot is 404 like a missing one" ;;
+        *) leak "create from another tenant's snapshot answered: $(echo "$out" | head -c 160)"
+           id=$(echo "$out" | head -n 1 | json_get id 2>/dev/null); [ -n "$id" ] && sp rm "$id" >/dev/null 2>&1 ;;
+        esac
+        "$BIN/spaced" token revoke --data "$DATA" "$tb" 2>/dev/null
+        main_works || leak "$MAIN no longer runs commands after the attempts"
+}
+
 name=${ATTEMPT:?usage: $0 BIN_DIR STATE_DIR PROBE ATTEMPT}
 if ! declare -F "attempt_$name" >/dev/null; then
         echo "no attempt named $name"

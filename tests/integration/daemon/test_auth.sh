@@ -132,6 +132,16 @@ R=$(as "$TA" -X POST "$UA/fork" -w '\n%{http_code}')
 F=$(echo "$R" | head -n 1 | jget sessions 0 id)
 check "alpha's fork belongs to alpha" test "$(echo "$R" | tail -n 1)/$(as_code "$TA" "$TCP/v1/sessions/$F")/$(as_code "$TB" "$TCP/v1/sessions/$F")" = "201/200/404"
 
+# ---- the CLI: --token, SPACE_TOKEN ----
+SP=$BIN/space
+check "space ls with SPACE_TOKEN over TCP lists the tenant's own" test "$(SPACE_TOKEN=$TB "$SP" --host "127.0.0.1:$PORT" ls -q)" = "$B"
+check "space --token wins over SPACE_TOKEN" test "$(SPACE_TOKEN=$TB "$SP" --host "127.0.0.1:$PORT" --token "$TA" ls -q | sort | tr '\n' ' ')" = "$(printf '%s\n' "$A" "$F" | sort | tr '\n' ' ')"
+OUT=$(env -u SPACE_TOKEN "$SP" --host "127.0.0.1:$PORT" ls 2>&1)
+check "space without a token over TCP fails with the daemon's reason" test $? -ne 0 -a -n "$(grep 'bearer token is required' <<<"$OUT")"
+OUT=$(SPACE_TOKEN="not a token" "$SP" --host "127.0.0.1:$PORT" ls 2>&1)
+check "a malformed SPACE_TOKEN is refused before sending" grep -q "invalid API token in SPACE_TOKEN" <<<"$OUT"
+check "space inspect of another tenant's session fails (404)" test "$(SPACE_TOKEN=$TB "$SP" --host "127.0.0.1:$PORT" inspect "$A" >/dev/null 2>&1; echo $?)" != 0
+
 # ---- revocation counts from the next request; ownership survives a restart ----
 tok revoke "$TA2" 2>/dev/null
 check "a token revoked while spaced runs is 401 at once" test "$(as_code "$TA2" "$UA")" = 401

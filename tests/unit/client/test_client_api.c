@@ -1,5 +1,6 @@
 /* Unit tests of libspace against a scripted fake spaced: request encoding, keep-alive and
- * reconnects, chunked NDJSON streams, error mapping, size limits and timeouts. */
+ * reconnects, chunked NDJSON streams, error mapping, size limits and timeouts, the API
+ * bearer token. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -138,6 +139,56 @@ static void test_default_host(void **state) {
         assert_null(c);
         unsetenv("SPACE_HOST");
         unsetenv("SPACE_DATA");
+}
+
+static void test_api_token(void **state) {
+        (void)state;
+        printf("checks: the bearer token (option, else SPACE_TOKEN) goes on every request; 401 is -EPERM\n");
+        struct fake_server f = { .nreplies = 3 };
+        f.replies[0].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
+        f.replies[1].raw = json_resp("401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"the bearer token is unknown or revoked\"}}");
+        f.replies[2].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
+        fake_start(&f);
+        char host[200];
+        snprintf(host, sizeof host, "unix:%s", f.path);
+        space_client *c = NULL, *e = NULL, *n = NULL;
+        setenv("SPACE_TOKEN", "spt_fromenv", 1);
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = host,
+                                                                           .token = "spt_option" }), 0);
+        assert_int_equal(space_client_new(&e, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = host }), 0);
+        char *out = NULL;
+        assert_int_equal(space_health(c, &out), 0);
+        free(out);
+        out = NULL;
+        assert_int_equal(space_health(e, &out), -EPERM);
+        assert_string_equal(space_client_last_error_code(e), "unauthorized");
+        unsetenv("SPACE_TOKEN");
+        assert_int_equal(space_client_new(&n, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = host }), 0);
+        assert_int_equal(space_health(n, &out), 0);
+        free(out);
+        c = space_client_free(c);
+        e = space_client_free(e);
+        n = space_client_free(n);
+        fake_stop(&f);
+        assert_int_equal(f.served, 3);
+        assert_non_null(strstr(f.requests[0], "\r\nAuthorization: Bearer spt_option\r\n"));
+        assert_non_null(strstr(f.requests[1], "\r\nAuthorization: Bearer spt_fromenv\r\n"));
+        assert_null(strcasestr(f.requests[2], "Authorization"));
+        fake_free(&f);
+        printf("checks: a token with a blank, a newline or over SPACE_MAX_API_TOKEN is -EKEYREJECTED; version 1 opts still work\n");
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .token = "a b" }), -EKEYREJECTED);
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .token = "a\r\nX: y" }), -EKEYREJECTED);
+        char longt[SPACE_MAX_API_TOKEN + 2];
+        memset(longt, 'a', sizeof longt - 1);
+        longt[sizeof longt - 1] = '\0';
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .token = longt }), -EKEYREJECTED);
+        assert_null(c);
+        setenv("SPACE_TOKEN", "bad token", 1);
+        assert_int_equal(space_client_new(&c, NULL), -EKEYREJECTED);
+        unsetenv("SPACE_TOKEN");
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ .version = 1, .token = "ignored in v1" }), 0);
+        c = space_client_free(c);
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ .version = 99 }), -EINVAL);
 }
 
 static void test_keepalive(void **state) {
@@ -929,6 +980,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_processes, teardown),
                 cmocka_unit_test_teardown(test_connect_refused, teardown),
                 cmocka_unit_test_teardown(test_session_token, teardown),
+                cmocka_unit_test_teardown(test_api_token, teardown),
                 cmocka_unit_test_teardown(test_lifecycle_and_fork, teardown),
                 cmocka_unit_test_teardown(test_events_connect_gc, teardown),
         };
