@@ -246,6 +246,7 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         bool has_sb = s->sb && !s->lost;
         json_w_obj_begin(w);
         json_w_kstr(w, "id", s->id);
+        json_w_kstr(w, "tenant", s->tenant);
         write_id_or_null(w, "sandbox_id", has_sb ? s->sbx_id : NULL);
         json_w_kstr(w, "state", meta_session_state_name(s->state));
         json_w_kstr(w, "template", s->template);

@@ -73,6 +73,7 @@ UA=$TCP/v1/sessions/$A
 as "$TA" -X POST "$UA/exec" -d '{"argv":["sh","-c","echo alpha > /root/secret"]}' >/dev/null
 SNAP=$(as "$TA" -X POST "$UA/snapshots" | jget id)
 check "alpha made a session and a snapshot" test "${A:0:4}/${SNAP:0:5}" = "ses_/snap_"
+check "the session object names its tenant" test "$(echo "$R" | jget tenant)" = alpha
 check "another token of alpha sees it" test "$(as_code "$TA2" "$UA")" = 200
 
 # ---- tenant beta: 404 for all of it, shaped like a missing id ----
