@@ -17,6 +17,7 @@
 #include "daemon/api.h"
 #include "daemon/auth.h"
 #include "daemon/durlogic.h"
+#include "daemon/pool.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
 #include "daemon/worker.h"
@@ -945,22 +946,54 @@ static void start_materialized(struct job *j) {
         start_created(a);
 }
 
+static struct rt_limits session_limits(const struct session *s) {
+        return (struct rt_limits){ .memory_bytes = s->memory, .cpu_millis = (uint32_t)(s->cpus * 1000 + 0.5),
+                                   .pids = s->pids };
+}
+
+static void start_watch(struct action *a);
+
+/* A sandbox from the pool that s holds but meta does not know yet: gone with its dir. */
+static void pooled_drop(struct session *s, bool pooled, const char *dir) {
+        if (!pooled || !s->sb)
+                return;
+        if (s->rt->destroy(s->sb) < 0)
+                log_warn("%s: destroying a pooled sandbox: %s", s->id, runtime_last_error());
+        s->sb = NULL;
+        if (dir)
+                (void)rt_rm_rf(dir);
+}
+
 /* A new sandbox for s: its writable layer is the head snapshot (or empty), then it
- * starts and says HELLO (dur_sandbox_ready). */
+ * starts and says HELLO (dur_sandbox_ready). With nothing to restore, a warm one from
+ * the pool (pool.c) does: its id, directory and empty layer are what the cold path
+ * below would have made. */
 static void start_begin(struct action *a) {
         struct session *s = a->s;
         struct daemon *d = s->d;
+        struct wpool_sandbox ps = { 0 };
+        bool pooled = !s->head[0] && !s->sb &&
+                      wpool_take(d->pool, &(struct wpool_want){ .template = s->template, .network = s->network,
+                                                              .limits = session_limits(s) }, &ps) == 0;
         char sbx[SES_ID_LEN + 1];
-        int r = util_random_id("sbx_", sbx, sizeof sbx);
+        int r = pooled ? 0 : util_random_id("sbx_", sbx, sizeof sbx);
+        if (pooled)
+                snprintf(sbx, sizeof sbx, "%s", ps.id);
         _cleanup_free_ char *upper = NULL, *work = NULL, *run = NULL;
-        char *dir = r == 0 ? sandbox_dir(d, sbx) : NULL;
+        char *dir = pooled ? ps.dir : r == 0 ? sandbox_dir(d, sbx) : NULL;
+        if (pooled) {
+                /* Owned by s from here: start_fail destroys it like any other. */
+                s->sb = ps.sb;
+                s->clean_since_ns = ps.clean_since_ns;
+        }
         if (!dir || asprintf(&upper, "%s/upper", dir) < 0 || asprintf(&work, "%s/work", dir) < 0 ||
             asprintf(&run, "%s/run", dir) < 0) {
+                pooled_drop(s, pooled, dir);
                 free(dir);
                 start_fail(a, "out of memory");
                 return;
         }
-        if (mkdir(dir, 0700) < 0 || mkdir(work, 0700) < 0 || mkdir(run, 0700) < 0) {
+        if (!pooled && (mkdir(dir, 0700) < 0 || mkdir(work, 0700) < 0 || mkdir(run, 0700) < 0)) {
                 r = -errno;
                 (void)rt_rm_rf(dir);
                 free(dir);
@@ -977,6 +1010,7 @@ static void start_begin(struct action *a) {
         if ((r = meta_begin(d->meta)) < 0 || (r = meta_sandbox_create(d->meta, &mb)) < 0 ||
             (r = meta_session_set_sandbox(d->meta, s->id, sbx)) < 0 || (r = meta_commit(d->meta)) < 0) {
                 rollback(d);
+                pooled_drop(s, pooled, dir);
                 (void)rt_rm_rf(dir);
                 free(dir);
                 start_fail(a, "recording the sandbox: %s", merr(d));
@@ -985,6 +1019,11 @@ static void start_begin(struct action *a) {
         snprintf(s->sbx_id, sizeof s->sbx_id, "%s", sbx);
         free(s->dir);
         s->dir = dir;
+        if (pooled) {
+                log_debug("%s: sandbox %s taken from the pool", s->id, sbx);
+                start_watch(a);
+                return;
+        }
         if (!s->head[0]) {
                 if (mkdir(upper, 0755) < 0) {
                         start_fail(a, "making the writable layer: %s", strerror(errno));
@@ -1032,7 +1071,7 @@ static void start_created(struct action *a) {
                 .work_dir = work,
                 .run_dir = run,
                 .init_path = d->init_path,
-                .limits = { .memory_bytes = s->memory, .cpu_millis = (uint32_t)(s->cpus * 1000 + 0.5), .pids = s->pids },
+                .limits = session_limits(s),
                 .network = s->network,
         };
         uint64_t t0 = srv_now_ms();
@@ -1047,7 +1086,14 @@ static void start_created(struct action *a) {
          * of its root): later changes are what the next rolling snapshot looks for. */
         s->clean_since_ns = now_ns();
         log_debug("%s: sandbox %s made in %" PRIu64 " ms", s->id, s->sbx_id, srv_now_ms() - t0);
-        r = ses_watch(s);
+        start_watch(a);
+}
+
+/* s->sb runs: wait for its HELLO. */
+static void start_watch(struct action *a) {
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        int r = ses_watch(s);
         if (r < 0) {
                 start_fail(a, "watching the sandbox: %s", strerror(-r));
                 return;

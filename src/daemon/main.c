@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "daemon/auth.h"
+#include "daemon/pool.h"
 #include "daemon/spaced.h"
 #include "daemon/tokens.h"
 #include "runtime/fsutil.h"
@@ -39,6 +40,8 @@ static void usage(FILE *f) {
                 "  --pidfile PATH     write the daemon's pid to PATH\n"
                 "  --init PATH        space-init binary (default: space-init next to spaced)\n"
                 "  --runtime NAME     sandbox runtime (default ns)\n"
+                "  --pool TEMPLATE=N  keep N sandboxes of TEMPLATE made ahead (warm pool; 0 = none,\n"
+                "                     the default); repeatable; changeable at run time: PUT /v1/pool/TEMPLATE\n"
                 "  --log-level LEVEL  error, warn, info (default) or debug\n"
                 "  --help             this text\n"
                 "  --version          the version\n"
@@ -78,6 +81,7 @@ static void timer_event(struct loop_src *src, uint32_t revents) {
         (void)!read(src->fd, &ticks, sizeof ticks);
         ses_tick(d);
         dur_tick(d);
+        wpool_tick(d->pool);
         srv_tick(d);
 }
 
@@ -133,7 +137,7 @@ static int check_tcp_tokens(const char *data_dir) {
 }
 
 int main(int argc, char **argv) {
-        enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION };
+        enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION, OPT_POOL };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -141,6 +145,7 @@ int main(int argc, char **argv) {
                 { "init", required_argument, NULL, OPT_INIT },
                 { "runtime", required_argument, NULL, OPT_RUNTIME },
                 { "log-level", required_argument, NULL, OPT_LOG },
+                { "pool", required_argument, NULL, OPT_POOL },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -149,6 +154,8 @@ int main(int argc, char **argv) {
                 return tokens_main(argc - 1, argv + 1);
         const char *data = getenv("SPACE_DATA"), *listen_addr = NULL, *pidfile = NULL, *init = NULL,
                    *runtime = "ns";
+        const char *pool_args[WPOOL_MAX_TEMPLATES];
+        size_t n_pool = 0;
         enum log_level level = LOG_INFO;
         const char *env_level = getenv("SPACE_LOG");
         if (env_level)
@@ -161,6 +168,14 @@ int main(int argc, char **argv) {
                 case OPT_PIDFILE: pidfile = optarg; break;
                 case OPT_INIT: init = optarg; break;
                 case OPT_RUNTIME: runtime = optarg; break;
+                case OPT_POOL:
+                        if (wpool_set_arg(NULL, optarg) < 0 || n_pool >= WPOOL_MAX_TEMPLATES) {
+                                fprintf(stderr, "spaced: bad --pool %s (TEMPLATE=N, N at most %d, at most %d templates)\n",
+                                        optarg, WPOOL_MAX_SIZE, WPOOL_MAX_TEMPLATES);
+                                return 2;
+                        }
+                        pool_args[n_pool++] = optarg;
+                        break;
                 case OPT_LOG:
                         if (parse_level(optarg, &level) < 0) {
                                 fprintf(stderr, "spaced: bad --log-level %s (error, warn, info, debug)\n", optarg);
@@ -250,6 +265,15 @@ int main(int argc, char **argv) {
                 return 1;
         }
         dur_settle(d, SPACED_SETTLE_MS);
+        /* After dur_load: its sweep of unheld sandbox directories must not see pooled ones. */
+        if ((r = wpool_new(d, &d->pool)) < 0) {
+                log_error("warm pool: %s", strerror(-r));
+                return 1;
+        }
+        for (size_t i = 0; i < n_pool; i++)
+                if ((r = wpool_set_arg(d->pool, pool_args[i])) < 0)
+                        log_warn("--pool %s: %s", pool_args[i],
+                                 r == -EOPNOTSUPP ? "this runtime has no warm pool" : strerror(-r));
 
         d->sig_src.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         d->sig_src.cb = signal_event;
@@ -291,6 +315,7 @@ int main(int argc, char **argv) {
         }
 
         srv_close_all(d);
+        d->pool = wpool_free(d->pool);
         dur_shutdown(d);
         while (d->sessions)
                 ses_free(d->sessions);

@@ -35,6 +35,8 @@ const struct api_route api_routes[] = {
         { "POST", "/v1/templates", API_BODY_JSON, api_template_build },
         { "DELETE", "/v1/templates/{name}", API_BODY_JSON, api_template_delete },
         { "POST", "/v1/gc", API_BODY_JSON, api_gc },
+        { "GET", "/v1/pool", API_BODY_JSON, api_pool_get },
+        { "PUT", "/v1/pool/{template}", API_BODY_JSON, api_pool_set },
 };
 const size_t api_n_routes = sizeof api_routes / sizeof api_routes[0];
 

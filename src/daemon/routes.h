@@ -69,3 +69,5 @@ void api_file_mkdir(struct conn *c);
 void api_template_list(struct conn *c);
 void api_template_build(struct conn *c);
 void api_template_delete(struct conn *c);
+void api_pool_get(struct conn *c);
+void api_pool_set(struct conn *c);

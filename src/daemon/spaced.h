@@ -69,6 +69,7 @@ struct op;
 struct tpl_job;
 struct action;
 struct job;
+struct wpool;
 
 /* Something that will answer a client later (a lifecycle action, a fork group): the
  * connection forgets it when it closes or gets its answer, so *conn is never stale. */
@@ -245,6 +246,7 @@ struct daemon {
         bool gc_running;
         struct conn_waiter *gc_waiters[16];
         size_t n_gc_waiters;
+        struct wpool *pool;        /* warm pool (pool.h); NULL until the sessions are loaded */
 };
 
 /* server.c */

@@ -25,6 +25,11 @@ int rt_mount_overlay_opts(const char *lower, const char *upper, const char *work
  * refused (-EINVAL): for tmpfs it would mean "no limit". */
 int rt_mount_tmpfs_opts(char *buf, size_t n, unsigned mode, uint64_t size, uint64_t nr_inodes);
 
+/* Changes the size of the tmpfs mounted at path (relative to root_fd, which may be another
+ * mount namespace's root: /proc/PID/root) in place, keeping its other options and files.
+ * Must be the root of a tmpfs mount (-EINVAL otherwise); a symlink on the way is refused. */
+int rt_mount_tmpfs_resize(int root_fd, const char *path, uint64_t size);
+
 /* Mounts the overlay at target on the host (MS_NOSUID|MS_NODEV). */
 int rt_mount_overlay(const char *target, const char *opts);
 

@@ -85,6 +85,12 @@ struct runtime_ops {
          * otherwise it is stopped and only destroy() is left to call. Whatever the file
          * layer (upper_dir) needs to match the image is flushed before it returns. */
         int (*checkpoint)(struct rt_sandbox *sb, const char *dir, bool leave_running);
+        /* For a warm pool, which makes sandboxes before it knows who gets them: gives a
+         * sandbox that create() made and nothing has used yet exactly what create() with
+         * limits l would have given it. NULL when the driver can't. A limit the driver can
+         * only set at create (disk limits of ns) is -EOPNOTSUPP. On failure the sandbox
+         * may be half-changed: destroy it, never hand it out. */
+        int (*set_limits)(struct rt_sandbox *sb, const struct rt_limits *l);
         /* Kills every process, unmounts, removes cgroups, frees sb. Accepts NULL. */
         int (*destroy)(struct rt_sandbox *sb);
         /* For what a sandbox left behind when its rt_sandbox was lost (daemon crash):

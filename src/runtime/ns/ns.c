@@ -49,6 +49,12 @@
 #define RT_NS_SOCK_NAME "init.sock" /* in run_dir: where a restarted daemon reconnects */
 #define RT_NS_CHILD_FD_BASE 10    /* child moves the fds it needs above 0..3 first */
 
+/* rt_limits with the driver's defaults filled in: what a sandbox really gets. */
+struct ns_limits {
+        uint64_t mem;
+        uint32_t cpu_millis, pids, nofile;
+};
+
 struct rt_sandbox {
         char *id;
         char *rootfs;          /* run_dir/rootfs: the overlay, mounted on the host */
@@ -61,6 +67,7 @@ struct rt_sandbox {
         bool adopted;          /* not our child (adopt after a daemon restart): no waitid */
         bool reaped;
         int status;            /* wait status once reaped */
+        struct ns_limits lim;  /* as applied (create, set_limits); unknown when adopted */
 };
 
 /* Everything the child needs, prepared before clone: the child must not allocate (the
@@ -522,6 +529,29 @@ static void ns_release(struct rt_sandbox *sb) {
         sandbox_free(sb);
 }
 
+static int limits_resolve(const struct rt_limits *l, struct ns_limits *ret) {
+        struct ns_limits v = {
+                .mem = l->memory_bytes ? l->memory_bytes : RT_NS_DEFAULT_MEMORY,
+                .cpu_millis = l->cpu_millis,
+                .pids = l->pids ? l->pids : RT_NS_DEFAULT_PIDS,
+                .nofile = l->nofile ? l->nofile : RT_NS_DEFAULT_NOFILE,
+        };
+        if (v.mem < RT_NS_MIN_MEMORY || v.pids > RT_NS_MAX_PIDS || v.nofile > RT_NS_MAX_NOFILE) {
+                runtime_set_error("ns: limits out of range (memory >= %llu bytes, pids <= %u, nofile <= %u)",
+                                  (unsigned long long)RT_NS_MIN_MEMORY, RT_NS_MAX_PIDS, RT_NS_MAX_NOFILE);
+                return -ERANGE;
+        }
+        /* Raising the hard limit needs CAP_SYS_RESOURCE on the host: stay under ours. */
+        struct rlimit cur;
+        if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && v.nofile > cur.rlim_max)
+                v.nofile = (uint32_t)cur.rlim_max;
+        *ret = v;
+        return 0;
+}
+
+/* The tmpfs sizes follow the memory limit (see create). */
+static uint64_t shm_size(uint64_t mem) { return MIN(mem, RT_MOUNT_SHM_SIZE); }
+
 static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         runtime_set_error("%s", "");
         if (!spec || !id_valid(spec->id) || !spec->lower_dirs || !path_valid(spec->upper_dir) ||
@@ -534,20 +564,14 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 return -EOPNOTSUPP;
         }
         const struct rt_limits *l = &spec->limits;
-        uint64_t mem = l->memory_bytes ? l->memory_bytes : RT_NS_DEFAULT_MEMORY;
-        uint32_t pids = l->pids ? l->pids : RT_NS_DEFAULT_PIDS;
-        uint32_t nofile = l->nofile ? l->nofile : RT_NS_DEFAULT_NOFILE;
-        if (mem < RT_NS_MIN_MEMORY || pids > RT_NS_MAX_PIDS || nofile > RT_NS_MAX_NOFILE) {
-                runtime_set_error("ns: limits out of range (memory >= %llu bytes, pids <= %u, nofile <= %u)",
-                                  (unsigned long long)RT_NS_MIN_MEMORY, RT_NS_MAX_PIDS, RT_NS_MAX_NOFILE);
-                return -ERANGE;
-        }
-        /* Raising the hard limit needs CAP_SYS_RESOURCE on the host: stay under ours. */
-        struct rlimit cur;
-        if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && nofile > cur.rlim_max)
-                nofile = (uint32_t)cur.rlim_max;
+        struct ns_limits lim;
+        int r = limits_resolve(l, &lim);
+        if (r < 0)
+                return r;
+        uint64_t mem = lim.mem;
+        uint32_t pids = lim.pids, nofile = lim.nofile;
 
-        int r = ensure_host();
+        r = ensure_host();
         if (r < 0)
                 return r;
         /* Before anything runs inside: the limits must hold from the first write. */
@@ -619,8 +643,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
          * from taking all of it silently. */
         char tmp_opts[96], shm_opts[96], dev_opts[96];
         if ((r = rt_mount_tmpfs_opts(tmp_opts, sizeof tmp_opts, 01777, mem, RT_MOUNT_TMP_INODES)) < 0 ||
-            (r = rt_mount_tmpfs_opts(shm_opts, sizeof shm_opts, 01777, MIN(mem, RT_MOUNT_SHM_SIZE),
-                                     RT_MOUNT_SHM_INODES)) < 0 ||
+            (r = rt_mount_tmpfs_opts(shm_opts, sizeof shm_opts, 01777, shm_size(mem), RT_MOUNT_SHM_INODES)) < 0 ||
             (r = rt_mount_tmpfs_opts(dev_opts, sizeof dev_opts, 0755, RT_MOUNT_DEV_SIZE, RT_MOUNT_DEV_INODES)) < 0) {
                 what = "tmpfs options";
                 goto fail;
@@ -755,6 +778,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
 
         safe_close(sync[0]);
         sb->sock = sv[0];
+        sb->lim = lim;
         *ret = sb;
         return 0;
 
@@ -893,6 +917,61 @@ static int ns_health(struct rt_sandbox *sb, struct rt_health *ret) {
         return 0;
 }
 
+/* What create() would have set for l, on a sandbox create() made with other limits and
+ * that nothing has used yet: cgroup limits, the sizes of /tmp and /dev/shm, RLIMIT_NOFILE
+ * of init. Only what differs is written. Disk limits must be applied before anything
+ * runs inside (create), so they are refused here. */
+static int ns_set_limits(struct rt_sandbox *sb, const struct rt_limits *l) {
+        runtime_set_error("%s", "");
+        if (l->disk_bytes || l->disk_inodes) {
+                runtime_set_error("ns: disk limits can only be set at create");
+                return -EOPNOTSUPP;
+        }
+        if (sb->adopted || sb->reaped || !sb->cg) {
+                runtime_set_error("ns: set_limits on %s: not a live sandbox of this daemon", sb->id);
+                return -EINVAL;
+        }
+        struct ns_limits v;
+        int r = limits_resolve(l, &v);
+        if (r < 0)
+                return r;
+        const char *what = NULL;
+        if (v.mem != sb->lim.mem) {
+                char root[32];
+                snprintf(root, sizeof root, "/proc/%d/root", (int)sb->pid);
+                _cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (rfd < 0) {
+                        r = -errno;
+                        what = "open /proc/PID/root";
+                } else if ((r = rt_cgroup_set_memory(sb->cg, v.mem)) < 0) {
+                        what = "set memory limit";
+                } else if ((r = rt_mount_tmpfs_resize(rfd, "tmp", v.mem)) < 0) {
+                        what = "resize /tmp";
+                } else if (shm_size(v.mem) != shm_size(sb->lim.mem) &&
+                           (r = rt_mount_tmpfs_resize(rfd, "dev/shm", shm_size(v.mem))) < 0) {
+                        what = "resize /dev/shm";
+                }
+        }
+        if (!what && v.cpu_millis != sb->lim.cpu_millis && (r = rt_cgroup_set_cpu(sb->cg, v.cpu_millis)) < 0)
+                what = "set cpu limit";
+        if (!what && v.pids != sb->lim.pids && (r = rt_cgroup_set_pids(sb->cg, v.pids)) < 0)
+                what = "set pids limit";
+        if (!what && v.nofile != sb->lim.nofile) {
+                struct rlimit rl = { v.nofile, v.nofile };
+                if (prlimit(sb->pid, RLIMIT_NOFILE, &rl, NULL) < 0) {
+                        r = -errno;
+                        what = "set RLIMIT_NOFILE";
+                }
+        }
+        if (what) {
+                /* Half-changed: the caller must not hand this sandbox out. */
+                runtime_set_error("ns: set_limits on %s: %s: %s", sb->id, what, strerror(-r));
+                return r;
+        }
+        sb->lim = v;
+        return 0;
+}
+
 static int ns_reclaim(const char *id, const char *run_dir) {
         if (!id_valid(id) || !path_valid(run_dir))
                 return -EINVAL;
@@ -940,5 +1019,6 @@ const struct runtime_ops rt_ns_ops = {
         .health = ns_health,
         .destroy = ns_destroy,
         .release = ns_release,
+        .set_limits = ns_set_limits,
         .reclaim = ns_reclaim,
 };

@@ -1,0 +1,518 @@
+/* spaced's warm pool (pool.h). Sandboxes are made and destroyed on a thread of the pool's
+ * own, so a refill never holds the event loop nor the workers that take snapshots; the
+ * loop thread only links finished ones in and hands them over. A pooled sandbox lives in
+ * DATA/sandboxes/<id> like any other: after a crash, the start-up sweep of sandboxes no
+ * session holds reclaims it (dur_load), so the directory is the pool's durable record. */
+#include "daemon/pool.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "daemon/spaced.h"
+#include "daemon/util.h"
+#include "daemon/worker.h"
+#include "runtime/fsutil.h"
+#include "runtime/template.h"
+
+_Static_assert(WPOOL_ID_SIZE == SES_ID_LEN + 1, "a pooled sandbox id is a session's sandbox id");
+
+struct wpool_tpl;
+
+struct wpool_entry {
+        struct wpool_entry *next;
+        struct wpool_tpl *t;
+        char id[WPOOL_ID_SIZE];
+        char *dir;
+        struct rt_sandbox *sb;
+        int64_t made_ns;
+        dev_t dev;          /* the template rootfs it was made over: a rebuilt */
+        ino_t ino;          /* template has another, and its pool is emptied */
+        struct loop_src pid_src; /* readable when init died while pooled */
+};
+
+struct wpool_tpl {
+        struct wpool_tpl *next;
+        struct wpool *p;
+        char name[TEMPLATE_MAX_NAME + 1];
+        unsigned size, ready, making;
+        struct wpool_entry *entries;
+        uint64_t retry_at_ms;
+        bool failing;       /* the last make failed (logged once until one works) */
+};
+
+enum pool_job_kind { PJ_MAKE, PJ_DESTROY };
+
+struct wpool_job {
+        struct wjob wj;
+        struct wpool *p;
+        enum pool_job_kind kind;
+        char tpl[TEMPLATE_MAX_NAME + 1];
+        char id[WPOOL_ID_SIZE];
+        char *dir;
+        struct rt_sandbox *sb;
+        int64_t made_ns;
+        dev_t dev;
+        ino_t ino;
+        int r;
+        char err[512];
+};
+
+struct wpool {
+        struct daemon *d;
+        const struct runtime_ops *rt;
+        struct workers *wk;
+        struct loop_src wk_src;
+        struct wpool_tpl *tpls;
+        unsigned n_tpls;
+        bool stopping;
+        uint64_t made, taken, missed, failed, died, discarded;
+};
+
+static int64_t realtime_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int rootfs_ident(const char *data_dir, const char *tpl, dev_t *dev, ino_t *ino) {
+        _cleanup_free_ char *path = NULL;
+        int r = template_rootfs_path(data_dir, tpl, &path);
+        if (r < 0)
+                return r;
+        struct stat st;
+        if (stat(path, &st) < 0)
+                return -errno;
+        *dev = st.st_dev;
+        *ino = st.st_ino;
+        return 0;
+}
+
+/* ---------------- on the pool's thread ---------------- */
+
+static void work_make(struct wpool_job *j) {
+        struct wpool *p = j->p;
+        const char *data = p->d->data_dir;
+        _cleanup_free_ char *lower = NULL, *upper = NULL, *work = NULL, *run = NULL;
+        int r = util_random_id("sbx_", j->id, sizeof j->id);
+        if (r < 0 || asprintf(&j->dir, "%s/sandboxes/%s", data, j->id) < 0 || asprintf(&upper, "%s/upper", j->dir) < 0 ||
+            asprintf(&work, "%s/work", j->dir) < 0 || asprintf(&run, "%s/run", j->dir) < 0 ||
+            template_rootfs_path(data, j->tpl, &lower) < 0) {
+                j->r = r < 0 ? r : -ENOMEM;
+                snprintf(j->err, sizeof j->err, "out of memory");
+                return;
+        }
+        if (!template_exists(data, j->tpl) || (r = rootfs_ident(data, j->tpl, &j->dev, &j->ino)) < 0) {
+                j->r = -ENOENT;
+                snprintf(j->err, sizeof j->err, "template %s does not exist", j->tpl);
+                return;
+        }
+        /* The layout start_begin makes for a cold sandbox, so a taken one is no different. */
+        if (mkdir(j->dir, 0700) < 0 || mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(run, 0700) < 0) {
+                j->r = -errno;
+                snprintf(j->err, sizeof j->err, "making %s: %s", j->dir, strerror(errno));
+                (void)rt_rm_rf(j->dir);
+                return;
+        }
+        /* The session defaults, so that a create asking for none changes nothing. */
+        struct rt_spec spec = {
+                .id = j->id,
+                .lower_dirs = lower,
+                .upper_dir = upper,
+                .work_dir = work,
+                .run_dir = run,
+                .init_path = p->d->init_path,
+                .limits = { .memory_bytes = SES_DEFAULT_MEMORY, .pids = SES_DEFAULT_PIDS },
+        };
+        j->made_ns = realtime_ns(); /* before create: the layer is empty from here on */
+        r = p->rt->create(&spec, &j->sb);
+        if (r < 0) {
+                j->sb = NULL;
+                j->r = r;
+                snprintf(j->err, sizeof j->err, "%s", *runtime_last_error() ? runtime_last_error() : strerror(-r));
+                (void)rt_rm_rf(j->dir);
+        }
+}
+
+static void work_destroy(struct wpool_job *j) {
+        if (j->sb && j->p->rt->destroy(j->sb) < 0)
+                snprintf(j->err, sizeof j->err, "destroying pooled sandbox %s: %s", j->id, runtime_last_error());
+        j->sb = NULL;
+        int r = rt_rm_rf(j->dir);
+        if (r < 0 && r != -ENOENT && !j->err[0])
+                snprintf(j->err, sizeof j->err, "removing %s: %s", j->dir, strerror(-r));
+}
+
+static void job_work(struct wjob *wj) {
+        struct wpool_job *j = (struct wpool_job *)wj;
+        if (j->kind == PJ_MAKE)
+                work_make(j);
+        else
+                work_destroy(j);
+}
+
+/* ---------------- on the loop thread ---------------- */
+
+static void job_done(struct wjob *wj);
+
+static struct wpool_job *job_new(struct wpool *p, enum pool_job_kind kind) {
+        struct wpool_job *j = calloc(1, sizeof *j);
+        if (!j)
+                return NULL;
+        j->p = p;
+        j->kind = kind;
+        j->wj.work = job_work;
+        j->wj.done = job_done;
+        return j;
+}
+
+static void job_free(struct wpool_job *j) {
+        free(j->dir);
+        free(j);
+}
+
+/* Destroys a sandbox nobody will get, off the loop (at shutdown: right here). */
+static void discard(struct wpool *p, const char *id, char *dir, struct rt_sandbox *sb) {
+        p->discarded++;
+        struct wpool_job *j = p->stopping ? NULL : job_new(p, PJ_DESTROY);
+        if (j) {
+                snprintf(j->id, sizeof j->id, "%s", id);
+                j->dir = dir;
+                j->sb = sb;
+                if (wk_submit(p->wk, &j->wj) == 0)
+                        return;
+                j->dir = NULL;
+                job_free(j);
+        }
+        struct wpool_job now = { .p = p, .dir = dir, .sb = sb };
+        snprintf(now.id, sizeof now.id, "%s", id);
+        work_destroy(&now);
+        if (now.err[0])
+                log_warn("pool: %s", now.err);
+        free(dir);
+}
+
+static void entry_unlink(struct wpool_entry *e) {
+        struct wpool_tpl *t = e->t;
+        for (struct wpool_entry **pp = &t->entries; *pp; pp = &(*pp)->next)
+                if (*pp == e) {
+                        *pp = e->next;
+                        break;
+                }
+        t->ready--;
+        loop_del(t->p->d->loop, &e->pid_src);
+}
+
+static void entry_discard(struct wpool_entry *e) {
+        struct wpool *p = e->t->p;
+        entry_unlink(e);
+        discard(p, e->id, e->dir, e->sb);
+        free(e);
+}
+
+static void refill(struct wpool_tpl *t);
+
+static void entry_died(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct wpool_entry *e = (struct wpool_entry *)((char *)src - offsetof(struct wpool_entry, pid_src));
+        struct wpool_tpl *t = e->t;
+        log_warn("pool: sandbox %s (template %s) died while pooled", e->id, t->name);
+        t->p->died++;
+        entry_discard(e);
+        refill(t);
+}
+
+static void flush(struct wpool_tpl *t) {
+        while (t->entries)
+                entry_discard(t->entries);
+}
+
+static void refill(struct wpool_tpl *t) {
+        struct wpool *p = t->p;
+        if (p->stopping || srv_now_ms() < t->retry_at_ms)
+                return;
+        while (t->ready + t->making < t->size) {
+                struct wpool_job *j = job_new(p, PJ_MAKE);
+                if (!j)
+                        return;
+                snprintf(j->tpl, sizeof j->tpl, "%s", t->name);
+                if (wk_submit(p->wk, &j->wj) < 0) {
+                        job_free(j);
+                        return;
+                }
+                t->making++;
+        }
+}
+
+static struct wpool_tpl *tpl_find(struct wpool *p, const char *name) {
+        for (struct wpool_tpl *t = p->tpls; t; t = t->next)
+                if (!strcmp(t->name, name))
+                        return t;
+        return NULL;
+}
+
+static void tpl_maybe_free(struct wpool_tpl *t) {
+        struct wpool *p = t->p;
+        if (t->size || t->ready || t->making)
+                return;
+        for (struct wpool_tpl **pp = &p->tpls; *pp; pp = &(*pp)->next)
+                if (*pp == t) {
+                        *pp = t->next;
+                        break;
+                }
+        p->n_tpls--;
+        free(t);
+}
+
+static void make_done(struct wpool_job *j) {
+        struct wpool *p = j->p;
+        struct wpool_tpl *t = tpl_find(p, j->tpl);
+        if (t)
+                t->making--;
+        if (j->r < 0) {
+                p->failed++;
+                if (t) {
+                        if (!t->failing)
+                                log_warn("pool: making a sandbox of template %s failed: %s (retrying every %d s)", t->name,
+                                         j->err, WPOOL_RETRY_MS / 1000);
+                        t->failing = true;
+                        t->retry_at_ms = srv_now_ms() + WPOOL_RETRY_MS;
+                        tpl_maybe_free(t);
+                }
+                return;
+        }
+        dev_t dev;
+        ino_t ino;
+        /* Kept only if still wanted and made over the template as it is now. */
+        bool keep = t && !p->stopping && t->ready < t->size &&
+                    rootfs_ident(p->d->data_dir, t->name, &dev, &ino) == 0 && dev == j->dev && ino == j->ino;
+        struct wpool_entry *e = keep ? calloc(1, sizeof *e) : NULL;
+        if (e) {
+                e->t = t;
+                memcpy(e->id, j->id, sizeof e->id);
+                e->dir = TAKE_PTR(j->dir);
+                e->sb = TAKE_PTR(j->sb);
+                e->made_ns = j->made_ns;
+                e->dev = j->dev;
+                e->ino = j->ino;
+                e->pid_src.fd = p->rt->pid_fd(e->sb);
+                e->pid_src.cb = entry_died;
+                if (loop_add(p->d->loop, &e->pid_src, EPOLLIN) < 0) {
+                        j->dir = TAKE_PTR(e->dir);
+                        j->sb = TAKE_PTR(e->sb);
+                        free(e);
+                        e = NULL;
+                }
+        }
+        if (!e) {
+                discard(p, j->id, TAKE_PTR(j->dir), TAKE_PTR(j->sb));
+                if (t)
+                        tpl_maybe_free(t);
+                return;
+        }
+        p->made++;
+        if (t->failing)
+                log_info("pool: template %s: sandboxes are made again", t->name);
+        t->failing = false;
+        e->next = t->entries;
+        t->entries = e;
+        t->ready++;
+        refill(t);
+}
+
+static void job_done(struct wjob *wj) {
+        struct wpool_job *j = (struct wpool_job *)wj;
+        if (j->kind == PJ_MAKE)
+                make_done(j);
+        else if (j->err[0])
+                log_warn("pool: %s", j->err);
+        job_free(j);
+}
+
+static void wk_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct wpool *p = (struct wpool *)((char *)src - offsetof(struct wpool, wk_src));
+        wk_dispatch(p->wk);
+}
+
+int wpool_new(struct daemon *d, struct wpool **ret) {
+        struct wpool *p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->d = d;
+        p->rt = d->rt;
+        p->wk_src.fd = -1;
+        /* One thread: a refill is a background chore, and a second would only take the
+         * CPU from the creates it serves. */
+        int r = wk_new(1, &p->wk);
+        if (r < 0) {
+                free(p);
+                return r;
+        }
+        p->wk_src.fd = wk_fd(p->wk);
+        p->wk_src.cb = wk_event;
+        r = loop_add(d->loop, &p->wk_src, EPOLLIN);
+        if (r < 0) {
+                wk_free(p->wk);
+                free(p);
+                return r;
+        }
+        *ret = p;
+        return 0;
+}
+
+struct wpool *wpool_free(struct wpool *p) {
+        if (!p)
+                return NULL;
+        p->stopping = true;
+        /* Makes in flight finish; their done() sees stopping and destroys them here. */
+        wk_drain(p->wk);
+        unsigned n = 0;
+        while (p->tpls) {
+                struct wpool_tpl *t = p->tpls;
+                n += t->ready;
+                flush(t);
+                p->tpls = t->next;
+                free(t);
+        }
+        if (n)
+                log_info("pool: %u pooled sandbox(es) destroyed", n);
+        loop_del(p->d->loop, &p->wk_src);
+        wk_free(p->wk);
+        free(p);
+        return NULL;
+}
+
+int wpool_set(struct wpool *p, const char *template, unsigned size) {
+        if (!template_name_valid(template) || size > WPOOL_MAX_SIZE)
+                return -EINVAL;
+        if (size && !p->rt->set_limits)
+                return -EOPNOTSUPP;
+        struct wpool_tpl *t = tpl_find(p, template);
+        if (!t) {
+                if (!size)
+                        return 0;
+                if (p->n_tpls >= WPOOL_MAX_TEMPLATES)
+                        return -E2BIG;
+                t = calloc(1, sizeof *t);
+                if (!t)
+                        return -ENOMEM;
+                t->p = p;
+                snprintf(t->name, sizeof t->name, "%s", template);
+                t->next = p->tpls;
+                p->tpls = t;
+                p->n_tpls++;
+        }
+        t->size = size;
+        t->retry_at_ms = 0;
+        while (t->ready > size)
+                entry_discard(t->entries);
+        refill(t);
+        tpl_maybe_free(t);
+        return 0;
+}
+
+int wpool_set_arg(struct wpool *p, const char *arg) {
+        const char *eq = strrchr(arg, '=');
+        if (!eq || eq == arg || (size_t)(eq - arg) > TEMPLATE_MAX_NAME)
+                return -EINVAL;
+        char name[TEMPLATE_MAX_NAME + 1];
+        memcpy(name, arg, (size_t)(eq - arg));
+        name[eq - arg] = '\0';
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(eq + 1, &end, 10);
+        if (errno || end == eq + 1 || *end || eq[1] == '-' || n > WPOOL_MAX_SIZE)
+                return -EINVAL;
+        return p ? wpool_set(p, name, (unsigned)n) : (template_name_valid(name) ? 0 : -EINVAL);
+}
+
+int wpool_take(struct wpool *p, const struct wpool_want *w, struct wpool_sandbox *ret) {
+        /* A pooled sandbox has the template's files, no network and no disk limit (that
+         * one must hold before anything runs inside): anything else is made cold. */
+        if (!p || w->network || w->limits.disk_bytes || w->limits.disk_inodes || !p->rt->set_limits)
+                return -ENOENT;
+        struct wpool_tpl *t = tpl_find(p, w->template);
+        if (!t)
+                return -ENOENT;
+        dev_t dev = 0;
+        ino_t ino = 0;
+        bool have_ident = t->entries && rootfs_ident(p->d->data_dir, t->name, &dev, &ino) == 0;
+        while (t->entries) {
+                struct wpool_entry *e = t->entries;
+                struct pollfd pf = { .fd = e->pid_src.fd, .events = POLLIN };
+                if (!have_ident || e->dev != dev || e->ino != ino) {
+                        log_info("pool: template %s changed: its pooled sandboxes are replaced", t->name);
+                        flush(t);
+                        break;
+                }
+                if (poll(&pf, 1, 0) != 0) { /* died in this very batch */
+                        p->died++;
+                        entry_discard(e);
+                        continue;
+                }
+                if (p->rt->set_limits(e->sb, &w->limits) < 0) {
+                        log_warn("pool: %s: %s; making one cold", e->id, runtime_last_error());
+                        entry_discard(e);
+                        continue;
+                }
+                entry_unlink(e);
+                memcpy(ret->id, e->id, sizeof ret->id);
+                ret->dir = e->dir;
+                ret->sb = e->sb;
+                ret->clean_since_ns = e->made_ns;
+                free(e);
+                p->taken++;
+                refill(t);
+                return 0;
+        }
+        if (t->size)
+                p->missed++;
+        refill(t);
+        return -ENOENT;
+}
+
+void wpool_tick(struct wpool *p) {
+        if (!p)
+                return;
+        for (struct wpool_tpl *t = p->tpls; t; t = t->next) {
+                dev_t dev;
+                ino_t ino;
+                if (t->entries && (rootfs_ident(p->d->data_dir, t->name, &dev, &ino) < 0 || dev != t->entries->dev ||
+                                   ino != t->entries->ino)) {
+                        log_info("pool: template %s changed or is gone: its pooled sandboxes are replaced", t->name);
+                        flush(t);
+                }
+                refill(t);
+        }
+}
+
+void wpool_write_json(struct json_writer *w, struct wpool *p) {
+        json_w_obj_begin(w);
+        json_w_key(w, "templates");
+        json_w_arr_begin(w);
+        for (struct wpool_tpl *t = p ? p->tpls : NULL; t; t = t->next) {
+                json_w_obj_begin(w);
+                json_w_kstr(w, "template", t->name);
+                json_w_kint(w, "size", t->size);
+                json_w_kint(w, "ready", t->ready);
+                json_w_kint(w, "making", t->making);
+                json_w_kbool(w, "failing", t->failing);
+                json_w_obj_end(w);
+        }
+        json_w_arr_end(w);
+        json_w_kint(w, "made", p ? (int64_t)p->made : 0);
+        json_w_kint(w, "taken", p ? (int64_t)p->taken : 0);
+        json_w_kint(w, "missed", p ? (int64_t)p->missed : 0);
+        json_w_kint(w, "failed", p ? (int64_t)p->failed : 0);
+        json_w_kint(w, "died", p ? (int64_t)p->died : 0);
+        json_w_kint(w, "discarded", p ? (int64_t)p->discarded : 0);
+        json_w_obj_end(w);
+}
