@@ -165,10 +165,20 @@ static enum store_reason store_reason_of(enum meta_snapshot_reason r) {
         }
 }
 
+/* Around writes that no answer waits on (meta_set_relaxed): a sandbox being started, a
+ * command's log entries. They become durable with the next full commit, and a machine
+ * crash before it takes the sandbox or the command with them anyway. */
+static void relaxed(struct daemon *d, bool on) {
+        if (meta_set_relaxed(d->meta, on) < 0)
+                log_warn("meta: synchronous mode: %s", merr(d));
+}
+
 void dur_event(struct session *s, const char *kind, const struct buf *payload) {
+        relaxed(s->d, true);
         int r = meta_event_append(s->d->meta, s->id, kind, payload->data, payload->len, NULL);
         if (r < 0)
                 log_warn("%s: event %s not recorded: %s", s->id, kind, merr(s->d));
+        relaxed(s->d, false);
 }
 
 static char *sandbox_dir(struct daemon *d, const char *sbx) {
@@ -1007,15 +1017,18 @@ static void start_begin(struct action *a) {
         snprintf(mb.runtime, sizeof mb.runtime, "%s", s->rt->name);
         /* Known to meta before it exists: a crash from here on leaves a sandbox that the
          * next start re-attaches or reclaims, never one nobody knows. */
+        relaxed(d, true);
         if ((r = meta_begin(d->meta)) < 0 || (r = meta_sandbox_create(d->meta, &mb)) < 0 ||
             (r = meta_session_set_sandbox(d->meta, s->id, sbx)) < 0 || (r = meta_commit(d->meta)) < 0) {
                 rollback(d);
+                relaxed(d, false);
                 pooled_drop(s, pooled, dir);
                 (void)rt_rm_rf(dir);
                 free(dir);
                 start_fail(a, "recording the sandbox: %s", merr(d));
                 return;
         }
+        relaxed(d, false);
         snprintf(s->sbx_id, sizeof s->sbx_id, "%s", sbx);
         free(s->dir);
         s->dir = dir;
@@ -1098,8 +1111,10 @@ static void start_watch(struct action *a) {
                 start_fail(a, "watching the sandbox: %s", strerror(-r));
                 return;
         }
+        relaxed(d, true);
         if (meta_sandbox_set_pid(d->meta, s->sbx_id, (int32_t)s->init_pid) < 0)
                 log_warn("%s: recording init pid: %s", s->id, merr(d));
+        relaxed(d, false);
         a->waiting_hello = true;
 }
 
@@ -2176,10 +2191,14 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
                 r = meta_token_hash(token, ms.token_hash);
         if (r == 0)
                 r = dl_lifecycle_json(&ev, "created", src_snap, src_snap[0] ? "snapshot" : "template");
+        /* Relaxed: the client hears of the session only once it runs (start_finish, a
+         * full commit); until then a restart forgets it. */
+        relaxed(d, true);
         if (r < 0 || (r = meta_begin(d->meta)) < 0 || (r = meta_session_create(d->meta, &ms)) < 0 ||
             (r = meta_event_append(d->meta, id, "lifecycle", ev.data, ev.len, NULL)) < 0 ||
             (r = meta_commit(d->meta)) < 0) {
                 rollback(d);
+                relaxed(d, false);
                 buf_free(&ev);
                 for (size_t i = 0; i < n_env; i++)
                         free(env[i]);
@@ -2187,6 +2206,7 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
                 conn_reply_error(c, 500, "recording the session: %s", merr(d));
                 return 0;
         }
+        relaxed(d, false);
         buf_free(&ev);
         struct session *s;
         if ((r = ses_alloc(d, id, &s)) < 0) {

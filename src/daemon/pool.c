@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -99,6 +100,14 @@ static int rootfs_ident(const char *data_dir, const char *tpl, dev_t *dev, ino_t
 
 static void work_make(struct wpool_job *j) {
         struct wpool *p = j->p;
+        /* Refills yield to the requests they serve: the thread runs at a low priority (the
+         * driver starts the sandbox itself at the normal one). Nice is per thread. */
+        static __thread bool niced;
+        if (!niced) {
+                niced = true;
+                if (setpriority(PRIO_PROCESS, 0, WPOOL_NICE) < 0)
+                        log_debug("pool: nice %d: %m", WPOOL_NICE);
+        }
         const char *data = p->d->data_dir;
         _cleanup_free_ char *lower = NULL, *upper = NULL, *work = NULL, *run = NULL;
         int r = util_random_id("sbx_", j->id, sizeof j->id);

@@ -11,6 +11,7 @@
 #define WPOOL_MAX_SIZE 256       /* sandboxes one template may keep ready */
 #define WPOOL_MAX_TEMPLATES 64   /* templates with a pool */
 #define WPOOL_RETRY_MS 5000      /* after a failed make, the next try waits this long */
+#define WPOOL_NICE 10            /* of the thread that makes pooled sandboxes */
 #define WPOOL_ID_SIZE 21         /* "sbx_" + 16 hex + NUL: SES_ID_LEN + 1 */
 
 struct daemon;

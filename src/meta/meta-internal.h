@@ -33,6 +33,7 @@ struct meta_backend_ops {
         int (*begin)(struct meta *m, unsigned depth);
         int (*commit)(struct meta *m, unsigned depth);
         int (*rollback)(struct meta *m, unsigned depth);
+        int (*set_relaxed)(struct meta *m, bool relaxed); /* NULL: always durable */
 
         int (*session_create)(struct meta *m, const struct meta_session *s, int64_t now);
         int (*session_get)(struct meta *m, const char *id, struct meta_session *ret);

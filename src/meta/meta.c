@@ -304,6 +304,11 @@ int meta_commit(struct meta *m) {
         return r;
 }
 
+int meta_set_relaxed(struct meta *m, bool relaxed) {
+        m->err[0] = 0;
+        return m->ops->set_relaxed ? m->ops->set_relaxed(m, relaxed) : 0;
+}
+
 int meta_rollback(struct meta *m) {
         m->err[0] = 0;
         if (m->tx_depth == 0)

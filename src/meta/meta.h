@@ -186,6 +186,12 @@ int meta_check(struct meta *m);
 int meta_begin(struct meta *m);
 int meta_commit(struct meta *m);
 int meta_rollback(struct meta *m);
+/* Relaxed (until set back): a commit survives a crash of the process but may be lost in
+ * one of the machine until the next commit made while not relaxed, which makes it durable
+ * too (SQLite: synchronous=NORMAL in WAL mode; the WAL keeps commits in order). For
+ * records nobody has been told about yet, which a machine crash makes moot anyway (a
+ * sandbox being started), so the request path pays one disk sync, not one per step. */
+int meta_set_relaxed(struct meta *m, bool relaxed);
 
 /* prefix ("ses", "sbx", "snap"; [a-z]{1,8}) + '_' + 16 hex digits from getrandom(). */
 int meta_new_id(const char *prefix, char buf[META_ID_SIZE]);

@@ -398,6 +398,13 @@ static int sq_commit(struct meta *m, unsigned depth) {
         return r;
 }
 
+static int exec_sql(struct meta *m, const char *sql, const char *what);
+
+static int sq_set_relaxed(struct meta *m, bool relaxed) {
+        /* Only the sync of the WAL changes; FULL is what open set. */
+        return exec_sql(m, relaxed ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL", "synchronous");
+}
+
 static int sq_rollback(struct meta *m, unsigned depth) {
         if (sqlite3_get_autocommit(db_of(m)))
                 return 0; /* SQLite already rolled it back */
@@ -1484,6 +1491,7 @@ const struct meta_backend_ops meta_sqlite_ops = {
         .check = sq_check,
         .begin = sq_begin,
         .commit = sq_commit,
+        .set_relaxed = sq_set_relaxed,
         .rollback = sq_rollback,
         .session_create = sq_session_create,
         .session_get = sq_session_get,

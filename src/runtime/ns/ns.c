@@ -724,6 +724,17 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         exe_fd = safe_close(exe_fd);
         lfd = safe_close(lfd);
 
+        /* A thread that makes sandboxes in the background (a warm pool) may run at a low
+         * priority; the sandbox itself starts at the normal one, as if made on demand.
+         * Lowering a nice value needs CAP_SYS_NICE on the host, which the child's new user
+         * namespace doesn't give it: the parent does it. */
+        errno = 0;
+        int nice_now = getpriority(PRIO_PROCESS, 0);
+        if ((nice_now != 0 || errno) && setpriority(PRIO_PROCESS, (id_t)sb->pid, 0) < 0) {
+                r = -errno;
+                what = "reset the priority";
+                goto fail;
+        }
         if ((r = write_id_map(sb->pid, "uid_map")) < 0 || (r = write_id_map(sb->pid, "gid_map")) < 0) {
                 what = "write id maps";
                 goto fail;
