@@ -225,6 +225,11 @@ struct space_gc_result {
 /* POST /v1/gc. *ret may be NULL. */
 int space_gc(space_client *c, struct space_gc_result *ret);
 
+/* PUT /v1/pool/TEMPLATE: keep size sandboxes of template made ahead (0 = none). The
+ * pool's JSON after the change goes to *ret_json (caller frees) unless ret_json is NULL.
+ * GET /v1/pool is space_get_json(c, "/v1/pool", ...). */
+int space_pool_set(space_client *c, const char *template_name, unsigned size, char **ret_json);
+
 /* ---- exec and processes ---------------------------------------------------------- */
 
 enum space_stream { SPACE_STDOUT = 1, SPACE_STDERR = 2 };

@@ -2016,6 +2016,68 @@ static int do_gc(int argc, char **argv) {
         return r;
 }
 
+/* ---- pool ------------------------------------------------------------------------ */
+
+static const struct cmd cmd_pool = { "pool",
+        "Usage: space pool [OPTIONS] [TEMPLATE=N]\n"
+        "\n"
+        "Show the warm pool: per template, how many sandboxes spaced keeps made ahead so\n"
+        "that a create only hands one over. With TEMPLATE=N, keep N of TEMPLATE from now\n"
+        "on (0 = none: every create makes its sandbox then); lasts until spaced stops\n"
+        "(spaced --pool TEMPLATE=N sets it at start).\n"
+        "\n"
+        "Options:\n"
+        "      --json            print the daemon's JSON on one line\n"
+        "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
+        "  -h, --help            show this help\n" };
+
+static int do_pool(int argc, char **argv) {
+        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
+        const struct cmd *cmd = &cmd_pool;
+        const char *host = NULL;
+        bool json = false;
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 'H': host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        if (argc - optind > 1)
+                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        char name[80] = "";
+        unsigned long size = 0;
+        if (optind < argc) {
+                const char *arg = argv[optind], *eq = strrchr(arg, '=');
+                char *end = NULL;
+                if (eq) {
+                        errno = 0;
+                        size = strtoul(eq + 1, &end, 10);
+                }
+                if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof name || !end || end == eq + 1 || *end ||
+                    eq[1] == '-' || errno || size > 100000)
+                        return usage_error(cmd->name, "'%s' is not TEMPLATE=N", arg);
+                memcpy(name, arg, (size_t)(eq - arg));
+                name[eq - arg] = '\0';
+        }
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        char *out = NULL;
+        int e = name[0] ? space_pool_set(cl, name, (unsigned)size, &out) : space_get_json(cl, "/v1/pool", &out);
+        if (e < 0)
+                r = api_fail(cl, e);
+        else
+                r = json ? print_raw_json(out) : print_pretty_json(out);
+        free(out);
+        space_client_free(cl);
+        return r;
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 static const char main_help[] =
@@ -2044,6 +2106,7 @@ static const char main_help[] =
         "  event       append an event of your own to the log\n"
         "  connect     reconnect to a session with its token\n"
         "  gc          collect unreferenced snapshot data now\n"
+        "  pool        show or set the warm pool of ready sandboxes\n"
         "\n"
         "  template    build, list and delete templates\n"
         "  health      check that the daemon answers\n"
@@ -2069,6 +2132,7 @@ static const struct entry commands[] = {
         { "snapshot", do_snapshot }, { "snapshots", do_snapshots }, { "pause", do_pause },
         { "resume", do_resume },   { "restore", do_restore }, { "fork", do_fork },
         { "events", do_events },   { "event", do_event }, { "connect", do_connect }, { "gc", do_gc },
+        { "pool", do_pool },
 };
 
 static const struct entry template_commands[] = {
@@ -2097,6 +2161,7 @@ static const struct cmd *help_of(const char *name) {
                 { "snapshot", &cmd_snapshot }, { "snapshots", &cmd_snapshots }, { "pause", &cmd_pause },
                 { "resume", &cmd_resume }, { "restore", &cmd_restore }, { "fork", &cmd_fork },
                 { "events", &cmd_events }, { "event", &cmd_event }, { "connect", &cmd_connect }, { "gc", &cmd_gc },
+                { "pool", &cmd_pool },
         };
         for (size_t i = 0; i < ELEMENTSOF(map); i++)
                 if (strcmp(name, map[i].name) == 0)

@@ -496,6 +496,25 @@ int space_get_json(space_client *c, const char *path, char **ret_json) {
 
 int space_health(space_client *c, char **ret_json) { return space_get_json(c, "/v1/health", ret_json); }
 
+int space_pool_set(space_client *c, const char *template_name, unsigned size, char **ret_json) {
+        /* The daemon checks the name; this only keeps it one path segment. */
+        if (!template_name || !*template_name || strlen(template_name) > 64 || strpbrk(template_name, "/?#% "))
+                return fail(c, -EINVAL, "invalid template name");
+        char target[96], body[48];
+        snprintf(target, sizeof target, "/v1/pool/%s", template_name);
+        int n = snprintf(body, sizeof body, "{\"size\":%u}", size);
+        struct call k = { .method = "PUT", .target = target, .content_type = "application/json", .body = body,
+                          .body_len = (size_t)n };
+        int r = call_run(c, &k);
+        if (r >= 0) {
+                if (ret_json)
+                        *ret_json = TAKE_PTR(k.body_in.data);
+                r = 0;
+        }
+        call_done(&k);
+        return r;
+}
+
 /* ---- sessions -------------------------------------------------------------------- */
 
 static int env_object(struct json_writer *w, const char *const *env) {

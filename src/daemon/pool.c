@@ -330,8 +330,12 @@ static void make_done(struct wpool_job *j) {
         if (t->failing)
                 log_info("pool: template %s: sandboxes are made again", t->name);
         t->failing = false;
-        e->next = t->entries;
-        t->entries = e;
+        /* Oldest first out: each waits as briefly as it can, and a drained pool is one
+         * whose every sandbox was taken. */
+        struct wpool_entry **tail = &t->entries;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = e;
         t->ready++;
         refill(t);
 }
