@@ -19,12 +19,16 @@ static void reply_pool(struct conn *c) {
         buf_free(&b);
 }
 
-void api_pool_get(struct conn *c) { reply_pool(c); }
+/* Both are the operator's: the pool serves every tenant, and its counters tell of all. */
+void api_pool_get(struct conn *c) {
+        if (api_admin(c))
+                reply_pool(c);
+}
 
 void api_pool_set(struct conn *c) {
         const char *name = api_param(&c->params, "template");
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
+        if (!api_admin(c) || api_body_json(c, &body) < 0)
                 return;
         int64_t size;
         if (json_get_int(body, "size", &size) < 0 || size < 0 || size > WPOOL_MAX_SIZE) {
