@@ -1,6 +1,7 @@
 /* Unit tests of spaced's HTTP server (server.c + routes + handlers that need no sandbox),
  * run in-process: a socketpair stands in for a client, the test turns the event loop.
- * Checks answers, JSON error bodies, limits, pipelining and connection handling. */
+ * Checks answers, JSON error bodies, limits, pipelining, connection handling, and bearer
+ * authentication on TCP and the Unix socket. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,8 +15,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/json.h"
+#include "daemon/auth.h"
 #include "daemon/spaced.h"
 #include "runtime/runtime.h"
 
@@ -158,6 +161,95 @@ static void test_health_and_pipelining(void **state) {
         assert_non_null(c);
         assert_non_null(strstr(c, "{\"sessions\":[]}"));
         check_error(b, 404, "not_found");
+}
+
+/* The connection as if accepted on --listen, with a meta store holding one token of
+ * tenant t1 (written to tok) and one revoked (rev). */
+static void tcp_with_tokens(struct fixture *f, char tok[AUTH_TOKEN_LEN + 1], char rev[AUTH_TOKEN_LEN + 1]) {
+        char path[128], h[META_HASH_HEX + 1];
+        snprintf(path, sizeof path, "%s/meta.db", f->tmp);
+        assert_int_equal(meta_open(path, NULL, &f->d.meta), 0);
+        assert_int_equal(auth_token_new(tok), 0);
+        assert_int_equal(meta_token_hash(tok, h), 0);
+        assert_int_equal(meta_token_create(f->d.meta, h, "t1", NULL), 0);
+        assert_int_equal(auth_token_new(rev), 0);
+        assert_int_equal(meta_token_hash(rev, h), 0);
+        assert_int_equal(meta_token_create(f->d.meta, h, "t1", NULL), 0);
+        assert_int_equal(meta_token_revoke(f->d.meta, h), 0);
+        f->d.conns->tcp = true;
+}
+
+static void drop_meta(struct fixture *f) {
+        f->d.meta = meta_free(f->d.meta);
+        char path[128];
+        static const char *const files[] = { "meta.db", "meta.db-wal", "meta.db-shm" };
+        for (size_t i = 0; i < 3; i++) {
+                snprintf(path, sizeof path, "%s/%s", f->tmp, files[i]);
+                unlink(path);
+        }
+}
+
+static void test_tcp_auth(void **state) {
+        struct fixture *f = *state;
+        char tok[AUTH_TOKEN_LEN + 1], rev[AUTH_TOKEN_LEN + 1], req[1024];
+        bool closed;
+        tcp_with_tokens(f, tok, rev);
+        printf("check: on TCP, no token is 401 with WWW-Authenticate: Bearer, and the connection stays\n");
+        send_str(f, "GET /v1/health HTTP/1.1\r\n\r\n", resp, sizeof resp, &closed);
+        check_error(resp, 401, "unauthorized");
+        assert_non_null(strstr(resp, "\r\nWWW-Authenticate: Bearer realm=\"space\"\r\n"));
+        assert_false(closed);
+        printf("check: a route that does not exist is 401 too (nothing is told before authentication)\n");
+        send_str(f, "GET /v1/nope HTTP/1.1\r\n\r\n", resp, sizeof resp, NULL);
+        check_error(resp, 401, "unauthorized");
+        printf("check: a revoked, a malformed token and the Basic scheme are 401\n");
+        snprintf(req, sizeof req, "GET /v1/health HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n", rev);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_error(resp, 401, "unauthorized");
+        send_str(f, "GET /v1/health HTTP/1.1\r\nAuthorization: Bearer spt_nope\r\n\r\n", resp, sizeof resp, NULL);
+        check_error(resp, 401, "unauthorized");
+        snprintf(req, sizeof req, "GET /v1/health HTTP/1.1\r\nAuthorization: Basic %s\r\n\r\n", tok);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_error(resp, 401, "unauthorized");
+        printf("check: the valid token is 200; an unknown session is 404; templates and GC are 403\n");
+        snprintf(req, sizeof req, "GET /v1/health HTTP/1.1\r\nAuthorization: bearer  %s\r\n\r\n", tok);
+        send_str(f, req, resp, sizeof resp, NULL);
+        assert_memory_equal(resp, "HTTP/1.1 200 OK\r\n", 17);
+        snprintf(req, sizeof req, "GET /v1/sessions/ses_0123456789abcdef HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n", tok);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_error(resp, 404, "not_found");
+        snprintf(req, sizeof req, "POST /v1/gc HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n", tok);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_error(resp, 403, "forbidden");
+        snprintf(req, sizeof req, "DELETE /v1/templates/base HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n", tok);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_error(resp, 403, "forbidden");
+        printf("check: a 401 before a body was read closes the connection (as every early answer does)\n");
+        send_str(f, "POST /v1/sessions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", resp, sizeof resp, &closed);
+        check_error(resp, 401, "unauthorized");
+        assert_true(closed);
+        drop_meta(f);
+}
+
+static void test_unix_tokens(void **state) {
+        struct fixture *f = *state;
+        char tok[AUTH_TOKEN_LEN + 1], rev[AUTH_TOKEN_LEN + 1], req[1024];
+        tcp_with_tokens(f, tok, rev);
+        f->d.conns->tcp = false;
+        printf("check: on the Unix socket no token is the operator (200); a revoked one is still 401\n");
+        send_str(f, "GET /v1/health HTTP/1.1\r\n\r\n", resp, sizeof resp, NULL);
+        assert_memory_equal(resp, "HTTP/1.1 200 OK\r\n", 17);
+        snprintf(req, sizeof req, "GET /v1/health HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n", rev);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_error(resp, 401, "unauthorized");
+        printf("check: an Authorization header over %d bytes is 401\n", AUTH_HEADER_MAX);
+        char big[AUTH_HEADER_MAX + 64];
+        memset(big, 'A', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        snprintf(req, sizeof req, "GET /v1/health HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n", big);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_error(resp, 401, "unauthorized");
+        drop_meta(f);
 }
 
 static void test_405(void **state) {
@@ -328,6 +420,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_health_and_pipelining, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_405, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tcp_auth, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unix_tokens, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_malformed_closes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_oversize_head, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_oversize_json, setup, teardown),
