@@ -76,6 +76,7 @@ struct conn {
         struct stream *streams;
         unsigned n_streams;
         bool closing;
+        bool is_sock; /* a socket (send with MSG_NOSIGNAL) or a virtio-serial port (write) */
 };
 
 struct init {
@@ -83,6 +84,13 @@ struct init {
         struct watch sig, listen;
         int root_fd;
         bool pid1;
+        /* --guest (a microVM's /init): the host's stream arrives on a virtio-serial port
+         * (guest_init_fd, dup'ed for every connection) and the control port (ctl) says
+         * when to start a new one; see guest.c. */
+        bool guest;
+        int guest_init_fd;
+        struct watch ctl;
+        uint64_t ctl_retry_ms;
         uint64_t start_ms;
         struct conn *conn;
         int pending_fd; /* accepted, to replace conn at the top of the loop */
@@ -138,3 +146,7 @@ void op_mkdir(uint32_t id, const struct json *req);
 void op_remove(uint32_t id, const struct json *req);
 void read_pump(struct stream *s);
 void write_abort(struct stream *s);
+
+/* guest.c (--guest): the microVM's boot steps before the loop starts. */
+int guest_boot(void);
+int guest_open_ports(int *ret_init, int *ret_ctl);

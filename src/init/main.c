@@ -20,7 +20,7 @@
 #include "common/log.h"
 #include "init/init.h"
 
-struct init g = { .epfd = -EBADF, .root_fd = -EBADF, .pending_fd = -EBADF };
+struct init g = { .epfd = -EBADF, .root_fd = -EBADF, .pending_fd = -EBADF, .guest_init_fd = -EBADF };
 
 uint64_t now_ms(void) {
         struct timespec ts;
@@ -285,7 +285,9 @@ static void conn_cb(struct watch *w, uint32_t revents) {
 
 static void conn_flush(struct conn *c) {
         while (!c->closing && conn_queued(c) > 0) {
-                ssize_t n = send(c->w.fd, c->out.data + c->out_off, conn_queued(c), MSG_NOSIGNAL | MSG_DONTWAIT);
+                const void *p = c->out.data + c->out_off;
+                ssize_t n = c->is_sock ? send(c->w.fd, p, conn_queued(c), MSG_NOSIGNAL | MSG_DONTWAIT)
+                                       : write(c->w.fd, p, conn_queued(c));
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -337,6 +339,8 @@ static int conn_start(int fd) {
                 return -ENOMEM;
         }
         c->w = (struct watch){ .fd = fd, .cb = conn_cb };
+        struct stat st;
+        c->is_sock = fstat(fd, &st) < 0 || S_ISSOCK(st.st_mode);
         c->in = BUF_INIT(PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD);
         c->out = BUF_INIT(INIT_OUT_MAX);
         g.conn = c;
@@ -381,6 +385,42 @@ static int listen_on(const char *path) {
         if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 8) < 0)
                 return -errno;
         return TAKE_FD(fd);
+}
+
+/* ---- the guest's control port ---- */
+
+/* One byte per command from the microvm driver, answered with the same byte:
+ * 'S' flushes every filesystem (before the host reads the session disk), 'R' starts a
+ * new connection on the init port (after a restore or a checkpoint: whatever the old
+ * one was in the middle of is dropped, and HELLO comes first). */
+static void ctl_cb(struct watch *w, uint32_t revents) {
+        char cmd[16];
+        ssize_t n = read(w->fd, cmd, sizeof cmd);
+        if (n <= 0) {
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return;
+                /* host side not connected: a port HUPs until it is, so poll it slowly */
+                (void)watch_set(w, 0);
+                g.ctl_retry_ms = now_ms() + 100;
+                return;
+        }
+        (void)revents;
+        for (ssize_t i = 0; i < n; i++) {
+                if (cmd[i] == 'S')
+                        sync();
+                else if (cmd[i] == 'R') {
+                        int fd = fcntl(g.guest_init_fd, F_DUPFD_CLOEXEC, 3);
+                        if (fd < 0) {
+                                log_error("guest: dup of the init port: %m");
+                                continue;
+                        }
+                        safe_close(g.pending_fd);
+                        g.pending_fd = fd;
+                } else
+                        continue;
+                if (write(w->fd, &cmd[i], 1) != 1)
+                        log_warn("guest: control port answer: %m");
+        }
 }
 
 /* ---- signals ---- */
@@ -431,10 +471,12 @@ static int setup_signals(void) {
 /* ---- main ---- */
 
 static void usage(FILE *f) {
-        fprintf(f, "usage: space-init [--fd N] [--listen PATH] [--root DIR] [--debug]\n"
+        fprintf(f, "usage: space-init [--fd N] [--listen PATH] [--root DIR] [--guest] [--debug]\n"
                    "PID 1 of a SPACE sandbox; speaks the protocol of docs/protocol.md on fd N\n"
                    "(default: $SPACE_INIT_FD, else 3) and/or on connections accepted at PATH\n"
-                   "or on the listening socket $SPACE_INIT_LISTEN_FD.\n");
+                   "or on the listening socket $SPACE_INIT_LISTEN_FD.\n"
+                   "--guest: /init of a microVM: mount the sandbox root from the virtio disks\n"
+                   "and speak on the virtio-serial port space.init (docs/runtime-microvm.md).\n");
 }
 
 static void stdio_ensure_open(void) {
@@ -462,7 +504,8 @@ int main(int argc, char **argv) {
         static const struct option longopts[] = {
                 { "fd", required_argument, NULL, 'f' },   { "listen", required_argument, NULL, 'l' },
                 { "root", required_argument, NULL, 'r' }, { "debug", no_argument, NULL, 'd' },
-                { "help", no_argument, NULL, 'h' },       {},
+                { "help", no_argument, NULL, 'h' },       { "guest", no_argument, NULL, 'g' },
+                {},
         };
         const char *listen_path = NULL, *root = "/";
         int conn_fd = -1, listen_fd = -1;
@@ -486,6 +529,9 @@ int main(int argc, char **argv) {
                 case 'r':
                         root = optarg;
                         break;
+                case 'g':
+                        g.guest = true;
+                        break;
                 case 'd':
                         log_set_level(LOG_DEBUG);
                         break;
@@ -501,7 +547,7 @@ int main(int argc, char **argv) {
                 usage(stderr);
                 return 2;
         }
-        const char *le = getenv("SPACE_INIT_LISTEN_FD");
+        const char *le = g.guest ? NULL : getenv("SPACE_INIT_LISTEN_FD");
         if (le && !listen_path) {
                 listen_fd = parse_fd(le);
                 int type = 0;
@@ -511,7 +557,19 @@ int main(int argc, char **argv) {
                         return 2;
                 }
         }
-        if (!fd_given) {
+        if (g.guest) {
+                int r = guest_boot();
+                if (r >= 0)
+                        r = guest_open_ports(&g.guest_init_fd, &g.ctl.fd);
+                if (r < 0) {
+                        /* PID 1 exiting panics the guest, and the VM stops: the driver
+                         * reports this line from the console. */
+                        log_error("guest boot failed: %s", strerror(-r));
+                        return 1;
+                }
+                g.ctl.cb = ctl_cb;
+                conn_fd = -1;
+        } else if (!fd_given) {
                 const char *e = getenv("SPACE_INIT_FD");
                 if (e) {
                         conn_fd = parse_fd(e);
@@ -522,7 +580,7 @@ int main(int argc, char **argv) {
                 } else if (!listen_path && listen_fd < 0)
                         conn_fd = 3;
         }
-        if (conn_fd >= 0 && fcntl(conn_fd, F_GETFD) < 0) {
+        if (!g.guest && conn_fd >= 0 && fcntl(conn_fd, F_GETFD) < 0) {
                 if (fd_given || (!listen_path && listen_fd < 0)) {
                         fprintf(stderr, "space-init: fd %d is not open\n", conn_fd);
                         return 2;
@@ -578,6 +636,10 @@ int main(int argc, char **argv) {
                         return 1;
                 }
         }
+        if (g.guest && (r = watch_set(&g.ctl, EPOLLIN)) < 0) {
+                log_error("epoll: %s", strerror(-r));
+                return 1;
+        }
         if (conn_fd >= 0) {
                 r = conn_start(conn_fd);
                 if (r < 0) {
@@ -605,13 +667,15 @@ int main(int argc, char **argv) {
                 if (cn && cn->closing) {
                         conn_destroy(cn);
                         cn = NULL;
-                        if (g.listen.fd < 0) {
+                        if (g.listen.fd < 0 && !g.guest) {
                                 log_info("connection gone and nothing to accept another: exiting");
                                 procs_kill_all(SIGKILL);
                                 return 0;
                         }
                 }
                 procs_update_watches();
+                if (g.guest && g.ctl.events == 0 && now_ms() >= g.ctl_retry_ms)
+                        (void)watch_set(&g.ctl, EPOLLIN);
                 if (cn) {
                         uint32_t ev = 0;
                         if (!proc_stdin_full() && cn->in.len < cn->in.max)
@@ -642,6 +706,8 @@ int main(int argc, char **argv) {
                         timeout = 0;
                 else if (next)
                         timeout = next > now ? (int)MIN(next - now, (uint64_t)60000) : 0;
+                if (g.guest && g.ctl.events == 0 && (timeout < 0 || timeout > 100))
+                        timeout = 100;
                 struct epoll_event evs[64];
                 int n = epoll_wait(g.epfd, evs, (int)ELEMENTSOF(evs), timeout);
                 if (n < 0 && errno != EINTR) {

@@ -324,7 +324,7 @@ static int run_quiet(char *const argv[]) {
 
 /* Attaches the image to a free loop device with autoclear: the device goes away by
  * itself once the filesystem on it is unmounted (or at once if nothing mounts it). */
-static int loop_attach(int img_fd, char *dev, size_t n, int *ret_fd) {
+int rt_loop_attach(int img_fd, char *dev, size_t n, int *ret_fd) {
         _cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
         if (ctl < 0)
                 return -errno;
@@ -363,7 +363,7 @@ static enum vol_fs image_fs(int fd) {
 static int mount_image(int img_fd, const char *vol, enum vol_fs fs) {
         char dev[64];
         _cleanup_close_ int lfd = -EBADF;
-        int r = loop_attach(img_fd, dev, sizeof dev, &lfd);
+        int r = rt_loop_attach(img_fd, dev, sizeof dev, &lfd);
         if (r < 0) {
                 runtime_set_error("volume: attach a loop device: %s", strerror(-r));
                 return r;

@@ -9,6 +9,7 @@
  *    a byte limit; btrfs has no inode count limit, every inode's metadata counts against
  *    the bytes instead. */
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 
 #define RT_VOLUME_DIR "vol"              /* DATA/vol: the mounted volume */
@@ -43,3 +44,7 @@ int rt_volume_teardown(const char *data_dir);
  * on btrfs (so it can carry a qgroup limit), a plain directory elsewhere. Remove it with
  * rt_rm_rf (an empty subvolume is removed like a directory). */
 int rt_volume_make_dir(const char *path, unsigned mode);
+
+/* Attaches the open image to a free loop device (autoclear: it goes away once nothing
+ * mounts it); dev gets its path, *ret_fd an fd on it to close after the mount. */
+int rt_loop_attach(int img_fd, char *dev, size_t n, int *ret_fd);

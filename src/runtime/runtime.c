@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct runtime_ops *const drivers[] = { &rt_ns_ops };
+static const struct runtime_ops *const drivers[] = { &rt_ns_ops, &rt_microvm_ops };
 
 const struct runtime_ops *runtime_find(const char *name) {
         if (!name)

@@ -102,6 +102,8 @@ struct runtime_ops {
 extern const struct runtime_ops rt_ns_ops;
 extern const struct runtime_ops rt_gvisor_ops;  /* src/runtime/gvisor/: runsc, memory snapshots */
 extern const struct runtime_ops rt_microvm_ops; /* src/runtime/microvm/: QEMU microvm, memory + disk */
+/* The accelerator the microvm driver uses: "tcg", or "kvm" when SPACE_MICROVM_ACCEL=kvm. */
+const char *rt_microvm_accel(void);
 
 /* NULL if no driver has that name. */
 const struct runtime_ops *runtime_find(const char *name);

@@ -1,0 +1,230 @@
+/* space-init as the /init of a microVM's initramfs (--guest): loads the virtio modules,
+ * builds the sandbox root (an overlay of the read-only template disk and the session
+ * disk), moves into it and finds the virtio-serial ports it talks to the host through.
+ * The layout is the contract with src/runtime/microvm/ (docs/runtime-microvm.md). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "init/init.h"
+
+#define GUEST_MODULE_DIR "/modules"      /* NN-name.ko, loaded in name order */
+#define GUEST_DISK_WAIT_MS 20000         /* virtio-blk probing is slow under TCG */
+#define GUEST_LOWER "/mnt/lower"          /* template disk, read-only */
+#define GUEST_SESSION "/mnt/session"      /* session disk: upper/ and work/ */
+#define GUEST_NEWROOT "/newroot"
+#define GUEST_SERIAL_LOWER "space-lower"
+#define GUEST_SERIAL_SESSION "space-session"
+#define GUEST_PORT_INIT "space.init"
+#define GUEST_PORT_CTL "space.ctl"
+
+static int load_modules(void) {
+        _cleanup_closedir_ DIR *d = opendir(GUEST_MODULE_DIR);
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        char *names[64];
+        size_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)) && n < ELEMENTSOF(names))
+                if (de->d_name[0] != '.')
+                        names[n++] = strdup(de->d_name);
+        /* insertion sort: a handful of names, and dependency order is their prefix */
+        for (size_t i = 1; i < n; i++)
+                for (size_t j = i; j > 0 && names[j] && names[j - 1] && strcmp(names[j - 1], names[j]) > 0; j--) {
+                        char *t = names[j];
+                        names[j] = names[j - 1];
+                        names[j - 1] = t;
+                }
+        int ret = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (!names[i]) {
+                        ret = -ENOMEM;
+                        continue;
+                }
+                int fd = openat(dirfd(d), names[i], O_RDONLY | O_CLOEXEC);
+                if (fd < 0 || (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)) {
+                        log_error("guest: module %s: %m", names[i]);
+                        if (ret == 0)
+                                ret = -errno;
+                }
+                if (fd >= 0)
+                        close(fd);
+                free(names[i]);
+        }
+        return ret;
+}
+
+static int wait_for(const char *path) {
+        struct timespec ts = { 0, 5 * 1000000 };
+        for (int waited = 0; waited < GUEST_DISK_WAIT_MS; waited += 5) {
+                if (access(path, F_OK) == 0)
+                        return 0;
+                nanosleep(&ts, NULL);
+        }
+        return -ETIMEDOUT;
+}
+
+/* /dev/vdX of the virtio disk whose serial the host set (the probe order of virtio-mmio
+ * devices is not the command line's). */
+static int find_disk(const char *serial, char *dev, size_t n) {
+        struct timespec ts = { 0, 5 * 1000000 };
+        for (int waited = 0; waited < GUEST_DISK_WAIT_MS; waited += 5) {
+                DIR *d = opendir("/sys/block");
+                struct dirent *de;
+                while (d && (de = readdir(d))) {
+                        if (strncmp(de->d_name, "vd", 2) != 0)
+                                continue;
+                        char p[300], val[64] = "";
+                        snprintf(p, sizeof p, "/sys/block/%s/serial", de->d_name);
+                        int fd = open(p, O_RDONLY | O_CLOEXEC);
+                        if (fd < 0)
+                                continue;
+                        ssize_t k = read(fd, val, sizeof val - 1);
+                        close(fd);
+                        if (k <= 0)
+                                continue;
+                        val[k] = 0;
+                        val[strcspn(val, "\n")] = 0;
+                        if (strcmp(val, serial) == 0) {
+                                snprintf(dev, n, "/dev/%.32s", de->d_name);
+                                closedir(d);
+                                return wait_for(dev);
+                        }
+                }
+                if (d)
+                        closedir(d);
+                nanosleep(&ts, NULL);
+        }
+        return -ETIMEDOUT;
+}
+
+static int mount_at(const char *src, const char *dst, const char *type, unsigned long fl, const char *data) {
+        (void)mkdir(dst, 0755);
+        if (mount(src, dst, type, fl, data) < 0) {
+                int e = -errno;
+                log_error("guest: mount %s on %s: %m", src, dst);
+                return e;
+        }
+        return 0;
+}
+
+static void loopback_up(void) {
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return;
+        struct ifreq ifr = { 0 };
+        strcpy(ifr.ifr_name, "lo");
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+                ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+                (void)ioctl(s, SIOCSIFFLAGS, &ifr);
+        }
+        close(s);
+}
+
+int guest_boot(void) {
+        int r;
+        if ((r = mount_at("dev", "/dev", "devtmpfs", MS_NOSUID, "mode=0755")) < 0 ||
+            (r = mount_at("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)) < 0 ||
+            (r = mount_at("sys", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)) < 0)
+                return r;
+        if ((r = load_modules()) < 0)
+                return r;
+        char lower[64], session[64];
+        if ((r = find_disk(GUEST_SERIAL_LOWER, lower, sizeof lower)) < 0 ||
+            (r = find_disk(GUEST_SERIAL_SESSION, session, sizeof session)) < 0) {
+                log_error("guest: the disks did not appear");
+                return r;
+        }
+        (void)mkdir("/mnt", 0755);
+        if ((r = mount_at(lower, GUEST_LOWER, "ext4", MS_RDONLY, "noload")) < 0 ||
+            (r = mount_at(session, GUEST_SESSION, "ext4", MS_NOATIME, NULL)) < 0)
+                return r;
+        (void)mkdir(GUEST_SESSION "/upper", 0755);
+        (void)mkdir(GUEST_SESSION "/work", 0700);
+        if ((r = mount_at("overlay", GUEST_NEWROOT, "overlay", 0,
+                          "lowerdir=" GUEST_LOWER ",upperdir=" GUEST_SESSION "/upper,workdir=" GUEST_SESSION "/work")) < 0)
+                return r;
+        static const char *const moved[] = { "/dev", "/proc", "/sys" };
+        for (size_t i = 0; i < ELEMENTSOF(moved); i++) {
+                char dst[64];
+                snprintf(dst, sizeof dst, GUEST_NEWROOT "%s", moved[i]);
+                if ((r = mount_at(moved[i], dst, NULL, MS_MOVE, NULL)) < 0)
+                        return r;
+        }
+        /* The initramfs can't be pivoted away from; move the new root over it instead. */
+        if (chdir(GUEST_NEWROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 || chdir("/") < 0) {
+                r = -errno;
+                log_error("guest: switching root: %m");
+                return r;
+        }
+        (void)mount_at("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666");
+        (void)mount_at("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+        (void)mount_at("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+        const char *host = getenv("space_hostname");
+        if (host)
+                (void)sethostname(host, strnlen(host, 64));
+        loopback_up();
+        return 0;
+}
+
+/* The port the host named `name` (QEMU's virtserialport name=), opened non-blocking. */
+static int open_port(const char *name) {
+        _cleanup_closedir_ DIR *d = opendir("/sys/class/virtio-ports");
+        if (!d)
+                return -errno;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                char p[300], val[64] = "";
+                snprintf(p, sizeof p, "/sys/class/virtio-ports/%s/name", de->d_name);
+                int fd = open(p, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                ssize_t k = read(fd, val, sizeof val - 1);
+                close(fd);
+                if (k <= 0)
+                        continue;
+                val[k] = 0;
+                val[strcspn(val, "\n")] = 0;
+                if (strcmp(val, name) != 0)
+                        continue;
+                snprintf(p, sizeof p, "/dev/%.64s", de->d_name);
+                fd = open(p, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+                return fd < 0 ? -errno : fd;
+        }
+        return -ENOENT;
+}
+
+int guest_open_ports(int *ret_init, int *ret_ctl) {
+        int r = wait_for("/sys/class/virtio-ports");
+        if (r < 0)
+                return r;
+        int a = -ENOENT, b = -ENOENT;
+        struct timespec ts = { 0, 5 * 1000000 };
+        /* the ports are announced by the device a little after the driver binds */
+        for (int waited = 0; waited < GUEST_DISK_WAIT_MS && (a < 0 || b < 0); waited += 5) {
+                if (a < 0)
+                        a = open_port(GUEST_PORT_INIT);
+                if (b < 0)
+                        b = open_port(GUEST_PORT_CTL);
+                if (a < 0 || b < 0)
+                        nanosleep(&ts, NULL);
+        }
+        if (a < 0 || b < 0) {
+                safe_close(a);
+                safe_close(b);
+                return a < 0 ? a : b;
+        }
+        *ret_init = a;
+        *ret_ctl = b;
+        return 0;
+}

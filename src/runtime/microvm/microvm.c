@@ -1,0 +1,997 @@
+/* The microvm runtime: every sandbox is a QEMU `microvm` machine (docs/runtime-microvm.md).
+ * space-init is the guest's /init and speaks the usual protocol over a virtio-serial port
+ * whose host end is a socketpair; QMP drives the VM (stop, cont, migrate); a cgroup holds
+ * QEMU; checkpoint() writes the migration stream and the session disk as plain files. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/close_range.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/json.h"
+#include "common/macros.h"
+#include "common/proto.h"
+#include "runtime/cgroup.h"
+#include "runtime/fsutil.h"
+#include "runtime/microvm/microvm.h"
+#include "runtime/runtime.h"
+
+#define MV_IMAGE_VERSION 1
+#define MV_MAX_ID 64
+#define MV_DEFAULT_MEMORY_MIB 256u
+#define MV_MIN_MEMORY_MIB 96u
+#define MV_MAX_MEMORY_MIB (64u << 10)
+#define MV_QEMU_OVERHEAD_MIB 256u        /* QEMU itself + the TCG translation cache */
+#define MV_TB_SIZE_MIB 64u
+#define MV_DEFAULT_DISK_MIB 2048u
+#define MV_MAX_DISK_MIB (1u << 20)
+#define MV_PIDS 256u                      /* QEMU's threads */
+#define MV_BOOT_TIMEOUT_MS 90000          /* TCG: ~3 s typical; a loaded host is slower */
+#define MV_QMP_TIMEOUT_MS 30000
+#define MV_MIGRATE_TIMEOUT_MS 300000
+#define MV_QMP_LINE_MAX (256u << 10)
+#define MV_QEMU_UID 99999u                /* unprivileged QEMU: nobody else's id */
+#define MV_QEMU_BIN "qemu-system-x86_64"
+/* child fd layout */
+#define MV_FD_INIT 3
+#define MV_FD_CTL 4
+#define MV_FD_QMP 5
+#define MV_FD_DISK 6
+#define MV_FD_LOWER 7
+#define MV_FD_KERNEL 8
+#define MV_FD_INITRD 9
+#define MV_FD_INCOMING 10
+#define MV_FD_SYNC 11
+#define MV_FD_DISK_RO 12 /* QEMU probes an image read-only first: an fdset needs both modes */
+#define MV_NFDS 13
+
+struct rt_sandbox {
+        char *id, *run_dir, *upper_dir, *guest_dir;
+        char *image;           /* template ext4 image (shared, read-only) */
+        char image_key[32];
+        uint64_t memory_mib;
+        struct rt_cgroup *cg;
+        int init_sock, ctl_sock, qmp;
+        char qbuf[MV_QMP_LINE_MAX];
+        size_t qlen;
+        int pidfd;
+        pid_t pid;
+        bool reaped, stopped, unprivileged;
+        int status;
+};
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool id_valid(const char *id) {
+        size_t n = id ? strlen(id) : 0;
+        if (n == 0 || n > MV_MAX_ID || id[0] == '-' || id[0] == '.')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", id[i]))
+                        return false;
+        return true;
+}
+
+static bool path_valid(const char *p) {
+        return p && p[0] == '/' && strlen(p) < MV_MAX_PATH - 64;
+}
+
+static const char *guest_dir(void) {
+        const char *g = getenv("SPACE_GUEST_DIR");
+        return g && g[0] == '/' ? g : MV_DEFAULT_GUEST_DIR;
+}
+
+/* TCG unless SPACE_MICROVM_ACCEL=kvm: KVM exists on hosts (like ours) where it cannot
+ * boot a Linux guest, and a boot that hangs for minutes is worse than a slow one. */
+static bool use_kvm(void) {
+        const char *a = getenv("SPACE_MICROVM_ACCEL");
+        return a && strcmp(a, "kvm") == 0;
+}
+
+const char *rt_microvm_accel(void) {
+        return use_kvm() ? "kvm" : "tcg";
+}
+
+/* The guest's TSC runs at the host's rate under TCG; without tsc_early_khz the kernel's
+ * calibration against emulated timers hangs most of the time. */
+static unsigned long tsc_khz(void) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/cpuinfo", "re");
+        char line[256];
+        while (f && fgets(line, sizeof line, f)) {
+                double mhz;
+                if (sscanf(line, "cpu MHz : %lf", &mhz) == 1 && mhz > 100)
+                        return (unsigned long)(mhz * 1000);
+        }
+        return 2000000;
+}
+
+static int poll_one(int fd, short ev, int pidfd, int64_t deadline) {
+        for (;;) {
+                int64_t left = deadline - now_ms();
+                if (left <= 0)
+                        return -ETIMEDOUT;
+                struct pollfd p[2] = { { .fd = fd, .events = ev }, { .fd = pidfd, .events = POLLIN } };
+                int r = poll(p, pidfd >= 0 ? 2 : 1, (int)MIN(left, 1000));
+                if (r < 0 && errno != EINTR)
+                        return -errno;
+                if (r > 0 && p[0].revents)
+                        return 0;
+                if (r > 0 && pidfd >= 0 && p[1].revents)
+                        return -ECHILD; /* QEMU ended */
+        }
+}
+
+/* ---------------- process ---------------- */
+
+static int si_to_status(const siginfo_t *si) {
+        switch (si->si_code) {
+        case CLD_EXITED:
+                return (si->si_status & 0xff) << 8;
+        case CLD_KILLED:
+        case CLD_DUMPED:
+                return si->si_status & 0x7f;
+        default:
+                return 0;
+        }
+}
+
+static int reap(struct rt_sandbox *sb, bool block) {
+        if (sb->reaped || sb->pidfd < 0)
+                return 0;
+        siginfo_t si = { 0 };
+        int r;
+        do
+                r = waitid((idtype_t)P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | __WALL | (block ? 0 : WNOHANG));
+        while (r < 0 && errno == EINTR);
+        if (r < 0)
+                return -errno;
+        if (si.si_pid == 0)
+                return 0;
+        sb->reaped = true;
+        sb->status = si_to_status(&si);
+        return 0;
+}
+
+static void kill_qemu(struct rt_sandbox *sb) {
+        if (sb->pidfd < 0 || sb->reaped)
+                return;
+        (void)syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+        (void)reap(sb, true);
+}
+
+/* The last lines QEMU and the guest console wrote, for the error message. */
+static void console_tail(struct rt_sandbox *sb, char *buf, size_t n) {
+        char p[MV_MAX_PATH];
+        snprintf(p, sizeof p, "%s/console.log", sb->run_dir);
+        buf[0] = 0;
+        _cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return;
+        off_t off = st.st_size > (off_t)n - 1 ? st.st_size - (off_t)n + 1 : 0;
+        ssize_t k = pread(fd, buf, n - 1, off);
+        buf[k > 0 ? k : 0] = 0;
+        for (char *c = buf; *c; c++)
+                if (*c == '\n' || *c == '\r')
+                        *c = ' ';
+}
+
+static void fail(struct rt_sandbox *sb, const char *what, int r) {
+        char tail[8192];
+        console_tail(sb, tail, sizeof tail);
+        /* space-init's own last words say most; else QEMU's or the kernel's */
+        const char *from = tail, *q;
+        for (q = strstr(tail, "space-init"); q; q = strstr(q + 1, "space-init"))
+                from = q;
+        if (from == tail && strlen(tail) > 300)
+                from = tail + strlen(tail) - 300;
+        runtime_set_error("microvm: %s: %s%s%.300s", what, strerror(-r), from[0] ? "; console: " : "", from);
+}
+
+/* ---------------- QMP ---------------- */
+
+/* Next JSON line from QMP that is not an event. */
+static int qmp_read(struct rt_sandbox *sb, int64_t deadline, struct json **ret) {
+        for (;;) {
+                char *nl = memchr(sb->qbuf, '\n', sb->qlen);
+                if (nl) {
+                        size_t n = (size_t)(nl - sb->qbuf) + 1;
+                        struct json *j = NULL;
+                        int r = json_parse(sb->qbuf, n - 1, &j, NULL, 0);
+                        memmove(sb->qbuf, sb->qbuf + n, sb->qlen - n);
+                        sb->qlen -= n;
+                        if (r < 0)
+                                return r;
+                        if (json_get(j, "event")) {
+                                json_free(j);
+                                continue;
+                        }
+                        *ret = j;
+                        return 0;
+                }
+                if (sb->qlen == sizeof sb->qbuf)
+                        return -EMSGSIZE;
+                int r = poll_one(sb->qmp, POLLIN, -1, deadline);
+                if (r < 0)
+                        return r;
+                ssize_t k = read(sb->qmp, sb->qbuf + sb->qlen, sizeof sb->qbuf - sb->qlen);
+                if (k < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -ECONNRESET;
+                sb->qlen += (size_t)k;
+        }
+}
+
+/* Sends one command (with fd over SCM_RIGHTS when >= 0) and waits for its answer. */
+static int qmp_cmd_fd(struct rt_sandbox *sb, const char *cmd, int fd, struct json **ret) {
+        if (sb->qmp < 0)
+                return -ENOTCONN;
+        size_t n = strlen(cmd);
+        struct iovec iov = { .iov_base = (void *)cmd, .iov_len = n };
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } u;
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        if (fd >= 0) {
+                mh.msg_control = u.buf;
+                mh.msg_controllen = sizeof u.buf;
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        }
+        if (sendmsg(sb->qmp, &mh, MSG_NOSIGNAL) != (ssize_t)n)
+                return -EIO;
+        _cleanup_json_ struct json *j = NULL;
+        int r = qmp_read(sb, now_ms() + MV_QMP_TIMEOUT_MS, &j);
+        if (r < 0)
+                return r;
+        const struct json *e = json_get(j, "error");
+        if (e) {
+                const char *d = json_get_str(e, "desc");
+                runtime_set_error("microvm: QMP %.60s: %s", cmd, d ? d : "error");
+                return -EIO;
+        }
+        if (ret)
+                *ret = TAKE_PTR(j);
+        return 0;
+}
+
+static int qmp_cmd(struct rt_sandbox *sb, const char *cmd, struct json **ret) {
+        return qmp_cmd_fd(sb, cmd, -1, ret);
+}
+
+static int qmp_handshake(struct rt_sandbox *sb) {
+        _cleanup_json_ struct json *greet = NULL;
+        int r = qmp_read(sb, now_ms() + MV_QMP_TIMEOUT_MS, &greet);
+        if (r < 0)
+                return r;
+        if (!json_get(greet, "QMP"))
+                return -EPROTO;
+        return qmp_cmd(sb, "{\"execute\":\"qmp_capabilities\"}", NULL);
+}
+
+/* ---------------- the guest's ports ---------------- */
+
+/* One control command (guest.c: 'S' sync, 'R' new connection), answered by its echo. */
+static int ctl(struct rt_sandbox *sb, char cmd, int timeout_ms) {
+        if (send(sb->ctl_sock, &cmd, 1, MSG_NOSIGNAL) != 1)
+                return -errno;
+        int64_t deadline = now_ms() + timeout_ms;
+        for (;;) {
+                int r = poll_one(sb->ctl_sock, POLLIN, sb->pidfd, deadline);
+                if (r < 0)
+                        return r;
+                char c;
+                ssize_t k = recv(sb->ctl_sock, &c, 1, MSG_DONTWAIT);
+                if (k == 1 && c == cmd)
+                        return 0;
+                if (k == 0)
+                        return -ECONNRESET;
+        }
+}
+
+/* Drops whatever an earlier connection left on the init port (frames the guest sent just
+ * before a checkpoint) until the HELLO of the new one is next. */
+static int await_hello(struct rt_sandbox *sb, int timeout_ms) {
+        int64_t deadline = now_ms() + timeout_ms;
+        for (;;) {
+                int r = poll_one(sb->init_sock, POLLIN, sb->pidfd, deadline);
+                if (r < 0)
+                        return r;
+                uint8_t h[PROTO_HDR_SIZE];
+                ssize_t k = recv(sb->init_sock, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+                if (k < 0 && (errno == EAGAIN || errno == EINTR))
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -ECONNRESET;
+                static const uint8_t magic[4] = { 'S', 'P', 'C', '1' };
+                size_t have = (size_t)k;
+                if (have >= 6 && memcmp(h, magic, 4) == 0 && h[5] == PROTO_HELLO)
+                        return 0;
+                if (have < 6 && memcmp(h, magic, MIN(have, 4)) == 0) {
+                        /* a HELLO may be arriving: wait for more bytes */
+                        struct timespec ts = { 0, 2000000 };
+                        nanosleep(&ts, NULL);
+                        continue;
+                }
+                /* skip to the next possible magic */
+                size_t skip = 1;
+                while (skip < have && h[skip] != 'S')
+                        skip++;
+                if (recv(sb->init_sock, h, skip, MSG_DONTWAIT) < 0)
+                        return -errno;
+        }
+}
+
+/* ---------------- QEMU ---------------- */
+
+struct qemu_fds {
+        int fd[MV_NFDS];
+};
+
+static void qemu_fds_close(struct qemu_fds *q) {
+        for (int i = 0; i < MV_NFDS; i++)
+                q->fd[i] = safe_close(q->fd[i]);
+}
+
+/* Starts QEMU with the device set of docs/runtime-microvm.md; incoming_fd >= 0 restores
+ * from a migration stream instead of booting. */
+static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int incoming_fd) {
+        struct qemu_fds q;
+        for (int i = 0; i < MV_NFDS; i++)
+                q.fd[i] = -EBADF;
+        int pairs[3][2], r = 0;
+        int *mine[3] = { &sb->init_sock, &sb->ctl_sock, &sb->qmp };
+        for (int i = 0; i < 3; i++) {
+                if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pairs[i]) < 0) {
+                        r = -errno;
+                        break;
+                }
+                *mine[i] = pairs[i][0];
+                q.fd[MV_FD_INIT + i] = pairs[i][1];
+        }
+        char p[MV_MAX_PATH + 32];
+        snprintf(p, sizeof p, "%s/disk.qcow2", sb->run_dir);
+        if (r == 0 && (q.fd[MV_FD_DISK] = open(p, O_RDWR | O_CLOEXEC)) < 0)
+                r = -errno;
+        if (r == 0 && (q.fd[MV_FD_DISK_RO] = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+                r = -errno;
+        if (r == 0 && (q.fd[MV_FD_LOWER] = open(sb->image, O_RDONLY | O_CLOEXEC)) < 0)
+                r = -errno;
+        snprintf(p, sizeof p, "%s/vmlinux", sb->guest_dir);
+        if (r == 0 && (q.fd[MV_FD_KERNEL] = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+                r = -errno;
+        snprintf(p, sizeof p, "%s/initrd.cpio", sb->run_dir);
+        if (r == 0 && (q.fd[MV_FD_INITRD] = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+                r = -errno;
+        int sync_pipe[2] = { -1, -1 };
+        if (r == 0 && pipe2(sync_pipe, O_CLOEXEC) < 0)
+                r = -errno;
+        q.fd[MV_FD_SYNC] = sync_pipe[0];
+        q.fd[MV_FD_INCOMING] = incoming_fd >= 0 ? fcntl(incoming_fd, F_DUPFD_CLOEXEC, 3) : -EBADF;
+        snprintf(p, sizeof p, "%s/console.log", sb->run_dir);
+        _cleanup_close_ int log = r == 0 ? open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -EBADF;
+        if (r == 0 && log < 0)
+                r = -errno;
+        if (r < 0) {
+                qemu_fds_close(&q);
+                safe_close(sync_pipe[1]);
+                runtime_set_error("microvm: preparing QEMU's files: %s", strerror(-r));
+                return r;
+        }
+
+        /* Everything the child needs is built here: it must not allocate. */
+        char mem[32], append[512], accel[64], kernel[32], initrd[32], chr_init[64], chr_ctl[64], chr_qmp[64];
+        char add_disk[64], add_disk_ro[64], add_lower[64], drv_disk[128], drv_lower[160], incoming[32];
+        snprintf(mem, sizeof mem, "%llu", (unsigned long long)sb->memory_mib);
+        unsigned long khz = tsc_khz();
+        snprintf(append, sizeof append,
+                 "console=ttyS0 panic=-1 reboot=t nokaslr mitigations=off tsc_early_khz=%lu tsc=reliable lpj=%lu "
+                 "quiet pci=off rdinit=/init space_hostname=space -- --guest",
+                 khz, khz);
+        snprintf(accel, sizeof accel, use_kvm() ? "kvm" : "tcg,tb-size=%u", MV_TB_SIZE_MIB);
+        snprintf(kernel, sizeof kernel, "/proc/self/fd/%d", MV_FD_KERNEL);
+        snprintf(initrd, sizeof initrd, "/proc/self/fd/%d", MV_FD_INITRD);
+        snprintf(chr_init, sizeof chr_init, "socket,id=init,fd=%d", MV_FD_INIT);
+        snprintf(chr_ctl, sizeof chr_ctl, "socket,id=ctl,fd=%d", MV_FD_CTL);
+        snprintf(chr_qmp, sizeof chr_qmp, "socket,id=qmp,fd=%d", MV_FD_QMP);
+        snprintf(add_disk, sizeof add_disk, "fd=%d,set=1", MV_FD_DISK);
+        snprintf(add_disk_ro, sizeof add_disk_ro, "fd=%d,set=1", MV_FD_DISK_RO);
+        snprintf(add_lower, sizeof add_lower, "fd=%d,set=2", MV_FD_LOWER);
+        snprintf(drv_disk, sizeof drv_disk, "if=none,id=session,file=/dev/fdset/1,format=qcow2,cache=writeback,file.locking=off");
+        snprintf(drv_lower, sizeof drv_lower, "if=none,id=lower,file=/dev/fdset/2,format=raw,readonly=on,file.locking=off");
+        snprintf(incoming, sizeof incoming, "fd:%d", MV_FD_INCOMING);
+        const char *argv[80];
+        size_t a = 0;
+#define ARG(...)                                                       \
+        do {                                                           \
+                const char *_v[] = { __VA_ARGS__ };                    \
+                for (size_t _i = 0; _i < ELEMENTSOF(_v); _i++)         \
+                        argv[a++] = _v[_i];                            \
+        } while (0)
+        ARG(MV_QEMU_BIN, "-name", "space-microvm", "-nodefaults", "-no-user-config", "-display", "none",
+            "-no-reboot", "-accel", accel, "-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on", "-cpu",
+            use_kvm() ? "host" : "qemu64", "-smp", "1", "-m", mem, "-kernel", kernel, "-initrd", initrd, "-append",
+            append, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con", "-chardev", chr_qmp, "-mon",
+            "chardev=qmp,mode=control", "-add-fd", add_disk, "-add-fd", add_disk_ro, "-add-fd", add_lower, "-drive", drv_lower, "-device",
+            "virtio-blk-device,drive=lower,serial=space-lower", "-drive", drv_disk, "-device",
+            "virtio-blk-device,drive=session,serial=space-session", "-device", "virtio-serial-device,max_ports=4",
+            "-chardev", chr_init, "-device", "virtserialport,chardev=init,name=space.init,nr=1", "-chardev", chr_ctl,
+            "-device", "virtserialport,chardev=ctl,name=space.ctl,nr=2", "-device", "virtio-rng-device", "-sandbox",
+            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+        if (incoming_fd >= 0)
+                ARG("-incoming", incoming);
+        argv[a] = NULL;
+#undef ARG
+        bool unpriv = sb->unprivileged;
+
+        int pidfd = -1;
+        struct clone_args ca = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = 0 };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+        if (pid == 0) {
+                /* child: fds to their places (via high numbers: sources may overlap targets) */
+                int hi[MV_NFDS];
+                for (int i = 0; i < MV_NFDS; i++)
+                        hi[i] = q.fd[i] >= 0 ? fcntl(q.fd[i], F_DUPFD, 100) : -1;
+                int nul = open("/dev/null", O_RDONLY);
+                dup2(nul, 0);
+                dup2(log, 1);
+                dup2(log, 2);
+                for (int i = 3; i < MV_NFDS; i++)
+                        if (hi[i] >= 0)
+                                dup2(hi[i], i);
+                syscall(SYS_close_range, MV_NFDS, ~0u, 0);
+                char c;
+                if (read(MV_FD_SYNC, &c, 1) != 1)
+                        _exit(125); /* the parent gave up */
+                close(MV_FD_SYNC);
+                if (unpriv && (setgroups(0, NULL) < 0 || setresgid(MV_QEMU_UID, MV_QEMU_UID, MV_QEMU_UID) < 0 ||
+                               setresuid(MV_QEMU_UID, MV_QEMU_UID, MV_QEMU_UID) < 0))
+                        _exit(126);
+                execvp(argv[0], (char *const *)argv);
+                _exit(127);
+        }
+        int e = errno;
+        qemu_fds_close(&q);
+        if (pid < 0) {
+                safe_close(sync_pipe[1]);
+                runtime_set_error("microvm: clone3: %s", strerror(e));
+                return -e;
+        }
+        sb->pid = pid;
+        sb->pidfd = pidfd;
+        sb->reaped = false;
+        r = rt_cgroup_attach(sb->cg, pid);
+        if (r == 0 && write(sync_pipe[1], "g", 1) != 1)
+                r = -errno;
+        safe_close(sync_pipe[1]);
+        if (r < 0) {
+                kill_qemu(sb);
+                runtime_set_error("microvm: QEMU into its cgroup: %s", strerror(-r));
+                return r;
+        }
+        r = qmp_handshake(sb);
+        if (r < 0) {
+                kill_qemu(sb);
+                fail(sb, "QMP", r);
+        }
+        return r;
+}
+
+/* A restored VM comes up in the run state it was saved in, paused (checkpoint stops it
+ * before migrating): wait until the stream is loaded, then let it run. */
+static int resume_incoming(struct rt_sandbox *sb) {
+        int64_t deadline = now_ms() + MV_MIGRATE_TIMEOUT_MS;
+        struct timespec ts = { 0, 5 * 1000000 };
+        while (now_ms() < deadline) {
+                _cleanup_json_ struct json *j = NULL;
+                int r = qmp_cmd(sb, "{\"execute\":\"query-status\"}", &j);
+                if (r < 0)
+                        return r;
+                const char *st = json_get_str(json_get(j, "return"), "status");
+                if (st && strcmp(st, "running") == 0)
+                        return 0;
+                if (st && strcmp(st, "inmigrate") != 0)
+                        return qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL);
+                nanosleep(&ts, NULL);
+        }
+        return -ETIMEDOUT;
+}
+
+/* After boot or restore: a fresh connection on the init port with its HELLO next. */
+static int connect_init(struct rt_sandbox *sb, int timeout_ms) {
+        int r = ctl(sb, 'R', timeout_ms);
+        if (r == 0)
+                r = await_hello(sb, timeout_ms);
+        return r;
+}
+
+/* ---------------- create / destroy ---------------- */
+
+static void sandbox_files_remove(const char *run_dir) {
+        static const char *const names[] = { "disk.qcow2", "initrd.cpio", "console.log", "export.raw" };
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                char p[MV_MAX_PATH + 32];
+                snprintf(p, sizeof p, "%s/%s", run_dir, names[i]);
+                (void)unlink(p);
+        }
+        static const char *const dirs[] = { "export", "stage", "lower" };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                char p[MV_MAX_PATH + 32];
+                snprintf(p, sizeof p, "%s/%s", run_dir, dirs[i]);
+                (void)umount2(p, MNT_DETACH);
+                (void)rt_rm_rf(p);
+        }
+}
+
+static void sandbox_free(struct rt_sandbox *sb) {
+        if (!sb)
+                return;
+        safe_close(sb->init_sock);
+        safe_close(sb->ctl_sock);
+        safe_close(sb->qmp);
+        safe_close(sb->pidfd);
+        rt_cgroup_free(sb->cg);
+        free(sb->id);
+        free(sb->run_dir);
+        free(sb->upper_dir);
+        free(sb->guest_dir);
+        free(sb->image);
+        free(sb);
+}
+
+static int mv_destroy(struct rt_sandbox *sb) {
+        if (!sb)
+                return 0;
+        int ret = 0, r;
+        kill_qemu(sb);
+        if (sb->cg) {
+                if ((r = rt_cgroup_kill_all(sb->cg)) < 0 && ret == 0)
+                        ret = r;
+                if ((r = rt_cgroup_remove(sb->cg)) < 0 && ret == 0)
+                        ret = r;
+        }
+        sandbox_files_remove(sb->run_dir);
+        if (ret < 0)
+                runtime_set_error("microvm: destroy %s: %s", sb->id, strerror(-ret));
+        sandbox_free(sb);
+        return ret;
+}
+
+static int mv_host_init(const char *data_dir) {
+        (void)data_dir;
+        int r = rt_cgroup_host_init(NULL);
+        if (r < 0) {
+                runtime_set_error("microvm: cgroup parent: %s", strerror(-r));
+                return r;
+        }
+        char p[MV_MAX_PATH];
+        snprintf(p, sizeof p, "%s/vmlinux", guest_dir());
+        if (access(p, R_OK) < 0) {
+                r = -errno;
+                runtime_set_error("microvm: no guest kernel at %s (run scripts/build-guest)", p);
+                return r;
+        }
+        return 0;
+}
+
+struct image_meta {
+        uint64_t memory_mib;
+        char image[32];
+};
+
+static int meta_write(const char *dir, const struct rt_sandbox *sb) {
+        char p[MV_MAX_PATH + 32], text[256];
+        snprintf(p, sizeof p, "%s/microvm.json", dir);
+        snprintf(text, sizeof text, "{\"driver\":\"microvm\",\"version\":%d,\"memory_mib\":%llu,\"image\":\"%s\"}\n",
+                 MV_IMAGE_VERSION, (unsigned long long)sb->memory_mib, sb->image_key);
+        _cleanup_close_ int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        size_t n = strlen(text);
+        return write(fd, text, n) == (ssize_t)n ? 0 : -EIO;
+}
+
+static int meta_read(const char *dir, struct image_meta *ret) {
+        char p[MV_MAX_PATH + 32], text[1024];
+        snprintf(p, sizeof p, "%s/microvm.json", dir);
+        ssize_t n = rt_read_file(p, text, sizeof text);
+        if (n < 0)
+                return (int)n == -ENOENT ? -EINVAL : (int)n;
+        _cleanup_json_ struct json *j = NULL;
+        if (json_parse(text, (size_t)n, &j, NULL, 0) < 0)
+                return -EINVAL;
+        int64_t v = 0, mib = 0;
+        const char *drv = json_get_str(j, "driver"), *img = json_get_str(j, "image");
+        if (!drv || strcmp(drv, "microvm") || json_get_int(j, "version", &v) < 0 || v != MV_IMAGE_VERSION ||
+            json_get_int(j, "memory_mib", &mib) < 0 || mib < MV_MIN_MEMORY_MIB || mib > MV_MAX_MEMORY_MIB || !img ||
+            strlen(img) >= sizeof ret->image)
+                return -EINVAL;
+        ret->memory_mib = (uint64_t)mib;
+        snprintf(ret->image, sizeof ret->image, "%s", img);
+        return 0;
+}
+
+/* QEMU reads its files through fds, but still needs to traverse nothing of ours: it can
+ * run as an unprivileged user as long as that user can read the guest kernel's inode
+ * (world-readable) and /proc/self/fd of itself. */
+static bool can_drop_privileges(void) {
+        const char *e = getenv("SPACE_MICROVM_PRIVILEGED");
+        return geteuid() == 0 && !(e && strcmp(e, "1") == 0);
+}
+
+static int warm_dir(const struct rt_sandbox *sb, const struct rt_spec *spec, char *buf, size_t n) {
+        struct stat st;
+        if (stat(spec->init_path, &st) < 0)
+                return -errno;
+        snprintf(buf, n, "%s/warm/%s-%lluM-%llx-%llx-%s", sb->guest_dir, sb->image_key,
+                 (unsigned long long)sb->memory_mib, (unsigned long long)st.st_mtim.tv_sec,
+                 (unsigned long long)st.st_size, rt_microvm_accel());
+        return 0;
+}
+
+static bool warm_enabled(void) {
+        const char *e = getenv("SPACE_MICROVM_WARM");
+        return !(e && strcmp(e, "0") == 0);
+}
+
+static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_running);
+
+static int dir_has_files(const char *path) {
+        _cleanup_closedir_ DIR *d = opendir(path);
+        if (!d)
+                return 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        return 1;
+        return 0;
+}
+
+/* Boots (or restores from `from`, a checkpoint directory) the VM of sb. */
+static int start_vm(struct rt_sandbox *sb, const struct rt_spec *spec, const char *from) {
+        char disk[MV_MAX_PATH + 32];
+        snprintf(disk, sizeof disk, "%s/disk.qcow2", sb->run_dir);
+        int r;
+        _cleanup_close_ int mem = -EBADF;
+        if (from) {
+                char p[MV_MAX_PATH + 32];
+                snprintf(p, sizeof p, "%s/disk.qcow2", from);
+                r = mv_copy_file(p, disk);
+                snprintf(p, sizeof p, "%s/memory", from);
+                if (r == 0 && (mem = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+                        r = -errno;
+                if (r < 0) {
+                        runtime_set_error("microvm: image %s: %s", from, strerror(-r));
+                        return r;
+                }
+        } else {
+                uint64_t mib = spec->limits.disk_bytes ? spec->limits.disk_bytes >> 20 : MV_DEFAULT_DISK_MIB;
+                if (mib < 64 || mib > MV_MAX_DISK_MIB) {
+                        runtime_set_error("microvm: disk limit %llu MiB out of range", (unsigned long long)mib);
+                        return -EINVAL;
+                }
+                r = mv_session_disk(sb->guest_dir, spec->upper_dir, sb->run_dir, mib, disk);
+                if (r < 0) {
+                        if (!runtime_last_error()[0])
+                                runtime_set_error("microvm: session disk: %s", strerror(-r));
+                        return r;
+                }
+        }
+        if (sb->unprivileged)
+                (void)chown(disk, MV_QEMU_UID, MV_QEMU_UID);
+        r = spawn_qemu(sb, spec, mem);
+        if (r < 0)
+                return r;
+        if (from && (r = resume_incoming(sb)) < 0) {
+                kill_qemu(sb);
+                fail(sb, "loading the memory image", r);
+                return r;
+        }
+        r = connect_init(sb, from ? MV_QMP_TIMEOUT_MS : MV_BOOT_TIMEOUT_MS);
+        if (r < 0) {
+                kill_qemu(sb);
+                fail(sb, from ? "restore" : "boot", r);
+                return r;
+        }
+        return 0;
+}
+
+static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
+        if (!spec || !id_valid(spec->id) || !path_valid(spec->run_dir) || !path_valid(spec->init_path) ||
+            !spec->lower_dirs || !spec->lower_dirs[0] || (spec->upper_dir && !path_valid(spec->upper_dir))) {
+                runtime_set_error("microvm: invalid spec");
+                return -EINVAL;
+        }
+        runtime_set_error("%s", "");
+        uint64_t mib = spec->limits.memory_bytes ? spec->limits.memory_bytes >> 20 : MV_DEFAULT_MEMORY_MIB;
+        if (mib < MV_MIN_MEMORY_MIB || mib > MV_MAX_MEMORY_MIB) {
+                runtime_set_error("microvm: memory limit %llu MiB: a VM needs %u..%u MiB", (unsigned long long)mib,
+                                  MV_MIN_MEMORY_MIB, MV_MAX_MEMORY_MIB);
+                return -EINVAL;
+        }
+        struct image_meta meta = { 0 };
+        if (spec->restore_dir) {
+                int r = meta_read(spec->restore_dir, &meta);
+                if (r < 0) {
+                        runtime_set_error("microvm: %s is not a microvm image of this version", spec->restore_dir);
+                        return -EINVAL;
+                }
+                mib = meta.memory_mib; /* the saved machine's size, whatever the limit says now */
+        }
+        struct rt_sandbox *sb = calloc(1, sizeof *sb);
+        if (!sb)
+                return -ENOMEM;
+        sb->init_sock = sb->ctl_sock = sb->qmp = sb->pidfd = -EBADF;
+        sb->reaped = true;
+        sb->memory_mib = mib;
+        sb->unprivileged = can_drop_privileges();
+        sb->id = strdup(spec->id);
+        sb->run_dir = strdup(spec->run_dir);
+        sb->upper_dir = spec->upper_dir ? strdup(spec->upper_dir) : NULL;
+        sb->guest_dir = strdup(guest_dir());
+        int r = (!sb->id || !sb->run_dir || !sb->guest_dir || (spec->upper_dir && !sb->upper_dir)) ? -ENOMEM : 0;
+        if (r == 0)
+                r = mv_host_init(NULL);
+        if (r == 0 && (r = mv_image_key(spec->lower_dirs, sb->image_key, sizeof sb->image_key)) < 0)
+                runtime_set_error("microvm: template layers %s: %s", spec->lower_dirs, strerror(-r));
+        if (r == 0 && spec->restore_dir && strcmp(meta.image, sb->image_key) != 0) {
+                runtime_set_error("microvm: image %s was made from other template layers", spec->restore_dir);
+                r = -EINVAL;
+        }
+        if (r == 0)
+                r = mv_template_image(sb->guest_dir, spec->lower_dirs, spec->run_dir, &sb->image);
+        char p[MV_MAX_PATH + 32];
+        snprintf(p, sizeof p, "%s/initrd.cpio", spec->run_dir);
+        if (r == 0 && (r = mv_initramfs(sb->guest_dir, spec->init_path, p)) < 0)
+                runtime_set_error("microvm: initramfs: %s", strerror(-r));
+        if (r == 0 && (r = rt_cgroup_create(NULL, spec->id, &sb->cg)) < 0)
+                runtime_set_error("microvm: cgroup %s: %s", spec->id, strerror(-r));
+        if (r == 0 && (r = rt_cgroup_set_memory(sb->cg, (mib + MV_QEMU_OVERHEAD_MIB) << 20)) < 0)
+                runtime_set_error("microvm: memory limit: %s", strerror(-r));
+        if (r == 0 && (r = rt_cgroup_set_cpu(sb->cg, spec->limits.cpu_millis)) < 0)
+                runtime_set_error("microvm: cpu limit: %s", strerror(-r));
+        if (r == 0 && (r = rt_cgroup_set_pids(sb->cg, MV_PIDS)) < 0)
+                runtime_set_error("microvm: pids limit: %s", strerror(-r));
+        if (r < 0) {
+                mv_destroy(sb);
+                return r;
+        }
+        bool fresh = !spec->restore_dir && !(spec->upper_dir && dir_has_files(spec->upper_dir));
+        char warm[MV_MAX_PATH + 128] = "";
+        if (fresh && warm_enabled() && warm_dir(sb, spec, warm, sizeof warm) == 0 && meta_read(warm, &meta) == 0) {
+                /* warm start: the template's booted VM, restored */
+                r = start_vm(sb, spec, warm);
+                if (r == 0) {
+                        *ret = sb;
+                        return 0;
+                }
+                /* a broken warm image is dropped; boot instead */
+                (void)rt_rm_rf(warm);
+                kill_qemu(sb);
+                sb->init_sock = safe_close(sb->init_sock);
+                sb->ctl_sock = safe_close(sb->ctl_sock);
+                sb->qmp = safe_close(sb->qmp);
+                sb->pidfd = safe_close(sb->pidfd);
+                sb->qlen = 0;
+        }
+        r = start_vm(sb, spec, spec->restore_dir);
+        if (r == 0 && fresh && warm[0] && warm_enabled()) {
+                /* the first boot of a template leaves its warm image for the next creates */
+                char tmp[MV_MAX_PATH + 160];
+                snprintf(tmp, sizeof tmp, "%s.tmp%d", warm, (int)getpid());
+                (void)rt_rm_rf(tmp);
+                uint8_t h[PROTO_HDR_SIZE];
+                struct proto_hdr hd;
+                char junk[512];
+                /* this boot's HELLO is superseded by the checkpoint's */
+                r = recv(sb->init_sock, h, sizeof h, MSG_WAITALL) == (ssize_t)sizeof h ? 0 : -EIO;
+                if (r == 0 && (r = proto_hdr_decode(h, &hd)) == 0 && hd.len <= sizeof junk &&
+                    recv(sb->init_sock, junk, hd.len, MSG_WAITALL) != (ssize_t)hd.len)
+                        r = -EIO;
+                if (r == 0 && (r = rt_mkdir_p(tmp, 0755)) == 0) {
+                        char *saved_upper = sb->upper_dir;
+                        sb->upper_dir = NULL; /* nothing to export: the guest wrote nothing yet */
+                        r = mv_checkpoint(sb, tmp, true);
+                        sb->upper_dir = saved_upper;
+                        if (r == 0 && rename(tmp, warm) < 0)
+                                r = -errno;
+                        if (r < 0)
+                                (void)rt_rm_rf(tmp);
+                }
+        }
+        if (r < 0) {
+                mv_destroy(sb);
+                return r;
+        }
+        *ret = sb;
+        return 0;
+}
+
+/* ---------------- the rest of the table ---------------- */
+
+static int mv_init_fd(struct rt_sandbox *sb) {
+        return sb->init_sock;
+}
+
+static int mv_pid_fd(struct rt_sandbox *sb) {
+        return sb->pidfd;
+}
+
+static pid_t mv_init_pid(struct rt_sandbox *sb) {
+        return sb->pid;
+}
+
+static int mv_freeze(struct rt_sandbox *sb) {
+        int r = qmp_cmd(sb, "{\"execute\":\"stop\"}", NULL);
+        if (r < 0 && !runtime_last_error()[0])
+                runtime_set_error("microvm: stop %s: %s", sb->id, strerror(-r));
+        return r;
+}
+
+static int mv_thaw(struct rt_sandbox *sb) {
+        int r = qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL);
+        if (r < 0 && !runtime_last_error()[0])
+                runtime_set_error("microvm: cont %s: %s", sb->id, strerror(-r));
+        return r;
+}
+
+static int mv_health(struct rt_sandbox *sb, struct rt_health *ret) {
+        int r = reap(sb, false);
+        if (r < 0)
+                return r;
+        struct rt_health h = { .alive = !sb->reaped && !sb->stopped, .init_status = sb->status };
+        uint64_t oom = 0;
+        r = rt_cgroup_oom_kills(sb->cg, &oom);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        h.oom_killed = oom > 0;
+        (void)rt_cgroup_memory_current(sb->cg, &h.memory_bytes);
+        (void)rt_cgroup_pids_current(sb->cg, &h.pids);
+        *ret = h;
+        return 0;
+}
+
+static void mv_release(struct rt_sandbox *sb) {
+        sandbox_free(sb);
+}
+
+static int wait_migration(struct rt_sandbox *sb) {
+        int64_t deadline = now_ms() + MV_MIGRATE_TIMEOUT_MS;
+        struct timespec ts = { 0, 10 * 1000000 };
+        while (now_ms() < deadline) {
+                _cleanup_json_ struct json *j = NULL;
+                int r = qmp_cmd(sb, "{\"execute\":\"query-migrate\"}", &j);
+                if (r < 0)
+                        return r;
+                const char *st = json_get_str(json_get(j, "return"), "status");
+                if (st && strcmp(st, "completed") == 0)
+                        return 0;
+                if (st && (strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)) {
+                        const char *d = json_get_str(json_get(j, "return"), "error-desc");
+                        runtime_set_error("microvm: migration %s: %s", st, d ? d : "?");
+                        return -EIO;
+                }
+                nanosleep(&ts, NULL);
+        }
+        return -ETIMEDOUT;
+}
+
+static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_running) {
+        if (!sb || !dir || sb->reaped || sb->stopped)
+                return -EINVAL;
+        runtime_set_error("%s", "");
+        /* the guest's page cache goes to the session disk first: the host reads it */
+        int r = ctl(sb, 'S', MV_QMP_TIMEOUT_MS);
+        if (r < 0) {
+                fail(sb, "guest sync", r);
+                return r;
+        }
+        char p[MV_MAX_PATH + 32];
+        snprintf(p, sizeof p, "%s/memory", dir);
+        _cleanup_close_ int mem = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (mem < 0) {
+                r = -errno;
+                runtime_set_error("microvm: %s: %s", p, strerror(-r));
+                return r;
+        }
+        /* stop drains and flushes QEMU's block layer; the stream is then one pass */
+        if ((r = qmp_cmd(sb, "{\"execute\":\"stop\"}", NULL)) < 0 ||
+            (r = qmp_cmd(sb,
+                         "{\"execute\":\"migrate-set-parameters\",\"arguments\":{\"max-bandwidth\":"
+                         "1099511627776}}",
+                         NULL)) < 0 ||
+            (r = qmp_cmd_fd(sb, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}", mem, NULL)) < 0 ||
+            (r = qmp_cmd(sb, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:snap\"}}", NULL)) < 0 ||
+            (r = wait_migration(sb)) < 0) {
+                if (!runtime_last_error()[0])
+                        fail(sb, "checkpoint", r);
+                (void)qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL);
+                return r;
+        }
+        if (fsync(mem) < 0) {
+                r = -errno;
+                runtime_set_error("microvm: %s: %s", p, strerror(-r));
+                return r;
+        }
+        char disk[MV_MAX_PATH + 32];
+        snprintf(disk, sizeof disk, "%s/disk.qcow2", sb->run_dir);
+        snprintf(p, sizeof p, "%s/disk.qcow2", dir);
+        if ((r = mv_copy_file(disk, p)) < 0 || (r = meta_write(dir, sb)) < 0) {
+                runtime_set_error("microvm: image files in %s: %s", dir, strerror(-r));
+                return r;
+        }
+        if (sb->upper_dir && (r = mv_export_upper(p, sb->run_dir, sb->upper_dir)) < 0)
+                return r;
+        if (!leave_running) {
+                kill_qemu(sb);
+                sb->stopped = true;
+                return 0;
+        }
+        if ((r = qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL)) < 0 || (r = connect_init(sb, MV_QMP_TIMEOUT_MS)) < 0) {
+                if (!runtime_last_error()[0])
+                        fail(sb, "resume after checkpoint", r);
+                return r;
+        }
+        return 0;
+}
+
+static int mv_reclaim(const char *id, const char *run_dir) {
+        if (!id_valid(id) || !path_valid(run_dir))
+                return -EINVAL;
+        int ret = 0;
+        struct rt_cgroup *cg = NULL;
+        int r = rt_cgroup_open(NULL, id, &cg);
+        if (r == 0) {
+                if ((r = rt_cgroup_kill_all(cg)) < 0)
+                        ret = r;
+                if ((r = rt_cgroup_remove(cg)) < 0 && ret == 0)
+                        ret = r;
+                rt_cgroup_free(cg);
+        } else if (r != -ENOENT)
+                ret = r;
+        sandbox_files_remove(run_dir);
+        if (ret < 0)
+                runtime_set_error("microvm: reclaim of %s: %s", id, strerror(-ret));
+        return ret;
+}
+
+const struct runtime_ops rt_microvm_ops = {
+        .name = "microvm",
+        .memory_snapshots = true,
+        .host_init = mv_host_init,
+        .create = mv_create,
+        .adopt = NULL,
+        .init_fd = mv_init_fd,
+        .pid_fd = mv_pid_fd,
+        .init_pid = mv_init_pid,
+        .freeze = mv_freeze,
+        .thaw = mv_thaw,
+        .health = mv_health,
+        .release = mv_release,
+        .checkpoint = mv_checkpoint,
+        .destroy = mv_destroy,
+        .reclaim = mv_reclaim,
+};

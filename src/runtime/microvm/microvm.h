@@ -1,0 +1,30 @@
+/* Internals of the microvm driver shared by its files (microvm.c: QEMU, QMP and the
+ * ops table; assets.c: initramfs, template image, session disk, file export). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MV_MAX_PATH 4000
+#define MV_DEFAULT_GUEST_DIR "/var/cache/space/guest" /* $SPACE_GUEST_DIR overrides */
+
+/* Runs argv (PATH lookup). unshift_ids: inside a user namespace where host ids
+ * RT_ID_BASE.. are 0.., as root there. -EIO on a non-zero exit (runtime_last_error
+ * says which, with the end of its output). */
+int mv_run(char *const argv[], bool unshift_ids, const int *fds, size_t nfds);
+/* fds[i] of mv_run is this path in the tool (up to 8). */
+#define MV_RUN_FD_BASE 10
+#define MV_RUN_FD_PATH(i) ("/proc/self/fd/1" #i) /* i: a literal 0..7, base 10 */
+/* newc cpio: /init = init_path, guest_dir/modules/ *.ko under /modules, /dev/console. */
+int mv_initramfs(const char *guest_dir, const char *init_path, const char *dst);
+/* Names the ext4 image of a set of template layers (16 hex digits). */
+int mv_image_key(const char *lower_dirs, char *buf, size_t n);
+/* guest_dir/images/KEY.ext4, built (mkfs.ext4 -d, ids unshifted) unless cached. */
+int mv_template_image(const char *guest_dir, const char *lower_dirs, const char *run_dir, char **ret);
+/* A qcow2 session disk of `mib` MiB at dst: ext4 with upper/ (a copy of upper_dir when it
+ * has files, else empty) and work/. */
+int mv_session_disk(const char *guest_dir, const char *upper_dir, const char *run_dir, uint64_t mib, const char *dst);
+/* Replaces upper_dir's contents with the upper/ of a (consistent) session disk. */
+int mv_export_upper(const char *disk_qcow2, const char *run_dir, const char *upper_dir);
+/* Reflink, else a sparse copy. */
+int mv_copy_file(const char *src, const char *dst);
