@@ -178,6 +178,7 @@ static void conn_request_done(struct conn *c) {
                 return;
         }
         c->state = CONN_IDLE;
+        c->idle_since_ms = srv_now_ms();
         buf_free(&c->body);
         c->route = NULL;
         /* A pipelined next request is handled after the current batch, not inside the
@@ -485,6 +486,7 @@ static void on_end(struct conn *c) {
                 break;
         case CONN_BODY_DISCARD:
                 c->state = c->keep_alive ? CONN_IDLE : CONN_CLOSING;
+                c->idle_since_ms = srv_now_ms();
                 break;
         default:
                 break;
@@ -593,6 +595,15 @@ void srv_tick(struct daemon *d) {
                 bool partial = (c->state == CONN_IDLE && (c->in.len > c->in_off || c->parser->head_len > 0)) ||
                                ((c->state == CONN_BODY_JSON || c->state == CONN_BODY_STREAM) && !c->in_paused);
                 uint64_t limit = d->request_timeout_ms ? d->request_timeout_ms : CONN_REQUEST_TIMEOUT_MS;
+                uint64_t idle_limit = d->idle_timeout_ms ? d->idle_timeout_ms : CONN_IDLE_TIMEOUT_MS;
+                uint64_t since = c->idle_since_ms > c->last_read_ms ? c->idle_since_ms : c->last_read_ms;
+                if (!c->closed && c->state == CONN_IDLE && !partial && c->out.len == c->out_off &&
+                    !c->process_queued && now - since > idle_limit) {
+                        log_debug("closing a keep-alive connection idle for %llu ms",
+                                  (unsigned long long)(now - since));
+                        conn_close(c);
+                        continue;
+                }
                 if (!c->closed && partial && now - c->last_read_ms > limit) {
                         log_info("closing a client whose request stopped arriving");
                         if (c->streaming || c->resp_done)
@@ -663,7 +674,7 @@ int srv_conn_new(struct daemon *d, int fd) {
         c->src.cb = conn_event;
         c->state = CONN_IDLE;
         c->keep_alive = true;
-        c->last_read_ms = srv_now_ms();
+        c->last_read_ms = c->idle_since_ms = srv_now_ms();
         c->in = BUF_INIT(CONN_IN_MAX + 1);
         c->out = BUF_INIT(CONN_OUT_MAX);
         int r = loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP);

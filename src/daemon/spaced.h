@@ -28,6 +28,9 @@
 #define SPACED_MAX_CONNS 1024
 /* A request that stops arriving half-way (head or body) is answered 408 after this. */
 #define CONN_REQUEST_TIMEOUT_MS 60000
+/* A keep-alive connection with no request in progress is closed after this: idle clients
+ * would otherwise hold the SPACED_MAX_CONNS slots forever. Clients reconnect. */
+#define CONN_IDLE_TIMEOUT_MS 120000
 /* Frames queued to one space-init: uploads pause past HIGH and resume below LOW. */
 #define SES_OUT_HIGH (1u << 20)
 #define SES_OUT_LOW (256u << 10)
@@ -105,6 +108,7 @@ struct conn {
         bool admin;            /* the local operator (Unix socket, no token): templates, GC */
         char tenant[META_NAME_MAX + 1]; /* whose sessions this request may see (auth.h) */
         uint64_t last_read_ms;
+        uint64_t idle_since_ms; /* when the last response was complete (or the accept) */
         struct buf in;
         size_t in_off;
         struct buf out;
@@ -236,6 +240,7 @@ struct daemon {
         size_t n_sessions;
         struct tpl_job *jobs;
         uint64_t request_timeout_ms; /* 0: CONN_REQUEST_TIMEOUT_MS */
+        uint64_t idle_timeout_ms;    /* 0: CONN_IDLE_TIMEOUT_MS */
         bool stopping;
         /* durability */
         struct meta *meta;        /* used by the loop thread only */

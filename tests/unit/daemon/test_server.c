@@ -402,6 +402,24 @@ static void test_request_timeout(void **state) {
         assert_true(closed);
 }
 
+static void test_idle_timeout(void **state) {
+        struct fixture *f = *state;
+        bool closed;
+        printf("check: a keep-alive connection stays open after a response, then idles out\n");
+        f->d.idle_timeout_ms = 50;
+        send_str(f, "GET /v1/health HTTP/1.1\r\n\r\n", resp, sizeof resp, &closed);
+        assert_non_null(strstr(resp, "200 OK"));
+        assert_false(closed);
+        srv_tick(&f->d);
+        assert_int_equal(f->d.n_conns, 1);
+        struct timespec ts = { 0, 80 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        srv_tick(&f->d);
+        for (int i = 0; i < 5 && f->d.n_conns; i++)
+                loop_run_once(f->d.loop, 10);
+        assert_int_equal(f->d.n_conns, 0);
+}
+
 static void test_error_body_escapes(void **state) {
         (void)state;
         printf("check: error bodies are valid JSON whatever the message holds\n");
@@ -431,6 +449,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_upload_unknown_session, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_client_goes_away, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_timeout, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_idle_timeout, setup, teardown),
                 cmocka_unit_test(test_error_body_escapes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
