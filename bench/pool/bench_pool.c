@@ -1,0 +1,793 @@
+/* bench-pool: the cold-start and density figures of issue 5 in one run, as JSON lines.
+ * Through spaced's API (libspace): create a session + first `exec true`, sequential and
+ * with concurrent clients, warm pool off and on; beside it, in the same run, bubblewrap,
+ * gVisor's `runsc do` and the floor (clone3 into new user, pid, mount, net, ipc, uts and
+ * cgroup namespaces + exec of true); host memory per idle sandbox; reconnects per second.
+ * Runs as root on the daemon's host (it reads /proc and the sandboxes' cgroups). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/sched.h>
+
+#include "common/json.h"
+#include "space/space.h"
+
+#define MAX_RUNS 100000
+#define MAX_CLIENTS 64
+#define MAX_IDLE 4096
+#define POOL_WAIT_S 120
+#define MAXL(a, b) ((a) > (b) ? (a) : (b))
+
+struct cfg {
+        const char *host, *tmpl;
+        long runs, conc_runs, clients, pool, idle, runsc_runs, warmup;
+        double reconnect_s;
+        bool refs;
+};
+
+static double now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double pct(const double *v, size_t n, double p) {
+        size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+        return v[(rank < 1 ? 1 : rank) - 1];
+}
+
+struct series {
+        char what[160];
+        double *v;
+        size_t n, cap, failures;
+};
+
+static struct series *series_new(const char *what, size_t cap) {
+        struct series *s = calloc(1, sizeof *s);
+        if (!s || !(s->v = calloc(cap ? cap : 1, sizeof(double)))) {
+                fprintf(stderr, "bench-pool: out of memory\n");
+                exit(1);
+        }
+        snprintf(s->what, sizeof s->what, "%s", what);
+        s->cap = cap;
+        return s;
+}
+
+static void series_add(struct series *s, double v) {
+        if (s->n < s->cap)
+                s->v[s->n++] = v;
+}
+
+/* One JSON line; extra is ",\"key\":value..." or "". */
+static void report(struct series *s, const char *extra) {
+        if (s->n == 0) {
+                printf("{\"bench\":\"pool\",\"what\":\"%s\"%s,\"runs\":0,\"failures\":%zu}\n", s->what, extra, s->failures);
+                fflush(stdout);
+                return;
+        }
+        qsort(s->v, s->n, sizeof(double), cmp_double);
+        double sum = 0;
+        for (size_t i = 0; i < s->n; i++)
+                sum += s->v[i];
+        printf("{\"bench\":\"pool\",\"what\":\"%s\"%s,\"runs\":%zu,\"failures\":%zu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
+               "\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f}\n",
+               s->what, extra, s->n, s->failures, pct(s->v, s->n, 50), pct(s->v, s->n, 90), pct(s->v, s->n, 99),
+               sum / (double)s->n, s->v[0], s->v[s->n - 1]);
+        fflush(stdout);
+}
+
+static const char *client_err(space_client *c, int r) {
+        const char *e = space_client_last_error(c);
+        return *e ? e : strerror(-r);
+}
+
+/* ---------------- references ---------------- */
+
+static double run_argv(char *const argv[]) {
+        double t0 = now_ms();
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                execvp(argv[0], argv);
+                _exit(127);
+        }
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        double t1 = now_ms();
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? t1 - t0 : -ECHILD;
+}
+
+static double run_bwrap(void) {
+        char *argv[] = { "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true", NULL };
+        return run_argv(argv);
+}
+
+static double run_runsc(void) {
+        char *argv[] = { "runsc", "--network=none", "do", "true", NULL };
+        return run_argv(argv);
+}
+
+/* The floor: one clone3 into every namespace a sandbox gets, exec of true, wait. */
+static double run_floor(void) {
+        double t0 = now_ms();
+        struct clone_args ca = {
+                .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                         CLONE_NEWCGROUP,
+                .exit_signal = SIGCHLD,
+        };
+        long pid = syscall(SYS_clone3, &ca, sizeof ca);
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                char *argv[] = { "true", NULL };
+                execv("/bin/true", argv);
+                _exit(127);
+        }
+        int st;
+        while (waitpid((pid_t)pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        double t1 = now_ms();
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? t1 - t0 : -ECHILD;
+}
+
+static bool in_path(const char *prog) {
+        const char *path = getenv("PATH");
+        char buf[4096];
+        snprintf(buf, sizeof buf, "%s", path ? path : "/usr/bin:/bin");
+        for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+                char p[4200];
+                snprintf(p, sizeof p, "%s/%s", d, prog);
+                if (access(p, X_OK) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* ---------------- the daemon ---------------- */
+
+/* One create + exec true (+ delete, timed apart). */
+static int run_space(space_client *c, const char *tmpl, double *total, double *create, double *del) {
+        static const char *const argv[] = { "true", NULL };
+        double t0 = now_ms();
+        space_session *s = NULL;
+        int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = tmpl });
+        if (r < 0)
+                return r;
+        double tc = now_ms();
+        struct space_exec_result res;
+        r = space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res);
+        double t1 = now_ms();
+        if (r >= 0 && (!res.exited || res.exit_code != 0 || res.signal))
+                r = -ECHILD;
+        int d = space_session_delete(s);
+        double t2 = now_ms();
+        space_session_free(s);
+        if (r < 0 || d < 0)
+                return r < 0 ? r : d;
+        *total = t1 - t0;
+        if (create)
+                *create = tc - t0;
+        if (del)
+                *del = t2 - t1;
+        return 0;
+}
+
+struct pool_state {
+        int64_t ready, taken, missed, made;
+};
+
+static int pool_get(space_client *c, const char *tmpl, struct pool_state *ret) {
+        char *text = NULL;
+        int r = space_get_json(c, "/v1/pool", &text);
+        if (r < 0)
+                return r;
+        struct json *j = NULL;
+        r = json_parse(text, strlen(text), &j, NULL, 0);
+        free(text);
+        if (r < 0)
+                return r;
+        struct pool_state p = { 0 };
+        (void)json_get_int(j, "taken", &p.taken);
+        (void)json_get_int(j, "missed", &p.missed);
+        (void)json_get_int(j, "made", &p.made);
+        const struct json *ts = json_get(j, "templates");
+        for (size_t i = 0; ts && i < json_len(ts); i++) {
+                const struct json *t = json_at(ts, i);
+                const char *name = json_get_str(t, "template");
+                if (name && !strcmp(name, tmpl))
+                        (void)json_get_int(t, "ready", &p.ready);
+        }
+        json_free(j);
+        *ret = p;
+        return 0;
+}
+
+/* Sets the pool and waits until it is full (size 0: at once). */
+static int pool_fill(space_client *c, const char *tmpl, long size) {
+        int r = space_pool_set(c, tmpl, (unsigned)size, NULL);
+        if (r < 0) {
+                fprintf(stderr, "bench-pool: setting the pool: %s\n", client_err(c, r));
+                return r;
+        }
+        for (int i = 0; i < POOL_WAIT_S * 10; i++) {
+                struct pool_state p;
+                if ((r = pool_get(c, tmpl, &p)) < 0)
+                        return r;
+                if (p.ready >= size)
+                        return 0;
+                usleep(100000);
+        }
+        fprintf(stderr, "bench-pool: the pool did not fill to %ld in %d s\n", size, POOL_WAIT_S);
+        return -ETIMEDOUT;
+}
+
+static void loadavg(char *out, size_t n) {
+        FILE *f = fopen("/proc/loadavg", "re");
+        double a = 0, b = 0, c = 0;
+        if (f) {
+                if (fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3)
+                        a = b = c = 0;
+                fclose(f);
+        }
+        snprintf(out, n, "[%.2f,%.2f,%.2f]", a, b, c);
+}
+
+/* ---------------- sequential creates ---------------- */
+
+static int sequential(space_client *c, const struct cfg *cf, bool pool_on, struct series *floor, struct series *bw,
+                      struct series *runsc) {
+        const char *mode = pool_on ? "on" : "off";
+        if (pool_fill(c, cf->tmpl, pool_on ? cf->pool : 0) < 0)
+                return -1;
+        char what[160];
+        snprintf(what, sizeof what, "space: create + exec true");
+        struct series *tot = series_new(what, (size_t)cf->runs);
+        struct series *cre = series_new("space: create alone (POST /v1/sessions)", (size_t)cf->runs);
+        struct series *ex = series_new("space: first exec true alone", (size_t)cf->runs);
+        struct series *del = series_new("space: delete (not counted above)", (size_t)cf->runs);
+        struct pool_state p0 = { 0 }, p1 = { 0 };
+        for (long i = 0; i < cf->warmup; i++) {
+                double a;
+                (void)run_space(c, cf->tmpl, &a, NULL, NULL);
+        }
+        if (pool_on && pool_fill(c, cf->tmpl, cf->pool) < 0)
+                return -1;
+        (void)pool_get(c, cf->tmpl, &p0);
+        long runsc_every = cf->runsc_runs > 0 ? MAXL(1, cf->runs / cf->runsc_runs) : 0;
+        for (long i = 0; i < cf->runs; i++) {
+                double a, b, d;
+                int r = run_space(c, cf->tmpl, &a, &b, &d);
+                if (r < 0) {
+                        tot->failures++;
+                        fprintf(stderr, "bench-pool: run %ld (pool %s): %s\n", i, mode, client_err(c, r));
+                } else {
+                        series_add(tot, a);
+                        series_add(cre, b);
+                        series_add(ex, a - b);
+                        series_add(del, d);
+                }
+                /* The references, interleaved: they see the same load. */
+                if (cf->refs) {
+                        double t = run_floor();
+                        t < 0 ? (void)floor->failures++ : series_add(floor, t);
+                        t = run_bwrap();
+                        t < 0 ? (void)bw->failures++ : series_add(bw, t);
+                        if (runsc && runsc_every && i % runsc_every == 0 && runsc->n < runsc->cap) {
+                                t = run_runsc();
+                                t < 0 ? (void)runsc->failures++ : series_add(runsc, t);
+                        }
+                }
+        }
+        (void)pool_get(c, cf->tmpl, &p1);
+        char extra[200];
+        snprintf(extra, sizeof extra, ",\"pool\":\"%s\",\"pool_size\":%ld,\"clients\":1,\"taken\":%" PRId64 ",\"missed\":%" PRId64,
+                 mode, pool_on ? cf->pool : 0L, p1.taken - p0.taken, p1.missed - p0.missed);
+        report(tot, extra);
+        report(cre, extra);
+        report(ex, extra);
+        report(del, extra);
+        return 0;
+}
+
+/* ---------------- concurrent creates ---------------- */
+
+struct worker {
+        const struct cfg *cf;
+        pthread_t th;
+        long runs;
+        double *v;
+        size_t n, failures;
+};
+
+static void *worker_main(void *p) {
+        struct worker *w = p;
+        space_client *c = NULL;
+        if (space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = w->cf->host }) < 0)
+                return NULL;
+        for (long i = 0; i < w->runs; i++) {
+                double a;
+                int r = run_space(c, w->cf->tmpl, &a, NULL, NULL);
+                if (r < 0)
+                        w->failures++;
+                else
+                        w->v[w->n++] = a;
+        }
+        space_client_free(c);
+        return NULL;
+}
+
+static int concurrent(space_client *c, const struct cfg *cf, bool pool_on) {
+        long pool = pool_on ? MAXL(cf->pool, cf->clients) : 0;
+        if (pool_fill(c, cf->tmpl, pool) < 0)
+                return -1;
+        struct pool_state p0 = { 0 }, p1 = { 0 };
+        (void)pool_get(c, cf->tmpl, &p0);
+        struct worker w[MAX_CLIENTS] = { 0 };
+        long per = (cf->conc_runs + cf->clients - 1) / cf->clients;
+        struct series *tot = series_new("space: create + exec true", (size_t)(per * cf->clients));
+        double t0 = now_ms();
+        for (long i = 0; i < cf->clients; i++) {
+                w[i] = (struct worker){ .cf = cf, .runs = per, .v = calloc((size_t)per, sizeof(double)) };
+                if (!w[i].v || pthread_create(&w[i].th, NULL, worker_main, &w[i]) != 0) {
+                        fprintf(stderr, "bench-pool: cannot start client %ld\n", i);
+                        exit(1);
+                }
+        }
+        for (long i = 0; i < cf->clients; i++) {
+                pthread_join(w[i].th, NULL);
+                for (size_t k = 0; k < w[i].n; k++)
+                        series_add(tot, w[i].v[k]);
+                tot->failures += w[i].failures;
+                free(w[i].v);
+        }
+        double secs = (now_ms() - t0) / 1000.0;
+        (void)pool_get(c, cf->tmpl, &p1);
+        char extra[260];
+        snprintf(extra, sizeof extra,
+                 ",\"pool\":\"%s\",\"pool_size\":%ld,\"clients\":%ld,\"creates_per_s\":%.1f,\"taken\":%" PRId64
+                 ",\"missed\":%" PRId64,
+                 pool_on ? "on" : "off", pool, cf->clients, (double)tot->n / secs, p1.taken - p0.taken,
+                 p1.missed - p0.missed);
+        report(tot, extra);
+        return 0;
+}
+
+/* ---------------- density ---------------- */
+
+static int64_t meminfo_once(const char *key);
+
+/* Median of 7 samples 100 ms apart: other jobs on the host move these figures. */
+static int64_t meminfo_kib(const char *key) {
+        int64_t v[7];
+        for (int i = 0; i < 7; i++) {
+                v[i] = meminfo_once(key);
+                if (i < 6)
+                        usleep(100000);
+        }
+        for (int i = 1; i < 7; i++)
+                for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {
+                        int64_t t = v[k];
+                        v[k] = v[k - 1];
+                        v[k - 1] = t;
+                }
+        return v[3];
+}
+
+static int64_t meminfo_once(const char *key) {
+        FILE *f = fopen("/proc/meminfo", "re");
+        char line[256];
+        int64_t v = -1;
+        size_t kl = strlen(key);
+        while (f && fgets(line, sizeof line, f))
+                if (!strncmp(line, key, kl) && line[kl] == ':') {
+                        v = strtoll(line + kl + 1, NULL, 10);
+                        break;
+                }
+        if (f)
+                fclose(f);
+        return v;
+}
+
+/* Proportional set size of a process (what it really costs, shared pages split). */
+static int64_t pss_kib(pid_t pid) {
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+        FILE *f = fopen(path, "re");
+        int64_t v = 0;
+        while (f && fgets(line, sizeof line, f))
+                if (!strncmp(line, "Pss:", 4)) {
+                        v = strtoll(line + 4, NULL, 10);
+                        break;
+                }
+        if (f)
+                fclose(f);
+        return v;
+}
+
+static int64_t rss_kib(pid_t pid) {
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+        FILE *f = fopen(path, "re");
+        int64_t v = 0;
+        while (f && fgets(line, sizeof line, f))
+                if (!strncmp(line, "VmRSS:", 6)) {
+                        v = strtoll(line + 6, NULL, 10);
+                        break;
+                }
+        if (f)
+                fclose(f);
+        return v;
+}
+
+/* PSS of every process in a sandbox's cgroup, and what its memory cgroup is charged. */
+static void sandbox_mem(const char *sbx, int64_t *pss, int64_t *charged) {
+        /* v1 (pids and memory hierarchies), else v2 (one group). */
+        static const char *const dirs[][2] = { { "/sys/fs/cgroup/pids/space/", "/sys/fs/cgroup/memory/space/" },
+                                               { "/sys/fs/cgroup/space/", "/sys/fs/cgroup/space/" } };
+        static const char *const usage[] = { "memory.usage_in_bytes", "memory.current" };
+        char path[256];
+        for (size_t i = 0; i < 2; i++) {
+                snprintf(path, sizeof path, "%s%s/cgroup.procs", dirs[i][0], sbx);
+                FILE *f = fopen(path, "re");
+                if (!f)
+                        continue;
+                int pid;
+                while (fscanf(f, "%d", &pid) == 1)
+                        *pss += pss_kib(pid);
+                fclose(f);
+                snprintf(path, sizeof path, "%s%s/%s", dirs[i][1], sbx, usage[i]);
+                if ((f = fopen(path, "re"))) {
+                        long long b = 0;
+                        if (fscanf(f, "%lld", &b) == 1)
+                                *charged += b / 1024;
+                        fclose(f);
+                }
+                return;
+        }
+}
+
+/* spaced's pid: the peer of a connection to its Unix socket (0 over TCP). */
+static pid_t daemon_pid(space_client *c) {
+        const char *h = space_client_host(c);
+        if (strncmp(h, "unix:", 5) != 0)
+                return 0;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(h + 5) >= sizeof sa.sun_path)
+                return 0;
+        strcpy(sa.sun_path, h + 5);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct ucred cr = { 0 };
+        socklen_t l = sizeof cr;
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
+                cr.pid = 0;
+        if (fd >= 0)
+                close(fd);
+        return cr.pid;
+}
+
+static void settle(void) {
+        sync();
+        sleep(3);
+}
+
+static int density(space_client *c, const struct cfg *cf) {
+        if (pool_fill(c, cf->tmpl, 0) < 0)
+                return -1;
+        pid_t dpid = daemon_pid(c);
+        space_session **v = calloc((size_t)cf->idle, sizeof *v);
+        if (!v)
+                return -1;
+        static const char *const kern[] = { "Slab", "KernelStack", "PageTables", "Shmem" };
+        int64_t k0[4], k1[4];
+        settle();
+        for (int i = 0; i < 4; i++)
+                k0[i] = meminfo_kib(kern[i]);
+        int64_t avail0 = meminfo_kib("MemAvailable"), rss0 = dpid ? rss_kib(dpid) : 0;
+        long made = 0;
+        for (long i = 0; i < cf->idle; i++) {
+                int r = space_session_new(&v[i], c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT,
+                                                                              .template = cf->tmpl,
+                                                                              .no_rolling_snapshots = true });
+                if (r < 0) {
+                        fprintf(stderr, "bench-pool: idle session %ld: %s\n", i, client_err(c, r));
+                        v[i] = NULL;
+                        break;
+                }
+                made++;
+        }
+        settle();
+        int64_t avail1 = meminfo_kib("MemAvailable"), rss1 = dpid ? rss_kib(dpid) : 0;
+        for (int i = 0; i < 4; i++)
+                k1[i] = meminfo_kib(kern[i]);
+        int64_t pss = 0, charged = 0;
+        for (long i = 0; i < made; i++) {
+                struct space_session_info si;
+                if (space_session_inspect(v[i], &si) == 0)
+                        sandbox_mem(si.sandbox_id, &pss, &charged);
+        }
+        for (long i = 0; i < made; i++) {
+                (void)space_session_delete(v[i]);
+                space_session_free(v[i]);
+        }
+        free(v);
+        settle();
+        int64_t avail2 = meminfo_kib("MemAvailable");
+        if (made == 0)
+                return -1;
+        double n = (double)made, used = (double)(avail0 - avail1);
+        /* Beyond the processes: the kernel's objects (slab: namespaces, mounts, cgroups,
+         * sockets, inodes; kernel stacks; page tables), tmpfs pages, and the daemon's own
+         * growth. MemAvailable counts reclaimable slab as available, so its drop alone
+         * understates them: it is printed as a cross-check. */
+        double kobj = (double)((k1[0] - k0[0]) + (k1[1] - k0[1]) + (k1[2] - k0[2]));
+        double beyond = kobj + (double)(k1[3] - k0[3]) + (double)(rss1 - rss0);
+        printf("{\"bench\":\"pool\",\"what\":\"idle sandboxes: host memory per sandbox\",\"sandboxes\":%ld,"
+               "\"memavailable_drop_per_sandbox_kib\":%.0f,\"processes_pss_per_sandbox_kib\":%.0f,"
+               "\"beyond_processes_per_sandbox_kib\":%.0f,\"beyond_is\":\"slab+kernel stacks+page tables+shmem+daemon rss\","
+               "\"kernel_slab_stack_pagetables_per_sandbox_kib\":%.0f,\"slab_per_sandbox_kib\":%.0f,"
+               "\"shmem_per_sandbox_kib\":%.0f,\"cgroup_charged_per_sandbox_kib\":%.0f,"
+               "\"daemon_rss_per_sandbox_kib\":%.0f,\"memavailable_back_after_delete_kib\":%" PRId64 ","
+               "\"note\":\"MemAvailable is host-wide: other jobs move it; the return after the deletes shows by "
+               "how much\"}\n",
+               made, used / n, (double)pss / n, beyond / n, kobj / n, (double)(k1[0] - k0[0]) / n,
+               (double)(k1[3] - k0[3]) / n, (double)charged / n, (double)(rss1 - rss0) / n, avail2 - avail1);
+        fflush(stdout);
+        return 0;
+}
+
+/* ---------------- reconnects ---------------- */
+
+struct rc_worker {
+        const struct cfg *cf;
+        const char *id, *token;
+        pthread_t th;
+        bool with_exec;
+        double until;
+        struct series *s;
+};
+
+static void *rc_main(void *p) {
+        struct rc_worker *w = p;
+        static const char *const argv[] = { "true", NULL };
+        space_client *c = NULL;
+        if (space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = w->cf->host }) < 0)
+                return NULL;
+        while (now_ms() < w->until) {
+                double t0 = now_ms();
+                space_session *s = NULL;
+                int r = space_session_connect(&s, c, w->id, w->token);
+                struct space_exec_result res;
+                if (r >= 0 && w->with_exec)
+                        r = space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res);
+                space_session_free(s);
+                if (r < 0)
+                        w->s->failures++;
+                else
+                        series_add(w->s, now_ms() - t0);
+        }
+        space_client_free(c);
+        return NULL;
+}
+
+struct spawn_worker {
+        pthread_t th;
+        double until;
+        long n;
+};
+
+static void *spawn_main(void *p) {
+        struct spawn_worker *w = p;
+        char *argv[] = { "true", NULL };
+        while (now_ms() < w->until)
+                if (run_argv(argv) >= 0)
+                        w->n++;
+        return NULL;
+}
+
+/* The floor under "exec true" per second: fork + exec of true + wait on the host itself,
+ * no sandbox, no daemon. */
+static void spawn_floor(const struct cfg *cf, long nc) {
+        struct spawn_worker w[MAX_CLIENTS] = { 0 };
+        double t0 = now_ms();
+        for (long i = 0; i < nc; i++) {
+                w[i].until = t0 + cf->reconnect_s * 1000;
+                pthread_create(&w[i].th, NULL, spawn_main, &w[i]);
+        }
+        long n = 0;
+        for (long i = 0; i < nc; i++) {
+                pthread_join(w[i].th, NULL);
+                n += w[i].n;
+        }
+        printf("{\"bench\":\"pool\",\"what\":\"floor: fork + exec true + wait on the host\",\"clients\":%ld,"
+               "\"per_s\":%.0f}\n",
+               nc, (double)n / ((now_ms() - t0) / 1000.0));
+        fflush(stdout);
+}
+
+static int reconnects(space_client *c, const struct cfg *cf) {
+        space_session *s = NULL;
+        int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = cf->tmpl,
+                                                                       .no_rolling_snapshots = true });
+        if (r < 0) {
+                fprintf(stderr, "bench-pool: reconnect session: %s\n", client_err(c, r));
+                return r;
+        }
+        const long clients[] = { 1, cf->clients };
+        for (int e = 1; e >= 0; e--) {
+                for (size_t k = 0; k < 2; k++) {
+                        long nc = clients[k];
+                        struct rc_worker w[MAX_CLIENTS];
+                        size_t cap = (size_t)(cf->reconnect_s * 50000) + 16;
+                        struct series *all = series_new(e ? "reconnect: connect by id + token, then exec true"
+                                                          : "reconnect: connect by id + token alone",
+                                                        cap);
+                        double t0 = now_ms(), until = t0 + cf->reconnect_s * 1000;
+                        for (long i = 0; i < nc; i++) {
+                                w[i] = (struct rc_worker){ .cf = cf, .id = space_session_id(s), .token = space_session_token(s),
+                                                           .with_exec = e, .until = until,
+                                                           .s = series_new("", cap / (size_t)nc + 16) };
+                                pthread_create(&w[i].th, NULL, rc_main, &w[i]);
+                        }
+                        for (long i = 0; i < nc; i++) {
+                                pthread_join(w[i].th, NULL);
+                                for (size_t j = 0; j < w[i].s->n; j++)
+                                        series_add(all, w[i].s->v[j]);
+                                all->failures += w[i].s->failures;
+                                free(w[i].s->v);
+                                free(w[i].s);
+                        }
+                        double secs = (now_ms() - t0) / 1000.0;
+                        char extra[120];
+                        snprintf(extra, sizeof extra, ",\"clients\":%ld,\"per_s\":%.0f", nc, (double)all->n / secs);
+                        report(all, extra);
+                        free(all->v);
+                        free(all);
+                }
+        }
+        (void)space_session_delete(s);
+        space_session_free(s);
+        spawn_floor(cf, 1);
+        spawn_floor(cf, cf->clients);
+        return 0;
+}
+
+/* ---------------- main ---------------- */
+
+static void usage(FILE *f) {
+        fputs("Usage: bench-pool [OPTIONS]\n"
+              "\n"
+              "The cold-start and density figures of issue 5 in one run, as JSON lines, through\n"
+              "spaced's API ($SPACE_HOST): create + first exec true sequentially (pool off, then\n"
+              "on) and with concurrent clients (off, on); interleaved references bwrap, runsc do\n"
+              "(skipped if absent) and the floor (clone3 into all namespaces + exec true); host\n"
+              "memory per idle sandbox; reconnects per second. Root, on the daemon's host. It\n"
+              "changes the daemon's pool of the template and sets it to 0 at the end.\n"
+              "\n"
+              "  --runs N            sequential runs per pool mode (default 500)\n"
+              "  --warmup N          unmeasured runs first (default 5)\n"
+              "  --clients N         concurrent clients (default 8)\n"
+              "  --concurrent-runs N creates per concurrent phase, all clients (default 512)\n"
+              "  --pool N            pool size when on (default 8; at least --clients when concurrent)\n"
+              "  --idle N            idle sandboxes for the memory figure (default 200; 0 = skip)\n"
+              "  --reconnect-seconds S  per reconnect series (default 3; 0 = skip)\n"
+              "  --runsc-runs N      runsc do runs, spread over the sequential runs (default 50)\n"
+              "  --no-refs           no reference runs\n"
+              "  --template NAME     (default base)\n"
+              "  --host ADDR         daemon address (default $SPACE_HOST)\n",
+              f);
+}
+
+static long num(const char *opt, const char *s, long lo, long hi) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || *end || end == s || v < lo || v > hi) {
+                fprintf(stderr, "bench-pool: %s must be between %ld and %ld\n", opt, lo, hi);
+                exit(2);
+        }
+        return v;
+}
+
+int main(int argc, char **argv) {
+        static const struct option lopts[] = {
+                { "runs", required_argument, NULL, 'n' },        { "warmup", required_argument, NULL, 'w' },
+                { "clients", required_argument, NULL, 'c' },     { "concurrent-runs", required_argument, NULL, 'C' },
+                { "pool", required_argument, NULL, 'p' },        { "idle", required_argument, NULL, 'i' },
+                { "reconnect-seconds", required_argument, NULL, 'r' }, { "runsc-runs", required_argument, NULL, 'R' },
+                { "no-refs", no_argument, NULL, 'N' },           { "template", required_argument, NULL, 't' },
+                { "host", required_argument, NULL, 'H' },        { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        struct cfg cf = { .tmpl = "base", .runs = 500, .warmup = 5, .clients = 8, .conc_runs = 512, .pool = 8,
+                          .idle = 200, .reconnect_s = 3, .runsc_runs = 50, .refs = true };
+        int o;
+        while ((o = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+                switch (o) {
+                case 'n': cf.runs = num("--runs", optarg, 1, MAX_RUNS); break;
+                case 'w': cf.warmup = num("--warmup", optarg, 0, 1000); break;
+                case 'c': cf.clients = num("--clients", optarg, 1, MAX_CLIENTS); break;
+                case 'C': cf.conc_runs = num("--concurrent-runs", optarg, 0, MAX_RUNS); break;
+                case 'p': cf.pool = num("--pool", optarg, 1, 256); break;
+                case 'i': cf.idle = num("--idle", optarg, 0, MAX_IDLE); break;
+                case 'r': cf.reconnect_s = (double)num("--reconnect-seconds", optarg, 0, 600); break;
+                case 'R': cf.runsc_runs = num("--runsc-runs", optarg, 0, MAX_RUNS); break;
+                case 'N': cf.refs = false; break;
+                case 't': cf.tmpl = optarg; break;
+                case 'H': cf.host = optarg; break;
+                case 'h': usage(stdout); return 0;
+                default: usage(stderr); return 2;
+                }
+        }
+        if (optind < argc) {
+                usage(stderr);
+                return 2;
+        }
+        space_client *c = NULL;
+        if (space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = cf.host }) < 0) {
+                fprintf(stderr, "bench-pool: bad daemon address\n");
+                return 2;
+        }
+        char la[64];
+        loadavg(la, sizeof la);
+        int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        printf("{\"bench\":\"pool\",\"what\":\"start\",\"host\":\"%s\",\"template\":\"%s\",\"cpus\":%d,\"loadavg\":%s}\n",
+               space_client_host(c), cf.tmpl, ncpu, la);
+        fflush(stdout);
+        bool have_runsc = cf.refs && cf.runsc_runs > 0 && in_path("runsc");
+        if (cf.refs && !in_path("bwrap")) {
+                fprintf(stderr, "bench-pool: bwrap not found; --no-refs to run without references\n");
+                return 2;
+        }
+        struct series *floor = series_new("floor: clone3 into user+pid+mount+net+ipc+uts+cgroup namespaces + exec true",
+                                          (size_t)cf.runs * 2);
+        struct series *bw = series_new("bwrap --unshare-all --die-with-parent true", (size_t)cf.runs * 2);
+        struct series *rs = have_runsc ? series_new("runsc --network=none do true", (size_t)cf.runsc_runs) : NULL;
+        int ret = 0;
+        if (sequential(c, &cf, false, floor, bw, rs) < 0 || sequential(c, &cf, true, floor, bw, NULL) < 0)
+                ret = 1;
+        if (cf.refs) {
+                report(floor, "");
+                report(bw, "");
+                if (rs)
+                        report(rs, "");
+                else
+                        printf("{\"bench\":\"pool\",\"what\":\"runsc --network=none do true\",\"skipped\":\"%s\"}\n",
+                               cf.runsc_runs ? "runsc not found" : "--runsc-runs 0");
+        }
+        if (cf.conc_runs && (concurrent(c, &cf, false) < 0 || concurrent(c, &cf, true) < 0))
+                ret = 1;
+        if (cf.idle && density(c, &cf) < 0)
+                ret = 1;
+        if (cf.reconnect_s > 0 && reconnects(c, &cf) < 0)
+                ret = 1;
+        (void)space_pool_set(c, cf.tmpl, 0, NULL);
+        loadavg(la, sizeof la);
+        printf("{\"bench\":\"pool\",\"what\":\"end\",\"loadavg\":%s}\n", la);
+        space_client_free(c);
+        return ret;
+}
