@@ -259,17 +259,19 @@ static void loadavg(char *out, size_t n) {
 
 /* ---------------- sequential creates ---------------- */
 
-static int sequential(space_client *c, const struct cfg *cf, bool pool_on, struct series *floor, struct series *bw,
-                      struct series *runsc) {
+/* runs creates one after the other; the references (when given) run between them.
+ * alive: idle sandboxes that exist meanwhile (for the label). */
+static int sequential(space_client *c, const struct cfg *cf, bool pool_on, long runs, long alive, struct series *floor,
+                      struct series *bw, struct series *runsc) {
         const char *mode = pool_on ? "on" : "off";
         if (pool_fill(c, cf->tmpl, pool_on ? cf->pool : 0) < 0)
                 return -1;
         char what[160];
         snprintf(what, sizeof what, "space: create + exec true");
-        struct series *tot = series_new(what, (size_t)cf->runs);
-        struct series *cre = series_new("space: create alone (POST /v1/sessions)", (size_t)cf->runs);
-        struct series *ex = series_new("space: first exec true alone", (size_t)cf->runs);
-        struct series *del = series_new("space: delete (not counted above)", (size_t)cf->runs);
+        struct series *tot = series_new(what, (size_t)runs);
+        struct series *cre = series_new("space: create alone (POST /v1/sessions)", (size_t)runs);
+        struct series *ex = series_new("space: first exec true alone", (size_t)runs);
+        struct series *del = series_new("space: delete (not counted above)", (size_t)runs);
         struct pool_state p0 = { 0 }, p1 = { 0 };
         for (long i = 0; i < cf->warmup; i++) {
                 double a;
@@ -278,8 +280,8 @@ static int sequential(space_client *c, const struct cfg *cf, bool pool_on, struc
         if (pool_on && pool_fill(c, cf->tmpl, cf->pool) < 0)
                 return -1;
         (void)pool_get(c, cf->tmpl, &p0);
-        long runsc_every = cf->runsc_runs > 0 ? MAXL(1, cf->runs / cf->runsc_runs) : 0;
-        for (long i = 0; i < cf->runs; i++) {
+        long runsc_every = cf->runsc_runs > 0 ? MAXL(1, runs / cf->runsc_runs) : 0;
+        for (long i = 0; i < runs; i++) {
                 double a, b, d;
                 int r = run_space(c, cf->tmpl, &a, &b, &d);
                 if (r < 0) {
@@ -292,7 +294,7 @@ static int sequential(space_client *c, const struct cfg *cf, bool pool_on, struc
                         series_add(del, d);
                 }
                 /* The references, interleaved: they see the same load. */
-                if (cf->refs) {
+                if (floor && bw) {
                         double t = run_floor();
                         t < 0 ? (void)floor->failures++ : series_add(floor, t);
                         t = run_bwrap();
@@ -304,9 +306,11 @@ static int sequential(space_client *c, const struct cfg *cf, bool pool_on, struc
                 }
         }
         (void)pool_get(c, cf->tmpl, &p1);
-        char extra[200];
-        snprintf(extra, sizeof extra, ",\"pool\":\"%s\",\"pool_size\":%ld,\"clients\":1,\"taken\":%" PRId64 ",\"missed\":%" PRId64,
-                 mode, pool_on ? cf->pool : 0L, p1.taken - p0.taken, p1.missed - p0.missed);
+        char extra[240];
+        snprintf(extra, sizeof extra,
+                 ",\"pool\":\"%s\",\"pool_size\":%ld,\"clients\":1,\"idle_sandboxes_alive\":%ld,\"taken\":%" PRId64
+                 ",\"missed\":%" PRId64,
+                 mode, pool_on ? cf->pool : 0L, alive, p1.taken - p0.taken, p1.missed - p0.missed);
         report(tot, extra);
         report(cre, extra);
         report(ex, extra);
@@ -530,6 +534,12 @@ static int density(space_client *c, const struct cfg *cf) {
                 if (space_session_inspect(v[i], &si) == 0)
                         sandbox_mem(si.sandbox_id, &pss, &charged);
         }
+        /* Many sandboxes alive: every new mount namespace copies the host's mount table,
+         * which now holds one more overlay per sandbox. */
+        long runs = cf->runs < 100 ? cf->runs : 100;
+        (void)sequential(c, cf, false, runs, made, NULL, NULL, NULL);
+        (void)sequential(c, cf, true, runs, made, NULL, NULL, NULL);
+        (void)pool_fill(c, cf->tmpl, 0);
         for (long i = 0; i < made; i++) {
                 (void)space_session_delete(v[i]);
                 space_session_free(v[i]);
@@ -768,7 +778,8 @@ int main(int argc, char **argv) {
         struct series *bw = series_new("bwrap --unshare-all --die-with-parent true", (size_t)cf.runs * 2);
         struct series *rs = have_runsc ? series_new("runsc --network=none do true", (size_t)cf.runsc_runs) : NULL;
         int ret = 0;
-        if (sequential(c, &cf, false, floor, bw, rs) < 0 || sequential(c, &cf, true, floor, bw, NULL) < 0)
+        struct series *f = cf.refs ? floor : NULL, *b = cf.refs ? bw : NULL;
+        if (sequential(c, &cf, false, cf.runs, 0, f, b, rs) < 0 || sequential(c, &cf, true, cf.runs, 0, f, b, NULL) < 0)
                 ret = 1;
         if (cf.refs) {
                 report(floor, "");
