@@ -1,0 +1,313 @@
+/* bench-microvm: the runtime drivers side by side, driven directly (no daemon): create to
+ * first exec (cold boot, and from the template's warm image), pause (checkpoint, VM
+ * stopped), resume (restore to first exec), fork x3 from one image, and the bytes a
+ * second snapshot adds to a snapshot store after a small change. ns (and gvisor when the
+ * table has it) run the steps they support for reference. JSON lines on stdout; says
+ * which accelerator QEMU used. Root; run by hand (docs/performance.md). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/macros.h"
+#include "runtime/fsutil.h"
+#include "runtime/runtime.h"
+#include "runtime/template.h"
+#include "store/store.h"
+#include "mvclient.h"
+
+#define BENCH_TIMEOUT_MS 180000
+#define BENCH_MAX_RUNS 50
+
+static char data[512], work[512], init_path[512];
+static unsigned seq;
+
+struct box {
+        const struct runtime_ops *ops;
+        struct rt_sandbox *sb;
+        char id[64], upper[600], run[600], wd[600];
+};
+
+static int box_create(struct box *b, const struct runtime_ops *ops, const char *restore_dir) {
+        b->ops = ops;
+        snprintf(b->id, sizeof b->id, "sbx_bmv%d_%u", (int)getpid(), seq++);
+        snprintf(b->upper, sizeof b->upper, "%s/%s/upper", work, b->id);
+        snprintf(b->wd, sizeof b->wd, "%s/%s/work", work, b->id);
+        snprintf(b->run, sizeof b->run, "%s/%s/run", work, b->id);
+        char lower[600];
+        snprintf(lower, sizeof lower, "%s/templates/base/rootfs", data);
+        if (rt_mkdir_p(b->upper, 0755) < 0 || rt_mkdir_p(b->wd, 0700) < 0 || rt_mkdir_p(b->run, 0700) < 0)
+                return -EIO;
+        /* ns keeps ids shifted in upper; the VM exports them shifted too */
+        (void)chown(b->upper, RT_ID_BASE, RT_ID_BASE);
+        struct rt_spec s = { .id = b->id, .lower_dirs = lower, .upper_dir = b->upper, .work_dir = b->wd,
+                             .run_dir = b->run, .init_path = init_path, .restore_dir = restore_dir };
+        int r = ops->create(&s, &b->sb);
+        if (r < 0) {
+                fprintf(stderr, "bench-microvm: %s create: %s\n", ops->name, runtime_last_error());
+                return r;
+        }
+        return mvc_hello(ops->init_fd(b->sb), BENCH_TIMEOUT_MS);
+}
+
+static int box_exec(struct box *b, const char *cmd) {
+        int code = -1;
+        int r = mvc_sh(b->ops->init_fd(b->sb), cmd, false, NULL, 0, &code, BENCH_TIMEOUT_MS);
+        return r < 0 ? r : code == 0 ? 0 : -EIO;
+}
+
+static void box_destroy(struct box *b) {
+        if (b->sb)
+                b->ops->destroy(b->sb);
+        b->sb = NULL;
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", work, b->id);
+        rt_rm_rf(p);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+        int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+static void report(const char *driver, const char *what, int64_t *ms, size_t n, size_t failures) {
+        if (n == 0) {
+                printf("{\"bench\":\"microvm\",\"driver\":\"%s\",\"accel\":\"%s\",\"what\":\"%s\",\"runs\":0,"
+                       "\"failures\":%zu}\n",
+                       driver, rt_microvm_accel(), what, failures);
+                return;
+        }
+        qsort(ms, n, sizeof *ms, cmp_i64);
+        printf("{\"bench\":\"microvm\",\"driver\":\"%s\",\"accel\":\"%s\",\"what\":\"%s\",\"runs\":%zu,"
+               "\"failures\":%zu,\"p50_ms\":%lld,\"max_ms\":%lld}\n",
+               driver, rt_microvm_accel(), what, n, failures, (long long)ms[n / 2], (long long)ms[n - 1]);
+        fflush(stdout);
+}
+
+/* create (+ restore_dir) -> HELLO -> `true` answered, runs times */
+static void bench_create(const struct runtime_ops *ops, const char *what, const char *restore_dir, unsigned runs) {
+        int64_t ms[BENCH_MAX_RUNS];
+        size_t n = 0, fail = 0;
+        for (unsigned i = 0; i < runs; i++) {
+                struct box b = { 0 };
+                int64_t t0 = mvc_now_ms();
+                int r = box_create(&b, ops, restore_dir);
+                if (r == 0)
+                        r = box_exec(&b, "true");
+                if (r == 0)
+                        ms[n++] = mvc_now_ms() - t0;
+                else
+                        fail++;
+                box_destroy(&b);
+        }
+        report(ops->name, what, ms, n, fail);
+}
+
+static uint64_t store_dir(struct store *st, const char *dir, const struct store_hash *parent, struct store_hash *ret) {
+        struct store_op_stats stats = { 0 };
+        struct store_capture_opts o = { .session = "bench", .reason = STORE_REASON_MANUAL, .stats = &stats };
+        if (store_capture(st, dir, parent, &o, ret) < 0)
+                return 0;
+        return stats.bytes_written;
+}
+
+/* checkpoint, change, checkpoint: what the second adds to a store holding the first */
+static void bench_second_snapshot(const struct runtime_ops *ops, const char *label, const char *change) {
+        struct box b = { 0 };
+        char d1[700], d2[700], sdir[700];
+        snprintf(d1, sizeof d1, "%s/dedup-%s-1", work, label);
+        snprintf(d2, sizeof d2, "%s/dedup-%s-2", work, label);
+        snprintf(sdir, sizeof sdir, "%s/store-%s", work, label);
+        if (box_create(&b, ops, NULL) < 0 || rt_mkdir_p(d1, 0755) < 0 || rt_mkdir_p(d2, 0755) < 0)
+                goto out;
+        if (ops->checkpoint(b.sb, d1, true) < 0 || mvc_hello(ops->init_fd(b.sb), BENCH_TIMEOUT_MS) < 0 ||
+            box_exec(&b, change) < 0 || ops->checkpoint(b.sb, d2, false) < 0) {
+                fprintf(stderr, "bench-microvm: %s: %s\n", label, runtime_last_error());
+                goto out;
+        }
+        struct store *st = NULL;
+        struct store_opts so = { STORE_OPTS_INIT, .create = true };
+        if (store_open(sdir, &so, &st) == 0) {
+                struct store_hash h1, h2;
+                uint64_t first = store_dir(st, d1, NULL, &h1), second = store_dir(st, d2, &h1, &h2);
+                /* the memory stream's share: the two memory files alone, in a fresh store */
+                uint64_t mem_second = 0;
+                char m1[720], m2[720], f[740], t[740], sdir2[720];
+                snprintf(m1, sizeof m1, "%s-mem", d1);
+                snprintf(m2, sizeof m2, "%s-mem", d2);
+                snprintf(sdir2, sizeof sdir2, "%s-mem", sdir);
+                struct store *st2 = NULL;
+                bool ok = rt_mkdir_p(m1, 0755) == 0 && rt_mkdir_p(m2, 0755) == 0;
+                snprintf(f, sizeof f, "%s/memory", d1);
+                snprintf(t, sizeof t, "%s/memory", m1);
+                ok = ok && link(f, t) == 0;
+                snprintf(f, sizeof f, "%s/memory", d2);
+                snprintf(t, sizeof t, "%s/memory", m2);
+                ok = ok && link(f, t) == 0;
+                if (ok && store_open(sdir2, &so, &st2) == 0) {
+                        struct store_hash g1, g2;
+                        (void)store_dir(st2, m1, NULL, &g1);
+                        mem_second = store_dir(st2, m2, &g1, &g2);
+                        store_free(st2);
+                }
+                rt_rm_rf(m1);
+                rt_rm_rf(m2);
+                rt_rm_rf(sdir2);
+                struct stat m;
+                char mp[720];
+                snprintf(mp, sizeof mp, "%s/memory", d1);
+                long long mem = stat(mp, &m) == 0 ? (long long)m.st_size : -1;
+                printf("{\"bench\":\"microvm\",\"driver\":\"%s\",\"accel\":\"%s\",\"what\":\"second snapshot\","
+                       "\"change\":\"%s\",\"memory_image_bytes\":%lld,\"first_stored_bytes\":%llu,"
+                       "\"second_stored_bytes\":%llu,\"second_memory_stream_bytes\":%llu,\"ratio_pct\":%.2f}\n",
+                       ops->name, rt_microvm_accel(), label, mem, (unsigned long long)first,
+                       (unsigned long long)second, (unsigned long long)mem_second,
+                       first ? 100.0 * (double)second / (double)first : 0.0);
+                fflush(stdout);
+                store_free(st);
+        }
+out:
+        box_destroy(&b);
+        rt_rm_rf(d1);
+        rt_rm_rf(d2);
+        rt_rm_rf(sdir);
+}
+
+static void bench_snapshots(const struct runtime_ops *ops, unsigned runs) {
+        /* pause = checkpoint with the VM stopped; resume = restore to first exec */
+        int64_t pause_ms[BENCH_MAX_RUNS], resume_ms[BENCH_MAX_RUNS], fork_ms[BENCH_MAX_RUNS];
+        size_t np = 0, nr = 0, nf = 0, fail = 0;
+        for (unsigned i = 0; i < runs; i++) {
+                struct box b = { 0 }, c = { 0 };
+                char img[700];
+                snprintf(img, sizeof img, "%s/img-%u", work, i);
+                if (box_create(&b, ops, NULL) < 0 || box_exec(&b, "sleep 1000 & echo x > /root/x") < 0 ||
+                    rt_mkdir_p(img, 0755) < 0) {
+                        fail++;
+                        box_destroy(&b);
+                        continue;
+                }
+                int64_t t0 = mvc_now_ms();
+                if (ops->checkpoint(b.sb, img, false) < 0) {
+                        fprintf(stderr, "bench-microvm: checkpoint: %s\n", runtime_last_error());
+                        fail++;
+                        box_destroy(&b);
+                        continue;
+                }
+                pause_ms[np++] = mvc_now_ms() - t0;
+                box_destroy(&b);
+                t0 = mvc_now_ms();
+                if (box_create(&c, ops, img) == 0 && box_exec(&c, "test -e /root/x") == 0)
+                        resume_ms[nr++] = mvc_now_ms() - t0;
+                else
+                        fail++;
+                box_destroy(&c);
+                /* fork x3: three independent VMs from the same image, all answering */
+                struct box f[3] = { 0 };
+                t0 = mvc_now_ms();
+                bool ok = true;
+                for (int k = 0; k < 3 && ok; k++)
+                        ok = box_create(&f[k], ops, img) == 0 && box_exec(&f[k], "true") == 0;
+                if (ok)
+                        fork_ms[nf++] = mvc_now_ms() - t0;
+                else
+                        fail++;
+                for (int k = 0; k < 3; k++)
+                        box_destroy(&f[k]);
+                rt_rm_rf(img);
+        }
+        report(ops->name, "pause (checkpoint, VM stopped)", pause_ms, np, fail);
+        report(ops->name, "resume (restore to first exec)", resume_ms, nr, fail);
+        report(ops->name, "fork x3 (three restores to first exec)", fork_ms, nf, fail);
+        bench_second_snapshot(ops, "none", "true");
+        bench_second_snapshot(ops, "1MiB-text", "yes 'a line of text for the benchmark' | head -c 1048576 > /root/t");
+        bench_second_snapshot(ops, "1MiB-random", "head -c 1048576 /dev/urandom > /root/r");
+}
+
+static void bench_freeze(const struct runtime_ops *ops, unsigned runs) {
+        int64_t f[BENCH_MAX_RUNS], t[BENCH_MAX_RUNS];
+        size_t n = 0, fail = 0;
+        struct box b = { 0 };
+        if (box_create(&b, ops, NULL) == 0)
+                for (unsigned i = 0; i < runs; i++) {
+                        int64_t t0 = mvc_now_ms();
+                        if (ops->freeze(b.sb) < 0) {
+                                fail++;
+                                continue;
+                        }
+                        int64_t t1 = mvc_now_ms();
+                        if (ops->thaw(b.sb) < 0 || box_exec(&b, "true") < 0) {
+                                fail++;
+                                continue;
+                        }
+                        f[n] = t1 - t0;
+                        t[n++] = mvc_now_ms() - t1;
+                }
+        else
+                fail++;
+        box_destroy(&b);
+        report(ops->name, "freeze", f, n, fail);
+        report(ops->name, "thaw to first exec", t, n, fail);
+}
+
+int main(int argc, char **argv) {
+        unsigned runs = 3;
+        int c;
+        static const struct option opts[] = { { "runs", required_argument, NULL, 'n' },
+                                              { "help", no_argument, NULL, 'h' },
+                                              {} };
+        while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) >= 0) {
+                if (c == 'n') {
+                        runs = (unsigned)atoi(optarg);
+                        if (runs < 1 || runs > BENCH_MAX_RUNS) {
+                                fprintf(stderr, "bench-microvm: --runs 1..%d\n", BENCH_MAX_RUNS);
+                                return 2;
+                        }
+                } else {
+                        printf("usage: bench-microvm [--runs N]   (root; SPACE_TEST_DATA: data dir with the base "
+                               "template, default /var/tmp/space-microvm-test)\n");
+                        return c == 'h' ? 0 : 2;
+                }
+        }
+        if (geteuid() != 0) {
+                fprintf(stderr, "bench-microvm: needs root\n");
+                return 1;
+        }
+        const char *d = getenv("SPACE_TEST_DATA");
+        snprintf(data, sizeof data, "%s", d ? d : "/var/tmp/space-microvm-test");
+        snprintf(init_path, sizeof init_path, "%s", SPACE_INIT_PATH);
+        if (rt_mkdir_p(data, 0755) < 0 || template_ensure_base(data, NULL, NULL) < 0) {
+                fprintf(stderr, "bench-microvm: base template: %s\n", runtime_last_error());
+                return 1;
+        }
+        snprintf(work, sizeof work, "/var/tmp/space-bench-mv-XXXXXX");
+        if (!mkdtemp(work))
+                return 1;
+        static const char *const names[] = { "ns", "gvisor", "microvm" };
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                const struct runtime_ops *ops = runtime_find(names[i]);
+                if (!ops)
+                        continue;
+                if (ops->host_init && ops->host_init(data) < 0) {
+                        fprintf(stderr, "bench-microvm: %s: %s\n", names[i], runtime_last_error());
+                        continue;
+                }
+                if (strcmp(names[i], "microvm") == 0) {
+                        setenv("SPACE_MICROVM_WARM", "0", 1);
+                        bench_create(ops, "cold boot to first exec", NULL, runs);
+                        unsetenv("SPACE_MICROVM_WARM");
+                        /* the first warm create makes the warm image if missing */
+                        bench_create(ops, "warm image made (if missing)", NULL, 1);
+                        bench_create(ops, "create from warm image to first exec", NULL, runs);
+                } else
+                        bench_create(ops, "create to first exec", NULL, runs);
+                bench_freeze(ops, runs);
+                if (ops->memory_snapshots && ops->checkpoint)
+                        bench_snapshots(ops, runs);
+        }
+        rt_rm_rf(work);
+        return 0;
+}
