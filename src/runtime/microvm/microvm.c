@@ -71,6 +71,7 @@ struct rt_sandbox {
         int pidfd;
         pid_t pid;
         bool reaped, stopped, unprivileged;
+        bool frozen;           /* freeze() said stop, thaw() not yet cont */
         int status;
 };
 
@@ -726,6 +727,10 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 return -EINVAL;
         }
         runtime_set_error("%s", "");
+        if (spec->network) {
+                runtime_set_error("microvm: networking is not available (the VM has no network device)");
+                return -EOPNOTSUPP;
+        }
         uint64_t mib = spec->limits.memory_bytes ? spec->limits.memory_bytes >> 20 : MV_DEFAULT_MEMORY_MIB;
         if (mib < MV_MIN_MEMORY_MIB || mib > MV_MAX_MEMORY_MIB) {
                 runtime_set_error("microvm: memory limit %llu MiB: a VM needs %u..%u MiB", (unsigned long long)mib,
@@ -848,6 +853,8 @@ static int mv_freeze(struct rt_sandbox *sb) {
         int r = qmp_cmd(sb, "{\"execute\":\"stop\"}", NULL);
         if (r < 0 && !runtime_last_error()[0])
                 runtime_set_error("microvm: stop %s: %s", sb->id, strerror(-r));
+        if (r == 0)
+                sb->frozen = true;
         return r;
 }
 
@@ -855,6 +862,8 @@ static int mv_thaw(struct rt_sandbox *sb) {
         int r = qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL);
         if (r < 0 && !runtime_last_error()[0])
                 runtime_set_error("microvm: cont %s: %s", sb->id, strerror(-r));
+        if (r == 0)
+                sb->frozen = false;
         return r;
 }
 
@@ -903,8 +912,13 @@ static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
         if (!sb || !dir || sb->reaped || sb->stopped)
                 return -EINVAL;
         runtime_set_error("%s", "");
-        /* the guest's page cache goes to the session disk first: the host reads it */
-        int r = ctl(sb, 'S', MV_QMP_TIMEOUT_MS);
+        /* the guest's page cache goes to the session disk first: the host reads it (a
+         * frozen VM runs for that moment; it is stopped again below) */
+        int r = sb->frozen ? qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL) : 0;
+        if (r == 0)
+                r = ctl(sb, 'S', MV_QMP_TIMEOUT_MS);
+        if (r < 0 && sb->frozen)
+                (void)qmp_cmd(sb, "{\"execute\":\"stop\"}", NULL);
         if (r < 0) {
                 fail(sb, "guest sync", r);
                 return r;
@@ -928,7 +942,7 @@ static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
             (r = wait_migration(sb)) < 0) {
                 if (!runtime_last_error()[0])
                         fail(sb, "checkpoint", r);
-                (void)qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL);
+                (void)qmp_cmd(sb, sb->frozen ? "{\"execute\":\"stop\"}" : "{\"execute\":\"cont\"}", NULL);
                 return r;
         }
         if (fsync(mem) < 0) {
@@ -950,7 +964,8 @@ static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
                 sb->stopped = true;
                 return 0;
         }
-        if ((r = qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL)) < 0 || (r = connect_init(sb, MV_QMP_TIMEOUT_MS)) < 0) {
+        if ((r = qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL)) < 0 || (r = connect_init(sb, MV_QMP_TIMEOUT_MS)) < 0 ||
+            (sb->frozen && (r = qmp_cmd(sb, "{\"execute\":\"stop\"}", NULL)) < 0)) {
                 if (!runtime_last_error()[0])
                         fail(sb, "resume after checkpoint", r);
                 return r;

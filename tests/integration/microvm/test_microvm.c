@@ -205,7 +205,8 @@ static void test_checkpoint_restore_fork(void **state) {
         PJ(img2, "%s/img2", work);
         assert_int_equal(rt_mkdir_p(img1, 0755), 0);
         assert_int_equal(rt_mkdir_p(img2, 0755), 0);
-        printf("# checkpoint, leave running: the session files appear in upper_dir\n");
+        printf("# checkpoint of a frozen VM, leave running: the session files appear in upper_dir\n");
+        assert_int_equal(ops->freeze(v.sb), 0);
         int64_t t0 = mvc_now_ms();
         int r = ops->checkpoint(v.sb, img1, true);
         if (r < 0)
@@ -214,6 +215,7 @@ static void test_checkpoint_restore_fork(void **state) {
         printf("# checkpoint (leave running) took %lld ms\n", (long long)(mvc_now_ms() - t0));
         v.fd = ops->init_fd(v.sb);
         assert_int_equal(mvc_hello(v.fd, VM_TIMEOUT_MS), 0);
+        assert_int_equal(ops->thaw(v.sb), 0);
         char p[700], buf[256];
         PJ(p, "%s/root/hello.txt", v.upper);
         assert_true(rt_read_file(p, buf, sizeof buf) > 0);

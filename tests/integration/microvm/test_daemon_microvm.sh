@@ -1,0 +1,115 @@
+#!/bin/bash
+# microVM sessions through the real spaced (docs/runtime-microvm.md): a session on the
+# microvm runtime runs python3 from the Debian base tree, its files go both ways through
+# the file API and show in a snapshot diff, QEMU sits in its own cgroup as a non-root
+# user, a background counter survives pause -> resume and two forks, killing QEMU brings
+# the session back from its newest snapshot, and delete leaves nothing behind.
+# Usage: test_daemon_microvm.sh SPACED_BINARY   (space-init and space-store next to it)
+. "$(dirname "$0")/../daemon/lib.sh" mvd "${1:-}"
+
+command -v qemu-system-x86_64 >/dev/null || { echo "SKIP: qemu-system-x86_64 is missing (scripts/install-deps)"; exit $SKIP; }
+GUEST_CACHE=${SPACE_GUEST_DIR:-/var/cache/space/guest}
+"$(dirname "$0")/../../../scripts/build-guest" >/dev/null 2>&1 || { echo "SKIP: no guest kernel (scripts/build-guest failed)"; exit $SKIP; }
+TARBALL=$(ls /var/cache/space/debootstrap-bookworm-*.tar.zst 2>/dev/null | head -n 1)
+[ -n "$TARBALL" ] || { echo "SKIP: no cached Debian base tree in /var/cache/space (runtime.test_base makes it)"; exit $SKIP; }
+
+# Template images and warm images go to a private guest dir, removed with $T.
+export SPACE_GUEST_DIR=$T/guest
+mkdir -p "$SPACE_GUEST_DIR"
+ln -s "$GUEST_CACHE/vmlinux" "$SPACE_GUEST_DIR/vmlinux"
+ln -s "$GUEST_CACHE/modules" "$SPACE_GUEST_DIR/modules"
+echo "# accelerator: ${SPACE_MICROVM_ACCEL:-tcg}$([ "${SPACE_MICROVM_ACCEL:-tcg}" = tcg ] && echo ' (software emulation: each VM step takes seconds)')"
+
+sh_in() { # session, shell command -> its stdout
+        api -X POST "http://x/v1/sessions/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$2")" | stdout_of
+}
+state_of() { api "http://x/v1/sessions/$1" | jget state; }
+wait_state() { # session, state, tenths of a second
+        for _ in $(seq "$3"); do
+                [ "$(state_of "$1")" = "$2" ] && return 0
+                sleep 0.1
+        done
+        return 1
+}
+grows() { # session: the counter file grows within 2 s
+        local a b
+        a=$(sh_in "$1" 'cat /root/counter')
+        sleep 2
+        b=$(sh_in "$1" 'cat /root/counter')
+        echo "#   counter $a -> $b"
+        [ -n "$a" ] && [ -n "$b" ] && [ "$b" -gt "$a" ]
+}
+
+mkdir -p "$T/root"
+tar -C "$T/root" -xf "$TARBALL"
+start_daemon --runtime microvm || exit 1
+api -X POST http://x/v1/templates -d "{\"name\":\"deb\",\"from_dir\":\"$T/root\"}" >/dev/null
+rm -rf "$T/root"
+
+# ---- create, exec, isolation ----
+R=$(api -X POST http://x/v1/sessions -d '{"template":"deb","memory":"256M","snapshot_interval_ms":0}')
+A=$(echo "$R" | jget id)
+UA=http://x/v1/sessions/$A
+check "a session on the microvm runtime is running" test "$(echo "$R" | jget state)/$(echo "$R" | jget runtime)" = "running/microvm"
+check "python3 prints 42 inside the VM" test "$(sh_in "$A" "python3 -c 'print(6*7)'")" = 42
+KV=$(sh_in "$A" 'uname -r')
+check "the guest runs its own kernel ($KV)" test -n "$(echo "$KV" | grep cloud-amd64)"
+touch "$T/host-marker"
+check "the guest cannot see a host file" test "$(sh_in "$A" "test -e $T/host-marker && echo seen || echo absent")" = absent
+check "the guest's PID 1 is space-init, not a host process" test "$(sh_in "$A" 'cat /proc/1/comm')" = init
+QPID=$(api "$UA" | jget init_pid)
+SBX=$(api "$UA" | jget sandbox_id)
+check "QEMU is in the session's own cgroup" grep -q "$SBX" "/proc/$QPID/cgroup"
+check "QEMU does not run as root" test "$(awk '/^Uid:/{print $2}' "/proc/$QPID/status")" != 0
+
+# ---- files both ways, and a snapshot diff ----
+check "a file uploaded with the file API is read inside" sh -c "echo from-host | curl -sS --unix-socket '$S' -X PUT --data-binary @- '$UA/files?path=/root/up.txt' >/dev/null && test \"\$(curl -sS --unix-socket '$S' -X POST '$UA/exec' -d '{\"argv\":[\"cat\",\"/root/up.txt\"]}' | grep -c from-host)\" = 1"
+S1=$(api -X POST "$UA/snapshots" | jget store_snapshot)
+sh_in "$A" 'echo written inside > /root/inside.txt' >/dev/null
+check "a file written inside is read with the file API" test "$(api "$UA/files?path=/root/inside.txt")" = "written inside"
+S2=$(api -X POST "$UA/snapshots" | jget store_snapshot)
+DIFF=$("$BIN/space-store" --store "$DATA/store" diff "$S1" "$S2" 2>&1)
+echo "$DIFF" | sed 's/^/#   diff: /' | head -n 5
+check "the snapshot diff shows the file written inside" sh -c "echo '$DIFF' | grep -q 'root/inside.txt'"
+
+# ---- a background counter across pause -> resume and fork x2 ----
+api -X POST "$UA/exec" -d '{"argv":["sh","-c","i=0; while :; do i=$((i+1)); echo $i > /root/counter; sleep 0.2; done"],"background":true}' >/dev/null
+sleep 1
+R=$(api -X POST "$UA/pause" -w '\n%{http_code}')
+check "pause answers 200, paused" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | jget state)" = "200/paused"
+check "nothing of the VM is left while paused" sh -c "! kill -0 $QPID 2>/dev/null"
+R=$(api -X POST "$UA/resume" -w '\n%{http_code}')
+check "resume answers 200, running" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | jget state)" = "200/running"
+check "the counter goes on after resume (same process, restored memory)" grows "$A"
+R=$(api -X POST "$UA/fork" -d '{"count":2}')
+F1=$(echo "$R" | jget sessions 0 id)
+F2=$(echo "$R" | jget sessions 1 id)
+check "fork 1 runs the counter on" grows "$F1"
+check "fork 2 runs the counter on" grows "$F2"
+sh_in "$F1" 'echo one > /root/who' >/dev/null
+sh_in "$F2" 'echo two > /root/who' >/dev/null
+check "the forks are independent" test "$(sh_in "$F1" 'cat /root/who')/$(sh_in "$F2" 'cat /root/who')/$(sh_in "$A" 'cat /root/who 2>/dev/null || echo none')" = "one/two/none"
+
+# ---- killing QEMU: recovery from the newest snapshot ----
+sh_in "$A" 'echo before-crash > /root/crash.txt' >/dev/null
+api -X POST "$UA/snapshots" >/dev/null
+QPID=$(api "$UA" | jget init_pid)
+kill -9 "$QPID"
+sleep 1
+wait_state "$A" running 600
+check "after QEMU was killed the session is running again, recovered once" test "$(api "$UA" | jget recoveries)" = 1
+check "... with the newest snapshot's files" test "$(sh_in "$A" 'cat /root/crash.txt')" = before-crash
+check "... on a new QEMU" test "$(api "$UA" | jget init_pid)" != "$QPID"
+
+# ---- delete leaves nothing ----
+for s in "$A" "$F1" "$F2"; do
+        P=$(api "http://x/v1/sessions/$s" | jget init_pid)
+        X=$(api "http://x/v1/sessions/$s" | jget sandbox_id)
+        check "delete $s answers 204" test "$(code -X DELETE "http://x/v1/sessions/$s")" = 204
+        check "... QEMU is gone" gone "$P"
+        check "... its cgroup is gone" test -z "$(find /sys/fs/cgroup -maxdepth 4 -name "$X" 2>/dev/null)"
+        check "... its sandbox directory is gone" test ! -e "$DATA/sandboxes/$X"
+done
+
+echo "# $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
