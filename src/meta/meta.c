@@ -360,6 +360,8 @@ int meta_session_create(struct meta *m, const struct meta_session *s) {
                 return meta_error(m, -EINVAL, "negative time");
         if (s->limits.memory_bytes > INT64_MAX)
                 return meta_error(m, -EINVAL, "memory limit out of range");
+        if (s->limits.disk_bytes > INT64_MAX)
+                return meta_error(m, -EINVAL, "disk limit out of range");
         if (!FIELD_OK(s->parent_session) || !FIELD_OK(s->source_snapshot) || !FIELD_OK(s->token_hash))
                 return meta_error(m, -EINVAL, "unterminated field");
         int r = check_opt_id(m, "parent_session", "ses", s->parent_session);

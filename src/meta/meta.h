@@ -63,6 +63,7 @@ struct meta_limits {
         uint64_t memory_bytes; /* 0 = runtime default */
         uint32_t cpu_millis;   /* 1000 = one CPU; 0 = no limit */
         uint32_t pids;         /* 0 = runtime default */
+        uint64_t disk_bytes;   /* writable layer; 0 = no limit (schema 2) */
 };
 
 struct meta_session {

@@ -93,13 +93,16 @@ static const char *const migrations[] = {
         "  revoked_ms INTEGER NOT NULL DEFAULT 0"
         ");"
         "CREATE INDEX tokens_tenant ON tokens(tenant);",
+        /* 2: a disk limit on each session's writable layer (0 = none, as every older
+         * session had) */
+        "ALTER TABLE sessions ADD COLUMN disk_bytes INTEGER NOT NULL DEFAULT 0;",
 };
 #define SCHEMA_VERSION ((int)ELEMENTSOF(migrations))
 
 #define SES_COLS                                                                                      \
         "id, tenant, state, template, runtime, memory_bytes, cpu_millis, pids, network, env, "     \
         "snapshot_interval_ms, retention_keep, created_ms, updated_ms, sandbox_id, parent_session, " \
-        "source_snapshot, head_snapshot, token_hash, error"
+        "source_snapshot, head_snapshot, token_hash, error, disk_bytes"
 #define SBX_COLS "id, session_id, host_id, runtime, state, init_pid, created_ms, ended_ms, death_reason"
 #define SNAP_COLS                                                                                     \
         "id, session_id, parent_id, store_hash, root_hash, memory_hash, time_ms, reason, label, "  \
@@ -138,8 +141,8 @@ static const char *const st_sql[_ST_MAX] = {
 
         [ST_SES_INSERT] = "INSERT INTO sessions (id, tenant, state, template, runtime, memory_bytes, cpu_millis, "
                           "pids, network, env, snapshot_interval_ms, retention_keep, created_ms, updated_ms, "
-                          "parent_session, source_snapshot, token_hash, error) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15, ?16, ?17)",
+                          "parent_session, source_snapshot, token_hash, error, disk_bytes) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15, ?16, ?17, ?18)",
         [ST_SES_GET] = "SELECT " SES_COLS " FROM sessions WHERE id = ?1",
         [ST_SES_LIST] = "SELECT " SES_COLS " FROM sessions WHERE (?1 IS NULL OR tenant = ?1) "
                         "AND (?2 IS NULL OR instr(?2, ',' || state || ',') > 0) AND (?3 IS NULL OR id > ?3) "
@@ -629,6 +632,7 @@ static int read_session(struct meta *m, sqlite3_stmt *st, struct meta_session *s
         s->limits.memory_bytes = (uint64_t)sqlite3_column_int64(st, 5);
         s->limits.cpu_millis = (uint32_t)sqlite3_column_int64(st, 6);
         s->limits.pids = (uint32_t)sqlite3_column_int64(st, 7);
+        s->limits.disk_bytes = (uint64_t)sqlite3_column_int64(st, 20);
         s->network = sqlite3_column_int(st, 8) != 0;
         s->snapshot_interval_ms = sqlite3_column_int64(st, 10);
         s->retention_keep = (uint32_t)sqlite3_column_int64(st, 11);
@@ -662,7 +666,8 @@ static int session_create_tx(struct meta *m, const struct meta_session *s, int64
                  sqlite3_bind_int64(st, 11, s->snapshot_interval_ms), sqlite3_bind_int64(st, 12, s->retention_keep),
                  sqlite3_bind_int64(st, 13, s->created_ms ? s->created_ms : now),
                  bind_str(st, 14, s->parent_session), bind_str(st, 15, s->source_snapshot),
-                 bind_str(st, 16, s->token_hash), bind_str(st, 17, s->error));
+                 bind_str(st, 16, s->token_hash), bind_str(st, 17, s->error),
+                 sqlite3_bind_int64(st, 18, (int64_t)s->limits.disk_bytes));
         if (r < 0)
                 return r;
         r = step(m, st);

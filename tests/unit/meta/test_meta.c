@@ -146,9 +146,9 @@ static void test_ids_and_hash(void **state) {
 
 static void test_open_migrate(void **state) {
         struct fx *f = *state;
-        printf("# a new file is created 0600 at schema version 1, WAL, and passes the checks\n");
+        printf("# a new file is created 0600 at schema version 2, WAL, and passes the checks\n");
         assert_string_equal(meta_backend_name(f->m), "sqlite");
-        assert_int_equal(meta_schema_version(f->m), 1);
+        assert_int_equal(meta_schema_version(f->m), 2);
         assert_int_equal(meta_check(f->m), 0);
         struct stat st;
         assert_int_equal(stat(f->path, &st), 0);
@@ -187,7 +187,7 @@ static void test_open_migrate(void **state) {
 
         printf("# reopening does not migrate again\n");
         reopen(f);
-        assert_int_equal(meta_schema_version(f->m), 1);
+        assert_int_equal(meta_schema_version(f->m), 2);
 
         printf("# a file from a newer program is refused with -EPROTO and left alone\n");
         f->m = meta_free(f->m);
@@ -231,13 +231,37 @@ static void test_open_migrate(void **state) {
         assert_int_equal(meta_open(uri, &(struct meta_opts){ .version = 77 }, &m2), -EINVAL);
 }
 
+/* A file written by the first schema (no disk limits) opens, migrates to 2 and keeps
+ * its sessions, which read as having no disk limit. */
+static void test_migrate_v1(void **state) {
+        struct fx *f = *state;
+        printf("# a schema 1 file (before disk limits) migrates to 2; its sessions have no disk limit\n");
+        mk_session(f->m, "ses_b1", "t1", META_SESSION_RUNNING);
+        f->m = meta_free(f->m);
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "ALTER TABLE sessions DROP COLUMN disk_bytes;"
+                                          "DELETE FROM meta_schema WHERE version = 2", NULL, NULL, NULL),
+                         SQLITE_OK);
+        sqlite3_close(db);
+        assert_int_equal(meta_open(f->path, NULL, &f->m), 0);
+        assert_int_equal(meta_schema_version(f->m), 2);
+        struct meta_session g;
+        assert_int_equal(meta_session_get(f->m, "ses_b1", &g), 0);
+        assert_int_equal(g.limits.disk_bytes, 0);
+        assert_int_equal(g.state, META_SESSION_RUNNING);
+        meta_session_clear(&g);
+        printf("#   the old session is there, with disk limit 0 (none)\n");
+        assert_int_equal(meta_check(f->m), 0);
+}
+
 static void test_sessions(void **state) {
         struct fx *f = *state;
         struct meta *m = f->m;
         printf("# create + get keeps every field\n");
         struct meta_session s = {
                 .state = META_SESSION_CREATING,
-                .limits = { .memory_bytes = 1ull << 33, .cpu_millis = 1500, .pids = 256 },
+                .limits = { .memory_bytes = 1ull << 33, .cpu_millis = 1500, .pids = 256, .disk_bytes = 3ull << 30 },
                 .network = true,
                 .env_json = "{\"A\":\"1\",\"B\":\"two\"}",
                 .snapshot_interval_ms = 15000,
@@ -262,6 +286,7 @@ static void test_sessions(void **state) {
         assert_int_equal(g.limits.memory_bytes, 1ull << 33);
         assert_int_equal(g.limits.cpu_millis, 1500);
         assert_int_equal(g.limits.pids, 256);
+        assert_int_equal(g.limits.disk_bytes, 3ull << 30);
         assert_true(g.network);
         assert_string_equal(g.env_json, s.env_json);
         assert_int_equal(g.snapshot_interval_ms, 15000);
@@ -975,6 +1000,7 @@ int main(void) {
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_ids_and_hash),
                 cmocka_unit_test_setup_teardown(test_open_migrate, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_session_updates, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_session_lists, setup, teardown),
