@@ -175,6 +175,7 @@ void api_health(struct conn *c) {
         json_w_kstr(&w, "version", SPACED_VERSION);
         json_w_kint(&w, "sessions", (int64_t)api_visible_sessions(c));
         json_w_kstr(&w, "runtime", c->d->rt->name);
+        disk_health_json(c->d, &w);
         json_w_obj_end(&w);
         conn_reply_json(c, 200, &b);
         buf_free(&b);

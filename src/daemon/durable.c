@@ -22,6 +22,7 @@
 #include "daemon/util.h"
 #include "daemon/worker.h"
 #include "runtime/fsutil.h"
+#include "runtime/quota.h"
 #include "runtime/runtime.h"
 #include "runtime/template.h"
 
@@ -110,6 +111,7 @@ static void job_free(struct job *j);
 static void act_done(struct action *a);
 static void start_begin(struct action *a);
 static void recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose);
+static int reclaim_strays(struct daemon *d, const char *root);
 
 /* ---------------- small helpers ---------------- */
 
@@ -181,11 +183,6 @@ void dur_event(struct session *s, const char *kind, const struct buf *payload) {
         relaxed(s->d, false);
 }
 
-static char *sandbox_dir(struct daemon *d, const char *sbx) {
-        char *p = NULL;
-        return asprintf(&p, "%s/sandboxes/%s", d->data_dir, sbx) < 0 ? NULL : p;
-}
-
 static void work_rm(struct job *j) {
         int r = rt_rm_rf(j->dir);
         if (r < 0) {
@@ -200,15 +197,18 @@ static void rm_done(struct job *j) {
 }
 
 /* Removes a sandbox directory (its processes and mounts are gone already) off the loop:
- * renamed into DATA/trash at once, deleted by a worker. A large writable layer takes a
- * while to delete, and a pause or restore should not wait for it. */
+ * renamed into the trash at once, deleted by a worker. A large writable layer takes a
+ * while to delete, and a pause or restore should not wait for it. The trash is the one
+ * of dir's filesystem (X/trash for X/sandboxes/sbx_… or X/parked/ses_…, X = DATA or the
+ * quota volume DATA/vol): a rename cannot cross filesystems. */
 static void trash_dir(struct daemon *d, const char *dir) {
         _cleanup_free_ char *trash = NULL, *dst = NULL;
         const char *base = strrchr(dir, '/');
         base = base ? base + 1 : dir;
+        const char *up = base > dir + 1 ? memrchr(dir, '/', (size_t)(base - 1 - dir)) : NULL;
         /* The time makes the name unique: a session's parked layer can go twice while the
          * first is still being deleted. */
-        if (asprintf(&trash, "%s/trash", d->data_dir) < 0 ||
+        if (!up || asprintf(&trash, "%.*s/trash", (int)(up - dir), dir) < 0 ||
             asprintf(&dst, "%s/%s.%" PRIu64, trash, base, mono_us()) < 0)
                 goto now;
         if (mkdir(trash, 0700) < 0 && errno != EEXIST)
@@ -238,7 +238,7 @@ now: {
 /* Kills what is left of a sandbox nobody holds (a daemon crash, a failed adopt) and
  * removes its directory. */
 static void reclaim_dir(struct daemon *d, const char *sbx) {
-        _cleanup_free_ char *dir = sandbox_dir(d, sbx), *run = NULL;
+        _cleanup_free_ char *dir = disk_sandbox_dir_find(d, sbx), *run = NULL;
         if (!dir || asprintf(&run, "%s/run", dir) < 0)
                 return;
         if (d->rt->reclaim && d->rt->reclaim(sbx, run) < 0)
@@ -266,18 +266,22 @@ static void drop_sandbox(struct session *s, int status, const char *msg, enum me
 
 /* ---------------- parked layers ---------------- */
 
-/* A paused session keeps the writable layer of its last sandbox as DATA/parked/<session>,
- * with DATA/parked/<session>.rec naming the snapshot it equals: a resume from that
- * snapshot renames it into place instead of materializing the snapshot (O(1), not
- * O(workspace)). The record also names the boot: the layer was never fsynced, so after a
- * host crash only the snapshot is trusted. For the same reason the record needs no fsync
- * either: within one boot the page cache is the truth, and a torn record reads as none. */
-#define PARK_MAGIC "space-parked 1"
+/* A paused session keeps the directory of its last sandbox (writable layer, overlay work
+ * dir) as L/parked/<session>, with L/parked/<session>.rec naming the snapshot it equals:
+ * a resume from that snapshot renames it into place instead of materializing the
+ * snapshot (O(1), not O(workspace)). L is the layer dir (the quota volume, else DATA):
+ * the whole directory moves, not just upper/, because on the volume it is a btrfs
+ * subvolume carrying the disk limit and its accounting, and nothing renames out of a
+ * subvolume (EXDEV). The record also names the boot: the layer was never fsynced, so
+ * after a host crash only the snapshot is trusted. For the same reason the record needs
+ * no fsync either: within one boot the page cache is the truth, and a torn record reads
+ * as none. Version 1 records (upper/ alone) read as none. */
+#define PARK_MAGIC "space-parked 2"
 #define PARK_REC_MAX 512
 
 static char *parked_path(struct daemon *d, const char *ses, const char *suffix) {
         char *p = NULL;
-        return asprintf(&p, "%s/parked/%s%s", d->data_dir, ses, suffix) < 0 ? NULL : p;
+        return asprintf(&p, "%s/parked/%s%s", d->layer_dir ? d->layer_dir : d->data_dir, ses, suffix) < 0 ? NULL : p;
 }
 
 static int boot_id(char out[64]) {
@@ -314,22 +318,23 @@ static void parked_drop(struct session *s) {
                 trash_dir(s->d, layer);
 }
 
-/* Pause: keeps s's writable layer (its sandbox is destroyed, nothing runs or is mounted
- * there) as the parked layer of the head snapshot, which the capture just took from it
- * while the sandbox was frozen. Anything that goes wrong leaves no record: resume then
- * materializes as before. */
-static void park_layer(struct session *s) {
+/* Pause: keeps s's sandbox directory (its sandbox is destroyed, nothing runs or is
+ * mounted there) as the parked layer of the head snapshot, which the capture just took
+ * from it while the sandbox was frozen. True if s->dir is parked (gone from where it was).
+ * Anything that goes wrong leaves no record: resume then materializes as before. */
+static bool park_layer(struct session *s) {
         struct daemon *d = s->d;
-        _cleanup_free_ char *dir = NULL, *upper = NULL, *layer = parked_path(d, s->id, ""),
-                            *rec = parked_path(d, s->id, ".rec"), *tmp = parked_path(d, s->id, ".rec.tmp");
+        _cleanup_free_ char *dir = NULL, *layer = parked_path(d, s->id, ""), *rec = parked_path(d, s->id, ".rec"),
+                            *tmp = parked_path(d, s->id, ".rec.tmp");
         char text[PARK_REC_MAX];
         _cleanup_close_ int fd = -1;
         int r = -ENOMEM;
-        if (!layer || !rec || !tmp || asprintf(&dir, "%s/parked", d->data_dir) < 0 ||
-            asprintf(&upper, "%s/upper", s->dir) < 0)
+        bool moved = false;
+        if (!layer || !rec || !tmp || asprintf(&dir, "%s/parked", d->layer_dir ? d->layer_dir : d->data_dir) < 0)
                 goto fail;
         parked_drop(s);
-        if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || rename(upper, layer) < 0) {
+        /* EXDEV for a sandbox made before the data dir had its volume: it is not kept. */
+        if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || !(moved = rename(s->dir, layer) == 0)) {
                 r = -errno;
                 goto fail;
         }
@@ -346,19 +351,20 @@ static void park_layer(struct session *s) {
                 goto fail;
         }
         log_debug("%s: parked the writable layer of %s", s->id, s->head);
-        return;
+        return true;
 fail:
         log_warn("%s: keeping the writable layer failed (resume will restore the snapshot): %s", s->id,
                  strerror(-r));
         parked_drop(s);
+        return moved;
 }
 
-/* Resume: moves s's parked layer to `upper` if its record names s's head snapshot in
- * this boot. True if it did; otherwise the parked layer (if any) is gone and the caller
- * materializes the head. The store's stat cache of the head is keyed by the layer's
- * device and inode, which a rename keeps, so the next capture stays incremental; the
- * rename changes the root's ctime, so the root alone is listed again. */
-static bool unpark_layer(struct session *s, const char *upper) {
+/* Resume: moves s's parked sandbox directory to `dir` (which does not exist yet) if its
+ * record names s's head snapshot in this boot. True if it did; otherwise the parked
+ * layer (if any) is gone and the caller materializes the head. The store's stat cache of
+ * the head is keyed by the layer's device and inode, which a rename keeps, so the next
+ * capture stays incremental. */
+static bool unpark_layer(struct session *s, const char *dir) {
         _cleanup_free_ char *layer = parked_path(s->d, s->id, ""), *rec = parked_path(s->d, s->id, ".rec");
         char want[PARK_REC_MAX], have[PARK_REC_MAX];
         if (!layer || !rec)
@@ -378,19 +384,26 @@ static bool unpark_layer(struct session *s, const char *upper) {
                 parked_drop(s);
                 return false;
         }
-        if (lstat(layer, &st) < 0 || !S_ISDIR(st.st_mode) || unlink(rec) < 0 || rename(layer, upper) < 0) {
+        if (lstat(layer, &st) < 0 || !S_ISDIR(st.st_mode) || unlink(rec) < 0 || rename(layer, dir) < 0) {
                 log_warn("%s: taking the parked layer: %s; restoring the snapshot", s->id, strerror(errno));
                 parked_drop(s);
                 return false;
         }
+        /* The old sandbox's run dir (its stale socket, the rootfs mount point) goes. */
+        _cleanup_free_ char *run = NULL;
+        if (asprintf(&run, "%s/run", dir) >= 0)
+                (void)rt_rm_rf(run);
         return true;
 }
 
 /* At start: parked layers of sessions that are not paused any more (a crash between the
  * state change and the removal) go. */
 static void parked_sweep(struct daemon *d) {
-        _cleanup_free_ char *dir = NULL;
-        if (asprintf(&dir, "%s/parked", d->data_dir) < 0)
+        _cleanup_free_ char *dir = NULL, *legacy = NULL;
+        /* Layers parked outside the volume by a spaced without it: of the old format. */
+        if (d->layer_dir && strcmp(d->layer_dir, d->data_dir) && asprintf(&legacy, "%s/parked", d->data_dir) >= 0)
+                (void)rt_rm_rf(legacy);
+        if (asprintf(&dir, "%s/parked", d->layer_dir ? d->layer_dir : d->data_dir) < 0)
                 return;
         _cleanup_closedir_ DIR *dp = opendir(dir);
         struct dirent *de;
@@ -958,7 +971,7 @@ static void start_materialized(struct job *j) {
 
 static struct rt_limits session_limits(const struct session *s) {
         return (struct rt_limits){ .memory_bytes = s->memory, .cpu_millis = (uint32_t)(s->cpus * 1000 + 0.5),
-                                   .pids = s->pids };
+                                   .pids = s->pids, .disk_bytes = s->disk };
 }
 
 static void start_watch(struct action *a);
@@ -990,7 +1003,7 @@ static void start_begin(struct action *a) {
         if (pooled)
                 snprintf(sbx, sizeof sbx, "%s", ps.id);
         _cleanup_free_ char *upper = NULL, *work = NULL, *run = NULL;
-        char *dir = pooled ? ps.dir : r == 0 ? sandbox_dir(d, sbx) : NULL;
+        char *dir = pooled ? ps.dir : r == 0 ? disk_sandbox_dir(d, sbx) : NULL;
         if (pooled) {
                 /* Owned by s from here: start_fail destroys it like any other. */
                 s->sb = ps.sb;
@@ -1003,8 +1016,11 @@ static void start_begin(struct action *a) {
                 start_fail(a, "out of memory");
                 return;
         }
-        if (!pooled && (mkdir(dir, 0700) < 0 || mkdir(work, 0700) < 0 || mkdir(run, 0700) < 0)) {
-                r = -errno;
+        bool unparked = !pooled && a->why == START_RESUME && s->head[0] && unpark_layer(s, dir);
+        /* On the quota volume a subvolume of its own: what a disk limit applies to. */
+        if (!pooled && ((!unparked && (r = rt_volume_make_dir(dir, 0700)) < 0) ||
+                        (mkdir(work, 0700) < 0 && errno != EEXIST) || mkdir(run, 0700) < 0)) {
+                r = r < 0 ? r : -errno;
                 (void)rt_rm_rf(dir);
                 free(dir);
                 start_fail(a, "making the sandbox directory: %s", strerror(-r));
@@ -1045,7 +1061,7 @@ static void start_begin(struct action *a) {
                 start_created(a);
                 return;
         }
-        if (a->why == START_RESUME && unpark_layer(s, upper)) {
+        if (unparked) {
                 log_info("%s: resume: reused parked layer of %s", s->id, s->head);
                 start_created(a);
                 return;
@@ -1075,6 +1091,11 @@ static void start_created(struct action *a) {
         }
         if (!template_exists(d->data_dir, s->template)) {
                 start_fail(a, "template %s does not exist any more", s->template);
+                return;
+        }
+        if (s->disk && !d->disk_quota) {
+                start_fail(a, "its disk limit (%" PRIu64 " bytes) cannot be enforced on this host: %s", s->disk,
+                           d->disk_error);
                 return;
         }
         struct rt_spec spec = {
@@ -1385,9 +1406,7 @@ static void pause_done(struct job *j) {
         ses_drop_sandbox(s, 503, "the session was paused");
         uint64_t destroy_us = mono_us() - t0;
         /* Only a layer that was frozen from the capture until now equals the snapshot. */
-        if (s->dir && j->sb)
-                park_layer(s);
-        if (s->dir)
+        if (s->dir && !(j->sb && park_layer(s)))
                 trash_dir(s->d, s->dir);
         free(s->dir);
         s->dir = NULL;
@@ -1646,8 +1665,8 @@ static int fork_record(struct session *p, struct job *j, const struct meta_snaps
                 snprintf(ms.tenant, sizeof ms.tenant, "%s", p->tenant);
                 snprintf(ms.template_name, sizeof ms.template_name, "%s", p->template);
                 snprintf(ms.runtime, sizeof ms.runtime, "%s", p->rt->name);
-                ms.limits = (struct meta_limits){ .memory_bytes = p->memory,
-                                                  .cpu_millis = (uint32_t)(p->cpus * 1000 + 0.5), .pids = p->pids };
+                ms.limits = (struct meta_limits){ .memory_bytes = p->memory, .cpu_millis = (uint32_t)(p->cpus * 1000 + 0.5),
+                                                  .pids = p->pids, .disk_bytes = p->disk };
                 snprintf(ms.parent_session, sizeof ms.parent_session, "%s", src->session_id);
                 snprintf(ms.source_snapshot, sizeof ms.source_snapshot, "%s", src->id);
                 if ((r = meta_token_hash(g->tokens[i], ms.token_hash)) < 0 || (r = meta_session_create(d->meta, &ms)) < 0)
@@ -1705,6 +1724,7 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                 cs->memory = p->memory;
                 cs->cpus = p->cpus;
                 cs->pids = p->pids;
+                cs->disk = p->disk;
                 cs->network = p->network;
                 cs->interval_ms = p->interval_ms;
                 cs->retention = p->retention;
@@ -2078,16 +2098,11 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
         }
         uint64_t memory = SES_DEFAULT_MEMORY;
         if ((v = json_get(body, "memory")) && json_type(v) != JSON_NULL) {
-                int64_t m;
-                if (json_type(v) == JSON_STRING) {
-                        if (util_parse_size(json_str(v), &memory) < 0) {
+                if (util_json_size(v, &memory) < 0) {
+                        if (json_type(v) == JSON_STRING)
                                 conn_reply_error(c, 400, "memory: bad size \"%.40s\" (use 512M, 1.5G or bytes)", json_str(v));
-                                return 0;
-                        }
-                } else if (json_int(v, &m) == 0 && m >= 0) {
-                        memory = (uint64_t)m;
-                } else {
-                        conn_reply_error(c, 400, "memory must be a size string or a number of bytes");
+                        else
+                                conn_reply_error(c, 400, "memory must be a size string or a number of bytes");
                         return 0;
                 }
                 if (memory == 0)
@@ -2118,6 +2133,13 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
                 }
                 if (p > 0)
                         pids = (uint32_t)p;
+        }
+        uint64_t disk = 0;
+        char why_disk[512];
+        int st = disk_parse_limit(d, json_get(body, "disk"), &disk, why_disk, sizeof why_disk);
+        if (st) {
+                conn_reply_error(c, st, "%s", why_disk);
+                return 0;
         }
         bool network = false;
         if ((v = json_get(body, "network")) && json_type(v) != JSON_NULL) {
@@ -2179,7 +2201,8 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
         snprintf(ms.tenant, sizeof ms.tenant, "%s", c->tenant);
         snprintf(ms.template_name, sizeof ms.template_name, "%s", tpl);
         snprintf(ms.runtime, sizeof ms.runtime, "%s", d->rt->name);
-        ms.limits = (struct meta_limits){ .memory_bytes = memory, .cpu_millis = (uint32_t)(cpus * 1000 + 0.5), .pids = pids };
+        ms.limits = (struct meta_limits){ .memory_bytes = memory, .cpu_millis = (uint32_t)(cpus * 1000 + 0.5), .pids = pids,
+                                          .disk_bytes = disk };
         struct buf ev = BUF_INIT(0);
         if (src_snap[0]) {
                 struct meta_snapshot m;
@@ -2221,6 +2244,7 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
         s->memory = memory;
         s->cpus = cpus;
         s->pids = pids;
+        s->disk = disk;
         s->network = network;
         s->state = META_SESSION_CREATING;
         s->created_at = time(NULL);
@@ -2425,6 +2449,7 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
         s->memory = ms->limits.memory_bytes ? ms->limits.memory_bytes : SES_DEFAULT_MEMORY;
         s->cpus = ms->limits.cpu_millis / 1000.0;
         s->pids = ms->limits.pids ? ms->limits.pids : SES_DEFAULT_PIDS;
+        s->disk = ms->limits.disk_bytes;
         s->network = ms->network;
         s->state = ms->state;
         s->created_at = (time_t)(ms->created_ms / 1000);
@@ -2477,7 +2502,7 @@ static int adopt_sandbox(struct session *s, const char *sbx) {
                 return r;
         if (mb.init_pid <= 0)
                 return -ESRCH;
-        _cleanup_free_ char *dir = sandbox_dir(d, sbx), *run = NULL, *upper = NULL;
+        _cleanup_free_ char *dir = disk_sandbox_dir_find(d, sbx), *run = NULL, *upper = NULL;
         if (!dir || asprintf(&run, "%s/run", dir) < 0 || asprintf(&upper, "%s/upper", dir) < 0)
                 return -ENOMEM;
         struct rt_spec spec = { .id = sbx, .run_dir = run, .upper_dir = upper };
@@ -2564,17 +2589,32 @@ int dur_load(struct daemon *d) {
 
         parked_sweep(d);
 
-        /* Directories a crash left in the trash. */
-        _cleanup_free_ char *trash = NULL;
-        if (asprintf(&trash, "%s/trash", d->data_dir) >= 0)
-                (void)rt_rm_rf(trash);
+        /* Directories a crash left in the trash, and sandboxes on disk that no session
+         * holds now: in DATA and, with the quota volume, on it. */
+        unsigned reclaimed = 0;
+        const char *roots[] = { d->data_dir, d->layer_dir && strcmp(d->layer_dir, d->data_dir) ? d->layer_dir : NULL };
+        for (size_t i = 0; i < ELEMENTSOF(roots) && roots[i]; i++) {
+                _cleanup_free_ char *trash = NULL;
+                if (asprintf(&trash, "%s/trash", roots[i]) >= 0)
+                        (void)rt_rm_rf(trash);
+                int r2 = reclaim_strays(d, roots[i]);
+                if (r2 < 0)
+                        return r2;
+                reclaimed += (unsigned)r2;
+        }
+        log_info("sessions: %u re-attached, %u to recover, %u paused, %u unfinished removed, %u stray sandbox(es) reclaimed",
+                 adopted, recovering, paused, dropped, reclaimed);
+        return 0;
+}
 
-        /* Sandboxes on disk that no session holds now: what a crash left behind. */
+/* Removes the sandboxes under root/sandboxes that no session holds: what a crash left
+ * behind. Returns how many. */
+static int reclaim_strays(struct daemon *d, const char *root) {
         _cleanup_free_ char *dir = NULL;
-        if (asprintf(&dir, "%s/sandboxes", d->data_dir) < 0)
+        if (asprintf(&dir, "%s/sandboxes", root) < 0)
                 return -ENOMEM;
         _cleanup_closedir_ DIR *dp = opendir(dir);
-        unsigned reclaimed = 0;
+        int reclaimed = 0;
         struct dirent *de;
         while (dp && (de = readdir(dp))) {
                 if (de->d_name[0] == '.')
@@ -2592,9 +2632,7 @@ int dur_load(struct daemon *d) {
                 reclaim_dir(d, de->d_name);
                 reclaimed++;
         }
-        log_info("sessions: %u re-attached, %u to recover, %u paused, %u unfinished removed, %u stray sandbox(es) reclaimed",
-                 adopted, recovering, paused, dropped, reclaimed);
-        return 0;
+        return reclaimed;
 }
 
 static bool settling(struct daemon *d) {

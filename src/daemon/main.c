@@ -19,6 +19,7 @@
 #include "daemon/pool.h"
 #include "daemon/spaced.h"
 #include "daemon/tokens.h"
+#include "daemon/util.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
 
@@ -42,6 +43,13 @@ static void usage(FILE *f) {
                 "  --runtime NAME     sandbox runtime (default ns)\n"
                 "  --pool TEMPLATE=N  keep N sandboxes of TEMPLATE made ahead (warm pool; 0 = none,\n"
                 "                     the default); repeatable; changeable at run time: PUT /v1/pool/TEMPLATE\n"
+                "  --disk-volume-size SIZE\n"
+                "                     size of DIR/vol.img, the sparse btrfs volume that holds the\n"
+                "                     sessions' writable layers and enforces their disk limits\n"
+                "                     (made at the first start; default half the free space, at\n"
+                "                     most 64G; 0 = no volume, no disk limits)\n"
+                "  --disk-default SIZE\n"
+                "                     disk limit of a session that asks none (default 10G; 0 = none)\n"
                 "  --log-level LEVEL  error, warn, info (default) or debug\n"
                 "  --help             this text\n"
                 "  --version          the version\n"
@@ -137,7 +145,8 @@ static int check_tcp_tokens(const char *data_dir) {
 }
 
 int main(int argc, char **argv) {
-        enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION, OPT_POOL };
+        enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION, OPT_POOL,
+               OPT_VOL_SIZE, OPT_DISK_DEFAULT };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -146,6 +155,8 @@ int main(int argc, char **argv) {
                 { "runtime", required_argument, NULL, OPT_RUNTIME },
                 { "log-level", required_argument, NULL, OPT_LOG },
                 { "pool", required_argument, NULL, OPT_POOL },
+                { "disk-volume-size", required_argument, NULL, OPT_VOL_SIZE },
+                { "disk-default", required_argument, NULL, OPT_DISK_DEFAULT },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -157,6 +168,8 @@ int main(int argc, char **argv) {
         const char *pool_args[WPOOL_MAX_TEMPLATES];
         size_t n_pool = 0;
         enum log_level level = LOG_INFO;
+        uint64_t vol_size = 0, disk_default = SES_DEFAULT_DISK;
+        bool vol_size_given = false;
         const char *env_level = getenv("SPACE_LOG");
         if (env_level)
                 (void)parse_level(env_level, &level);
@@ -179,6 +192,20 @@ int main(int argc, char **argv) {
                 case OPT_LOG:
                         if (parse_level(optarg, &level) < 0) {
                                 fprintf(stderr, "spaced: bad --log-level %s (error, warn, info, debug)\n", optarg);
+                                return 2;
+                        }
+                        break;
+                case OPT_VOL_SIZE:
+                        if (util_parse_size(optarg, &vol_size) < 0) {
+                                fprintf(stderr, "spaced: bad --disk-volume-size %s (a size like 64G, or 0)\n", optarg);
+                                return 2;
+                        }
+                        vol_size_given = true;
+                        break;
+                case OPT_DISK_DEFAULT:
+                        if (util_parse_size(optarg, &disk_default) < 0 ||
+                            (disk_default && (disk_default < SES_MIN_DISK || disk_default > SES_MAX_DISK))) {
+                                fprintf(stderr, "spaced: bad --disk-default %s (0, or a size from 16M to 16T)\n", optarg);
                                 return 2;
                         }
                         break;
@@ -236,6 +263,13 @@ int main(int argc, char **argv) {
         /* Before anything starts: a refused TCP listener must not have resumed sessions. */
         if (listen_addr && check_tcp_tokens(d->data_dir) < 0)
                 return 1;
+        d->disk_default = disk_default;
+        /* Whatever way main returns from here, the volume is unmounted if nothing uses it. */
+        _cleanup_(disk_teardownp) struct daemon *vol_owner = d;
+        if ((r = disk_setup(d, vol_size, vol_size_given)) < 0) {
+                log_error("disk limits: %s", strerror(-r));
+                return 1;
+        }
 
         sigset_t mask;
         sigemptyset(&mask);
@@ -321,6 +355,7 @@ int main(int argc, char **argv) {
                 ses_free(d->sessions);
         loop_run_once(d->loop, 0);
         dur_close(d);
+        disk_teardown(d);
         if (d->jobs)
                 log_warn("template builds still running are abandoned");
         if (pidfile)

@@ -1,8 +1,9 @@
 /* spaced's warm pool (pool.h). Sandboxes are made and destroyed on a thread of the pool's
  * own, so a refill never holds the event loop nor the workers that take snapshots; the
  * loop thread only links finished ones in and hands them over. A pooled sandbox lives in
- * DATA/sandboxes/<id> like any other: after a crash, the start-up sweep of sandboxes no
- * session holds reclaims it (dur_load), so the directory is the pool's durable record. */
+ * LAYERS/sandboxes/<id> like any other (LAYERS = the quota volume DATA/vol, else DATA):
+ * after a crash, the start-up sweep of sandboxes no session holds reclaims it (dur_load),
+ * so the directory is the pool's durable record. */
 #include "daemon/pool.h"
 
 #include <errno.h>
@@ -21,6 +22,7 @@
 #include "daemon/util.h"
 #include "daemon/worker.h"
 #include "runtime/fsutil.h"
+#include "runtime/quota.h"
 #include "runtime/template.h"
 
 _Static_assert(WPOOL_ID_SIZE == SES_ID_LEN + 1, "a pooled sandbox id is a session's sandbox id");
@@ -111,7 +113,7 @@ static void work_make(struct wpool_job *j) {
         const char *data = p->d->data_dir;
         _cleanup_free_ char *lower = NULL, *upper = NULL, *work = NULL, *run = NULL;
         int r = util_random_id("sbx_", j->id, sizeof j->id);
-        if (r < 0 || asprintf(&j->dir, "%s/sandboxes/%s", data, j->id) < 0 || asprintf(&upper, "%s/upper", j->dir) < 0 ||
+        if (r < 0 || !(j->dir = disk_sandbox_dir(p->d, j->id)) || asprintf(&upper, "%s/upper", j->dir) < 0 ||
             asprintf(&work, "%s/work", j->dir) < 0 || asprintf(&run, "%s/run", j->dir) < 0 ||
             template_rootfs_path(data, j->tpl, &lower) < 0) {
                 j->r = r < 0 ? r : -ENOMEM;
@@ -123,10 +125,14 @@ static void work_make(struct wpool_job *j) {
                 snprintf(j->err, sizeof j->err, "template %s does not exist", j->tpl);
                 return;
         }
-        /* The layout start_begin makes for a cold sandbox, so a taken one is no different. */
-        if (mkdir(j->dir, 0700) < 0 || mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(run, 0700) < 0) {
-                j->r = -errno;
-                snprintf(j->err, sizeof j->err, "making %s: %s", j->dir, strerror(errno));
+        /* The layout start_begin makes for a cold sandbox, so a taken one is no different
+         * (on the quota volume a subvolume: a disk limit can be put on it when taken). */
+        r = rt_volume_make_dir(j->dir, 0700);
+        if (r == 0 && (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(run, 0700) < 0))
+                r = -errno;
+        if (r < 0) {
+                j->r = r;
+                snprintf(j->err, sizeof j->err, "making %s: %s", j->dir, strerror(-r));
                 (void)rt_rm_rf(j->dir);
                 return;
         }
@@ -447,11 +453,26 @@ int wpool_set_arg(struct wpool *p, const char *arg) {
         return p ? wpool_set(p, name, (unsigned)n) : (template_name_valid(name) ? 0 : -EINVAL);
 }
 
+/* The disk limit of a sandbox being taken: nothing but space-init has run inside, so it
+ * holds before the session's first command, as create() would have it. The pooled
+ * directory is on the quota volume (work_make), where rt_quota_apply can set it. */
+static int apply_disk(const struct wpool_entry *e, const struct rt_limits *l) {
+        if (!l->disk_bytes && !l->disk_inodes)
+                return 0;
+        _cleanup_free_ char *upper = NULL, *work = NULL;
+        if (asprintf(&upper, "%s/upper", e->dir) < 0 || asprintf(&work, "%s/work", e->dir) < 0)
+                return -ENOMEM;
+        return rt_quota_apply(upper, work, l->disk_bytes, l->disk_inodes);
+}
+
 int wpool_take(struct wpool *p, const struct wpool_want *w, struct wpool_sandbox *ret) {
-        /* A pooled sandbox has the template's files, no network and no disk limit (that
-         * one must hold before anything runs inside): anything else is made cold. */
-        if (!p || w->network || w->limits.disk_bytes || w->limits.disk_inodes || !p->rt->set_limits)
+        /* A pooled sandbox has the template's files and no network; a disk limit needs the
+         * quota volume: anything else is made cold. */
+        if (!p || w->network || ((w->limits.disk_bytes || w->limits.disk_inodes) && !p->d->disk_quota) ||
+            !p->rt->set_limits)
                 return -ENOENT;
+        struct rt_limits other = w->limits; /* set_limits refuses disk limits: apply_disk does them */
+        other.disk_bytes = other.disk_inodes = 0;
         struct wpool_tpl *t = tpl_find(p, w->template);
         if (!t)
                 return -ENOENT;
@@ -471,7 +492,7 @@ int wpool_take(struct wpool *p, const struct wpool_want *w, struct wpool_sandbox
                         entry_discard(e);
                         continue;
                 }
-                if (p->rt->set_limits(e->sb, &w->limits) < 0) {
+                if (p->rt->set_limits(e->sb, &other) < 0 || apply_disk(e, &w->limits) < 0) {
                         log_warn("pool: %s: %s; making one cold", e->id, runtime_last_error());
                         entry_discard(e);
                         continue;

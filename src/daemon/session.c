@@ -259,6 +259,8 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         json_w_key(w, "cpus");
         json_w_double(w, s->cpus);
         json_w_kint(w, "pids", s->pids);
+        json_w_key(w, "disk");
+        json_w_uint(w, s->disk);
         json_w_obj_end(w);
         json_w_kbool(w, "network", s->network);
         json_w_kint(w, "snapshot_interval_ms", s->interval_ms);

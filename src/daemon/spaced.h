@@ -46,6 +46,11 @@
 #define SES_MAX_MEMORY (1ull << 40)
 #define SES_MAX_PIDS 1000000u
 #define SES_MAX_CPUS 1024.0
+/* Disk limit of a session's writable layer (docs/security.md "Disk"). */
+#define SES_DEFAULT_DISK (10ull << 30)    /* spaced --disk-default */
+#define SES_MIN_DISK (16ull << 20)        /* below this even a package install fails */
+#define SES_MAX_DISK (16ull << 40)        /* and never more than the volume */
+#define SPACED_VOLUME_DEFAULT_MAX (64ull << 30) /* default volume: min(this, half the free space) */
 /* Durable sessions (docs/sessions.md). */
 #define SES_DEFAULT_INTERVAL_MS 30000     /* rolling snapshots; 0 = off */
 #define SES_MIN_INTERVAL_MS 1000
@@ -164,6 +169,7 @@ struct session {
         uint64_t memory;
         double cpus;
         uint32_t pids;
+        uint64_t disk;       /* writable layer limit in bytes; 0 = none */
         bool network;
         char **env;          /* "K=V", NULL-terminated; the defaults of every exec */
         size_t n_env;
@@ -241,6 +247,14 @@ struct daemon {
         struct tpl_job *jobs;
         uint64_t request_timeout_ms; /* 0: CONN_REQUEST_TIMEOUT_MS */
         uint64_t idle_timeout_ms;    /* 0: CONN_IDLE_TIMEOUT_MS */
+        /* Writable layers live under layer_dir: DATA/vol (the quota volume) when disk
+         * limits can be enforced, else DATA itself, as before the volume existed. */
+        char *layer_dir;
+        bool disk_quota;          /* the volume is mounted: disk limits work */
+        char disk_error[256];     /* why they don't, for logs, /v1/health and 503s */
+        uint64_t disk_default;    /* limit of a session that asks none; 0 = none */
+        uint64_t disk_max;        /* the largest a session may ask */
+        uint64_t volume_size;
         bool stopping;
         /* durability */
         struct meta *meta;        /* used by the loop thread only */
@@ -358,6 +372,26 @@ void dur_event(struct session *s, const char *kind, const struct buf *payload);
 /* An answer for a waiter, if its client is still there. */
 struct conn *waiter_take(struct conn_waiter *w);
 void waiter_set(struct conn_waiter *w, struct conn *c);
+
+/* disk.c: disk limits (docs/security.md "Disk") */
+/* Mounts the quota volume DATA/vol (size 0 with size_given: none) and sets layer_dir;
+ * without it, logs one warning and leaves disk limits off. <0 only for ENOMEM. */
+int disk_setup(struct daemon *d, uint64_t size, bool size_given);
+/* At exit: unmounts the volume unless sandboxes left running still use it. */
+void disk_teardown(struct daemon *d);
+static inline void disk_teardownp(struct daemon **d) {
+        if (*d)
+                disk_teardown(*d);
+}
+/* Where a new sandbox's directory goes (under layer_dir). */
+char *disk_sandbox_dir(struct daemon *d, const char *sbx);
+/* The directory of an existing sandbox: under layer_dir, or where a spaced without
+ * the volume made it (DATA/sandboxes). */
+char *disk_sandbox_dir_find(struct daemon *d, const char *sbx);
+/* The "disk" field of a create (NULL: the default) -> bytes; else an HTTP status and why. */
+int disk_parse_limit(struct daemon *d, const struct json *v, uint64_t *ret, char *why, size_t why_size);
+/* "disk_limits": {...} of /v1/health. */
+void disk_health_json(struct daemon *d, struct json_writer *w);
 
 /* tpl.c */
 int tpl_init(struct daemon *d);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include "common/json.h"
 
 int util_random_id(const char *prefix, char *out, size_t outsz) {
         uint8_t raw[8];
@@ -60,6 +61,16 @@ int util_parse_size(const char *s, uint64_t *ret) {
         if (b >= 18446744073709549568.0)
                 return -ERANGE;
         *ret = (uint64_t)b;
+        return 0;
+}
+
+int util_json_size(const struct json *v, uint64_t *ret) {
+        int64_t n;
+        if (json_type(v) == JSON_STRING)
+                return util_parse_size(json_str(v), ret);
+        if (json_int(v, &n) < 0 || n < 0)
+                return -EINVAL;
+        *ret = (uint64_t)n;
         return 0;
 }
 

@@ -15,6 +15,9 @@ bool util_id_valid(const char *id, const char *prefix);
 
 /* "512M", "1.5G", "64MiB", "1024" -> bytes (binary units). -EINVAL, -ERANGE. */
 int util_parse_size(const char *s, uint64_t *ret);
+struct json;
+/* A size in a request body: a string util_parse_size takes, or a non-negative integer. */
+int util_json_size(const struct json *v, uint64_t *ret);
 
 /* "2026-11-30T05:14:07Z" */
 void util_rfc3339(time_t t, char *out, size_t outsz);

@@ -19,6 +19,9 @@ if [ ! -f "$STATE/host" ]; then
 fi
 SPACE_HOST=$(cat "$STATE/host")
 DATA=$(cat "$STATE/data")
+# where writable layers live: the quota volume DATA/vol if spaced mounted one, else DATA
+LAYERS=$DATA
+mountpoint -q "$DATA/vol" 2>/dev/null && LAYERS=$DATA/vol
 export SPACE_HOST
 TMPD=$(mktemp -d /tmp/space-e2e-t.XXXXXX)
 trap 'rm -rf "$TMPD"' EXIT

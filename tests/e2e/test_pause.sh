@@ -43,7 +43,7 @@ expect_eq "nothing left of $sbx (mounts, cgroups, init)" "$(leftovers "$sbx" "$i
 # shellcheck disable=SC2086
 expect_eq "none of its host processes is alive" "$(alive_of $pids)" ""
 grep -qF "$sbx" /proc/self/mountinfo && fail "a mount still names $sbx" || pass "no mount names $sbx"
-ls "$DATA/sandboxes/$sbx" >/dev/null 2>&1 && fail "its directory $DATA/sandboxes/$sbx is still there" || pass "no sandbox directory left"
+ls "$LAYERS/sandboxes/$sbx" >/dev/null 2>&1 && fail "its directory $LAYERS/sandboxes/$sbx is still there" || pass "no sandbox directory left"
 expect_eq "ls shows it paused" "$(sp ls | awk -v i="$id" '$1 == i { print $2 }')" "paused"
 sp pause "$id" >/dev/null 2>&1 </dev/null; expect_eq "pausing it again is an error" "$?" "1"
 

@@ -245,9 +245,9 @@ attempt_other_sandbox_files() {
         secret="other-sandbox-secret-$$-$RANDOM"
         insh "$b" "echo $secret > /root/secret; echo $secret > /tmp/secret" >/dev/null
         bsbx=$(sandbox_of "$b")
-        tried "from $MAIN: find $b's files (/proc/*/root, a search of /, the host path of its upper dir $DATA/sandboxes/$bsbx)"
+        tried "from $MAIN: find $b's files (/proc/*/root, a search of /, the host path of its upper dir $LAYERS/sandboxes/$bsbx)"
         out=$(insh "grep -rs $secret /proc/[0-9]*/root/root /proc/[0-9]*/root/tmp 2>/dev/null | head -3;
-                find / -xdev -name secret 2>/dev/null | head -3; cat $DATA/sandboxes/$bsbx/upper/root/secret 2>&1")
+                find / -xdev -name secret 2>/dev/null | head -3; cat $LAYERS/sandboxes/$bsbx/upper/root/secret 2>&1")
         echo "$out" | head -4 | sed 's/^/  /'
         case $out in
         *"$secret"*) leak "another sandbox's file is readable" ;;

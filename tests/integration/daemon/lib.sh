@@ -1,7 +1,7 @@
 # Shared by test_daemon.sh, test_durable.sh and test_auth.sh: skip checks, a temporary data directory
 # torn down on exit, tap-like checks, curl/JSON helpers, starting spaced, and a tiny
 # template root (static busybox, or host binaries with their libraries).
-# Usage: . lib.sh NAME SPACED_BINARY   (sets SPACED BIN T DATA S LOG PID PASS FAIL SKIP)
+# Usage: . lib.sh NAME SPACED_BINARY   (sets SPACED BIN T DATA S LOG PID PASS FAIL SKIP L)
 set -u
 SPACED=${2:?usage: $1 SPACED}
 BIN=$(dirname "$SPACED")
@@ -31,7 +31,16 @@ cleanup() {
                 kill -9 "$PID" 2>/dev/null
         fi
         # Sandboxes a failed run may have left (re-attachable ones survive a kill -9).
-        for d in "$DATA"/sandboxes/*/run/rootfs; do [ -d "$d" ] && umount -l "$d" 2>/dev/null; done
+        for d in "$DATA"/sandboxes/*/run/rootfs "$DATA"/vol/sandboxes/*/run/rootfs; do
+                [ -d "$d" ] && umount -l "$d" 2>/dev/null
+        done
+        # The quota volume (docs/security.md "Disk"): spaced unmounts it when it stops with
+        # no sandbox left; after a kill -9 it is still there. Not lazily: a second mount of
+        # the same btrfs image must never exist.
+        if mountpoint -q "$DATA/vol" 2>/dev/null && ! umount "$DATA/vol"; then
+                echo "# $DATA/vol is still busy; left mounted"
+                return
+        fi
         rm -rf "$T"
 }
 trap cleanup EXIT
@@ -68,11 +77,18 @@ gone() {
         return 1
 }
 
+# L: where the writable layers live (sandboxes/, parked/): on the quota volume DATA/vol
+# when spaced could mount it, else in DATA (docs/security.md "Disk").
+L=$DATA
 start_daemon() { # extra spaced options, if any
         "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" "$@" >>"$LOG" 2>&1 &
         PID=$!
         for _ in $(seq 100); do
-                [ -S "$S" ] && api http://x/v1/health >/dev/null 2>&1 && return 0
+                if [ -S "$S" ] && api http://x/v1/health >/dev/null 2>&1; then
+                        L=$DATA
+                        mountpoint -q "$DATA/vol" && L=$DATA/vol
+                        return 0
+                fi
                 sleep 0.05
         done
         echo "spaced did not start:"
@@ -82,7 +98,7 @@ start_daemon() { # extra spaced options, if any
 
 # make_rootfs DIR: the smallest tree the tests' commands run in.
 make_rootfs() {
-        local root=$1 cmds="sh cat echo ls sleep head wc env yes true tr grep rm mkdir"
+        local root=$1 cmds="sh cat echo ls sleep head wc env yes true tr grep rm mkdir dd sync"
         mkdir -p "$root/bin" "$root/root" "$root/tmp" "$root/etc" "$root/proc" "$root/dev" "$root/sys"
         if command -v busybox >/dev/null && ! ldd "$(command -v busybox)" >/dev/null 2>&1; then
                 cp "$(command -v busybox)" "$root/bin/busybox"

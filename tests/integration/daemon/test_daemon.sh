@@ -162,8 +162,8 @@ R=$(api -X DELETE "$U" -o /dev/null -w '%{http_code}')
 check "delete answers 204" test "$R" = 204
 R=$(api "$U" -o /dev/null -w '%{http_code}')
 check "a deleted session is 404" test "$R" = 404
-check "no sandbox directory is left" test -z "$(ls "$DATA/sandboxes")"
-check "no overlay mount is left" test -z "$(grep "$DATA/sandboxes" /proc/self/mountinfo)"
+check "no sandbox directory is left" test -z "$(ls "$L/sandboxes")"
+check "no overlay mount is left" test -z "$(grep "$L/sandboxes" /proc/self/mountinfo)"
 check "init of the deleted session is gone" gone "$IPID"
 
 # kill -9 of the daemon leaves the sandbox running; the next start re-attaches it.
@@ -180,7 +180,7 @@ done
 check "a restarted daemon re-attached the sandbox (same init)" test "$(api "http://x/v1/sessions/$ID3" | jget init_pid)" = "$IPID3"
 R=$(api -X POST "http://x/v1/sessions/$ID3/exec" -d '{"argv":["echo","still here"]}' | stdout_of)
 check "... and it runs commands" test "$R" = "still here"
-check "... and only its sandbox is on disk" test "$(ls "$DATA/sandboxes")" = "$(api "http://x/v1/sessions/$ID3" | jget sandbox_id)"
+check "... and only its sandbox is on disk" test "$(ls "$L/sandboxes")" = "$(api "http://x/v1/sessions/$ID3" | jget sandbox_id)"
 
 # SIGTERM stops every sandbox (the sessions stay, for the next start).
 for _ in 1 2 3; do api -X POST http://x/v1/sessions -d '{"template":"mini"}' >/dev/null; done
@@ -190,8 +190,8 @@ wait "$PID"
 RC=$?
 PID=
 check "SIGTERM exits 0" test "$RC" = 0
-check "SIGTERM removed every sandbox" test -z "$(ls "$DATA/sandboxes")"
-check "SIGTERM left no mounts" test -z "$(grep "$DATA/sandboxes" /proc/self/mountinfo)"
+check "SIGTERM removed every sandbox" test -z "$(ls "$L/sandboxes")"
+check "SIGTERM left no mounts" test -z "$(grep "$L/sandboxes" /proc/self/mountinfo)"
 check "the socket is removed" test ! -e "$S"
 if grep -q "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$LOG"; then
         bad "sanitizer reports in the daemon log"

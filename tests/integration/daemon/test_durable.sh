@@ -82,7 +82,7 @@ check "pause answers 200, paused, no sandbox" test "$(echo "$R" | tail -n 1)/$(e
 check "while paused no process of the session remains" gone "$IPID"
 check "... no mount" no_mount "$SBX"
 check "... no cgroup" no_cgroup "$SBX"
-check "... no sandbox directory" test -z "$(ls "$DATA/sandboxes")"
+check "... no sandbox directory" test -z "$(ls "$L/sandboxes")"
 check "pause of a paused session is 409" test "$(code -X POST "$UA/pause")" = 409
 check "exec on a paused session is 409" test "$(code -X POST "$UA/exec" -d '{"argv":["true"]}')" = 409
 NEV=$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["events"]))')
@@ -101,10 +101,10 @@ reused() { grep -c "$1: resume: reused parked layer" "$LOG"; }
 sh_in "$P" 'mkdir -p /root/w && echo one > /root/w/a && echo two > /root/w/b && echo dddd > /root/w/d && rm /bin/true && for i in 1 2 3 4 5; do echo u > /root/w/u$i; done' >/dev/null
 sleep 0.3 # older than the store's 20 ms racy window: the pause capture caches every entry
 api -X POST "$UP/pause" >/dev/null
-check "pause keeps the writable layer with a record of its snapshot" test -d "$DATA/parked/$P" -a "$(sed -n 2p "$DATA/parked/$P.rec")" = "$(api "$UP" | jget head_snapshot)"
+check "pause keeps the writable layer with a record of its snapshot" test -d "$L/parked/$P" -a "$(sed -n 2p "$L/parked/$P.rec")" = "$(api "$UP" | jget head_snapshot)"
 api -X POST "$UP/resume" >/dev/null
 check "resume reuses the parked layer" test "$(reused "$P")" = 1
-check "... nothing stays parked" test ! -e "$DATA/parked/$P" -a ! -e "$DATA/parked/$P.rec"
+check "... nothing stays parked" test ! -e "$L/parked/$P" -a ! -e "$L/parked/$P.rec"
 check "... every file is there, the deletion too" test "$(sh_in "$P" 'cat /root/w/a /root/w/b /root/w/d; test -e /bin/true || echo deleted')" = "one
 two
 dddd
@@ -121,14 +121,14 @@ check "... and was incremental: the 3 written files read, not the 5 untouched (s
 sh_in "$P" 'echo paused-again > /root/w/a' >/dev/null
 api -X POST "$UP/pause" >/dev/null
 api -X POST "$UP/restore" -d "{\"snapshot\":\"$PS\"}" >/dev/null
-check "restore while paused drops the parked layer" test ! -e "$DATA/parked/$P" -a ! -e "$DATA/parked/$P.rec"
+check "restore while paused drops the parked layer" test ! -e "$L/parked/$P" -a ! -e "$L/parked/$P.rec"
 api -X POST "$UP/resume" >/dev/null
 check "resume after it restores the snapshot instead (no reuse) with its files" test "$(reused "$P")/$(sh_in "$P" 'cat /root/w/a')" = "1/changed"
 sh_in "$P" 'echo tampered-test > /root/w/a' >/dev/null
 api -X POST "$UP/pause" >/dev/null
-sed -i 2s/.*/snap_0000000000000000/ "$DATA/parked/$P.rec"
+sed -i 2s/.*/snap_0000000000000000/ "$L/parked/$P.rec"
 api -X POST "$UP/resume" >/dev/null
-check "a record naming another snapshot: no reuse, the snapshot's files, nothing left parked" test "$(reused "$P")/$(sh_in "$P" 'cat /root/w/a')/$(ls "$DATA/parked" | grep -c "$P")" = "1/tampered-test/0"
+check "a record naming another snapshot: no reuse, the snapshot's files, nothing left parked" test "$(reused "$P")/$(sh_in "$P" 'cat /root/w/a')/$(ls "$L/parked" | grep -c "$P")" = "1/tampered-test/0"
 api -X DELETE "$UP" >/dev/null
 
 # ---- fork: independent copies ----
@@ -214,7 +214,7 @@ BG=$(echo "$R" | jget pid)
 sleep 0.5
 OFF=$(api "$UA/processes/$BG/output?offset=0" | tail -n 1 | jget offset)
 api -X POST "http://x/v1/sessions/$F1/pause" >/dev/null
-mkdir -p "$DATA/parked/ses_stale0000000000" && touch "$DATA/parked/ses_stale0000000000.rec"
+mkdir -p "$L/parked/ses_stale0000000000" && touch "$L/parked/ses_stale0000000000.rec"
 IPID=$(api "$UA" | jget init_pid)
 kill -9 "$PID"
 wait "$PID" 2>/dev/null
@@ -230,7 +230,7 @@ check "connect with the token lists the background process" test "$(echo "$R" | 
 check "every acknowledged snapshot is still listed" test "$(n_snaps "$A")" = "$NA"
 check "a paused session resumes after the restart" test "$(api -X POST "http://x/v1/sessions/$F1/resume" | jget state)/$(sh_in "$F1" 'cat /root/draft.txt')" = "running/fork one"
 check "... on its parked layer" test "$(reused "$F1")" = 1
-check "a parked layer nobody holds is removed at the restart" test ! -e "$DATA/parked/ses_stale0000000000" -a ! -e "$DATA/parked/ses_stale0000000000.rec"
+check "a parked layer nobody holds is removed at the restart" test ! -e "$L/parked/ses_stale0000000000" -a ! -e "$L/parked/ses_stale0000000000.rec"
 
 # ---- rolling snapshots: only on change, retention ----
 R=$(api -X POST http://x/v1/sessions -d '{"template":"mini","memory":"64M","snapshot_interval_ms":1000,"retention":2}')
@@ -259,7 +259,7 @@ R=$(api -X POST http://x/v1/gc -w '\n%{http_code}')
 check "gc answers 200" test "$(echo "$R" | tail -n 1)" = 200
 SBXC=$(api "http://x/v1/sessions/$C1" | jget sandbox_id)
 check "delete answers 204" test "$(code -X DELETE "http://x/v1/sessions/$C1")" = 204
-check "... its sandbox is gone" test ! -e "$DATA/sandboxes/$SBXC"
+check "... its sandbox is gone" test ! -e "$L/sandboxes/$SBXC"
 R=$(api -X POST http://x/v1/gc)
 check "gc after deletes frees what only they held" test "$(echo "$R" | jget objects_removed)" -gt 0
 check "the remaining sessions still restore their snapshots" test "$(api -X POST "$UA/restore" -d "{\"snapshot\":\"$S1\"}" | jget state)/$(sh_in "$A" 'cat /root/draft.txt')" = "running/v1"
@@ -271,7 +271,7 @@ wait "$PID"
 RC=$?
 PID=
 check "SIGTERM exits 0" test "$RC" = 0
-check "SIGTERM left no sandbox and no mount" test -z "$(ls "$DATA/sandboxes")$(grep "$DATA/sandboxes" /proc/self/mountinfo)"
+check "SIGTERM left no sandbox and no mount" test -z "$(ls "$L/sandboxes")$(grep "$L/sandboxes" /proc/self/mountinfo)"
 start_daemon || exit 1
 check "after SIGTERM and a start the session runs with its last change" test "$(wait_state "$A" running 30 && sh_in "$A" 'cat /root/stop.txt')" = "before stop"
 check "its log says it restarted" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events"][-3]["data"].get("event"))')" = restarted
