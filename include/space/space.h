@@ -71,10 +71,10 @@ int space_get_json(space_client *c, const char *path, char **ret_json);
 
 /* ---- sessions -------------------------------------------------------------------- */
 
-#define SPACE_SESSION_OPTS_VERSION 2
+#define SPACE_SESSION_OPTS_VERSION 3
 struct space_session_opts {
-        unsigned version;     /* SPACE_SESSION_OPTS_VERSION (1 is still accepted: the
-                               * fields up to 'network') */
+        unsigned version;     /* SPACE_SESSION_OPTS_VERSION (1 and 2 are still accepted:
+                               * the fields up to 'network', up to 'retention') */
         const char *template; /* NULL: the daemon's default ("base") */
         uint64_t memory;      /* bytes; 0 = daemon default */
         double cpus;          /* 0 = daemon default */
@@ -86,6 +86,8 @@ struct space_session_opts {
         uint64_t snapshot_interval_ms; /* rolling snapshots; 0 = daemon default (30 s) */
         bool no_rolling_snapshots;     /* snapshot only on demand, pause and fork */
         unsigned retention;            /* rolling snapshots kept; 0 = daemon default (10) */
+        /* version 3 */
+        uint64_t disk;        /* writable layer limit in bytes; 0 = daemon default */
 };
 #define SPACE_SESSION_OPTS_INIT .version = SPACE_SESSION_OPTS_VERSION
 
@@ -116,6 +118,7 @@ struct space_session_info {
         uint64_t snapshot_interval_ms; /* 0: no rolling snapshots */
         unsigned retention;
         unsigned recoveries;      /* how often a lost sandbox was replaced */
+        uint64_t disk_limit;      /* bytes the writable layer may hold; 0 = no limit */
 };
 
 /* POST /v1/sessions. */

@@ -208,6 +208,9 @@ static const struct cmd cmd_create = { "create",
         "  -m, --memory SIZE     memory limit, e.g. 512M, 2G (binary units)\n"
         "      --cpus N          CPU limit in cores, e.g. 1.5\n"
         "      --pids N          limit on the number of processes\n"
+        "      --disk SIZE       limit of the files the session may write, e.g. 2G, 512M\n"
+        "                        (daemon default: see 'space health'); past it writes fail\n"
+        "                        inside with \"Disk quota exceeded\"\n"
         "  -e, --env K=V         environment for every command (repeatable)\n"
         "      --network         give the sandbox network access (default: loopback only)\n"
         "  -s, --from-snapshot SNAP  start from this snapshot (of any session) instead of\n"
@@ -229,7 +232,8 @@ static int do_create(int argc, char **argv) {
                 { "env", required_argument, NULL, 'e' },      { "network", no_argument, NULL, 'n' },
                 { "json", no_argument, NULL, 'j' },           { "from-snapshot", required_argument, NULL, 's' },
                 { "snapshot-interval", required_argument, NULL, 'I' }, { "retention", required_argument, NULL, 'R' },
-                { "token-file", required_argument, NULL, 'F' }, COMMON_LONG_OPTS,
+                { "token-file", required_argument, NULL, 'F' }, { "disk", required_argument, NULL, 'D' },
+                COMMON_LONG_OPTS,
                 { 0 },
         };
         const struct cmd *cmd = &cmd_create;
@@ -260,6 +264,10 @@ static int do_create(int argc, char **argv) {
                 case 'm':
                         if (cli_parse_size(optarg, &so.memory) < 0)
                                 return usage_error(cmd->name, "invalid size '%s' (e.g. 512M, 2G)", optarg);
+                        break;
+                case 'D':
+                        if (cli_parse_size(optarg, &so.disk) < 0 || so.disk == 0)
+                                return usage_error(cmd->name, "invalid disk size '%s' (e.g. 2G, 512M)", optarg);
                         break;
                 case 'c':
                         if (cli_parse_positive(optarg, CLI_MAX_CPUS, &so.cpus) < 0)

@@ -462,6 +462,7 @@ static void fill_session_info(const struct json *o, struct space_session_info *s
         const struct json *cpus = json_get(lim, "cpus");
         si->cpus = json_type(cpus) == JSON_NUMBER ? json_num(cpus) : 0;
         si->pids_limit = get_i64(lim, "pids", 0);
+        si->disk_limit = get_u64(lim, "disk");
         si->network = json_get_bool(o, "network", false);
         si->init_pid = (int)get_i64(o, "init_pid", 0);
         const struct json *h = json_get(o, "health");
@@ -596,7 +597,7 @@ static int session_refresh(space_session *s, const char *body) {
 }
 
 int space_session_new(space_session **ret, space_client *c, const struct space_session_opts *o) {
-        if (o && o->version != 1 && o->version != SPACE_SESSION_OPTS_VERSION)
+        if (o && (o->version < 1 || o->version > SPACE_SESSION_OPTS_VERSION))
                 return fail(c, -EINVAL, "unknown space_session_opts version");
         bool v2 = o && o->version >= 2;
         if (v2 && o->snapshot && !id_ok(o->snapshot))
@@ -632,6 +633,10 @@ int space_session_new(space_session **ret, space_client *c, const struct space_s
         }
         if (v2 && o->retention)
                 json_w_kint(&w, "retention", o->retention);
+        if (o && o->version >= 3 && o->disk) {
+                json_w_key(&w, "disk");
+                json_w_uint(&w, o->disk);
+        }
         json_w_obj_end(&w);
         if (w.err)
                 return fail(c, w.err, "encoding the request: %s", strerror(-w.err));

@@ -20,6 +20,8 @@ expect 2 "unknown global option" "$space" --bogus ls
 expect 2 "create: unknown flag" "$space" create --bogus
 expect 2 "create: bad memory size" "$space" create --memory 12X
 expect 2 "create: --memory without value" "$space" create --memory
+expect 2 "create: bad disk size" "$space" create --disk lots
+expect 2 "create: disk size 0" "$space" create --disk 0
 expect 2 "create: bad env" "$space" create --env NOEQUALS
 expect 2 "create: bad cpus" "$space" create --cpus 0
 expect 2 "exec: missing id" "$space" exec

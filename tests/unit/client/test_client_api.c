@@ -76,7 +76,7 @@ static space_client *client_for(struct fake_server *f, int timeout_ms) {
 
 static const char SESSION[] = "{\"id\":\"ses_0123456789abcdef\",\"sandbox_id\":\"sbx_0123456789abcdef\",\"state\":\"running\","
                               "\"template\":\"base\",\"runtime\":\"ns\",\"created_at\":\"2025-01-01T00:00:00Z\","
-                              "\"limits\":{\"memory\":67108864,\"cpus\":1.5,\"pids\":128},\"network\":false,"
+                              "\"limits\":{\"memory\":67108864,\"cpus\":1.5,\"pids\":128,\"disk\":2147483648},\"network\":false,"
                               "\"init_pid\":4242,\"health\":{\"alive\":true,\"oom_killed\":false,\"memory_bytes\":1000,\"pids\":2}}";
 
 /* ---- tests ---------------------------------------------------------------------- */
@@ -264,7 +264,7 @@ static void test_connection_close_header(void **state) {
 
 static void test_create_request(void **state) {
         (void)state;
-        printf("checks: space_session_new sends template, memory, cpus, pids, env, network and reads the id\n");
+        printf("checks: space_session_new sends template, memory, cpus, pids, disk, env, network and reads the id\n");
         struct fake_server f = { .nreplies = 1 };
         f.replies[0].raw = json_resp("201 Created", SESSION);
         fake_start(&f);
@@ -273,7 +273,8 @@ static void test_create_request(void **state) {
         const char *env[] = { "A=1", "B=x=y", NULL };
         assert_int_equal(space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = "base",
                                                                                  .memory = 64 << 20, .cpus = 1.5, .pids = 128,
-                                                                                 .env = env, .network = true }),
+                                                                                 .env = env, .network = true,
+                                                                                 .disk = 2ull << 30 }),
                          0);
         assert_string_equal(space_session_id(s), "ses_0123456789abcdef");
         assert_non_null(strstr(space_session_json(s), "sbx_0123456789abcdef"));
@@ -288,6 +289,7 @@ static void test_create_request(void **state) {
         assert_non_null(strstr(body, "\"memory\":67108864"));
         assert_non_null(strstr(body, "\"cpus\":1.5"));
         assert_non_null(strstr(body, "\"pids\":128"));
+        assert_non_null(strstr(body, "\"disk\":2147483648"));
         assert_non_null(strstr(body, "\"env\":{\"A\":\"1\",\"B\":\"x=y\"}"));
         assert_non_null(strstr(body, "\"network\":true"));
         fake_free(&f);
@@ -311,6 +313,7 @@ static void test_inspect_fields(void **state) {
         assert_int_equal(si.memory_limit, 64 << 20);
         assert_true(si.cpus > 1.49 && si.cpus < 1.51);
         assert_int_equal(si.pids_limit, 128);
+        assert_int_equal(si.disk_limit, 2ull << 30);
         assert_int_equal(si.init_pid, 4242);
         assert_true(si.alive);
         assert_false(si.oom_killed);
