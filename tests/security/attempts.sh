@@ -447,21 +447,38 @@ except Exception:
 # ---- resources -------------------------------------------------------------------
 
 attempt_disk_fill() {
-        limits=$(json_get "$(sp inspect --json "$MAIN" </dev/null)" limits)
-        case $limits in
-        *disk*) ;;
-        *) skip_attempt "not enforced yet: the daemon sets no disk limit on a sandbox's writable layer (the runtime can: docs/security.md §4); session limits are $limits" ;;
-        esac
-        tried "fill the disk: dd /dev/zero into /root until it fails"
+        health=$(sp health </dev/null)
+        enforced=$(json_get "$health" disk_limits.enforced)
+        [ "$enforced" = True ] || skip_attempt "this host has no quota volume (spaced's /v1/health: disk_limits.enforced=$enforced): $(json_get "$health" disk_limits.error)"
+        sb=$(new_sandbox --disk 64M) || broken "create --disk 64M"
+        limit=$(json_get "$(sp inspect --json "$sb" </dev/null)" limits.disk)
+        [ "$limit" = $((64 << 20)) ] || broken "inspect shows disk limit '$limit', not 64M"
+        tried "fill the disk from $sb (disk limit 64M): dd /dev/zero into /root until it fails"
         before=$(df -k --output=avail "$DATA" | tail -1)
-        out=$(insh 'dd if=/dev/zero of=/root/fill bs=1M 2>&1 | tail -2; rm -f /root/fill')
+        out=$(insh "$sb" 'dd if=/dev/zero of=/root/fill bs=1M 2>&1 | head -5; sync; echo "size=$(wc -c </root/fill)"')
         after=$(df -k --output=avail "$DATA" | tail -1)
-        echo "  $out"
+        echo "  $(echo "$out" | tr '\n' ' ')"
         case $out in
-        *"No space"* | *"quota"*) stopped "disk quota on the writable layer" ;;
+        *"Disk quota exceeded"* | *"No space left"*) stopped "the writable layer's disk quota (btrfs qgroup of its subvolume on the quota volume): the write fails inside" ;;
         *) leak "dd ended without ENOSPC/EDQUOT" ;;
         esac
-        [ "$after" -gt $((before / 2)) ] && stopped "the host kept its free space (${before} → ${after} KiB)" || leak "the host's free space dropped"
+        size=$(echo "$out" | sed -n 's/^size=//p')
+        [ -n "$size" ] && [ "$size" -le $((64 << 20)) ] && stopped "the file stopped at $size bytes (limit $((64 << 20)))" ||
+                leak "the file grew to '$size' bytes, past the limit"
+        used=$((before - after))
+        if [ "$used" -le $((64 * 1024 + 16384)) ]; then
+                stopped "the host's free space dropped by $used KiB (at most the limit + 16M: ${before} → ${after} KiB)"
+        else
+                leak "the host's free space dropped by $used KiB, more than the 64M limit"
+        fi
+        daemon_alive && stopped "spaced still answers" || defect "spaced stopped answering after the fill"
+        main_works && stopped "$MAIN still runs commands" || defect "$MAIN stopped working after the fill"
+        [ "$(insh "$MAIN" 'echo ok > /root/after-fill && cat /root/after-fill && rm /root/after-fill')" = ok ] &&
+                stopped "$MAIN still writes files" || defect "$MAIN cannot write after another session filled its disk"
+        again=$(insh "$sb" 'rm /root/fill && dd if=/dev/zero of=/root/again bs=1M count=8 2>/dev/null && wc -c </root/again')
+        [ "$again" = $((8 << 20)) ] && stopped "after deleting the file $sb writes again (8M)" ||
+                defect "after deleting the file $sb cannot write again ($again)"
+        sp rm "$sb" </dev/null >/dev/null || defect "deleting $sb failed"
 }
 
 # pids_file SANDBOX_ID FILE: a file of the sandbox's pids cgroup (v1 or v2)
