@@ -270,9 +270,9 @@ static void drop_sandbox(struct session *s, int status, const char *msg, enum me
  * dir) as L/parked/<session>, with L/parked/<session>.rec naming the snapshot it equals:
  * a resume from that snapshot renames it into place instead of materializing the
  * snapshot (O(1), not O(workspace)). L is the layer dir (the quota volume, else DATA):
- * the whole directory moves, not just upper/, because on the volume it is a btrfs
+ * the whole directory moves, not just upper/, because on a btrfs volume it is a
  * subvolume carrying the disk limit and its accounting, and nothing renames out of a
- * subvolume (EXDEV). The record also names the boot: the layer was never fsynced, so
+ * subvolume (EXDEV); on ext4 the project id moves with it. The record also names the boot: the layer was never fsynced, so
  * after a host crash only the snapshot is trusted. For the same reason the record needs
  * no fsync either: within one boot the page cache is the truth, and a torn record reads
  * as none. Version 1 records (upper/ alone) read as none. */
