@@ -14,6 +14,7 @@ export SPACE_HOST="unix:$DATA2/spaced.sock"
 : >"$LOG"
 SPACED_PID=
 SEEN=$TMPD/seen_sandboxes   # every sandbox id this test saw, checked at the end
+LAYERS2=$DATA2
 : >"$SEEN"
 
 start_spaced() {
@@ -26,6 +27,9 @@ start_spaced() {
                 [ $_i -gt 600 ] && { echo "spaced did not answer within 60 s"; return 1; }
                 sleep 0.1
         done
+        LAYERS2=$DATA2 # where sandbox dirs go: the quota volume if spaced mounted it
+        mountpoint -q "$DATA2/vol" && LAYERS2=$DATA2/vol
+        return 0
 }
 
 stop_spaced() {
@@ -46,7 +50,7 @@ ready_is() { [ "$(ready)" = "$1" ]; }
 # the sandbox directories no session holds: the pooled ones
 pooled_ids() {
         _held=$(for s in $(sp ls --quiet 2>/dev/null); do field "$s" sandbox_id; done)
-        for d in "$DATA2"/sandboxes/sbx_*; do
+        for d in "$LAYERS2"/sandboxes/sbx_*; do
                 [ -d "$d" ] || continue
                 _id=${d##*/}
                 echo "$_held" | grep -qx "$_id" || echo "$_id"
@@ -87,7 +91,7 @@ cold=$(sp create $OPTS </dev/null) && pass "cold session $cold" || { fail "creat
 cold_sbx=$(field "$cold" sandbox_id)
 note_seen "$cold_sbx"
 expect_eq "nothing was made ahead or taken" "$(pool_field made)/$(pool_field taken)" "0/0"
-expect_eq "no sandbox directory besides the session's" "$(ls "$DATA2/sandboxes" | tr '\n' ' ')" "$cold_sbx "
+expect_eq "no sandbox directory besides the session's" "$(ls "$LAYERS2/sandboxes" | tr '\n' ' ')" "$cold_sbx "
 cold_probe=$(sp exec "$cold" -- sh -c "$PROBE" </dev/null 2>&1)
 expect_eq "the cold sandbox's hostname is its sandbox id" "$(sp exec "$cold" -- hostname </dev/null)" "$cold_sbx"
 
@@ -104,7 +108,7 @@ warm_sbx=$(field "$warm" sandbox_id)
 echo "$pooled_before" | grep -qx "$warm_sbx" && pass "it got pooled sandbox $warm_sbx" ||
         fail "its sandbox $warm_sbx was not one of the pooled ones ($pooled_before)"
 expect_eq "taken from the pool once" "$(pool_field taken)" "1"
-expect_eq "its writable layer is empty" "$(find "$DATA2/sandboxes/$warm_sbx/upper" -mindepth 1 | wc -l)" "0"
+expect_eq "its writable layer is empty" "$(find "$LAYERS2/sandboxes/$warm_sbx/upper" -mindepth 1 | wc -l)" "0"
 warm_probe=$(sp exec "$warm" -- sh -c "$PROBE" </dev/null 2>&1)
 if [ "$warm_probe" = "$cold_probe" ]; then
         pass "same view from inside (ids, env, /tmp and /dev/shm sizes, rlimits, capabilities, seccomp, files, processes)"
@@ -133,7 +137,7 @@ sp exec "$warm" -- sh -c 'echo secret >/tmp/secret; echo secret >/root/secret; e
 sp exec -d "$warm" -- sleep 1000 </dev/null >/dev/null && pass "left files and a background sleep in $warm"
 warm_pid=$(field "$warm" init_pid)
 sp rm "$warm" >/dev/null && pass "deleted $warm"
-[ -d "$DATA2/sandboxes/$warm_sbx" ] && fail "its sandbox directory is still there" || pass "its sandbox directory is gone"
+[ -d "$LAYERS2/sandboxes/$warm_sbx" ] && fail "its sandbox directory is still there" || pass "its sandbox directory is gone"
 expect_eq "nothing left of its sandbox" "$(leftovers "$warm_sbx" "$warm_pid")" ""
 wait_until 60 ready_is 3 || fail "pool did not refill to 3"
 for i in 1 2 3 4 5; do
@@ -187,7 +191,7 @@ wait "$SPACED_PID" 2>/dev/null
 SPACED_PID=
 start_spaced --pool base=0 && pass "spaced restarted with --pool base=0" || { fail "restart"; finish; }
 left=""
-for x in $full; do left="$left$(leftovers "$x" "")"; [ -d "$DATA2/sandboxes/$x" ] && left="$left dir $x"; done
+for x in $full; do left="$left$(leftovers "$x" "")"; [ -d "$LAYERS2/sandboxes/$x" ] && left="$left dir $x"; done
 for p in $pids; do grep -q "/space/sbx_" "/proc/$p/cgroup" 2>/dev/null && left="$left process $p"; done
 expect_eq "nothing left of the pooled sandboxes (mounts, cgroups, processes, dirs)" "$left" ""
 expect_eq "the restarted daemon has no pool" "$(pooled_ids | wc -l)/$(pool_field made)" "0/0"
@@ -202,5 +206,5 @@ left=""
 for x in $(sort -u "$SEEN"); do left="$left$(leftovers "$x" "")"; done
 grep -F "$DATA2" /proc/self/mountinfo >/dev/null && left="$left mounts under $DATA2"
 expect_eq "no mount, cgroup or process left" "$left" ""
-expect_eq "no sandbox directory left" "$(ls "$DATA2/sandboxes" 2>/dev/null | wc -l)" "0"
+expect_eq "no sandbox directory left" "$(ls "$LAYERS2/sandboxes" 2>/dev/null | wc -l)" "0"
 finish

@@ -7,7 +7,8 @@
 # and survives pause/resume; new sessions get the limit: it shows in inspect, a writer
 # stops with a disk-full error inside while the host and a second session keep their
 # space, deleting the file makes room again, fork and pause/resume (the parked layer)
-# and a restart keep the limit, and bad values are a clear 400.
+# and a restart keep the limit, a warm-pool sandbox gets it when taken, and bad values
+# are a clear 400.
 # Usage: test_disk.sh SPACED_BINARY   (space-init must sit next to it)
 . "$(dirname "$0")/lib.sh" disk "${1:-}"
 
@@ -136,6 +137,17 @@ check "SIGTERM unmounted the volume" test "$(mountpoint -q "$DATA/vol" && echo m
 start_daemon || exit 1
 check "after SIGTERM and a start the session is recovered with its limit" test "$(wait_state "$A" running 50 && disk_of "$A")" = "$LIMIT"
 check "... which holds in the new sandbox" full "$(sh_rc "$A" 'dd if=/dev/zero of=/root/fill bs=1M count=200')"
+
+# ---- the warm pool: a pooled sandbox gets the limit when it is taken ----
+api -X PUT http://x/v1/pool/mini -d '{"size":1}' >/dev/null
+for _ in $(seq 100); do [ "$(api http://x/v1/pool | jget templates 0 ready 2>/dev/null)" = 1 ] && break; sleep 0.1; done
+TAKEN=$(api http://x/v1/pool | jget taken)
+R=$(create '{"template":"mini","disk":"64M","snapshot_interval_ms":0}')
+W=$(echo "${R#* }" | jget id)
+check "a create with disk 64M takes the pooled sandbox" test "${R%% *}/$(api http://x/v1/pool | jget taken)" = "201/$((TAKEN + 1))"
+check "... whose limit holds" full "$(sh_rc "$W" 'dd if=/dev/zero of=/root/fill bs=1M count=200')"
+check "... at 64M" test "$(sh_rc "$W" 'wc -c < /root/fill' | head -n 1)" -le "$LIMIT"
+api -X PUT http://x/v1/pool/mini -d '{"size":0}' >/dev/null
 
 # ---- bad values: a clear 400, nothing made ----
 N=$(api http://x/v1/sessions | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')
