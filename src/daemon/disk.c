@@ -133,6 +133,15 @@ int disk_parse_limit(struct daemon *d, const struct json *v, uint64_t *ret, char
         return 0;
 }
 
+int disk_usage(struct session *s, uint64_t *ret) {
+        if (!s->d->disk_quota || !s->dir)
+                return -ENOENT;
+        _cleanup_free_ char *upper = NULL;
+        if (asprintf(&upper, "%s/upper", s->dir) < 0)
+                return -ENOMEM;
+        return rt_quota_usage(upper, ret, NULL);
+}
+
 void disk_health_json(struct daemon *d, struct json_writer *w) {
         json_w_key(w, "disk_limits");
         json_w_obj_begin(w);

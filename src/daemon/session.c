@@ -289,6 +289,11 @@ void ses_write_json(struct json_writer *w, struct session *s) {
                 json_w_key(w, "memory_bytes");
                 json_w_uint(w, s->mem_bytes);
                 json_w_kint(w, "pids", s->n_pids);
+                uint64_t du;
+                if (disk_usage(s, &du) == 0) {
+                        json_w_key(w, "disk_bytes");
+                        json_w_uint(w, du);
+                }
                 json_w_obj_end(w);
         } else {
                 json_w_null(w);

@@ -390,6 +390,9 @@ char *disk_sandbox_dir(struct daemon *d, const char *sbx);
 char *disk_sandbox_dir_find(struct daemon *d, const char *sbx);
 /* The "disk" field of a create (NULL: the default) -> bytes; else an HTTP status and why. */
 int disk_parse_limit(struct daemon *d, const struct json *v, uint64_t *ret, char *why, size_t why_size);
+/* Bytes s's writable layer holds as its quota counts them (on btrfs: as of the last
+ * transaction commit, seconds behind). -ENOENT without the volume or a sandbox. */
+int disk_usage(struct session *s, uint64_t *ret);
 /* "disk_limits": {...} of /v1/health. */
 void disk_health_json(struct daemon *d, struct json_writer *w);
 

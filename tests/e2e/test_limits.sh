@@ -1,7 +1,8 @@
 #!/bin/bash
 # Limits: a memory hog is killed at its sandbox's memory limit while the daemon and other
 # sandboxes carry on; a fork bomb stops at the pids limit and the daemon survives it and
-# cleans it up.
+# cleans it up; space create --disk sets the writable layer's limit, which a fork and a
+# pause/resume keep, and a bad --disk is refused.
 . "$(dirname "$0")/lib.sh"
 
 healthy() { sp health >/dev/null 2>&1; }
@@ -93,6 +94,35 @@ t1=$(now_ms)
 left=$(leftovers "$sbx" "$(init_pid_of "$f")")
 expect_eq "nothing left of $sbx" "$left" ""
 healthy && pass "the daemon is alive afterwards" || fail "the daemon died"
+
+say "disk: space create --disk 64M"
+if [ "$(json_get "$(sp health)" disk_limits.enforced)" != True ]; then
+        echo "SKIP (disk part): this spaced has no quota volume: $(json_get "$(sp health)" disk_limits.error)"
+else
+        k=$(new_sandbox --disk 64M) && pass "created $k with --disk 64M" || { fail "create --disk 64M"; finish; }
+        expect_eq "inspect shows the disk limit" "$(field "$k" limits.disk)" "$((64 << 20))"
+        expect_eq "a session without --disk has the daemon's default" "$(field "$other" limits.disk)" \
+                "$(json_get "$(sp health)" disk_limits.default)"
+        out=$(sp exec "$k" -- sh -c 'dd if=/dev/zero of=/root/fill bs=1M count=100 2>&1; rm -f /root/fill' </dev/null)
+        case $out in *"Disk quota exceeded"*) pass "writing 100M fails inside: Disk quota exceeded" ;; *) fail "dd: $out" ;; esac
+        kf=$(sp fork "$k" </dev/null 2>/dev/null | head -n 1)
+        [ -n "$kf" ] && record_sandbox "$kf"
+        expect_eq "a fork of it has the same disk limit" "$(field "$kf" limits.disk)" "$((64 << 20))"
+        sp pause "$k" </dev/null >/dev/null && sp resume "$k" </dev/null >/dev/null && record_sandbox "$k"
+        expect_eq "after pause and resume it has it too" "$(field "$k" limits.disk)/$(field "$k" state)" "$((64 << 20))/running"
+        out=$(sp exec "$k" -- sh -c 'dd if=/dev/zero of=/root/fill bs=1M count=100 2>&1; rm -f /root/fill' </dev/null)
+        case $out in *"Disk quota exceeded"*) pass "... and it still holds" ;; *) fail "dd after resume: $out" ;; esac
+        for bad in 0 lots 1K; do
+                sp create --disk "$bad" </dev/null >"$TMPD/o" 2>"$TMPD/e"
+                rc=$?
+                [ $rc -ne 0 ] && pass "create --disk $bad is refused ($rc: $(head -c 120 "$TMPD/e"))" || fail "create --disk $bad made $(cat "$TMPD/o")"
+        done
+        sp create --disk 100T </dev/null >"$TMPD/o" 2>"$TMPD/e"
+        rc=$?
+        grep -q "disk must be between" "$TMPD/e" && pass "create --disk 100T: the daemon says the range ($rc)" ||
+                fail "create --disk 100T: rc $rc, $(cat "$TMPD/o" "$TMPD/e")"
+        sp rm "$k" $kf >/dev/null && pass "rm $k $kf" || fail "rm $k $kf"
+fi
 
 sp rm "$m" "$other" >/dev/null && pass "rm $m $other" || fail "rm"
 finish

@@ -109,6 +109,9 @@ check "the daemon still answers" test "$(api http://x/v1/health | jget status)" 
 OUT=$(sh_rc "$A" 'rm /root/fill && sync && dd if=/dev/zero of=/root/again bs=1M count=8 2>/dev/null; wc -c < /root/again')
 check "after deleting the file the session writes again" test "$OUT" = "$((8 << 20))
 rc=0"
+sh_rc "$A" sync >/dev/null # the quota counts what the filesystem committed
+DU=$(api "http://x/v1/sessions/$A" | jget health disk_bytes)
+check "health.disk_bytes counts the 8M file ($DU bytes)" test "$DU" -ge $((8 << 20)) -a "$DU" -lt $((16 << 20))
 
 # ---- fork, pause/resume (the parked layer), restart keep the limit ----
 SNAP=$(api -X POST "http://x/v1/sessions/$A/snapshots" | jget id)
