@@ -72,6 +72,20 @@ static int wait_for(const char *path) {
         return -ETIMEDOUT;
 }
 
+/* A one-line sysfs attribute, newline dropped; false if unreadable or empty. */
+static bool read_attr(const char *path, char *val, size_t n) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        ssize_t k = read(fd, val, n - 1);
+        close(fd);
+        if (k <= 0)
+                return false;
+        val[k] = 0;
+        val[strcspn(val, "\n")] = 0;
+        return true;
+}
+
 /* /dev/vdX of the virtio disk whose serial the host set (the probe order of virtio-mmio
  * devices is not the command line's). */
 static int find_disk(const char *serial, char *dev, size_t n) {
@@ -82,18 +96,9 @@ static int find_disk(const char *serial, char *dev, size_t n) {
                 while (d && (de = readdir(d))) {
                         if (strncmp(de->d_name, "vd", 2) != 0)
                                 continue;
-                        char p[300], val[64] = "";
+                        char p[300], val[64];
                         snprintf(p, sizeof p, "/sys/block/%s/serial", de->d_name);
-                        int fd = open(p, O_RDONLY | O_CLOEXEC);
-                        if (fd < 0)
-                                continue;
-                        ssize_t k = read(fd, val, sizeof val - 1);
-                        close(fd);
-                        if (k <= 0)
-                                continue;
-                        val[k] = 0;
-                        val[strcspn(val, "\n")] = 0;
-                        if (strcmp(val, serial) == 0) {
+                        if (read_attr(p, val, sizeof val) && strcmp(val, serial) == 0) {
                                 snprintf(dev, n, "/dev/%.32s", de->d_name);
                                 closedir(d);
                                 return wait_for(dev);
@@ -184,21 +189,12 @@ static int open_port(const char *name) {
         while ((de = readdir(d))) {
                 if (de->d_name[0] == '.')
                         continue;
-                char p[300], val[64] = "";
+                char p[300], val[64];
                 snprintf(p, sizeof p, "/sys/class/virtio-ports/%s/name", de->d_name);
-                int fd = open(p, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
-                        continue;
-                ssize_t k = read(fd, val, sizeof val - 1);
-                close(fd);
-                if (k <= 0)
-                        continue;
-                val[k] = 0;
-                val[strcspn(val, "\n")] = 0;
-                if (strcmp(val, name) != 0)
+                if (!read_attr(p, val, sizeof val) || strcmp(val, name) != 0)
                         continue;
                 snprintf(p, sizeof p, "/dev/%.64s", de->d_name);
-                fd = open(p, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+                int fd = open(p, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
                 return fd < 0 ? -errno : fd;
         }
         return -ENOENT;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include "common/macros.h"
 
 int rt_write_file(const char *path, const char *s) {
@@ -137,4 +138,30 @@ int rt_rm_rf_at(int dfd, const char *name) {
 
 int rt_rm_rf(const char *path) {
         return rt_rm_rf_at(AT_FDCWD, path);
+}
+
+int rt_pidfd_wait(int pidfd, bool block, int *status) {
+        siginfo_t si = { 0 };
+        int r;
+        do
+                r = waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL | (block ? 0 : WNOHANG));
+        while (r < 0 && errno == EINTR);
+        if (r < 0)
+                return -errno;
+        if (si.si_pid == 0)
+                return 0;
+        switch (si.si_code) {
+        case CLD_EXITED:
+                *status = (si.si_status & 0xff) << 8;
+                break;
+        case CLD_KILLED:
+                *status = si.si_status & 0x7f;
+                break;
+        case CLD_DUMPED:
+                *status = (si.si_status & 0x7f) | 0x80;
+                break;
+        default:
+                *status = 0;
+        }
+        return 1;
 }

@@ -2,6 +2,7 @@
  * dirs). Every function returns 0 or a negative errno and never follows a symlink it
  * was not asked to. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -14,6 +15,10 @@ int rt_write_file(const char *path, const char *s);
 ssize_t rt_read_file(const char *path, char *buf, size_t size);
 /* Like mkdir -p; existing directories are fine. */
 int rt_mkdir_p(const char *path, mode_t mode);
+/* Reaps the child behind pidfd (our child, any exit_signal: __WALL): 1 with its wait
+ * status (as waitpid encodes it) in *status once it has exited, 0 while it runs
+ * (block false). */
+int rt_pidfd_wait(int pidfd, bool block, int *status);
 /* Removes a tree without following symlinks or crossing into other mounts. */
 int rt_rm_rf(const char *path);
 /* Same, for the entry name under the open directory dfd. */

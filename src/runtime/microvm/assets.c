@@ -214,6 +214,28 @@ int mv_initramfs(const char *guest_dir, const char *init_path, const char *dst) 
         return r;
 }
 
+/* ---------------- ext4 images ---------------- */
+
+/* mkfs.ext4 -d src into img (made here), ids unshifted. mkfs runs as the user
+ * namespace's root, which may not traverse our directories: it gets both as fds. */
+static int mkfs_from(const char *src, const char *img, const char *size, char *const *opts, size_t nopts) {
+        _cleanup_close_ int out = open(img, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        _cleanup_close_ int in = open(src, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (out < 0 || in < 0 || fchown(out, RT_ID_BASE, RT_ID_BASE) < 0)
+                return -errno;
+        char *argv[24] = { "mkfs.ext4", "-q", "-F", "-b", "4096" };
+        size_t a = 5;
+        for (size_t i = 0; i < nopts && a < ELEMENTSOF(argv) - 5; i++)
+                argv[a++] = opts[i];
+        argv[a++] = "-d";
+        argv[a++] = MV_RUN_FD_PATH(0);
+        argv[a++] = MV_RUN_FD_PATH(1);
+        argv[a++] = (char *)size;
+        argv[a] = NULL;
+        int fds[] = { in, out };
+        return mv_run(argv, true, fds, 2);
+}
+
 /* ---------------- the template image ---------------- */
 
 static uint64_t tree_bytes;
@@ -312,24 +334,12 @@ int mv_template_image(const char *guest_dir, const char *lower_dirs, const char 
         snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, key);
         snprintf(size, sizeof size, "%lluM", (unsigned long long)mib);
         snprintf(inodes, sizeof inodes, "%llu", (unsigned long long)(tree_inodes * 2 + 1024));
-        /* mkfs runs as the namespace's root, which may not traverse our directories: it
-         * gets both ends as fds */
-        _cleanup_close_ int out = -EBADF, in = -EBADF;
         if (r == 0) {
-                out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-                in = open(src, O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (out < 0 || in < 0 || fchown(out, RT_ID_BASE, RT_ID_BASE) < 0)
-                        r = -errno;
-        }
-        if (r == 0) {
-                char *argv[] = { "mkfs.ext4", "-q", "-F", "-b", "4096", "-N", inodes, "-U", MV_FS_UUID, "-E",
+                char *opts[] = { "-N", inodes, "-U", MV_FS_UUID, "-E",
                                  "hash_seed=" MV_FS_UUID ",root_owner=0:0,lazy_itable_init=0,lazy_journal_init=0",
-                                 "-L", "space-lower", "-d", MV_RUN_FD_PATH(0), MV_RUN_FD_PATH(1), size, NULL };
-                int fds[] = { in, out };
-                r = mv_run(argv, true, fds, 2);
+                                 "-L", "space-lower" };
+                r = mkfs_from(src, tmp, size, opts, ELEMENTSOF(opts));
         }
-        in = safe_close(in);
-        out = safe_close(out);
         if (mounted)
                 (void)umount2(mnt, MNT_DETACH), (void)rmdir(mnt);
         if (r == 0 && (chown(tmp, 0, 0) < 0 || rename(tmp, path) < 0))
@@ -377,22 +387,10 @@ static int make_disk(const char *upper, const char *scratch, uint64_t mib, const
                 else
                         bound = true;
         }
-        _cleanup_close_ int out = -EBADF, in = -EBADF;
         if (r == 0) {
-                out = open(raw, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-                in = open(stage, O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (out < 0 || in < 0 || fchown(out, RT_ID_BASE, RT_ID_BASE) < 0)
-                        r = -errno;
+                char *opts[] = { "-E", "root_owner=0:0,lazy_itable_init=0,lazy_journal_init=0", "-L", "space-session" };
+                r = mkfs_from(stage, raw, size, opts, ELEMENTSOF(opts));
         }
-        if (r == 0) {
-                char *argv[] = { "mkfs.ext4", "-q", "-F", "-b", "4096", "-E",
-                                 "root_owner=0:0,lazy_itable_init=0,lazy_journal_init=0", "-L", "space-session",
-                                 "-d", MV_RUN_FD_PATH(0), MV_RUN_FD_PATH(1), size, NULL };
-                int fds[] = { in, out };
-                r = mv_run(argv, true, fds, 2);
-        }
-        in = safe_close(in);
-        out = safe_close(out);
         if (bound)
                 (void)umount2(sub, MNT_DETACH);
         (void)rt_rm_rf(stage);

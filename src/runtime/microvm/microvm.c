@@ -142,33 +142,13 @@ static int poll_one(int fd, short ev, int pidfd, int64_t deadline) {
 
 /* ---------------- process ---------------- */
 
-static int si_to_status(const siginfo_t *si) {
-        switch (si->si_code) {
-        case CLD_EXITED:
-                return (si->si_status & 0xff) << 8;
-        case CLD_KILLED:
-        case CLD_DUMPED:
-                return si->si_status & 0x7f;
-        default:
-                return 0;
-        }
-}
-
 static int reap(struct rt_sandbox *sb, bool block) {
         if (sb->reaped || sb->pidfd < 0)
                 return 0;
-        siginfo_t si = { 0 };
-        int r;
-        do
-                r = waitid((idtype_t)P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | __WALL | (block ? 0 : WNOHANG));
-        while (r < 0 && errno == EINTR);
-        if (r < 0)
-                return -errno;
-        if (si.si_pid == 0)
-                return 0;
-        sb->reaped = true;
-        sb->status = si_to_status(&si);
-        return 0;
+        int r = rt_pidfd_wait(sb->pidfd, block, &sb->status);
+        if (r > 0)
+                sb->reaped = true;
+        return r < 0 ? r : 0;
 }
 
 static void kill_qemu(struct rt_sandbox *sb) {
@@ -501,24 +481,39 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
         return r;
 }
 
-/* A restored VM comes up in the run state it was saved in, paused (checkpoint stops it
- * before migrating): wait until the stream is loaded, then let it run. */
-static int resume_incoming(struct rt_sandbox *sb) {
+/* Polls a QMP query until its "status" is no longer `busy` (prefix match: "inmigrate",
+ * "active", "setup", …); the final status goes to st. */
+static int qmp_wait_status(struct rt_sandbox *sb, const char *query, const char *const *busy, char *st, size_t n) {
         int64_t deadline = now_ms() + MV_MIGRATE_TIMEOUT_MS;
         struct timespec ts = { 0, 5 * 1000000 };
         while (now_ms() < deadline) {
                 _cleanup_json_ struct json *j = NULL;
-                int r = qmp_cmd(sb, "{\"execute\":\"query-status\"}", &j);
+                int r = qmp_cmd(sb, query, &j);
                 if (r < 0)
                         return r;
-                const char *st = json_get_str(json_get(j, "return"), "status");
-                if (st && strcmp(st, "running") == 0)
+                const char *v = json_get_str(json_get(j, "return"), "status");
+                bool waiting = false;
+                for (size_t i = 0; v && busy[i]; i++)
+                        waiting |= strcmp(v, busy[i]) == 0;
+                if (!waiting) {
+                        const char *d = json_get_str(json_get(j, "return"), "error-desc");
+                        snprintf(st, n, "%s%s%s", v ? v : "none", d ? ": " : "", d ? d : "");
                         return 0;
-                if (st && strcmp(st, "inmigrate") != 0)
-                        return qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL);
+                }
                 nanosleep(&ts, NULL);
         }
         return -ETIMEDOUT;
+}
+
+/* A restored VM comes up in the run state it was saved in, paused (checkpoint stops it
+ * before migrating): wait until the stream is loaded, then let it run. */
+static int resume_incoming(struct rt_sandbox *sb) {
+        static const char *const busy[] = { "inmigrate", NULL };
+        char st[256];
+        int r = qmp_wait_status(sb, "{\"execute\":\"query-status\"}", busy, st, sizeof st);
+        if (r < 0 || strcmp(st, "running") == 0)
+                return r;
+        return qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL);
 }
 
 /* After boot or restore: a fresh connection on the init port with its HELLO next. */
@@ -849,22 +844,22 @@ static pid_t mv_init_pid(struct rt_sandbox *sb) {
         return sb->pid;
 }
 
-static int mv_freeze(struct rt_sandbox *sb) {
-        int r = qmp_cmd(sb, "{\"execute\":\"stop\"}", NULL);
+/* QMP stop (run false) or cont; freeze/thaw keep `frozen` for checkpoint. */
+static int set_running(struct rt_sandbox *sb, bool run) {
+        int r = qmp_cmd(sb, run ? "{\"execute\":\"cont\"}" : "{\"execute\":\"stop\"}", NULL);
         if (r < 0 && !runtime_last_error()[0])
-                runtime_set_error("microvm: stop %s: %s", sb->id, strerror(-r));
+                runtime_set_error("microvm: %s %s: %s", run ? "cont" : "stop", sb->id, strerror(-r));
         if (r == 0)
-                sb->frozen = true;
+                sb->frozen = !run;
         return r;
 }
 
+static int mv_freeze(struct rt_sandbox *sb) {
+        return set_running(sb, false);
+}
+
 static int mv_thaw(struct rt_sandbox *sb) {
-        int r = qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL);
-        if (r < 0 && !runtime_last_error()[0])
-                runtime_set_error("microvm: cont %s: %s", sb->id, strerror(-r));
-        if (r == 0)
-                sb->frozen = false;
-        return r;
+        return set_running(sb, true);
 }
 
 static int mv_health(struct rt_sandbox *sb, struct rt_health *ret) {
@@ -888,24 +883,14 @@ static void mv_release(struct rt_sandbox *sb) {
 }
 
 static int wait_migration(struct rt_sandbox *sb) {
-        int64_t deadline = now_ms() + MV_MIGRATE_TIMEOUT_MS;
-        struct timespec ts = { 0, 10 * 1000000 };
-        while (now_ms() < deadline) {
-                _cleanup_json_ struct json *j = NULL;
-                int r = qmp_cmd(sb, "{\"execute\":\"query-migrate\"}", &j);
-                if (r < 0)
-                        return r;
-                const char *st = json_get_str(json_get(j, "return"), "status");
-                if (st && strcmp(st, "completed") == 0)
-                        return 0;
-                if (st && (strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)) {
-                        const char *d = json_get_str(json_get(j, "return"), "error-desc");
-                        runtime_set_error("microvm: migration %s: %s", st, d ? d : "?");
-                        return -EIO;
-                }
-                nanosleep(&ts, NULL);
+        static const char *const busy[] = { "none", "setup", "active", "pre-switchover", "device", NULL };
+        char st[256];
+        int r = qmp_wait_status(sb, "{\"execute\":\"query-migrate\"}", busy, st, sizeof st);
+        if (r == 0 && strcmp(st, "completed") != 0) {
+                runtime_set_error("microvm: migration %s", st);
+                r = -EIO;
         }
-        return -ETIMEDOUT;
+        return r;
 }
 
 static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_running) {

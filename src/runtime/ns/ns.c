@@ -29,6 +29,7 @@
 #include <linux/sched.h>
 #include "common/macros.h"
 #include "runtime/cgroup.h"
+#include "runtime/fsutil.h"
 #include "runtime/mount.h"
 #include "runtime/quota.h"
 #include "runtime/seccomp.h"
@@ -356,19 +357,6 @@ static int match_upper_root(const char *lower_dirs, const char *upper) {
         return 0;
 }
 
-static int si_to_status(const siginfo_t *si) {
-        switch (si->si_code) {
-        case CLD_EXITED:
-                return (si->si_status & 0xff) << 8;
-        case CLD_KILLED:
-                return si->si_status & 0x7f;
-        case CLD_DUMPED:
-                return (si->si_status & 0x7f) | 0x80;
-        default:
-                return 0;
-        }
-}
-
 /* Reaps space-init if it has exited. Our child has no exit signal (exit_signal 0), so a
  * daemon's generic waitpid(-1) reaper never steals it; __WALL is needed to see it. */
 static int reap(struct rt_sandbox *sb, bool block) {
@@ -390,18 +378,10 @@ static int reap(struct rt_sandbox *sb, bool block) {
                 }
                 return 0;
         }
-        siginfo_t si = { 0 };
-        int r;
-        do
-                r = waitid((idtype_t)P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | __WALL | (block ? 0 : WNOHANG));
-        while (r < 0 && errno == EINTR);
-        if (r < 0)
-                return -errno;
-        if (si.si_pid == 0)
-                return 0;
-        sb->reaped = true;
-        sb->status = si_to_status(&si);
-        return 0;
+        int r = rt_pidfd_wait(sb->pidfd, block, &sb->status);
+        if (r > 0)
+                sb->reaped = true;
+        return r < 0 ? r : 0;
 }
 
 static int kill_and_reap(struct rt_sandbox *sb) {

@@ -1,5 +1,6 @@
-# Shared by test_daemon.sh, test_durable.sh and test_auth.sh: skip checks, a temporary data directory
-# torn down on exit, tap-like checks, curl/JSON helpers, starting spaced, and a tiny
+# Shared by test_daemon.sh, test_durable.sh, test_auth.sh and
+# ../microvm/test_daemon_microvm.sh: skip checks, a temporary data directory torn down on
+# exit, tap-like checks, curl/JSON helpers, session helpers, starting spaced, and a tiny
 # template root (static busybox, or host binaries with their libraries).
 # Usage: . lib.sh NAME SPACED_BINARY   (sets SPACED BIN T DATA S LOG PID PASS FAIL SKIP L)
 set -u
@@ -80,6 +81,19 @@ gone() {
 # L: where the writable layers live (sandboxes/, parked/): on the quota volume DATA/vol
 # when spaced could mount it, else in DATA (docs/security.md "Disk").
 L=$DATA
+# A session's shell command through the exec API -> its stdout; its state; waiting for one.
+sh_in() { # session, shell command -> its stdout
+        api -X POST "http://x/v1/sessions/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$2")" | stdout_of
+}
+state_of() { api "http://x/v1/sessions/$1" | jget state; }
+wait_state() { # session, state, tenths of a second
+        for _ in $(seq "$3"); do
+                [ "$(state_of "$1")" = "$2" ] && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
 start_daemon() { # extra spaced options, if any
         "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" "$@" >>"$LOG" 2>&1 &
         PID=$!

@@ -8,21 +8,10 @@
 # Usage: test_durable.sh SPACED_BINARY   (space-init must sit next to it)
 . "$(dirname "$0")/lib.sh" dur "${1:-}"
 
-sh_in() { # session, shell command -> its stdout
-        api -X POST "http://x/v1/sessions/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$2")" | stdout_of
-}
-state_of() { api "http://x/v1/sessions/$1" | jget state; }
 n_snaps() { api "http://x/v1/sessions/$1/snapshots" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["snapshots"]))'; }
 n_reason() { api "http://x/v1/sessions/$1/snapshots" | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["snapshots"] if s["reason"]==sys.argv[1]))' "$2"; }
 no_cgroup() { test -z "$(find /sys/fs/cgroup -maxdepth 4 -name "$1" 2>/dev/null)"; }
 no_mount() { ! grep -q "$1" /proc/self/mountinfo; }
-wait_state() { # session, state, tenths of a second
-        for _ in $(seq "$3"); do
-                [ "$(state_of "$1")" = "$2" ] && return 0
-                sleep 0.1
-        done
-        return 1
-}
 
 ROOT=$T/rootfs
 make_rootfs "$ROOT"

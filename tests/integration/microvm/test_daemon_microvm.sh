@@ -20,17 +20,6 @@ ln -s "$GUEST_CACHE/vmlinux" "$SPACE_GUEST_DIR/vmlinux"
 ln -s "$GUEST_CACHE/modules" "$SPACE_GUEST_DIR/modules"
 echo "# accelerator: ${SPACE_MICROVM_ACCEL:-tcg}$([ "${SPACE_MICROVM_ACCEL:-tcg}" = tcg ] && echo ' (software emulation: each VM step takes seconds)')"
 
-sh_in() { # session, shell command -> its stdout
-        api -X POST "http://x/v1/sessions/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$2")" | stdout_of
-}
-state_of() { api "http://x/v1/sessions/$1" | jget state; }
-wait_state() { # session, state, tenths of a second
-        for _ in $(seq "$3"); do
-                [ "$(state_of "$1")" = "$2" ] && return 0
-                sleep 0.1
-        done
-        return 1
-}
 grows() { # session: the counter file grows within 2 s
         local a b
         a=$(sh_in "$1" 'cat /root/counter')
