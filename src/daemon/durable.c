@@ -61,7 +61,7 @@ struct action {
         bool lost_on_purpose;                 /* the daemon stopped it (SIGTERM) */
 };
 
-enum job_kind { JOB_CAPTURE, JOB_MATERIALIZE, JOB_FORK, JOB_GC, JOB_RM };
+enum job_kind { JOB_CAPTURE, JOB_MATERIALIZE, JOB_FORK, JOB_GC, JOB_RM, JOB_DESTROY };
 
 struct job {
         struct wjob wj;
@@ -186,6 +186,22 @@ void dur_event(struct session *s, const char *kind, const struct buf *payload) {
 static void work_rm(struct job *j) {
         int r = rt_rm_rf(j->dir);
         if (r < 0) {
+                j->r = r;
+                snprintf(j->err, sizeof j->err, "removing %s: %s", j->dir, strerror(-r));
+        }
+}
+
+/* A deleted session's sandbox: killed, unmounted, its cgroups and directory removed,
+ * off the loop (a pid namespace's teardown and an unmount wait for the kernel for
+ * milliseconds, which other sessions' requests would wait for too). */
+static void work_destroy(struct job *j) {
+        if (j->sb && j->rt->destroy(j->sb) < 0) {
+                j->r = -EIO;
+                snprintf(j->err, sizeof j->err, "destroying sandbox: %s", runtime_last_error());
+        }
+        j->sb = NULL;
+        int r = j->dir ? rt_rm_rf(j->dir) : 0;
+        if (r < 0 && r != -ENOENT && j->r == 0) {
                 j->r = r;
                 snprintf(j->err, sizeof j->err, "removing %s: %s", j->dir, strerror(-r));
         }
@@ -792,6 +808,7 @@ static void job_work(struct wjob *wj) {
         case JOB_FORK: work_fork(j); break;
         case JOB_GC: work_gc(j); break;
         case JOB_RM: work_rm(j); break;
+        case JOB_DESTROY: work_destroy(j); break;
         }
 }
 
@@ -1882,19 +1899,8 @@ static void run_fork(struct action *a) {
 
 /* ---------------- delete ---------------- */
 
-static void run_delete(struct action *a) {
+static void delete_finish(struct action *a) {
         struct session *s = a->s;
-        struct daemon *d = s->d;
-        if (s->state != META_SESSION_TERMINATED) {
-                if (meta_session_set_state(d->meta, s->id, 0, META_SESSION_TERMINATED, NULL) < 0 &&
-                    meta_session_get(d->meta, s->id, &(struct meta_session){ 0 }) != -ENOENT) {
-                        act_fail(a, 500, "recording the deletion failed: %s", merr(d));
-                        return;
-                }
-                s->state = META_SESSION_TERMINATED;
-        }
-        log_info("%s: deleting (sandbox %s)", s->id, s->sbx_id[0] ? s->sbx_id : "none");
-        drop_sandbox(s, 503, "session deleted", META_SANDBOX_DESTROYED, "deleted");
         parked_drop(s);
         forget_unacknowledged(s);
         struct conn *c = waiter_take(&a->w);
@@ -1911,6 +1917,51 @@ static void run_delete(struct action *a) {
         }
         act_done(a);
         ses_free(s);
+}
+
+static void delete_destroyed(struct job *j) {
+        if (j->r < 0)
+                log_warn("%s: %s", j->session, j->err);
+        delete_finish(j->act);
+}
+
+static void run_delete(struct action *a) {
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        if (s->state != META_SESSION_TERMINATED) {
+                if (meta_session_set_state(d->meta, s->id, 0, META_SESSION_TERMINATED, NULL) < 0 &&
+                    meta_session_get(d->meta, s->id, &(struct meta_session){ 0 }) != -ENOENT) {
+                        act_fail(a, 500, "recording the deletion failed: %s", merr(d));
+                        return;
+                }
+                s->state = META_SESSION_TERMINATED;
+        }
+        log_info("%s: deleting (sandbox %s)", s->id, s->sbx_id[0] ? s->sbx_id : "none");
+        /* The sandbox goes on the reaper thread; the answer waits for it (a 204 means
+         * nothing of it is left). Its directory stays in DATA/sandboxes until then, so a
+         * crash meanwhile leaves it to the start-up sweep. */
+        struct job *j = s->sb && s->dir ? job_new(s, a, JOB_DESTROY, delete_destroyed) : NULL;
+        if (j && (j->dir = strdup(s->dir))) {
+                j->rt = s->rt;
+                j->sb = ses_take_sandbox(s, 503, "session deleted");
+                if (meta_sandbox_set_state(d->meta, s->sbx_id, META_SANDBOX_DESTROYED, "deleted") < 0)
+                        log_warn("%s: sandbox %s state: %s", s->id, s->sbx_id, merr(d));
+                free(s->dir);
+                s->dir = NULL;
+                s->sbx_id[0] = '\0';
+                if (wk_submit(d->reaper, &j->wj) == 0) {
+                        s->job = j;
+                        return;
+                }
+                work_destroy(j); /* could not queue it: here, then */
+                delete_destroyed(j);
+                job_free(j);
+                return;
+        }
+        if (j)
+                job_free(j);
+        drop_sandbox(s, 503, "session deleted", META_SANDBOX_DESTROYED, "deleted");
+        delete_finish(a);
 }
 
 /* ---------------- dispatcher ---------------- */
@@ -2391,6 +2442,12 @@ static void job_event(struct loop_src *src, uint32_t revents) {
         wk_dispatch(d->workers);
 }
 
+static void reaper_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct daemon *d = (struct daemon *)((char *)src - offsetof(struct daemon, reaper_src));
+        wk_dispatch(d->reaper);
+}
+
 int dur_open(struct daemon *d) {
         _cleanup_free_ char *mpath = NULL, *spath = NULL;
         if (asprintf(&mpath, "%s/meta.db", d->data_dir) < 0 || asprintf(&spath, "%s/store", d->data_dir) < 0)
@@ -2413,11 +2470,22 @@ int dur_open(struct daemon *d) {
         r = loop_add(d->loop, &d->job_src, EPOLLIN);
         if (r < 0)
                 return r;
+        if ((r = wk_new(1, &d->reaper)) < 0)
+                return r;
+        d->reaper_src.fd = wk_fd(d->reaper);
+        d->reaper_src.cb = reaper_event;
+        if ((r = loop_add(d->loop, &d->reaper_src, EPOLLIN)) < 0)
+                return r;
         d->next_gc_ms = srv_now_ms() + SPACED_GC_INTERVAL_MS;
         return 0;
 }
 
 void dur_close(struct daemon *d) {
+        if (d->reaper) {
+                wk_drain(d->reaper);
+                loop_del(d->loop, &d->reaper_src);
+                d->reaper = wk_free(d->reaper);
+        }
         if (d->workers) {
                 wk_drain(d->workers);
                 loop_del(d->loop, &d->job_src);
@@ -2662,6 +2730,7 @@ void dur_shutdown(struct daemon *d) {
         /* Actions in progress finish their store work first (answers to clients that are
          * still connected go out with the loop's last run). */
         wk_drain(d->workers);
+        wk_drain(d->reaper); /* deletes under way finish and answer */
         unsigned kept = 0, stopped = 0;
         for (struct session *s = d->sessions; s; s = s->next) {
                 if (s->freed || !s->sb)

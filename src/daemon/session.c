@@ -330,6 +330,12 @@ static void ses_unwatch(struct session *s) {
 }
 
 void ses_drop_sandbox(struct session *s, int status, const char *msg) {
+        struct rt_sandbox *sb = ses_take_sandbox(s, status, msg);
+        if (sb && s->rt->destroy(sb) < 0)
+                log_warn("%s: destroying sandbox %s: %s", s->id, s->sbx_id, runtime_last_error());
+}
+
+struct rt_sandbox *ses_take_sandbox(struct session *s, int status, const char *msg) {
         s->ready = false;
         s->hello_deadline_ms = 0;
         s->stalled = false;
@@ -338,17 +344,14 @@ void ses_drop_sandbox(struct session *s, int status, const char *msg) {
                         c->sandbox_stalled = false;
         ses_fail_ops(s, status, msg);
         ses_unwatch(s);
-        if (s->sb) {
-                if (s->rt->destroy(s->sb) < 0)
-                        log_warn("%s: destroying sandbox %s: %s", s->id, s->sbx_id, runtime_last_error());
-                s->sb = NULL;
-        }
+        struct rt_sandbox *sb = TAKE_PTR(s->sb);
         s->lost = false;
         s->init_pid = 0;
         buf_reset(&s->in);
         s->in_off = 0;
         buf_reset(&s->out);
         s->out_off = 0;
+        return sb;
 }
 
 void ses_mark_dead(struct session *s, const char *fmt, ...) {

@@ -261,6 +261,8 @@ struct daemon {
         struct store *store;      /* shared with the workers (thread-safe) */
         struct workers *workers;
         struct loop_src job_src;  /* completions from the workers */
+        struct workers *reaper;   /* one thread that destroys deleted sessions' sandboxes */
+        struct loop_src reaper_src;
         uint64_t next_gc_ms;
         bool gc_running;
         struct conn_waiter *gc_waiters[16];
@@ -309,6 +311,8 @@ void ses_mark_dead(struct session *s, const char *fmt, ...) _printf_(2, 3);
 int ses_watch(struct session *s);
 /* Stops watching, destroys s->sb (if any); requests in flight end with status/msg. */
 void ses_drop_sandbox(struct session *s, int status, const char *msg);
+/* The same, but hands the sandbox (still running, unwatched) to the caller to destroy. */
+struct rt_sandbox *ses_take_sandbox(struct session *s, int status, const char *msg);
 /* Requests in flight end with status + msg. */
 void ses_fail_ops(struct session *s, int status, const char *msg);
 /* Forgets s's sandbox without stopping it (it outlives the daemon, re-attached later). */
