@@ -11,28 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../bench.h"
 #include "space/space.h"
 
 #define MAX_RUNS 100000
 
-static double now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *)a, y = *(const double *)b;
-        return x < y ? -1 : x > y;
-}
 
-/* Nearest-rank percentile of a sorted array. */
-static double pct(const double *v, size_t n, double p) {
-        size_t rank = (size_t)ceil(p / 100.0 * (double)n);
-        if (rank < 1)
-                rank = 1;
-        return v[rank - 1];
-}
 
 struct series {
         const char *what;
@@ -46,61 +31,20 @@ static void report(struct series *s, const char *extra) {
                 printf("{\"bench\":\"create\",\"what\":\"%s\",\"runs\":0,\"failures\":%zu}\n", s->what, s->failures);
                 return;
         }
-        qsort(s->v, s->n, sizeof(double), cmp_double);
+        qsort(s->v, s->n, sizeof(double), bench_cmp_double);
         double sum = 0;
         for (size_t i = 0; i < s->n; i++)
                 sum += s->v[i];
         printf("{\"bench\":\"create\",\"what\":\"%s\",%s\"runs\":%zu,\"failures\":%zu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
                "\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f}\n",
-               s->what, extra, s->n, s->failures, pct(s->v, s->n, 50), pct(s->v, s->n, 90), pct(s->v, s->n, 99),
+               s->what, extra, s->n, s->failures, bench_pct(s->v, s->n, 50), bench_pct(s->v, s->n, 90), bench_pct(s->v, s->n, 99),
                sum / (double)s->n, s->v[0], s->v[s->n - 1]);
 }
 
 /* One bwrap run; returns its wall time or a negative errno. */
 static double run_bwrap(const char *bwrap) {
-        double t0 = now_ms();
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                execlp(bwrap, bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true", (char *)NULL);
-                _exit(127);
-        }
-        int st;
-        while (waitpid(pid, &st, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        double t1 = now_ms();
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                return -ECHILD;
-        return t1 - t0;
-}
-
-/* One create + exec true; the delete is timed apart. */
-static int run_space(space_client *c, const char *tmpl, double *ret_total, double *ret_create, double *ret_delete) {
-        static const char *const argv[] = { "true", NULL };
-        double t0 = now_ms();
-        space_session *s = NULL;
-        int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = tmpl });
-        if (r < 0)
-                return r;
-        double tc = now_ms();
-        struct space_exec_result res;
-        r = space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res);
-        double t1 = now_ms();
-        if (r >= 0 && (!res.exited || res.exit_code != 0 || res.signal))
-                r = -ECHILD;
-        int d = space_session_delete(s);
-        double t2 = now_ms();
-        space_session_free(s);
-        if (r < 0)
-                return r;
-        if (d < 0)
-                return d;
-        *ret_total = t1 - t0;
-        *ret_create = tc - t0;
-        *ret_delete = t2 - t1;
-        return 0;
+        char *argv[] = { (char *)bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true", NULL };
+        return bench_run_argv(argv);
 }
 
 static void usage(FILE *f) {
@@ -168,7 +112,7 @@ int main(int argc, char **argv) {
                 return 1;
         for (long i = 0; i < warmup; i++) {
                 double a, b, d;
-                if ((r = run_space(cl, tmpl, &a, &b, &d)) < 0) {
+                if ((r = bench_run_space(cl, tmpl, &a, &b, &d)) < 0) {
                         fprintf(stderr, "bench-create: warm-up run failed: %s\n",
                                 *space_client_last_error(cl) ? space_client_last_error(cl) : strerror(-r));
                         return 1;
@@ -180,7 +124,7 @@ int main(int argc, char **argv) {
         }
         for (long i = 0; i < runs; i++) {
                 double a, b, d;
-                r = run_space(cl, tmpl, &a, &b, &d);
+                r = bench_run_space(cl, tmpl, &a, &b, &d);
                 if (r < 0) {
                         sp.failures++;
                         fprintf(stderr, "bench-create: run %ld: %s\n", i,
@@ -209,8 +153,8 @@ int main(int argc, char **argv) {
                 report(&bw, "");
                 if (sp.n && bw.n)
                         printf("{\"bench\":\"create\",\"what\":\"ratio space/bwrap\",\"p50\":%.2f,\"p90\":%.2f,\"p99\":%.2f}\n",
-                               pct(sp.v, sp.n, 50) / pct(bw.v, bw.n, 50), pct(sp.v, sp.n, 90) / pct(bw.v, bw.n, 90),
-                               pct(sp.v, sp.n, 99) / pct(bw.v, bw.n, 99));
+                               bench_pct(sp.v, sp.n, 50) / bench_pct(bw.v, bw.n, 50), bench_pct(sp.v, sp.n, 90) / bench_pct(bw.v, bw.n, 90),
+                               bench_pct(sp.v, sp.n, 99) / bench_pct(bw.v, bw.n, 99));
         }
         free(sp.v);
         free(cre.v);

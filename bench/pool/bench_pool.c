@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <linux/sched.h>
 
+#include "../bench.h"
 #include "common/json.h"
 #include "space/space.h"
 
@@ -40,22 +41,8 @@ struct cfg {
         bool refs;
 };
 
-static double now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *)a, y = *(const double *)b;
-        return x < y ? -1 : x > y;
-}
 
-/* Nearest-rank percentile of a sorted array. */
-static double pct(const double *v, size_t n, double p) {
-        size_t rank = (size_t)ceil(p / 100.0 * (double)n);
-        return v[(rank < 1 ? 1 : rank) - 1];
-}
 
 struct series {
         char what[160];
@@ -86,13 +73,13 @@ static void report(struct series *s, const char *extra) {
                 fflush(stdout);
                 return;
         }
-        qsort(s->v, s->n, sizeof(double), cmp_double);
+        qsort(s->v, s->n, sizeof(double), bench_cmp_double);
         double sum = 0;
         for (size_t i = 0; i < s->n; i++)
                 sum += s->v[i];
         printf("{\"bench\":\"pool\",\"what\":\"%s\"%s,\"runs\":%zu,\"failures\":%zu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
                "\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f}\n",
-               s->what, extra, s->n, s->failures, pct(s->v, s->n, 50), pct(s->v, s->n, 90), pct(s->v, s->n, 99),
+               s->what, extra, s->n, s->failures, bench_pct(s->v, s->n, 50), bench_pct(s->v, s->n, 90), bench_pct(s->v, s->n, 99),
                sum / (double)s->n, s->v[0], s->v[s->n - 1]);
         fflush(stdout);
 }
@@ -104,36 +91,20 @@ static const char *client_err(space_client *c, int r) {
 
 /* ---------------- references ---------------- */
 
-static double run_argv(char *const argv[]) {
-        double t0 = now_ms();
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                execvp(argv[0], argv);
-                _exit(127);
-        }
-        int st;
-        while (waitpid(pid, &st, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        double t1 = now_ms();
-        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? t1 - t0 : -ECHILD;
-}
 
 static double run_bwrap(void) {
         char *argv[] = { "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true", NULL };
-        return run_argv(argv);
+        return bench_run_argv(argv);
 }
 
 static double run_runsc(void) {
         char *argv[] = { "runsc", "--network=none", "do", "true", NULL };
-        return run_argv(argv);
+        return bench_run_argv(argv);
 }
 
 /* The floor: one clone3 into every namespace a sandbox gets, exec of true, wait. */
 static double run_floor(void) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         struct clone_args ca = {
                 .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
                          CLONE_NEWCGROUP,
@@ -151,7 +122,7 @@ static double run_floor(void) {
         while (waitpid((pid_t)pid, &st, 0) < 0)
                 if (errno != EINTR)
                         return -errno;
-        double t1 = now_ms();
+        double t1 = bench_now_ms();
         return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? t1 - t0 : -ECHILD;
 }
 
@@ -170,32 +141,6 @@ static bool in_path(const char *prog) {
 
 /* ---------------- the daemon ---------------- */
 
-/* One create + exec true (+ delete, timed apart). */
-static int run_space(space_client *c, const char *tmpl, double *total, double *create, double *del) {
-        static const char *const argv[] = { "true", NULL };
-        double t0 = now_ms();
-        space_session *s = NULL;
-        int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = tmpl });
-        if (r < 0)
-                return r;
-        double tc = now_ms();
-        struct space_exec_result res;
-        r = space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res);
-        double t1 = now_ms();
-        if (r >= 0 && (!res.exited || res.exit_code != 0 || res.signal))
-                r = -ECHILD;
-        int d = space_session_delete(s);
-        double t2 = now_ms();
-        space_session_free(s);
-        if (r < 0 || d < 0)
-                return r < 0 ? r : d;
-        *total = t1 - t0;
-        if (create)
-                *create = tc - t0;
-        if (del)
-                *del = t2 - t1;
-        return 0;
-}
 
 struct pool_state {
         int64_t ready, taken, missed, made;
@@ -275,7 +220,7 @@ static int sequential(space_client *c, const struct cfg *cf, bool pool_on, long 
         struct pool_state p0 = { 0 }, p1 = { 0 };
         for (long i = 0; i < cf->warmup; i++) {
                 double a;
-                (void)run_space(c, cf->tmpl, &a, NULL, NULL);
+                (void)bench_run_space(c, cf->tmpl, &a, NULL, NULL);
         }
         if (pool_on && pool_fill(c, cf->tmpl, cf->pool) < 0)
                 return -1;
@@ -283,7 +228,7 @@ static int sequential(space_client *c, const struct cfg *cf, bool pool_on, long 
         long runsc_every = cf->runsc_runs > 0 ? MAXL(1, runs / cf->runsc_runs) : 0;
         for (long i = 0; i < runs; i++) {
                 double a, b, d;
-                int r = run_space(c, cf->tmpl, &a, &b, &d);
+                int r = bench_run_space(c, cf->tmpl, &a, &b, &d);
                 if (r < 0) {
                         tot->failures++;
                         fprintf(stderr, "bench-pool: run %ld (pool %s): %s\n", i, mode, client_err(c, r));
@@ -335,7 +280,7 @@ static void *worker_main(void *p) {
                 return NULL;
         for (long i = 0; i < w->runs; i++) {
                 double a;
-                int r = run_space(c, w->cf->tmpl, &a, NULL, NULL);
+                int r = bench_run_space(c, w->cf->tmpl, &a, NULL, NULL);
                 if (r < 0)
                         w->failures++;
                 else
@@ -354,7 +299,7 @@ static int concurrent(space_client *c, const struct cfg *cf, bool pool_on) {
         struct worker w[MAX_CLIENTS] = { 0 };
         long per = (cf->conc_runs + cf->clients - 1) / cf->clients;
         struct series *tot = series_new("space: create + exec true", (size_t)(per * cf->clients));
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         for (long i = 0; i < cf->clients; i++) {
                 w[i] = (struct worker){ .cf = cf, .runs = per, .v = calloc((size_t)per, sizeof(double)) };
                 if (!w[i].v || pthread_create(&w[i].th, NULL, worker_main, &w[i]) != 0) {
@@ -369,7 +314,7 @@ static int concurrent(space_client *c, const struct cfg *cf, bool pool_on) {
                 tot->failures += w[i].failures;
                 free(w[i].v);
         }
-        double secs = (now_ms() - t0) / 1000.0;
+        double secs = (bench_now_ms() - t0) / 1000.0;
         (void)pool_get(c, cf->tmpl, &p1);
         char extra[260];
         snprintf(extra, sizeof extra,
@@ -402,8 +347,9 @@ static int64_t meminfo_kib(const char *key) {
         return v[3];
 }
 
-static int64_t meminfo_once(const char *key) {
-        FILE *f = fopen("/proc/meminfo", "re");
+/* The number after "key:" in a /proc text file (kB figures), -1 if absent. */
+static int64_t proc_kib(const char *path, const char *key) {
+        FILE *f = fopen(path, "re");
         char line[256];
         int64_t v = -1;
         size_t kl = strlen(key);
@@ -417,36 +363,25 @@ static int64_t meminfo_once(const char *key) {
         return v;
 }
 
+static int64_t meminfo_once(const char *key) { return proc_kib("/proc/meminfo", key); }
+
 /* Proportional set size of a process (what it really costs, shared pages split). */
 static int64_t pss_kib(pid_t pid) {
-        char path[64], line[256];
+        char path[64];
         snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
-        FILE *f = fopen(path, "re");
-        int64_t v = 0;
-        while (f && fgets(line, sizeof line, f))
-                if (!strncmp(line, "Pss:", 4)) {
-                        v = strtoll(line + 4, NULL, 10);
-                        break;
-                }
-        if (f)
-                fclose(f);
-        return v;
+        int64_t v = proc_kib(path, "Pss");
+        return v < 0 ? 0 : v;
 }
 
 static int64_t rss_kib(pid_t pid) {
-        char path[64], line[256];
+        char path[64];
         snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-        FILE *f = fopen(path, "re");
-        int64_t v = 0;
-        while (f && fgets(line, sizeof line, f))
-                if (!strncmp(line, "VmRSS:", 6)) {
-                        v = strtoll(line + 6, NULL, 10);
-                        break;
-                }
-        if (f)
-                fclose(f);
-        return v;
+        int64_t v = proc_kib(path, "VmRSS");
+        return v < 0 ? 0 : v;
 }
+
+
+
 
 /* PSS of every process in a sandbox's cgroup, and what its memory cgroup is charged. */
 static void sandbox_mem(const char *sbx, int64_t *pss, int64_t *charged) {
@@ -587,8 +522,8 @@ static void *rc_main(void *p) {
         space_client *c = NULL;
         if (space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = w->cf->host }) < 0)
                 return NULL;
-        while (now_ms() < w->until) {
-                double t0 = now_ms();
+        while (bench_now_ms() < w->until) {
+                double t0 = bench_now_ms();
                 space_session *s = NULL;
                 int r = space_session_connect(&s, c, w->id, w->token);
                 struct space_exec_result res;
@@ -598,7 +533,7 @@ static void *rc_main(void *p) {
                 if (r < 0)
                         w->s->failures++;
                 else
-                        series_add(w->s, now_ms() - t0);
+                        series_add(w->s, bench_now_ms() - t0);
         }
         space_client_free(c);
         return NULL;
@@ -613,8 +548,8 @@ struct spawn_worker {
 static void *spawn_main(void *p) {
         struct spawn_worker *w = p;
         char *argv[] = { "true", NULL };
-        while (now_ms() < w->until)
-                if (run_argv(argv) >= 0)
+        while (bench_now_ms() < w->until)
+                if (bench_run_argv(argv) >= 0)
                         w->n++;
         return NULL;
 }
@@ -623,7 +558,7 @@ static void *spawn_main(void *p) {
  * no sandbox, no daemon. */
 static void spawn_floor(const struct cfg *cf, long nc) {
         struct spawn_worker w[MAX_CLIENTS] = { 0 };
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         for (long i = 0; i < nc; i++) {
                 w[i].until = t0 + cf->reconnect_s * 1000;
                 pthread_create(&w[i].th, NULL, spawn_main, &w[i]);
@@ -635,7 +570,7 @@ static void spawn_floor(const struct cfg *cf, long nc) {
         }
         printf("{\"bench\":\"pool\",\"what\":\"floor: fork + exec true + wait on the host\",\"clients\":%ld,"
                "\"per_s\":%.0f}\n",
-               nc, (double)n / ((now_ms() - t0) / 1000.0));
+               nc, (double)n / ((bench_now_ms() - t0) / 1000.0));
         fflush(stdout);
 }
 
@@ -656,7 +591,7 @@ static int reconnects(space_client *c, const struct cfg *cf) {
                         struct series *all = series_new(e ? "reconnect: connect by id + token, then exec true"
                                                           : "reconnect: connect by id + token alone",
                                                         cap);
-                        double t0 = now_ms(), until = t0 + cf->reconnect_s * 1000;
+                        double t0 = bench_now_ms(), until = t0 + cf->reconnect_s * 1000;
                         for (long i = 0; i < nc; i++) {
                                 w[i] = (struct rc_worker){ .cf = cf, .id = space_session_id(s), .token = space_session_token(s),
                                                            .with_exec = e, .until = until,
@@ -671,7 +606,7 @@ static int reconnects(space_client *c, const struct cfg *cf) {
                                 free(w[i].s->v);
                                 free(w[i].s);
                         }
-                        double secs = (now_ms() - t0) / 1000.0;
+                        double secs = (bench_now_ms() - t0) / 1000.0;
                         char extra[120];
                         snprintf(extra, sizeof extra, ",\"clients\":%ld,\"per_s\":%.0f", nc, (double)all->n / secs);
                         report(all, extra);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/json.h"
+#include "../bench.h"
 #include "space/space.h"
 
 #define MAX_RUNS 1000
@@ -23,22 +24,8 @@
 #define WAIT_ROLLING_MS 15000    /* longest wait for a rolling snapshot to show up */
 #define WAIT_RECOVERY_MS 30000
 
-static double now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *)a, y = *(const double *)b;
-        return x < y ? -1 : x > y;
-}
 
-/* Nearest-rank percentile of a sorted array. */
-static double pct(const double *v, size_t n, double p) {
-        size_t rank = (size_t)ceil(p / 100.0 * (double)n);
-        return v[(rank < 1 ? 1 : rank) - 1];
-}
 
 struct series {
         const char *op;
@@ -57,9 +44,9 @@ static void report(struct series *s, unsigned workspace_mb, unsigned change_mb) 
         printf("{\"bench\":\"sessions\",\"op\":\"%s\",\"workspace_mb\":%u,\"change_mb\":%u,\"runs\":%zu,\"failures\":%zu", s->op,
                workspace_mb, change_mb, s->n, s->failures);
         if (s->n > 0) {
-                qsort(s->v, s->n, sizeof(double), cmp_double);
-                printf(",\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f", pct(s->v, s->n, 50),
-                       pct(s->v, s->n, 90), s->v[0], s->v[s->n - 1]);
+                qsort(s->v, s->n, sizeof(double), bench_cmp_double);
+                printf(",\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f", bench_pct(s->v, s->n, 50),
+                       bench_pct(s->v, s->n, 90), s->v[0], s->v[s->n - 1]);
         }
         if (s->note)
                 printf(",\"note\":\"%s\"", s->note);
@@ -201,7 +188,7 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
         char cmd[256];
         snprintf(cmd, sizeof cmd, "mkdir -p /root/ws && i=1; while [ $i -le %u ]; do head -c %u /dev/urandom >/root/ws/f$i; i=$((i+1)); done",
                  nfiles, FILE_MB << 20);
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         if ((r = sh(s, cmd)) < 0) {
                 fprintf(stderr, "bench-sessions: filling the workspace: %s\n", err_of(r));
                 goto out;
@@ -211,7 +198,7 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                 fprintf(stderr, "bench-sessions: first snapshot: %s\n", err_of(r));
                 goto out;
         }
-        fprintf(stderr, "bench-sessions: filled and snapshotted in %.0f ms (%s, %" PRIu64 " bytes added)\n", now_ms() - t0,
+        fprintf(stderr, "bench-sessions: filled and snapshotted in %.0f ms (%s, %" PRIu64 " bytes added)\n", bench_now_ms() - t0,
                 base.id, base.bytes_added);
 
         /* rolling snapshots: change 1 MiB, wait for the daemon's own snapshot */
@@ -223,9 +210,9 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                         w->freeze.failures++;
                         continue;
                 }
-                double tc = now_ms();
+                double tc = bench_now_ms();
                 bool seen = false;
-                while (now_ms() - tc < WAIT_ROLLING_MS) {
+                while (bench_now_ms() - tc < WAIT_ROLLING_MS) {
                         if (newest_snapshot(s, &last) == 0 && strcmp(last.id, before.id) != 0 &&
                             strcmp(last.reason, "rolling") == 0) {
                                 seen = true;
@@ -237,7 +224,7 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                         w->freeze.failures++;
                         continue;
                 }
-                add(&w->roll_latency, now_ms() - tc);
+                add(&w->roll_latency, bench_now_ms() - tc);
                 double fz = last.freeze_ms >= 0 ? last.freeze_ms : freeze_from_events(s, last.id, &ev_cursor);
                 if (fz >= 0) {
                         freeze_reported = true;
@@ -251,12 +238,12 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                         w->snap_manual.failures++;
                         continue;
                 }
-                double a = now_ms();
+                double a = bench_now_ms();
                 r = space_snapshot_create(s, NULL, NULL);
                 if (r < 0)
                         w->snap_manual.failures++;
                 else
-                        add(&w->snap_manual, now_ms() - a);
+                        add(&w->snap_manual, bench_now_ms() - a);
         }
         if (!freeze_reported)
                 w->freeze.note = from_log ? "from spaced's log line (the API reports no freeze_ms)"
@@ -268,23 +255,23 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                         w->pause.failures++;
                         continue;
                 }
-                double a = now_ms();
+                double a = bench_now_ms();
                 if ((r = space_session_pause(s)) < 0) {
                         fprintf(stderr, "bench-sessions: pause: %s\n", err_of(r));
                         w->pause.failures++;
                         continue;
                 }
-                double b = now_ms();
+                double b = bench_now_ms();
                 add(&w->pause, b - a);
                 if ((r = space_session_resume(s)) < 0) {
                         fprintf(stderr, "bench-sessions: resume: %s\n", err_of(r));
                         w->resume.failures++;
                         break;
                 }
-                double c = now_ms();
+                double c = bench_now_ms();
                 add(&w->resume, c - b);
                 if (exec_true(s) == 0)
-                        add(&w->resume_exec, now_ms() - b);
+                        add(&w->resume_exec, bench_now_ms() - b);
                 else
                         w->resume_exec.failures++;
         }
@@ -294,10 +281,10 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                 for (unsigned count = 1; count <= (i < fork10_runs ? 10u : 1u); count += 9) {
                         space_session **v = NULL;
                         size_t n = 0;
-                        double a = now_ms();
+                        double a = bench_now_ms();
                         r = space_session_fork(s, &(struct space_fork_opts){ SPACE_FORK_OPTS_INIT, .snapshot = base.id, .count = count },
                                                &v, &n);
-                        double b = now_ms();
+                        double b = bench_now_ms();
                         struct series *se = count == 1 ? &w->fork1 : &w->fork10;
                         if (r < 0 || n != count) {
                                 fprintf(stderr, "bench-sessions: fork %u: %s\n", count, r < 0 ? err_of(r) : "wrong count");
@@ -306,7 +293,7 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                                 add(se, b - a);
                                 if (count == 1) {
                                         if (exec_true(v[0]) == 0)
-                                                add(&w->fork1_exec, now_ms() - a);
+                                                add(&w->fork1_exec, bench_now_ms() - a);
                                         else
                                                 w->fork1_exec.failures++;
                                 }
@@ -322,9 +309,9 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
         struct space_snapshot_info newest;
         if (change(s, nfiles, 3) == 0 && space_snapshot_create(s, "bench restore target", &newest) == 0) {
                 for (unsigned i = 0; i < runs; i++) {
-                        double a = now_ms();
+                        double a = bench_now_ms();
                         r = space_session_restore(s, i % 2 ? newest.id : base.id);
-                        double b = now_ms();
+                        double b = bench_now_ms();
                         if (r < 0) {
                                 fprintf(stderr, "bench-sessions: restore: %s\n", err_of(r));
                                 w->restore.failures++;
@@ -332,7 +319,7 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                         }
                         add(&w->restore, b - a);
                         if (exec_true(s) == 0)
-                                add(&w->restore_exec, now_ms() - a);
+                                add(&w->restore_exec, bench_now_ms() - a);
                         else
                                 w->restore_exec.failures++;
                 }
@@ -346,14 +333,14 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                         continue;
                 }
                 int old = si.init_pid;
-                double a = now_ms();
+                double a = bench_now_ms();
                 if (kill(old, SIGKILL) < 0) {
                         fprintf(stderr, "bench-sessions: kill %d: %s (run as root on the daemon's host)\n", old, strerror(errno));
                         w->recovery.failures++;
                         break;
                 }
                 bool back = false;
-                while (now_ms() - a < WAIT_RECOVERY_MS) {
+                while (bench_now_ms() - a < WAIT_RECOVERY_MS) {
                         if (space_session_inspect(s, &si) == 0 && strcmp(si.state, "running") == 0 && si.init_pid > 1 &&
                             si.init_pid != old) {
                                 back = true;
@@ -365,9 +352,9 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                         w->recovery.failures++;
                         continue;
                 }
-                add(&w->recovery, now_ms() - a);
+                add(&w->recovery, bench_now_ms() - a);
                 if (exec_true(s) == 0)
-                        add(&w->recovery_exec, now_ms() - a);
+                        add(&w->recovery_exec, bench_now_ms() - a);
                 else
                         w->recovery_exec.failures++;
         }

@@ -133,3 +133,31 @@ snap_ids() { sp snapshots -q "$1" </dev/null; }
 
 # events_json ID: the whole event log, one JSON object per line
 events_json() { sp events --json "$1" </dev/null; }
+
+# own_spaced DATA LOG [ARGS...]: starts a spaced of the test's own on DATA (tests that
+# kill or restart it), waits until it answers on $SPACE_HOST; its pid in SPACED_PID.
+own_spaced() {
+        _data=$1 _log=$2
+        shift 2
+        "$BIN/spaced" --data "$_data" "$@" </dev/null >>"$_log" 2>&1 &
+        SPACED_PID=$!
+        _i=0
+        until sp health >/dev/null 2>&1; do
+                kill -0 "$SPACED_PID" 2>/dev/null || { echo "spaced exited at start:"; tail -n 20 "$_log"; return 1; }
+                _i=$((_i + 1))
+                [ $_i -gt 600 ] && { echo "spaced did not answer within 60 s"; return 1; }
+                sleep 0.1
+        done
+}
+
+# own_spaced_stop: deletes every session of the daemon own_spaced started, stops it with
+# SIGTERM (SIGKILL after 20 s) and forgets SPACED_PID.
+own_spaced_stop() {
+        if [ -n "${SPACED_PID:-}" ] && kill -0 "$SPACED_PID" 2>/dev/null; then
+                for _s in $(sp ls --quiet 2>/dev/null); do sp rm "$_s" >/dev/null 2>&1; done
+                kill -TERM "$SPACED_PID"
+                for _i in $(seq 1 200); do kill -0 "$SPACED_PID" 2>/dev/null || break; sleep 0.1; done
+                kill -0 "$SPACED_PID" 2>/dev/null && { echo "spaced ignored SIGTERM for 20 s"; kill -KILL "$SPACED_PID"; }
+        fi
+        SPACED_PID=
+}

@@ -18,28 +18,12 @@ export SPACE_HOST="unix:$DATA2/spaced.sock"
 SPACED_PID=
 WORK_PID=
 
-start_spaced() {
-        "$BIN/spaced" --data "$DATA2" </dev/null >>"$LOG" 2>&1 &
-        SPACED_PID=$!
-        _i=0
-        until sp health >/dev/null 2>&1; do
-                kill -0 "$SPACED_PID" 2>/dev/null || { echo "spaced exited at start:"; tail -n 20 "$LOG"; return 1; }
-                _i=$((_i + 1))
-                [ $_i -gt 600 ] && { echo "spaced did not answer within 60 s"; return 1; }
-                sleep 0.1
-        done
-}
+start_spaced() { own_spaced "$DATA2" "$LOG"; }
 
 stop_all() {
         [ -n "$WORK_PID" ] && kill "$WORK_PID" 2>/dev/null && wait "$WORK_PID" 2>/dev/null
         WORK_PID=
-        if [ -n "$SPACED_PID" ] && kill -0 "$SPACED_PID" 2>/dev/null; then
-                for s in $(sp ls --quiet 2>/dev/null); do sp rm "$s" >/dev/null 2>&1; done
-                kill -TERM "$SPACED_PID"
-                for _i in $(seq 1 200); do kill -0 "$SPACED_PID" 2>/dev/null || break; sleep 0.1; done
-                kill -0 "$SPACED_PID" 2>/dev/null && { echo "spaced ignored SIGTERM for 20 s"; kill -KILL "$SPACED_PID"; }
-        fi
-        SPACED_PID=
+        own_spaced_stop
 }
 trap 'stop_all; rm -rf "$TMPD"' EXIT
 

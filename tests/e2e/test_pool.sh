@@ -18,29 +18,13 @@ LAYERS2=$DATA2
 : >"$SEEN"
 
 start_spaced() {
-        "$BIN/spaced" --data "$DATA2" "$@" </dev/null >>"$LOG" 2>&1 &
-        SPACED_PID=$!
-        _i=0
-        until sp health >/dev/null 2>&1; do
-                kill -0 "$SPACED_PID" 2>/dev/null || { echo "spaced exited at start:"; tail -n 20 "$LOG"; return 1; }
-                _i=$((_i + 1))
-                [ $_i -gt 600 ] && { echo "spaced did not answer within 60 s"; return 1; }
-                sleep 0.1
-        done
+        own_spaced "$DATA2" "$LOG" "$@" || return 1
         LAYERS2=$DATA2 # where sandbox dirs go: the quota volume if spaced mounted it
         mountpoint -q "$DATA2/vol" && LAYERS2=$DATA2/vol
         return 0
 }
 
-stop_spaced() {
-        if [ -n "$SPACED_PID" ] && kill -0 "$SPACED_PID" 2>/dev/null; then
-                for s in $(sp ls --quiet 2>/dev/null); do sp rm "$s" >/dev/null 2>&1; done
-                kill -TERM "$SPACED_PID"
-                for _i in $(seq 1 200); do kill -0 "$SPACED_PID" 2>/dev/null || break; sleep 0.1; done
-                kill -0 "$SPACED_PID" 2>/dev/null && { echo "spaced ignored SIGTERM for 20 s"; kill -KILL "$SPACED_PID"; }
-        fi
-        SPACED_PID=
-}
+stop_spaced() { own_spaced_stop; }
 trap 'stop_spaced; rm -rf "$TMPD" "$DATA2"' EXIT
 
 pool_field() { json_get "$(sp pool --json 2>/dev/null)" "$1"; }
