@@ -146,6 +146,9 @@ check "SIGTERM unmounted the volume" test "$(mountpoint -q "$DATA/vol" && echo m
 start_daemon || exit 1
 check "after SIGTERM and a start the session is recovered with its limit" test "$(wait_state "$A" running 50 && disk_of "$A")" = "$LIMIT"
 check "... which holds in the new sandbox" full "$(sh_rc "$A" 'dd if=/dev/zero of=/root/fill bs=1M count=200')"
+R=$(api -X POST "http://x/v1/sessions/$A/restore" -d "{\"snapshot\":\"$SNAP\"}")
+check "after a restore it has the limit" test "$(echo "$R" | jget state)/$(echo "$R" | jget limits disk)" = "running/$LIMIT"
+check "... which holds there too" full "$(sh_rc "$A" 'dd if=/dev/zero of=/root/fill bs=1M count=200')"
 
 # ---- the warm pool: a pooled sandbox gets the limit when it is taken ----
 api -X PUT http://x/v1/pool/mini -d '{"size":1}' >/dev/null
