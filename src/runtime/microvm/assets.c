@@ -149,7 +149,7 @@ int mv_run(char *const argv[], bool unshift_ids, const int *fds, size_t nfds) {
 /* ---------------- the initramfs ---------------- */
 
 static int cpio_entry(FILE *f, const char *name, mode_t mode, unsigned rmaj, unsigned rmin, int data_fd, uint64_t size) {
-        static unsigned ino = 1;
+        static _Thread_local unsigned ino = 1;
         size_t nlen = strlen(name) + 1;
         if (fprintf(f, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08zX%08X", ino++, (unsigned)mode, 0u, 0u,
                     S_ISDIR(mode) ? 2u : 1u, 0u, (unsigned)size, 0u, 0u, rmaj, rmin, nlen, 0u) < 0)
@@ -238,8 +238,8 @@ static int mkfs_from(const char *src, const char *img, const char *size, char *c
 
 /* ---------------- the template image ---------------- */
 
-static uint64_t tree_bytes;
-static uint64_t tree_inodes;
+static _Thread_local uint64_t tree_bytes; /* nftw has no user pointer */
+static _Thread_local uint64_t tree_inodes;
 
 static int tree_add(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
         (void)p;
