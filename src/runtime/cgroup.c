@@ -513,3 +513,31 @@ int rt_cgroup_remove(struct rt_cgroup *cg) {
         }
         return ret;
 }
+
+int rt_cgroup_reclaim(const char *root, const char *name) {
+        struct rt_cgroup *cg = NULL;
+        int r = rt_cgroup_open(root, name, &cg);
+        if (r < 0)
+                return r == -ENOENT ? 0 : r;
+        /* Thawed first: frozen tasks never die. */
+        int ret = rt_cgroup_freeze(cg, false);
+        r = rt_cgroup_kill_all(cg);
+        if (r < 0 && ret == 0)
+                ret = r;
+        r = rt_cgroup_remove(cg);
+        if (r < 0 && ret == 0)
+                ret = r;
+        rt_cgroup_free(cg);
+        return ret;
+}
+
+int rt_cgroup_usage(struct rt_cgroup *cg, bool *oom_killed, uint64_t *memory_bytes, uint32_t *pids) {
+        uint64_t oom = 0;
+        int r = rt_cgroup_oom_kills(cg, &oom);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        *oom_killed = oom > 0;
+        (void)rt_cgroup_memory_current(cg, memory_bytes);
+        (void)rt_cgroup_pids_current(cg, pids);
+        return 0;
+}

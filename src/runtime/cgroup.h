@@ -59,6 +59,12 @@ int rt_cgroup_count_procs(struct rt_cgroup *cg, unsigned *ret);
 int rt_cgroup_kill_all(struct rt_cgroup *cg);
 /* rmdir of the group(s); retries while the kernel still releases dying tasks. */
 int rt_cgroup_remove(struct rt_cgroup *cg);
+/* For a sandbox whose handle was lost: thaws, kills every task and removes the group(s)
+ * named `name`; 0 when there were none. Returns the first error. */
+int rt_cgroup_reclaim(const char *root, const char *name);
+/* The usage a driver's health() reports: OOM kills (what callers act on; a missing file,
+ * e.g. the group already gone, is not an error), memory and tasks (informative). */
+int rt_cgroup_usage(struct rt_cgroup *cg, bool *oom_killed, uint64_t *memory_bytes, uint32_t *pids);
 
 /* "key value" line parser for memory.events, memory.oom_control, cgroup.events. */
 int rt_cgroup_parse_keyed(const char *text, const char *key, uint64_t *ret);

@@ -867,13 +867,9 @@ static int mv_health(struct rt_sandbox *sb, struct rt_health *ret) {
         if (r < 0)
                 return r;
         struct rt_health h = { .alive = !sb->reaped && !sb->stopped, .init_status = sb->status };
-        uint64_t oom = 0;
-        r = rt_cgroup_oom_kills(sb->cg, &oom);
-        if (r < 0 && r != -ENOENT)
+        r = rt_cgroup_usage(sb->cg, &h.oom_killed, &h.memory_bytes, &h.pids);
+        if (r < 0)
                 return r;
-        h.oom_killed = oom > 0;
-        (void)rt_cgroup_memory_current(sb->cg, &h.memory_bytes);
-        (void)rt_cgroup_pids_current(sb->cg, &h.pids);
         *ret = h;
         return 0;
 }
@@ -961,17 +957,8 @@ static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
 static int mv_reclaim(const char *id, const char *run_dir) {
         if (!id_valid(id) || !path_valid(run_dir))
                 return -EINVAL;
-        int ret = 0;
-        struct rt_cgroup *cg = NULL;
-        int r = rt_cgroup_open(NULL, id, &cg);
-        if (r == 0) {
-                if ((r = rt_cgroup_kill_all(cg)) < 0)
-                        ret = r;
-                if ((r = rt_cgroup_remove(cg)) < 0 && ret == 0)
-                        ret = r;
-                rt_cgroup_free(cg);
-        } else if (r != -ENOENT)
-                ret = r;
+        /* QEMU and nothing else is in the cgroup */
+        int ret = rt_cgroup_reclaim(NULL, id);
         sandbox_files_remove(run_dir);
         if (ret < 0)
                 runtime_set_error("microvm: reclaim of %s: %s", id, strerror(-ret));

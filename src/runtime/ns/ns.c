@@ -895,15 +895,9 @@ static int ns_health(struct rt_sandbox *sb, struct rt_health *ret) {
         if (r < 0)
                 return r;
         struct rt_health h = { .alive = !sb->reaped, .init_status = sb->status };
-        uint64_t oom = 0;
-        /* Usage is informative; a missing file (e.g. the group already gone) is not an
-         * error for liveness. The oom count is what callers act on. */
-        r = rt_cgroup_oom_kills(sb->cg, &oom);
-        if (r < 0 && r != -ENOENT)
+        r = rt_cgroup_usage(sb->cg, &h.oom_killed, &h.memory_bytes, &h.pids);
+        if (r < 0)
                 return r;
-        h.oom_killed = oom > 0;
-        (void)rt_cgroup_memory_current(sb->cg, &h.memory_bytes);
-        (void)rt_cgroup_pids_current(sb->cg, &h.pids);
         *ret = h;
         return 0;
 }
@@ -966,25 +960,9 @@ static int ns_set_limits(struct rt_sandbox *sb, const struct rt_limits *l) {
 static int ns_reclaim(const char *id, const char *run_dir) {
         if (!id_valid(id) || !path_valid(run_dir))
                 return -EINVAL;
-        int ret = 0;
-        struct rt_cgroup *cg = NULL;
-        int r = rt_cgroup_open(NULL, id, &cg);
-        if (r == 0) {
-                /* Thawed first: frozen tasks never die. Killing the pid namespace's init
-                 * is not possible without its pidfd; the cgroup holds every task anyway. */
-                r = rt_cgroup_freeze(cg, false);
-                if (r < 0 && ret == 0)
-                        ret = r;
-                r = rt_cgroup_kill_all(cg);
-                if (r < 0 && ret == 0)
-                        ret = r;
-                r = rt_cgroup_remove(cg);
-                if (r < 0 && ret == 0)
-                        ret = r;
-                rt_cgroup_free(cg);
-        } else if (r != -ENOENT) {
-                ret = r;
-        }
+        /* Killing the pid namespace's init is not possible without its pidfd; the
+         * cgroup holds every task anyway. */
+        int ret = rt_cgroup_reclaim(NULL, id);
         char rootfs[RT_NS_MAX_PATH + 16];
         snprintf(rootfs, sizeof rootfs, "%s/rootfs", run_dir);
         if (umount2(rootfs, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT && ret == 0)
