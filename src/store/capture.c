@@ -48,6 +48,12 @@ struct cnode {
         uint64_t dev, ino;
         struct scache_rec st;
         bool cacheable;
+        /* over a base (store_capture_opts.base): */
+        const struct t_entry *base; /* what the base has at this path, if anything */
+        struct tree base_tree;      /* DIR merging with the base's directory: its listing */
+        bool merge;                 /* DIR: not opaque over a base directory */
+        bool opaque;                /* DIR: trusted.overlay.opaque */
+        struct t_xattr *xa_merged;  /* DIR: xattrs as merged (opaque added) */
 };
 
 struct capture {
@@ -70,6 +76,10 @@ struct capture {
         int64_t last_progress;
         uint64_t op;
         pthread_t caller;  /* progress is reported from this thread only */
+        /* over a base: its record, and what of it the upper layer hides */
+        bool overlay;
+        struct snap_record brec;
+        uint64_t shadow_files, shadow_bytes;
 };
 
 static void cap_fail(struct capture *c, int r) {
@@ -572,6 +582,8 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
         const struct t_entry *old = dn->old_tree.mem ? old_find(&dn->old_tree, n->name) : NULL;
         if (old && old->type != e->type)
                 old = NULL;
+        if (dn->merge)
+                n->base = old_find(&dn->base_tree, n->name);
         n->old = old;
         n->st = (struct scache_rec){ .ino = (uint64_t)st.st_ino, .ctime_sec = st.st_ctim.tv_sec,
                                      .ctime_nsec = (uint32_t)st.st_ctim.tv_nsec, .mtime_sec = st.st_mtim.tv_sec,
@@ -588,9 +600,11 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
          * the parent's xattrs, target and chunk list without a syscall. A directory's mtime
          * moves with every name made, removed or renamed in it (and its stat here comes
          * before its listing): unchanged, it holds the names its old tree lists. */
-        n->same_names = unchanged && e->type == T_DIR;
+        /* Over a base, a directory's tree is the merge of its names with the base's and its
+         * xattrs may have gained an opaque mark: read both again (they hold little). */
+        n->same_names = unchanged && e->type == T_DIR && !c->overlay;
         n->clean = unchanged && e->type != T_DIR && (e->type != T_REG || st.st_nlink == 1);
-        if (unchanged) {
+        if (unchanged && !(c->overlay && e->type == T_DIR)) {
                 e->nxattr = old->nxattr;
                 e->xattrs = old->xattrs;
         } else {
@@ -657,6 +671,8 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                 if (depth + 1 > STORE_MAX_DEPTH)
                         return store_fail(-ELOOP, "%s: nested deeper than %u directories", n->path, STORE_MAX_DEPTH);
                 n->depth = depth + 1;
+                n->opaque = ovl_opaque(e);
+                n->merge = n->base && n->base->type == T_DIR && !n->opaque;
                 walk_submit(c, n); /* its own task: both cores walk */
                 return 0;
         }
@@ -670,6 +686,11 @@ static int walk_dir(struct capture *c, struct cnode *dn, int dfd, unsigned depth
         if (dn->old && !dn->old_tree.mem) {
                 uint64_t br = 0;
                 int r = tree_load_op(c->s, &dn->old->tree, c->op, &dn->old_tree, &br);
+                if (r < 0)
+                        return r;
+        }
+        if (dn->merge && !dn->base_tree.mem) {
+                int r = tree_load_op(c->s, &dn->base->tree, c->op, &dn->base_tree, NULL);
                 if (r < 0)
                         return r;
         }
@@ -847,9 +868,20 @@ static int flatten_chunks(struct cnode *n) {
         return 0;
 }
 
-static uint64_t link_id(const char *path) {
+/* Over a base, the layer's groups are named with the base's root too: a group of the base
+ * whose leader the layer shadowed keeps its id for its other names, which must not join
+ * a new group of the layer led by the same path. */
+static uint64_t link_id(const struct capture *c, const char *path) {
         struct store_hash h;
-        store_sha256(path, strlen(path), &h);
+        if (c->overlay) {
+                _cleanup_free_ char *salted = NULL;
+                char hex[STORE_HEX_LEN + 1];
+                store_hash_to_hex(&c->brec.info.root, hex);
+                if (asprintf(&salted, "%s/%s", hex, path) < 0)
+                        return 1; /* a collision at worst joins two groups of one name: never reached in practice */
+                store_sha256(salted, strlen(salted), &h);
+        } else
+                store_sha256(path, strlen(path), &h);
         uint64_t v = get_le64(h.b);
         return v ? v : 1;
 }
@@ -867,6 +899,40 @@ static int flatten_all(struct cnode *dn) {
                 if (r < 0)
                         return r;
         }
+        return 0;
+}
+
+/* The names of an upper directory merged with its base directory's, both sorted: the
+ * upper's win (a whiteout stays, it hides the same name below the base too); what they
+ * hide of the base is counted off the base's totals. */
+static int merge_base(struct capture *c, struct cnode *dn, struct t_entry **es, size_t *n) {
+        const struct tree *bt = &dn->base_tree;
+        struct t_entry *out = calloc(*n + bt->n + 1, sizeof *out);
+        if (!out)
+                return -ENOMEM;
+        size_t i = 0, j = 0, k = 0;
+        int r = 0;
+        while (r == 0 && (i < *n || j < bt->n)) {
+                int cmp = i >= *n ? 1 : j >= bt->n ? -1 : strcmp((*es)[i].name, bt->e[j].name);
+                if (cmp > 0) {
+                        out[k++] = bt->e[j++];
+                        continue;
+                }
+                if (cmp == 0) {
+                        const struct cnode *kid = &dn->kids[i];
+                        if (!kid->merge) /* else the directory below counts its own */
+                                r = ovl_count(c->s, &bt->e[j], c->op, dn->depth + 1, &c->shadow_files, &c->shadow_bytes);
+                        j++;
+                }
+                out[k++] = (*es)[i++];
+        }
+        if (r < 0) {
+                free(out);
+                return r;
+        }
+        free(*es);
+        *es = out;
+        *n = k;
         return 0;
 }
 
@@ -892,7 +958,7 @@ static int build(struct capture *c, struct cnode *dn, struct scache_builder *sc)
                 if (k->e.type == T_REG && (k->link_first || k->link_count > 1)) {
                         struct cnode *f = k->link_first ? k->link_first : k;
                         if (f->link_count > 1) {
-                                k->e.link = link_id(f->link_leader->path);
+                                k->e.link = link_id(c, f->link_leader->path);
                                 if (k->link_first) {
                                         /* every name carries the data: a tree stands alone */
                                         k->e.size = f->e.size;
@@ -909,6 +975,16 @@ static int build(struct capture *c, struct cnode *dn, struct scache_builder *sc)
                         }
                 }
                 es[i] = k->e;
+                if (k->e.type == T_DIR && k->base && !k->opaque && (k->base->type != T_DIR || ovl_opaque(k->base))) {
+                        /* overlayfs stops looking below a non-directory or an opaque
+                         * directory of the base: the merged directory hides what lies under
+                         * the base, so it is opaque too */
+                        int nx = ovl_with_opaque(&k->e, &k->xa_merged);
+                        if (nx < 0)
+                                return nx;
+                        es[i].xattrs = k->xa_merged;
+                        es[i].nxattr = (uint32_t)nx;
+                }
                 if (k->cacheable && sc) {
                         int r = scache_add(sc, k->path, &k->st);
                         if (r < 0)
@@ -920,8 +996,14 @@ static int build(struct capture *c, struct cnode *dn, struct scache_builder *sc)
                 dn->clean = true;
                 return 0;
         }
+        size_t n_es = dn->nkids;
+        if (dn->merge) {
+                int r = merge_base(c, dn, &es, &n_es);
+                if (r < 0)
+                        return r;
+        }
         _cleanup_buf_ struct buf b = BUF_INIT(STORE_MAX_OBJECT);
-        int r = tree_encode(es, dn->nkids, &b);
+        int r = tree_encode(es, n_es, &b);
         if (r < 0)
                 return store_fail(r, "%s: cannot encode the directory: %s", *dn->path ? dn->path : ".",
                                   r == -E2BIG ? "too large" : strerror(-r));
@@ -952,6 +1034,8 @@ static void node_free(struct cnode *n) {
                         free(n->slots);
         }
         free(n->owned);
+        free(n->xa_merged);
+        tree_free(&n->base_tree);
         free(n->target);
         free(n->name);
         free(n->path);
@@ -973,7 +1057,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         pthread_mutex_init(&c.mu, NULL);
         struct cnode root = { .path = (char *)"" };
         struct snap_record prec = { 0 };
-        struct store_hash pins[2];
+        struct store_hash pins[3];
         size_t npins = 0;
         struct stat st;
         int r;
@@ -1002,6 +1086,19 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         }
         if (o->memory)
                 pins[npins++] = *o->memory;
+        if (o->base) {
+                pins[npins++] = *o->base;
+                r = snap_load(s, o->base, &c.brec);
+                if (r < 0) {
+                        if (r == -ENOENT) {
+                                char hex[STORE_HEX_LEN + 1];
+                                store_hash_to_hex(o->base, hex);
+                                r = store_fail(r, "base snapshot %s not found", hex);
+                        }
+                        goto out;
+                }
+                c.overlay = true;
+        }
         r = txn_begin(s, pins, npins, &c.txn);
         if (r < 0)
                 goto out;
@@ -1040,6 +1137,13 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         r = read_xattrs(c.rootfd, NULL, dir, &root.e, &root.owned);
         if (r < 0)
                 goto out;
+        if (c.overlay) {
+                root.base = &c.brec.root;
+                root.opaque = ovl_opaque(&root.e);
+                root.merge = !root.opaque;
+                if (root.opaque && (r = ovl_count(s, root.base, c.op, 0, &c.shadow_files, &c.shadow_bytes)) < 0)
+                        goto out;
+        }
         r = walk_dir(&c, &root, c.rootfd, 0);
         if (r < 0)
                 cap_fail(&c, r);
@@ -1063,6 +1167,16 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         }
         struct snap_record rec = { .root = root.e };
         rec.root.name = "";
+        if (root.merge && ovl_opaque(root.base)) {
+                int nx = ovl_with_opaque(&root.e, &root.xa_merged);
+                if (nx < 0) {
+                        r = nx;
+                        buf_free(&sc.b);
+                        goto out;
+                }
+                rec.root.xattrs = root.xa_merged;
+                rec.root.nxattr = (uint32_t)nx;
+        }
         rec.info.root = root.e.tree;
         rec.info.has_parent = parent != NULL;
         if (parent)
@@ -1076,6 +1190,10 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         snprintf(rec.info.label, sizeof rec.info.label, "%s", o->label ? o->label : "");
         rec.info.files = atomic_load(&c.files);
         rec.info.bytes_logical = atomic_load(&c.bytes_logical);
+        if (c.overlay) {
+                rec.info.files += c.brec.info.files - MIN(c.shadow_files, c.brec.info.files);
+                rec.info.bytes_logical += c.brec.info.bytes_logical - MIN(c.shadow_bytes, c.brec.info.bytes_logical);
+        }
         progress(&c, "commit", true);
         struct store_hash h;
         r = txn_commit(c.txn, &rec, o->stats, &h);
@@ -1106,6 +1224,7 @@ done:
         root.path = NULL;
         node_free(&root);
         snap_record_free(&prec);
+        snap_record_free(&c.brec);
         scache_free(c.cache);
         free(c.links);
         safe_close(c.rootfd);

@@ -21,8 +21,7 @@ static bool xattrs_equal(const struct t_entry *a, const struct t_entry *b) {
         return true;
 }
 
-/* Everything but a directory's subtree hash. */
-static bool entry_same(const struct t_entry *a, const struct t_entry *b) {
+bool tree_entry_same(const struct t_entry *a, const struct t_entry *b) {
         if (a->type != b->type || a->mode != b->mode || a->uid != b->uid || a->gid != b->gid ||
             a->mtime_sec != b->mtime_sec || a->mtime_nsec != b->mtime_nsec || !xattrs_equal(a, b))
                 return false;
@@ -113,7 +112,7 @@ static int diff_tree(struct dctx *d, const struct store_hash *ha, const struct s
                         if (r >= 0 && eb->type == T_DIR)
                                 r = all_below(d, &eb->tree, p, STORE_ADDED, depth + 1);
                 } else {
-                        if (!entry_same(ea, eb))
+                        if (!tree_entry_same(ea, eb))
                                 r = emit(d, STORE_MODIFIED, p);
                         if (r >= 0 && ea->type == T_DIR)
                                 r = diff_tree(d, &ea->tree, &eb->tree, p, depth + 1);
@@ -140,7 +139,7 @@ int store_diff(struct store *s, const struct store_hash *a, const struct store_h
                 return r;
         }
         struct dctx d = { .s = s, .fn = fn, .ud = userdata };
-        if (!entry_same(&ra.root, &rb.root))
+        if (!tree_entry_same(&ra.root, &rb.root))
                 r = emit(&d, STORE_MODIFIED, ".");
         if (r >= 0)
                 r = diff_tree(&d, &ra.root.tree, &rb.root.tree, "", 0);

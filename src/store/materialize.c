@@ -41,6 +41,7 @@ struct dir_ent {
         struct tree_ref *tr;
         const struct t_entry *e;
         char *path;
+        bool strip_opaque;  /* delta: merges with an opaque base directory, which hides enough */
 };
 
 struct mat {
@@ -65,6 +66,7 @@ struct mat {
         gid_t gid;
         mode_t umask;
         bool root_setgid;          /* files made directly in the target may inherit its group */
+        bool delta;                /* only what differs from o->base, as an overlayfs upper layer */
         struct store_hash stack[STORE_MAX_DEPTH + 2];
 };
 
@@ -275,6 +277,21 @@ static int make_link(struct mat *m, const char *first, int dfd, const char *name
 
 static int mat_dir(struct mat *m, const struct store_hash *tree, int dfd, const char *path, unsigned depth);
 
+/* A directory's metadata is set once its files exist (finish_dirs). */
+static int dir_later(struct mat *m, struct tree_ref *tr, const struct t_entry *e, char **path, bool strip_opaque) {
+        if (m->dirs_n == m->dirs_cap) {
+                size_t nc = m->dirs_cap ? m->dirs_cap * 2 : 64;
+                struct dir_ent *nd = realloc(m->dirs, nc * sizeof *nd);
+                if (!nd)
+                        return -ENOMEM;
+                m->dirs = nd;
+                m->dirs_cap = nc;
+        }
+        atomic_fetch_add(&tr->refs, 1);
+        m->dirs[m->dirs_n++] = (struct dir_ent){ .tr = tr, .e = e, .path = TAKE_PTR(*path), .strip_opaque = strip_opaque };
+        return 0;
+}
+
 static int mat_entry(struct mat *m, struct tree_ref *tr, const struct t_entry *e, int dfd, const char *dpath,
                      unsigned depth) {
         _cleanup_free_ char *path = NULL;
@@ -285,6 +302,9 @@ static int mat_entry(struct mat *m, struct tree_ref *tr, const struct t_entry *e
         snprintf(proc, sizeof proc, "/proc/self/fd/%d/%s", dfd, e->name);
         switch (e->type) {
         case T_REG: {
+                if (e->link && m->delta)
+                        return store_fail(-EXDEV, "%s: a hard link differs from the base: the layer can't hold its group",
+                                          path);
                 if (e->link) {
                         const char *first = link_find(m, e->link);
                         if (first)
@@ -327,17 +347,7 @@ static int mat_entry(struct mat *m, struct tree_ref *tr, const struct t_entry *e
                 if (r < 0)
                         return r;
                 /* its files may still be in the making: metadata at the end */
-                if (m->dirs_n == m->dirs_cap) {
-                        size_t nc = m->dirs_cap ? m->dirs_cap * 2 : 64;
-                        struct dir_ent *nd = realloc(m->dirs, nc * sizeof *nd);
-                        if (!nd)
-                                return -ENOMEM;
-                        m->dirs = nd;
-                        m->dirs_cap = nc;
-                }
-                atomic_fetch_add(&tr->refs, 1);
-                m->dirs[m->dirs_n++] = (struct dir_ent){ .tr = tr, .e = e, .path = TAKE_PTR(path) };
-                return 0;
+                return dir_later(m, tr, e, &path, false);
         }
         case T_LNK:
                 if (symlinkat(e->target, dfd, e->name) < 0)
@@ -408,6 +418,84 @@ static int mat_dir(struct mat *m, const struct store_hash *tree, int dfd, const 
         return r;
 }
 
+/* The difference of tree ts (the snapshot) from tb (the base) as an overlayfs upper
+ * directory in dfd: both walked in name order, equal subtrees skipped unloaded. */
+static int mat_delta(struct mat *m, const struct store_hash *ts, const struct store_hash *tb, int dfd,
+                     const char *path, unsigned depth) {
+        if (store_hash_eq(ts, tb))
+                return 0;
+        if (depth > STORE_MAX_DEPTH)
+                return store_fail(-ELOOP, "%s: trees nested deeper than %u", *path ? path : ".", STORE_MAX_DEPTH);
+        struct tree_ref *tr = calloc(1, sizeof *tr);
+        if (!tr)
+                return -ENOMEM;
+        atomic_init(&tr->refs, 1);
+        struct tree b = { 0 };
+        uint64_t br = 0;
+        int r = tree_load_op(m->s, ts, m->op, &tr->t, &br);
+        if (r == 0)
+                r = tree_load_op(m->s, tb, m->op, &b, &br);
+        atomic_fetch_add(&m->bytes_read, br);
+        size_t i = 0, j = 0;
+        while (r == 0 && (i < tr->t.n || j < b.n) && !atomic_load(&m->err)) {
+                int k = i >= tr->t.n ? 1 : j >= b.n ? -1 : strcmp(tr->t.e[i].name, b.e[j].name);
+                const struct t_entry *es = k <= 0 ? &tr->t.e[i] : NULL, *eb = k >= 0 ? &b.e[j] : NULL;
+                _cleanup_free_ char *p = NULL;
+                if (asprintf(&p, "%s%s%s", path, *path ? "/" : "", (es ? es : eb)->name) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                if (k <= 0)
+                        i++;
+                if (k >= 0)
+                        j++;
+                if (!es) {
+                        /* A name of the base that snap lacks shows the template's entry of
+                         * that name, if it has one, which a whiteout would hide: the
+                         * template is not known here. (A capture over the base never drops
+                         * a name: removals are whiteouts, so its descendants get here.) */
+                        r = store_fail(-EXDEV, "%s: in the base but not in the snapshot", p);
+                        break;
+                }
+                if (eb && es->type == T_DIR && eb->type == T_DIR && ovl_opaque(es) == ovl_opaque(eb)) {
+                        if (tree_entry_same(es, eb) && store_hash_eq(&es->tree, &eb->tree))
+                                continue;
+                        /* merges with the base's directory: made here, filled with what differs */
+                        if (mkdirat(dfd, es->name, 0700) < 0) {
+                                r = store_fail(-errno, "%s: cannot create the directory: %m", p);
+                                break;
+                        }
+                        m->entries++;
+                        _cleanup_close_ int cfd = openat(dfd, es->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (cfd < 0) {
+                                r = store_fail(-errno, "%s: cannot open the directory: %m", p);
+                                break;
+                        }
+                        r = mat_delta(m, &es->tree, &eb->tree, cfd, p, depth + 1);
+                        if (r == 0)
+                                r = dir_later(m, tr, es, &p, ovl_opaque(es));
+                        continue;
+                }
+                if (eb && es->type != T_DIR && tree_entry_same(es, eb))
+                        continue;
+                if (eb && ovl_opaque(eb) && !ovl_opaque(es)) {
+                        r = store_fail(-EXDEV, "%s: an opaque directory of the base is not opaque any more", p);
+                        break;
+                }
+                if (eb && es->type == T_DIR && !ovl_opaque(es)) {
+                        r = store_fail(-EXDEV, "%s: a directory over a non-directory of the base must be opaque", p);
+                        break;
+                }
+                /* new, or replacing the base's entry (a non-directory, or an opaque
+                 * directory, which hides the base's): made whole */
+                r = mat_entry(m, tr, es, dfd, path, depth);
+                progress(m, false);
+        }
+        tree_free(&b);
+        tref_put(tr);
+        return r;
+}
+
 static int target_prepare(const char *dir, int *ret) {
         if (mkdir(dir, 0700) < 0 && errno != EEXIST)
                 return store_fail(-errno, "cannot create %s: %m", dir);
@@ -453,6 +541,9 @@ static int finish_dirs(struct mat *m) {
                 int r = set_meta_fd(m, fd, d->e, d->path);
                 if (r < 0)
                         return r;
+                /* an opaque mark here would hide the base's directory: its own mark does */
+                if (d->strip_opaque && fremovexattr(fd, OVL_OPAQUE_XATTR) < 0 && errno != ENODATA)
+                        return store_fail(-errno, "%s: cannot remove the opaque mark: %m", d->path);
                 struct stat st;
                 if (fstat(fd, &st) == 0)
                         record_stat(m, d->path, &st);
@@ -479,13 +570,26 @@ int store_materialize(struct store *s, const struct store_hash *snap, const char
         struct mat m = { .s = s, .o = o, .rootfd = -EBADF, .sc = { .b = BUF_INIT(0) }, .op = store_op_id() };
         pthread_mutex_init(&m.mu, NULL);
         struct txn *pin = NULL;
-        struct snap_record rec = { 0 };
-        int r = txn_begin(s, snap, 1, &pin);
+        struct snap_record rec = { 0 }, brec = { 0 };
+        struct store_hash pins[2] = { *snap };
+        if (o->base)
+                pins[1] = *o->base;
+        int r = txn_begin(s, pins, o->base ? 2 : 1, &pin);
         if (r < 0)
                 goto out;
         r = snap_load(s, snap, &rec);
         if (r < 0)
                 goto out;
+        if (o->base) {
+                r = snap_load(s, o->base, &brec);
+                if (r < 0)
+                        goto out;
+                if (ovl_opaque(&rec.root) != ovl_opaque(&brec.root)) {
+                        r = store_fail(-EXDEV, "the root's opaque mark differs from the base's");
+                        goto out;
+                }
+                m.delta = true;
+        }
         r = target_prepare(dir, &m.rootfd);
         if (r < 0)
                 goto out;
@@ -498,7 +602,8 @@ int store_materialize(struct store *s, const struct store_hash *snap, const char
         m.uid = geteuid();
         m.gid = getegid();
         m.umask = current_umask();
-        r = mat_dir(&m, &rec.root.tree, m.rootfd, "", 0);
+        r = m.delta ? mat_delta(&m, &rec.root.tree, &brec.root.tree, m.rootfd, "", 0)
+                    : mat_dir(&m, &rec.root.tree, m.rootfd, "", 0);
         if (r < 0)
                 mat_fail(&m, r);
         while (!pool_wait(s->pool, &m.pending, 100))
@@ -547,6 +652,7 @@ out:
         free(m.dirs);
         buf_free(&m.sc.b);
         snap_record_free(&rec);
+        snap_record_free(&brec);
         txn_free(pin);
         safe_close(m.rootfd);
         pthread_mutex_destroy(&m.mu);

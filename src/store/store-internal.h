@@ -236,6 +236,21 @@ int mem_decode(const void *data, size_t len, struct mem_image *ret);
 int tree_load(struct store *s, const struct store_hash *h, struct tree *ret, uint64_t *bytes_read);
 int tree_load_op(struct store *s, const struct store_hash *h, uint64_t op, struct tree *ret, uint64_t *bytes_read);
 int snap_load(struct store *s, const struct store_hash *h, struct snap_record *ret);
+/* Two entries alike in everything but a directory's subtree hash (diff.c). */
+bool tree_entry_same(const struct t_entry *a, const struct t_entry *b);
+
+/* ---- overlayfs layers (overlay.c) ---- */
+#define OVL_OPAQUE_XATTR "trusted.overlay.opaque"
+/* A whiteout: a character device 0/0. */
+bool ovl_whiteout(const struct t_entry *e);
+/* A directory whose trusted.overlay.opaque is "y": it hides what lies below it. */
+bool ovl_opaque(const struct t_entry *e);
+/* e's xattrs with trusted.overlay.opaque set to "y", sorted; *ret is the caller's to free
+ * (names and values point into e and a static). Returns how many. */
+int ovl_with_opaque(const struct t_entry *e, struct t_xattr **ret);
+/* Adds the regular files of e (and below it, for a directory) and their sizes. */
+int ovl_count(struct store *s, const struct t_entry *e, uint64_t op, unsigned depth, uint64_t *files,
+              uint64_t *bytes);
 
 /* ---- content-defined chunking ---- */
 /* Length of the next chunk of data[0..len); eof says no more bytes follow. */

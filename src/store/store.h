@@ -101,6 +101,13 @@ struct store_capture_opts {
         enum store_reason reason;
         const struct store_hash *memory;  /* memory image to attach, or NULL */
         bool no_stat_cache;               /* read every file even if the parent's cache says unchanged */
+        /* dir is an overlayfs upper layer over the files of this snapshot (mounted as the
+         * lower layer just below it, with redirect_dir, metacopy and index off): the
+         * capture is of the merged view, what the two layers show together. Only dir is
+         * walked; whiteouts (char 0/0) and opaque directories (trusted.overlay.opaque "y")
+         * take away what base has, and whiteouts are kept (they still hide what lies
+         * below base). Hard-link groups of dir are named apart from base's. NULL: plain. */
+        const struct store_hash *base;
         store_progress_fn progress;
         void *userdata;
         struct store_op_stats *stats;     /* filled on success and on failure, if not NULL */
@@ -121,6 +128,12 @@ int store_fork(struct store *s, const struct store_hash *snap, const char *sessi
 struct store_materialize_opts {
         bool no_owner;        /* leave files owned by the caller (for unprivileged use) */
         bool no_stat_cache;   /* don't record a stat cache for the next capture of dir */
+        /* Write only what differs from this snapshot, as an overlayfs upper layer over its
+         * files (whiteouts for what snap lacks), so that the two layers together show
+         * snap: O(difference). -EXDEV when overlayfs cannot express the difference (a
+         * whiteout or opaque directory of base that snap lacks, a non-opaque directory of
+         * snap over a non-directory of base, a changed hard link): then use a full one. */
+        const struct store_hash *base;
         store_progress_fn progress;
         void *userdata;
         struct store_op_stats *stats;
