@@ -61,7 +61,7 @@ struct action {
         bool lost_on_purpose;                 /* the daemon stopped it (SIGTERM) */
 };
 
-enum job_kind { JOB_CAPTURE, JOB_MATERIALIZE, JOB_FORK, JOB_GC, JOB_RM, JOB_DESTROY };
+enum job_kind { JOB_CAPTURE, JOB_LAYER, JOB_FORK, JOB_GC, JOB_RM, JOB_DESTROY };
 
 struct job {
         struct wjob wj;
@@ -80,6 +80,9 @@ struct job {
         int64_t since_ns;
         bool has_parent;
         struct store_hash parent;              /* capture parent, materialize/fork source */
+        struct layer_ref layer;                /* capture: the upper dir lies on it; start: the
+                                                * candidate, then the one chosen */
+        enum layer_how layer_how;
         char session[META_ID_SIZE];
         char label[SES_LABEL_MAX + 1];
         enum store_reason sreason;
@@ -300,21 +303,9 @@ static char *parked_path(struct daemon *d, const char *ses, const char *suffix) 
         return asprintf(&p, "%s/parked/%s%s", d->layer_dir ? d->layer_dir : d->data_dir, ses, suffix) < 0 ? NULL : p;
 }
 
-static int boot_id(char out[64]) {
-        _cleanup_close_ int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, out, 63);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        out[n] = '\0';
-        out[strcspn(out, "\n")] = '\0';
-        return 0;
-}
-
 static int park_record(struct session *s, char *out, size_t size) {
         char hex[STORE_HEX_LEN + 1], boot[64];
-        int r = boot_id(boot);
+        int r = util_boot_id(boot);
         if (r < 0)
                 return r;
         store_hash_to_hex(&s->head_hash, hex);
@@ -400,11 +391,22 @@ static bool unpark_layer(struct session *s, const char *dir) {
                 parked_drop(s);
                 return false;
         }
+        /* it shows the snapshot only over the snapshot layer it lay on, which must be there */
+        _cleanup_free_ char *lref = NULL, *files = NULL;
+        struct layer_ref l = { 0 };
+        int lr = asprintf(&lref, "%s/layer", layer) < 0 ? -ENOMEM : layers_ref_read(lref, &l);
+        if ((lr < 0 && lr != -ENOENT) ||
+            (l.set && (layers_files_dir(s->d->data_dir, &l, &files) < 0 || access(files, F_OK) < 0))) {
+                log_info("%s: the parked layer's snapshot layer is gone: restoring the snapshot", s->id);
+                parked_drop(s);
+                return false;
+        }
         if (lstat(layer, &st) < 0 || !S_ISDIR(st.st_mode) || unlink(rec) < 0 || rename(layer, dir) < 0) {
                 log_warn("%s: taking the parked layer: %s; restoring the snapshot", s->id, strerror(errno));
                 parked_drop(s);
                 return false;
         }
+        s->layer = l;
         /* The old sandbox's run dir (its stale socket, the rootfs mount point) goes. */
         _cleanup_free_ char *run = NULL;
         if (asprintf(&run, "%s/run", dir) >= 0)
@@ -438,6 +440,52 @@ static void parked_sweep(struct daemon *d) {
                                 log_warn("removing %s/%s: %s", dir, de->d_name, strerror(-r));
                 }
         }
+}
+
+/* Which snapshot layer sandbox sbx's writable layer lies on. -EBADMSG: unknown, so the
+ * sandbox can't be captured (nor re-attached). */
+static int sandbox_layer_load(struct session *s, const char *sbx) {
+        _cleanup_free_ char *dir = disk_sandbox_dir_find(s->d, sbx), *ref = NULL;
+        s->layer = (struct layer_ref){ 0 };
+        if (!dir)
+                return 0; /* gone: nothing to capture, nothing to start from */
+        if (asprintf(&ref, "%s/layer", dir) < 0)
+                return -ENOMEM;
+        int r = layers_ref_read(ref, &s->layer);
+        return r == -ENOENT ? 0 : r;
+}
+
+static void layer_drop(void *userdata, const char *dir) { trash_dir(userdata, dir); }
+
+/* Snapshot layers no sandbox, recovery or parked layer lies on any more go (a new start
+ * makes them again). Not while a layer is being chosen or made. */
+static void layers_gc(struct daemon *d) {
+        size_t n = 0, cap = 16;
+        _cleanup_free_ struct store_hash *keep = malloc(cap * sizeof *keep);
+        if (!keep)
+                return;
+        for (struct session *s = d->sessions; s; s = s->next) {
+                if (s->job && s->job->kind == JOB_LAYER)
+                        return;
+                struct layer_ref parked = { 0 };
+                _cleanup_free_ char *lref = parked_path(d, s->id, "/layer");
+                if (lref)
+                        (void)layers_ref_read(lref, &parked);
+                const struct layer_ref *refs[] = { &s->layer, &parked };
+                for (size_t i = 0; i < ELEMENTSOF(refs); i++) {
+                        if (!refs[i]->set)
+                                continue;
+                        if (n == cap) {
+                                struct store_hash *nk = realloc(keep, 2 * cap * sizeof *nk);
+                                if (!nk)
+                                        return;
+                                keep = nk;
+                                cap *= 2;
+                        }
+                        keep[n++] = refs[i]->root;
+                }
+        }
+        layers_sweep(d->data_dir, keep, n, layer_drop, d);
 }
 
 /* freeze_ms < 0: unknown (the timeline; meta keeps no freeze times). */
@@ -637,8 +685,10 @@ static struct job *job_new(struct session *s, struct action *a, enum job_kind ki
         j->wj.work = job_work;
         j->wj.done = job_done_cb;
         j->start_ns = now_ns();
-        if (s)
+        if (s) {
                 snprintf(j->session, sizeof j->session, "%s", s->id);
+                j->layer = s->layer;
+        }
         return j;
 }
 
@@ -718,6 +768,7 @@ static void work_capture(struct job *j) {
                 .stats = &j->stats,
                 .progress = capture_progress,
                 .userdata = j,
+                .base = j->layer.set ? &j->layer.rec : NULL,
         };
         int r = -EAGAIN;
         uint64_t t1 = mono_us();
@@ -754,10 +805,13 @@ static void work_capture(struct job *j) {
         }
 }
 
-static void work_materialize(struct job *j) {
-        struct store_materialize_opts o = { .stats = &j->stats };
+/* The new sandbox's writable layer over a snapshot layer (layers.c): O(1) when the
+ * layer of the head's tree exists, O(difference) over the session's previous layer. */
+static void work_layer(struct job *j) {
         uint64_t t0 = mono_us();
-        int r = store_materialize(j->d->store, &j->parent, j->dir, &o);
+        struct layer_ref cand = j->layer;
+        int r = layers_start(j->d->data_dir, j->d->store, &j->parent, &cand, j->dir, &j->stats, &j->layer,
+                             &j->layer_how);
         j->capture_us = mono_us() - t0;
         if (r < 0) {
                 j->r = r;
@@ -791,8 +845,29 @@ static void work_gc(struct job *j) {
         for (size_t i = 0; i < j->n_live; i++)
                 if (store_hash_from_hex(j->live[i].hex, &live[n]) == 0)
                         n++;
+        /* the snapshot layers' records: a capture over a layer reads its trees */
+        struct store_hash *lv = NULL;
+        size_t n_lv = 0;
+        int r = layers_live(j->d->data_dir, &lv, &n_lv);
+        if (r == 0 && n_lv) {
+                struct store_hash *all = realloc(live, (n + n_lv) * sizeof *all);
+                if (!all)
+                        r = -ENOMEM;
+                else {
+                        live = all;
+                        memcpy(live + n, lv, n_lv * sizeof *lv);
+                        n += n_lv;
+                }
+        }
+        free(lv);
+        if (r < 0) {
+                free(live);
+                j->r = r;
+                job_set_err(j, "gc: listing the snapshot layers", r);
+                return;
+        }
         struct store_gc_opts o = { .keep_since_ns = j->since_ns };
-        int r = store_gc(j->d->store, live, n, &o, &j->gc);
+        r = store_gc(j->d->store, live, n, &o, &j->gc);
         free(live);
         if (r < 0) {
                 j->r = r;
@@ -804,7 +879,7 @@ static void job_work(struct wjob *wj) {
         struct job *j = (struct job *)wj;
         switch (j->kind) {
         case JOB_CAPTURE: work_capture(j); break;
-        case JOB_MATERIALIZE: work_materialize(j); break;
+        case JOB_LAYER: work_layer(j); break;
         case JOB_FORK: work_fork(j); break;
         case JOB_GC: work_gc(j); break;
         case JOB_RM: work_rm(j); break;
@@ -981,8 +1056,11 @@ static void start_materialized(struct job *j) {
                 start_fail(a, "restoring the files of %s: %s", a->s->head, j->err);
                 return;
         }
-        log_debug("%s: materialized %s in %" PRIu64 " us (%" PRIu64 " files)", a->s->id, a->s->head, j->capture_us,
-                  j->stats.files);
+        static const char *const how[] = { [LAYER_SAME] = "on its layer", [LAYER_DELTA] = "as a difference",
+                                           [LAYER_MADE] = "on a new layer", [LAYER_PLAIN] = "whole (hard links)" };
+        a->s->layer = j->layer;
+        log_debug("%s: materialized %s %s in %" PRIu64 " us (%" PRIu64 " files written)", a->s->id, a->s->head,
+                  how[j->layer_how], j->capture_us, j->stats.files);
         start_created(a);
 }
 
@@ -1065,6 +1143,8 @@ static void start_begin(struct action *a) {
         snprintf(s->sbx_id, sizeof s->sbx_id, "%s", sbx);
         free(s->dir);
         s->dir = dir;
+        if (pooled || !s->head[0])
+                s->layer = (struct layer_ref){ 0 };
         if (pooled) {
                 log_debug("%s: sandbox %s taken from the pool", s->id, sbx);
                 start_watch(a);
@@ -1083,7 +1163,7 @@ static void start_begin(struct action *a) {
                 start_created(a);
                 return;
         }
-        struct job *j = job_new(s, a, JOB_MATERIALIZE, start_materialized);
+        struct job *j = job_new(s, a, JOB_LAYER, start_materialized);
         if (!j || !(j->dir = strdup(upper))) {
                 if (j)
                         job_free(j);
@@ -1094,6 +1174,23 @@ static void start_begin(struct action *a) {
         r = job_submit(j);
         if (r < 0)
                 start_fail(a, "starting the restore: %s", strerror(-r));
+}
+
+/* Puts s's snapshot layer (if any) above the template in *lower, and records it beside
+ * the writable layer before the sandbox exists: a re-attach must capture over it. */
+static int layer_lower(struct session *s, char **lower) {
+        _cleanup_free_ char *ref = NULL, *files = NULL;
+        if (asprintf(&ref, "%s/layer", s->dir) < 0)
+                return -ENOMEM;
+        int r = layers_ref_write(ref, &s->layer);
+        if (r < 0 || !s->layer.set)
+                return r;
+        char *both = NULL;
+        if ((r = layers_files_dir(s->d->data_dir, &s->layer, &files)) < 0 || asprintf(&both, "%s:%s", files, *lower) < 0)
+                return r < 0 ? r : -ENOMEM;
+        free(*lower);
+        *lower = both;
+        return 0;
 }
 
 static void start_created(struct action *a) {
@@ -1113,6 +1210,10 @@ static void start_created(struct action *a) {
         if (s->disk && !d->disk_quota) {
                 start_fail(a, "its disk limit (%" PRIu64 " bytes) cannot be enforced on this host: %s", s->disk,
                            d->disk_error);
+                return;
+        }
+        if ((r = layer_lower(s, &lower)) < 0) {
+                start_fail(a, "the snapshot layer: %s", strerror(-r));
                 return;
         }
         struct rt_spec spec = {
@@ -1745,6 +1846,7 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                 cs->network = p->network;
                 cs->interval_ms = p->interval_ms;
                 cs->retention = p->retention;
+                cs->layer = p->layer; /* a fork of now differs from it by what p changed */
                 cs->created_at = time(NULL);
                 cs->state = META_SESSION_CREATING;
                 snprintf(cs->parent_session, sizeof cs->parent_session, "%s", src->session_id);
@@ -2373,12 +2475,13 @@ void dur_gc(struct daemon *d, struct conn *c) {
         }
         if (d->gc_running)
                 return; /* answered when the running one ends */
+        layers_gc(d);
         /* Records a worker committed to the store but the loop has not put into meta yet
          * must survive: keep everything committed since the oldest such job started. The
          * time is taken before the live set is read (docs/store.md, GC contract). */
         int64_t keep = now_ns();
         for (struct session *s = d->sessions; s; s = s->next)
-                if (s->job && s->job->kind != JOB_MATERIALIZE && s->job->start_ns < keep)
+                if (s->job && s->job->start_ns < keep)
                         keep = s->job->start_ns;
         struct job *j = calloc(1, sizeof *j);
         if (!j) {
@@ -2631,7 +2734,10 @@ int dur_load(struct daemon *d) {
                         continue;
                 }
                 /* running or recovering */
-                if (ms->sandbox_id[0] && (r = adopt_sandbox(s, ms->sandbox_id)) == 0) {
+                if (ms->sandbox_id[0] && (r = sandbox_layer_load(s, ms->sandbox_id)) < 0)
+                        log_warn("%s: which snapshot layer sandbox %s lies on is unknown (%s): recovering it", s->id,
+                                 ms->sandbox_id, strerror(-r));
+                if (ms->sandbox_id[0] && r == 0 && (r = adopt_sandbox(s, ms->sandbox_id)) == 0) {
                         struct action *a = act_new(s, ACT_START, NULL);
                         if (a) {
                                 a->why = START_ADOPT;
@@ -2656,6 +2762,7 @@ int dur_load(struct daemon *d) {
         meta_sessions_free(v, n);
 
         parked_sweep(d);
+        layers_gc(d);
 
         /* Directories a crash left in the trash, and sandboxes on disk that no session
          * holds now: in DATA and, with the quota volume, on it. */

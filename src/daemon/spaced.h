@@ -13,6 +13,7 @@
 #include "meta/meta.h"
 #include "store/store.h"
 #include "daemon/http.h"
+#include "daemon/layers.h"
 #include "daemon/loop.h"
 #include "daemon/routes.h"
 
@@ -157,6 +158,7 @@ struct session {
         bool lost;           /* it died unasked; a recovery is queued */
         bool adopting;       /* re-attaching after a daemon restart */
         int64_t clean_since_ns;   /* the upper dir held exactly head at this time */
+        struct layer_ref layer;   /* the snapshot layer below the upper dir (daemon/layers.h) */
         uint64_t next_rolling_ms; /* monotonic ms of the next rolling check */
         unsigned recover_failures;
         uint64_t recover_at_ms;   /* a failed recovery is retried at this time */

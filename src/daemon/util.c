@@ -5,7 +5,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/random.h>
+#include <unistd.h>
+
+#include "common/macros.h"
 #include "common/json.h"
 
 int util_random_id(const char *prefix, char *out, size_t outsz) {
@@ -92,4 +96,16 @@ int util_errno_status(int err) {
                 return 400;
         default: return 500;
         }
+}
+
+int util_boot_id(char out[64]) {
+        _cleanup_close_ int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, out, 63);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        out[n] = '\0';
+        out[strcspn(out, "\n")] = '\0';
+        return 0;
 }

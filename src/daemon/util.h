@@ -22,5 +22,8 @@ int util_json_size(const struct json *v, uint64_t *ret);
 /* "2026-11-30T05:14:07Z" */
 void util_rfc3339(time_t t, char *out, size_t outsz);
 
+/* The kernel's boot id (/proc/sys/kernel/random/boot_id), NUL-terminated. */
+int util_boot_id(char out[64]);
+
 /* errno name ("ENOENT") or number from init -> HTTP status. */
 int util_errno_status(int err);

@@ -1,0 +1,259 @@
+/* Snapshot layers: made under a lock file (two workers starting forks of one snapshot
+ * make it once), published by a rename, stamped with the kernel's boot id because their
+ * files are never fsynced (a layer of an earlier boot may be torn and is never used), and
+ * kept in the store's live set by a record of their own. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/macros.h"
+#include "daemon/layers.h"
+#include "daemon/util.h"
+#include "runtime/fsutil.h"
+
+#define LAYER_MAGIC "space-layer 1"
+#define LAYER_REC "rec"     /* DATA/layers/<root>/rec: magic, record hash, boot id */
+#define LAYER_FILES "files"
+
+static int layer_dir(const char *data_dir, const struct store_hash *root, const char *sub, char **ret) {
+        char hex[STORE_HEX_LEN + 1];
+        store_hash_to_hex(root, hex);
+        return asprintf(ret, "%s/layers/%s%s%s", data_dir, hex, sub ? "/" : "", sub ? sub : "") < 0 ? -ENOMEM : 0;
+}
+
+int layers_files_dir(const char *data_dir, const struct layer_ref *l, char **ret) {
+        return layer_dir(data_dir, &l->root, LAYER_FILES, ret);
+}
+
+static int write_atomic(const char *path, const char *text) {
+        _cleanup_free_ char *tmp = NULL;
+        if (asprintf(&tmp, "%s.tmp", path) < 0)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        size_t n = strlen(text);
+        if (fd < 0 || write(fd, text, n) != (ssize_t)n || rename(tmp, path) < 0) {
+                int r = errno ? -errno : -EIO;
+                (void)unlink(tmp);
+                return r;
+        }
+        return 0;
+}
+
+/* Reads a small text file whole; -EBADMSG if it is larger than LAYERS_REF_MAX. */
+static int read_small(const char *path, char out[LAYERS_REF_MAX + 1]) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, out, LAYERS_REF_MAX + 1);
+        if (n < 0)
+                return -errno;
+        if (n > LAYERS_REF_MAX)
+                return -EBADMSG;
+        out[n] = '\0';
+        return 0;
+}
+
+int layers_ref_write(const char *path, const struct layer_ref *l) {
+        if (!l->set)
+                return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+        char root[STORE_HEX_LEN + 1], rec[STORE_HEX_LEN + 1], text[LAYERS_REF_MAX];
+        store_hash_to_hex(&l->root, root);
+        store_hash_to_hex(&l->rec, rec);
+        snprintf(text, sizeof text, "%s\n%s\n%s\n", LAYER_MAGIC, root, rec);
+        return write_atomic(path, text);
+}
+
+int layers_ref_read(const char *path, struct layer_ref *ret) {
+        char text[LAYERS_REF_MAX + 1], root[STORE_HEX_LEN + 1], rec[STORE_HEX_LEN + 1];
+        int r = read_small(path, text);
+        if (r < 0)
+                return r == -ENOENT ? r : -EBADMSG;
+        struct layer_ref l = { .set = true };
+        if (sscanf(text, LAYER_MAGIC "\n%64s\n%64s\n", root, rec) != 2 || store_hash_from_hex(root, &l.root) < 0 ||
+            store_hash_from_hex(rec, &l.rec) < 0)
+                return -EBADMSG;
+        *ret = l;
+        return 0;
+}
+
+/* The layer of root, if one of this boot is there; its record is made again if the store
+ * lost it (snap has the same tree). */
+static int layer_find(const char *data_dir, struct store *st, const struct store_hash *root,
+                      const struct store_hash *snap, struct layer_ref *ret) {
+        _cleanup_free_ char *recp = NULL;
+        char text[LAYERS_REF_MAX + 1], hex[STORE_HEX_LEN + 1], boot[64], want[64];
+        int r = layer_dir(data_dir, root, LAYER_REC, &recp);
+        if (r < 0)
+                return r;
+        if ((r = read_small(recp, text)) < 0)
+                return r;
+        if ((r = util_boot_id(want)) < 0)
+                return r;
+        struct layer_ref l = { .set = true, .root = *root };
+        if (sscanf(text, LAYER_MAGIC "\n%64s\n%63s\n", hex, boot) != 2 || store_hash_from_hex(hex, &l.rec) < 0)
+                return -EBADMSG;
+        if (strcmp(boot, want) != 0)
+                return -ESTALE;
+        struct store_snapshot_info info;
+        if (store_snapshot_get(st, &l.rec, &info) < 0 || !store_hash_eq(&info.root, root)) {
+                if (!snap || (r = store_fork(st, snap, NULL, "layer", &l.rec)) < 0)
+                        return r < 0 ? r : -ENOENT;
+                store_hash_to_hex(&l.rec, hex);
+                snprintf(text, sizeof text, "%s\n%s\n%s\n", LAYER_MAGIC, hex, want);
+                if ((r = write_atomic(recp, text)) < 0)
+                        return r;
+        }
+        *ret = l;
+        return 0;
+}
+
+/* Materializes snap as the layer of its tree, under DATA/layers/.lock. */
+static int layer_make(const char *data_dir, struct store *st, const struct store_hash *snap,
+                      const struct store_hash *root, struct layer_ref *ret) {
+        _cleanup_free_ char *dir = NULL, *lock = NULL, *tmp = NULL, *files = NULL, *recp = NULL, *final = NULL,
+                            *stale = NULL;
+        char hex[STORE_HEX_LEN + 1], rhex[STORE_HEX_LEN + 1], boot[64], text[LAYERS_REF_MAX];
+        store_hash_to_hex(root, hex);
+        if (asprintf(&dir, "%s/layers", data_dir) < 0 || asprintf(&lock, "%s/.lock", dir) < 0 ||
+            asprintf(&tmp, "%s/.tmp.%s", dir, hex) < 0 || asprintf(&files, "%s/" LAYER_FILES, tmp) < 0 ||
+            asprintf(&recp, "%s/" LAYER_REC, tmp) < 0 || asprintf(&final, "%s/%s", dir, hex) < 0)
+                return -ENOMEM;
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        _cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (lfd < 0 || flock(lfd, LOCK_EX) < 0)
+                return -errno;
+        int r = layer_find(data_dir, st, root, snap, ret);
+        if (r == 0)
+                return 0; /* another worker made it meanwhile */
+        if (r == -ESTALE || r == -EBADMSG) {
+                /* of an earlier boot, or torn: out of the way (the sweep deletes it; a
+                 * sandbox of this boot never used it) */
+                if (asprintf(&stale, "%s/.stale.%s.%d", dir, hex, getpid()) < 0)
+                        return -ENOMEM;
+                (void)rt_rm_rf(stale);
+                if (rename(final, stale) < 0)
+                        return -errno;
+        }
+        if ((r = util_boot_id(boot)) < 0)
+                return r;
+        (void)rt_rm_rf(tmp);
+        if (mkdir(tmp, 0700) < 0)
+                return -errno;
+        struct layer_ref l = { .set = true, .root = *root };
+        if ((r = store_materialize(st, snap, files, &(struct store_materialize_opts){ .no_stat_cache = true })) < 0 ||
+            (r = store_fork(st, snap, NULL, "layer", &l.rec)) < 0)
+                goto fail;
+        store_hash_to_hex(&l.rec, rhex);
+        snprintf(text, sizeof text, "%s\n%s\n%s\n", LAYER_MAGIC, rhex, boot);
+        if ((r = write_atomic(recp, text)) < 0)
+                goto fail;
+        if (rename(tmp, final) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        *ret = l;
+        return 0;
+fail:
+        (void)rt_rm_rf(tmp);
+        return r;
+}
+
+int layers_start(const char *data_dir, struct store *st, const struct store_hash *snap, const struct layer_ref *cand,
+                 const char *upper, struct store_op_stats *stats, struct layer_ref *ret, enum layer_how *ret_how) {
+        struct store_snapshot_info info;
+        int r = store_snapshot_get(st, snap, &info);
+        if (r < 0)
+                return r;
+        struct layer_ref l = { 0 };
+        enum layer_how how = LAYER_SAME;
+        if (layer_find(data_dir, st, &info.root, snap, &l) < 0 && cand && cand->set) {
+                struct layer_ref c = { 0 };
+                /* the candidate must still be there, of this boot, with its record */
+                if (layer_find(data_dir, st, &cand->root, NULL, &c) == 0 && store_hash_eq(&c.rec, &cand->rec)) {
+                        r = store_materialize(st, snap, upper,
+                                              &(struct store_materialize_opts){ .base = &c.rec, .stats = stats });
+                        if (r == 0) {
+                                *ret = c;
+                                *ret_how = LAYER_DELTA;
+                                return 0;
+                        }
+                        (void)rt_rm_rf(upper); /* partial: start again on a layer of its own */
+                }
+        }
+        if (!l.set) {
+                if ((r = layer_make(data_dir, st, snap, &info.root, &l)) < 0)
+                        return r;
+                how = LAYER_MADE;
+        }
+        /* the same tree: nothing to write but the root's metadata and the stat cache */
+        r = store_materialize(st, snap, upper, &(struct store_materialize_opts){ .base = &l.rec, .stats = stats });
+        if (r < 0)
+                return r;
+        *ret = l;
+        *ret_how = how;
+        return 0;
+}
+
+int layers_live(const char *data_dir, struct store_hash **ret, size_t *ret_n) {
+        _cleanup_free_ char *dir = NULL;
+        if (asprintf(&dir, "%s/layers", data_dir) < 0)
+                return -ENOMEM;
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        struct store_hash *v = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                struct store_hash root;
+                if (de->d_name[0] == '.' || store_hash_from_hex(de->d_name, &root) < 0)
+                        continue;
+                _cleanup_free_ char *recp = NULL;
+                char text[LAYERS_REF_MAX + 1], hex[STORE_HEX_LEN + 1];
+                struct store_hash rec;
+                if (layer_dir(data_dir, &root, LAYER_REC, &recp) < 0 || read_small(recp, text) < 0 ||
+                    sscanf(text, LAYER_MAGIC "\n%64s\n", hex) != 1 || store_hash_from_hex(hex, &rec) < 0)
+                        continue;
+                if (n == cap) {
+                        size_t nc = cap ? cap * 2 : 16;
+                        struct store_hash *nv = realloc(v, nc * sizeof *nv);
+                        if (!nv) {
+                                free(v);
+                                return -ENOMEM;
+                        }
+                        v = nv;
+                        cap = nc;
+                }
+                v[n++] = rec;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+void layers_sweep(const char *data_dir, const struct store_hash *keep, size_t n_keep,
+                  void (*drop)(void *userdata, const char *dir), void *userdata) {
+        _cleanup_free_ char *dir = NULL;
+        if (asprintf(&dir, "%s/layers", data_dir) < 0)
+                return;
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, ".lock"))
+                        continue;
+                struct store_hash root;
+                bool kept = false;
+                if (de->d_name[0] != '.' && store_hash_from_hex(de->d_name, &root) == 0)
+                        for (size_t i = 0; i < n_keep && !kept; i++)
+                                kept = store_hash_eq(&keep[i], &root);
+                if (kept)
+                        continue;
+                _cleanup_free_ char *p = NULL;
+                if (asprintf(&p, "%s/%s", dir, de->d_name) >= 0)
+                        drop(userdata, p);
+        }
+}
