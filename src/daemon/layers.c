@@ -81,7 +81,15 @@ int layers_ref_read(const char *path, struct layer_ref *ret) {
         return 0;
 }
 
-/* The layer of root, if one of this boot is there; its record is made again if the store
+/* DATA/layers/.links.<root>: this tree has hard links, it gets no layer (swept with the
+ * other leftovers). */
+static char *links_mark(const char *data_dir, const struct store_hash *root) {
+        char hex[STORE_HEX_LEN + 1], *p = NULL;
+        store_hash_to_hex(root, hex);
+        return asprintf(&p, "%s/layers/.links.%s", data_dir, hex) < 0 ? NULL : p;
+}
+
+/* The layer of root, if one of this boot is there (-EMLINK: the tree has hard links); its record is made again if the store
  * lost it (snap has the same tree). */
 static int layer_find(const char *data_dir, struct store *st, const struct store_hash *root,
                       const struct store_hash *snap, struct layer_ref *ret) {
@@ -90,8 +98,10 @@ static int layer_find(const char *data_dir, struct store *st, const struct store
         int r = layer_dir(data_dir, root, LAYER_REC, &recp);
         if (r < 0)
                 return r;
-        if ((r = read_small(recp, text)) < 0)
-                return r;
+        if ((r = read_small(recp, text)) < 0) {
+                _cleanup_free_ char *mark = links_mark(data_dir, root);
+                return mark && access(mark, F_OK) == 0 ? -EMLINK : r;
+        }
         if ((r = util_boot_id(want)) < 0)
                 return r;
         struct layer_ref l = { .set = true, .root = *root };
@@ -146,8 +156,18 @@ static int layer_make(const char *data_dir, struct store *st, const struct store
         if (mkdir(tmp, 0700) < 0)
                 return -errno;
         struct layer_ref l = { .set = true, .root = *root };
-        if ((r = store_materialize(st, snap, files, &(struct store_materialize_opts){ .no_stat_cache = true })) < 0 ||
-            (r = store_fork(st, snap, NULL, "layer", &l.rec)) < 0)
+        struct store_op_stats ms = { 0 };
+        if ((r = store_materialize(st, snap, files,
+                                   &(struct store_materialize_opts){ .no_stat_cache = true, .stats = &ms })) < 0)
+                goto fail;
+        if (ms.link_groups) {
+                _cleanup_free_ char *mark = links_mark(data_dir, root);
+                if (mark)
+                        (void)write_atomic(mark, "hard links\n");
+                r = -EMLINK;
+                goto fail;
+        }
+        if ((r = store_fork(st, snap, NULL, "layer", &l.rec)) < 0)
                 goto fail;
         store_hash_to_hex(&l.rec, rhex);
         snprintf(text, sizeof text, "%s\n%s\n%s\n", LAYER_MAGIC, rhex, boot);
@@ -172,7 +192,8 @@ int layers_start(const char *data_dir, struct store *st, const struct store_hash
                 return r;
         struct layer_ref l = { 0 };
         enum layer_how how = LAYER_SAME;
-        if (layer_find(data_dir, st, &info.root, snap, &l) < 0 && cand && cand->set) {
+        r = layer_find(data_dir, st, &info.root, snap, &l);
+        if (r < 0 && r != -EMLINK && cand && cand->set) {
                 struct layer_ref c = { 0 };
                 /* the candidate must still be there, of this boot, with its record */
                 if (layer_find(data_dir, st, &cand->root, NULL, &c) == 0 && store_hash_eq(&c.rec, &cand->rec)) {
@@ -186,10 +207,19 @@ int layers_start(const char *data_dir, struct store *st, const struct store_hash
                         (void)rt_rm_rf(upper); /* partial: start again on a layer of its own */
                 }
         }
-        if (!l.set) {
-                if ((r = layer_make(data_dir, st, snap, &info.root, &l)) < 0)
+        if (!l.set && r != -EMLINK) {
+                r = layer_make(data_dir, st, snap, &info.root, &l);
+                if (r < 0 && r != -EMLINK)
                         return r;
                 how = LAYER_MADE;
+        }
+        if (r == -EMLINK) {
+                r = store_materialize(st, snap, upper, &(struct store_materialize_opts){ .stats = stats });
+                if (r < 0)
+                        return r;
+                *ret = (struct layer_ref){ 0 };
+                *ret_how = LAYER_PLAIN;
+                return 0;
         }
         /* the same tree: nothing to write but the root's metadata and the stat cache */
         r = store_materialize(st, snap, upper, &(struct store_materialize_opts){ .base = &l.rec, .stats = stats });

@@ -20,6 +20,8 @@ enum layer_how {
         LAYER_SAME,   /* the layer of the snapshot's own tree was there */
         LAYER_DELTA,  /* the candidate layer, with the difference in the writable layer */
         LAYER_MADE,   /* a new layer was materialized (O(workspace), once per tree and boot) */
+        LAYER_PLAIN,  /* no layer: the tree has hard links, materialized whole in the writable
+                       * layer (overlayfs without its index breaks lower hard links on copy-up) */
 };
 
 /* DATA/layers/<root>/files: the overlay lower directory. */

@@ -303,7 +303,7 @@ static int mat_entry(struct mat *m, struct tree_ref *tr, const struct t_entry *e
         switch (e->type) {
         case T_REG: {
                 if (e->link && m->delta)
-                        return store_fail(-EXDEV, "%s: a hard link differs from the base: the layer can't hold its group",
+                        return store_fail(-EMLINK, "%s: a hard link differs from the base: the layer can't hold its group",
                                           path);
                 if (e->link) {
                         const char *first = link_find(m, e->link);
@@ -641,6 +641,7 @@ out:
                 o->stats->files += atomic_load(&m.files);
                 o->stats->bytes_read += atomic_load(&m.bytes_read);
                 o->stats->bytes_logical += atomic_load(&m.bytes_written);
+                o->stats->link_groups += m.links_n;
         }
         for (size_t i = 0; i < m.links_n; i++)
                 free(m.links[i].path);

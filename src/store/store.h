@@ -82,6 +82,7 @@ struct store_op_stats {
         uint64_t bytes_written;    /* bytes of new object files (headers included) */
         uint64_t objects_reused;   /* objects found already present */
         uint64_t trees_written;    /* of objects_written, how many were trees */
+        uint64_t link_groups;      /* materialize: hard-link groups made */
 };
 
 enum store_reason {
@@ -132,7 +133,9 @@ struct store_materialize_opts {
          * files (whiteouts for what snap lacks), so that the two layers together show
          * snap: O(difference). -EXDEV when overlayfs cannot express the difference (a
          * whiteout or opaque directory of base that snap lacks, a non-opaque directory of
-         * snap over a non-directory of base, a changed hard link): then use a full one. */
+         * snap over a non-directory of base): then use a full one. -EMLINK for a hard link
+         * that differs (overlayfs without its index breaks lower hard links on copy-up, so
+         * a tree with hard links belongs in a writable layer whole). */
         const struct store_hash *base;
         store_progress_fn progress;
         void *userdata;
