@@ -71,10 +71,10 @@ int space_get_json(space_client *c, const char *path, char **ret_json);
 
 /* ---- sessions -------------------------------------------------------------------- */
 
-#define SPACE_SESSION_OPTS_VERSION 3
+#define SPACE_SESSION_OPTS_VERSION 4
 struct space_session_opts {
-        unsigned version;     /* SPACE_SESSION_OPTS_VERSION (1 and 2 are still accepted:
-                               * the fields up to 'network', up to 'retention') */
+        unsigned version;     /* SPACE_SESSION_OPTS_VERSION (1, 2 and 3 are still accepted:
+                               * the fields up to 'network', 'retention', 'disk') */
         const char *template; /* NULL: the daemon's default ("base") */
         uint64_t memory;      /* bytes; 0 = daemon default */
         double cpus;          /* 0 = daemon default */
@@ -88,6 +88,8 @@ struct space_session_opts {
         unsigned retention;            /* rolling snapshots kept; 0 = daemon default (10) */
         /* version 3 */
         uint64_t disk;        /* writable layer limit in bytes; 0 = daemon default */
+        /* version 4 */
+        const char *runtime;           /* "ns", "gvisor", "microvm"; NULL: the daemon's default */
 };
 #define SPACE_SESSION_OPTS_INIT .version = SPACE_SESSION_OPTS_VERSION
 

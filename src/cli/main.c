@@ -205,6 +205,8 @@ static const struct cmd cmd_create = { "create",
         "\n"
         "Options:\n"
         "  -t, --template NAME   template to start from (daemon default: base)\n"
+        "      --runtime NAME    ns or gvisor (keeps running processes across pause,\n"
+        "                        resume and fork); default: the daemon's --runtime\n"
         "  -m, --memory SIZE     memory limit, e.g. 512M, 2G (binary units)\n"
         "      --cpus N          CPU limit in cores, e.g. 1.5\n"
         "      --pids N          limit on the number of processes\n"
@@ -233,6 +235,7 @@ static int do_create(int argc, char **argv) {
                 { "json", no_argument, NULL, 'j' },           { "from-snapshot", required_argument, NULL, 's' },
                 { "snapshot-interval", required_argument, NULL, 'I' }, { "retention", required_argument, NULL, 'R' },
                 { "token-file", required_argument, NULL, 'F' }, { "disk", required_argument, NULL, 'D' },
+                { "runtime", required_argument, NULL, 'r' },
                 COMMON_LONG_OPTS,
                 { 0 },
         };
@@ -249,6 +252,7 @@ static int do_create(int argc, char **argv) {
         while ((c = next_opt(cmd, argc, argv, ":t:m:e:s:h", lopts)) != -1) {
                 switch (c) {
                 case 't': so.template = optarg; break;
+                case 'r': so.runtime = optarg; break;
                 case 's': so.snapshot = optarg; break;
                 case 'I':
                         if (cli_parse_duration_ms(optarg, &so.snapshot_interval_ms) < 0)

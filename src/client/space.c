@@ -607,6 +607,8 @@ int space_session_new(space_session **ret, space_client *c, const struct space_s
         json_w_obj_begin(&w);
         if (o && o->template)
                 json_w_kstr(&w, "template", o->template);
+        if (o && o->version >= 4 && o->runtime)
+                json_w_kstr(&w, "runtime", o->runtime);
         if (o && o->memory) {
                 json_w_key(&w, "memory");
                 json_w_uint(&w, o->memory);

@@ -59,6 +59,10 @@ struct action {
         char lost_sbx[META_ID_SIZE];          /* recovery */
         char lost_reason[META_TEXT_MAX + 1];
         bool lost_on_purpose;                 /* the daemon stopped it (SIGTERM) */
+        /* start of a driver with memory snapshots: the head's memory image, copied out */
+        bool want_memory;
+        struct store_hash memory;
+        char memory_err[256];                 /* why it boots from files instead */
 };
 
 enum job_kind { JOB_CAPTURE, JOB_LAYER, JOB_FORK, JOB_GC, JOB_RM, JOB_DESTROY };
@@ -105,6 +109,16 @@ struct job {
         uint64_t freeze_t0;
         bool thawed;
         uint64_t freeze_us, capture_us;
+        /* memory (drivers with memory_snapshots): capture checkpoints the sandbox into
+         * mem_dir and stores that directory as a record of its own (memory_snap), whose
+         * hash meta keeps as the snapshot's memory_hash; materialize copies it back */
+        bool memory;                           /* capture: checkpoint; materialize: restore it */
+        bool has_memory;                       /* the result holds one */
+        char *mem_dir;
+        struct store_hash memory_snap;
+        struct store_op_stats mem_stats;
+        char mem_err[256];                     /* capture: why there is none */
+        uint64_t checkpoint_us;
 };
 
 static void act_kick(struct session *s);
@@ -260,8 +274,12 @@ static void reclaim_dir(struct daemon *d, const char *sbx) {
         _cleanup_free_ char *dir = disk_sandbox_dir_find(d, sbx), *run = NULL;
         if (!dir || asprintf(&run, "%s/run", dir) < 0)
                 return;
-        if (d->rt->reclaim && d->rt->reclaim(sbx, run) < 0)
-                log_warn("reclaiming %s: %s", sbx, runtime_last_error());
+        /* Which driver made it is not always known here (a stray directory): ask each;
+         * reclaim is idempotent and cheap when the driver left nothing. */
+        const struct runtime_ops *rt;
+        for (size_t i = 0; (rt = runtime_nth(i)); i++)
+                if (rt->reclaim && rt->reclaim(sbx, run) < 0)
+                        log_warn("reclaiming %s (%s): %s", sbx, rt->name, runtime_last_error());
         int r = rt_rm_rf(dir);
         if (r < 0)
                 log_warn("removing %s: %s", dir, strerror(-r));
@@ -659,6 +677,7 @@ static void act_fail(struct action *a, int status, const char *fmt, ...) {
 
 static void job_free(struct job *j) {
         free(j->dir);
+        free(j->mem_dir);
         free(j->live);
         free(j);
 }
@@ -734,6 +753,36 @@ static void capture_progress(void *ud, const struct store_progress *p) {
         j->freeze_us = mono_us() - j->freeze_t0;
 }
 
+/* Checkpoints j->sb into j->mem_dir and stores that directory; j->has_memory on success,
+ * j->mem_err otherwise. The directory is removed either way. */
+static void memory_capture(struct job *j) {
+        uint64_t t0 = mono_us();
+        int r = 0;
+        if (mkdir(j->mem_dir, 0700) < 0 && errno != EEXIST) {
+                snprintf(j->mem_err, sizeof j->mem_err, "making %s: %s", j->mem_dir, strerror(errno));
+                return;
+        }
+        r = j->rt->checkpoint(j->sb, j->mem_dir, j->thaw);
+        j->checkpoint_us = mono_us() - t0;
+        if (r < 0) {
+                snprintf(j->mem_err, sizeof j->mem_err, "checkpoint: %.200s", runtime_last_error());
+                (void)rt_rm_rf(j->mem_dir);
+                return;
+        }
+        struct store_capture_opts o = { .session = j->session, .label = "memory", .reason = j->sreason,
+                                        .stats = &j->mem_stats };
+        r = -EAGAIN;
+        for (int i = 0; i < DUR_CAPTURE_TRIES && r == -EAGAIN; i++)
+                r = store_capture(j->d->store, j->mem_dir, NULL, &o, &j->memory_snap);
+        if (r < 0)
+                snprintf(j->mem_err, sizeof j->mem_err, "storing the memory image: %s", strerror(-r));
+        else
+                j->has_memory = true;
+        int rr = rt_rm_rf(j->mem_dir);
+        if (rr < 0)
+                log_warn("%s: removing %s: %s", j->session, j->mem_dir, strerror(-rr));
+}
+
 static void work_capture(struct job *j) {
         /* No snapshot yet and nothing written: recovery from the template gives the same. */
         if (j->check_dirty && !j->has_parent && dir_empty(j->dir))
@@ -749,7 +798,9 @@ static void work_capture(struct job *j) {
         j->dirty = true;
         uint64_t t0 = mono_us();
         j->freeze_t0 = t0;
-        if (j->sb) {
+        /* A checkpoint stops the sandbox itself, and must find it running (the driver
+         * first closes its connection, which a frozen sandbox never sees). */
+        if (j->sb && !j->memory) {
                 int r = j->rt->freeze(j->sb);
                 if (r < 0) {
                         j->r = r;
@@ -758,6 +809,12 @@ static void work_capture(struct job *j) {
                         return;
                 }
         }
+        /* Memory first: the checkpoint flushes what the file layer must hold to match it,
+         * and (without leave_running) stops the sandbox, so the files read next are
+         * exactly those of the image. A failed checkpoint costs the image, not the
+         * snapshot: the files are still captured. */
+        if (j->memory && j->sb)
+                memory_capture(j);
         /* Nothing in the sandbox changes from here until the thaw: whatever changes later
          * has a ctime after this (the next change check compares against it). */
         j->frozen_at_ns = now_ns();
@@ -806,16 +863,36 @@ static void work_capture(struct job *j) {
 }
 
 /* The new sandbox's writable layer over a snapshot layer (layers.c): O(1) when the
- * layer of the head's tree exists, O(difference) over the session's previous layer. */
+ * layer of the head's tree exists, O(difference) over the session's previous layer.
+ * With j->memory, also copies the head's memory image (drivers with memory snapshots)
+ * out to j->mem_dir; without j->dir, only that (a resume on its parked layer). */
 static void work_layer(struct job *j) {
         uint64_t t0 = mono_us();
-        struct layer_ref cand = j->layer;
-        int r = layers_start(j->d->data_dir, j->d->store, &j->parent, &cand, j->dir, &j->stats, &j->layer,
-                             &j->layer_how);
+        if (j->dir) {
+                struct layer_ref cand = j->layer;
+                int r = layers_start(j->d->data_dir, j->d->store, &j->parent, &cand, j->dir, &j->stats, &j->layer,
+                                     &j->layer_how);
+                if (r < 0) {
+                        j->r = r;
+                        job_set_err(j, "materialize", r);
+                        return;
+                }
+        }
         j->capture_us = mono_us() - t0;
-        if (r < 0) {
-                j->r = r;
-                job_set_err(j, "materialize", r);
+        if (j->memory) {
+                /* The image is only what the driver reads back: owners do not matter. */
+                struct store_materialize_opts o = { .stats = &j->mem_stats, .no_stat_cache = true };
+                (void)rt_rm_rf(j->mem_dir);
+                int r = store_materialize(j->d->store, &j->memory_snap, j->mem_dir, &o);
+                if (r < 0) {
+                        const char *detail = store_error_detail();
+                        snprintf(j->mem_err, sizeof j->mem_err, "reading the memory image: %s%s%.100s", strerror(-r),
+                                 *detail ? ": " : "", detail);
+                        (void)rt_rm_rf(j->mem_dir);
+                } else {
+                        j->has_memory = true;
+                }
+                j->checkpoint_us = mono_us() - t0 - j->capture_us;
         }
 }
 
@@ -910,6 +987,18 @@ static int capture_begin(struct action *a, enum meta_snapshot_reason reason, boo
         j->parent = s->head_hash;
         j->sreason = store_reason_of(reason);
         snprintf(j->label, sizeof j->label, "%s", a->label);
+        /* Memory goes with pause only (docs/runtime-gvisor.md: a checkpoint that lets the
+         * sandbox go on is not reliable in the runsc we have). The sandbox is checkpointed
+         * in a worker: stop listening to it here first, its socket and pid go away. */
+        if (!thaw && j->sb && s->rt->memory_snapshots && s->rt->checkpoint) {
+                if (asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0) {
+                        j->mem_dir = NULL;
+                        job_free(j);
+                        return -ENOMEM;
+                }
+                j->memory = true;
+                ses_quiesce(s, 503, "the session is being paused");
+        }
         return job_submit(j);
 }
 
@@ -929,6 +1018,10 @@ static int snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_
         snprintf(m.parent_id, sizeof m.parent_id, "%s", s->head);
         store_hash_to_hex(&j->result, m.store_hash);
         store_hash_to_hex(&j->root, m.root_hash);
+        if (j->has_memory) {
+                store_hash_to_hex(&j->memory_snap, m.memory_hash);
+                m.bytes_added += j->mem_stats.bytes_written;
+        }
         snprintf(m.label, sizeof m.label, "%s", label ? label : "");
         struct buf ev = BUF_INIT(0);
         if ((r = meta_begin(d->meta)) < 0)
@@ -960,6 +1053,19 @@ out:
         return r;
 }
 
+/* Whether a snapshot in meta still names this memory record. */
+static bool memory_named(struct daemon *d, const char *hex) {
+        struct meta_hash *v = NULL;
+        size_t n = 0;
+        if (meta_snapshot_live_hashes(d->meta, &v, &n) < 0)
+                return true; /* can't tell: keep it */
+        bool named = false;
+        for (size_t i = 0; i < n && !named; i++)
+                named = strcmp(v[i].hex, hex) == 0;
+        free(v);
+        return named;
+}
+
 /* Retention: rolling snapshots beyond the session's newest `retention` leave meta first,
  * then the store's list; the next GC frees what only they held. */
 static void retention_apply(struct session *s) {
@@ -980,6 +1086,10 @@ static void retention_apply(struct session *s) {
                 }
                 struct store_hash h;
                 if (store_hash_from_hex(m.store_hash, &h) == 0)
+                        (void)store_snapshot_forget(d->store, &h);
+                /* Its memory record may be shared (forks, restores): GC keeps it while any
+                 * snapshot in meta names it. */
+                if (m.memory_hash[0] && store_hash_from_hex(m.memory_hash, &h) == 0 && !memory_named(d, m.memory_hash))
                         (void)store_snapshot_forget(d->store, &h);
         }
         if (n)
@@ -1049,6 +1159,8 @@ static void run_snapshot(struct action *a) {
 static void start_fail(struct action *a, const char *fmt, ...) _printf_(2, 3);
 
 static void start_created(struct action *a);
+static void memory_event(struct session *s, const char *event, const char *snap, const struct job *j,
+                         const char *err);
 
 static void start_materialized(struct job *j) {
         struct action *a = j->act;
@@ -1056,11 +1168,19 @@ static void start_materialized(struct job *j) {
                 start_fail(a, "restoring the files of %s: %s", a->s->head, j->err);
                 return;
         }
-        static const char *const how[] = { [LAYER_SAME] = "on its layer", [LAYER_DELTA] = "as a difference",
-                                           [LAYER_MADE] = "on a new layer", [LAYER_PLAIN] = "whole (hard links)" };
-        a->s->layer = j->layer;
-        log_debug("%s: materialized %s %s in %" PRIu64 " us (%" PRIu64 " files written)", a->s->id, a->s->head,
-                  how[j->layer_how], j->capture_us, j->stats.files);
+        if (a->want_memory && !j->has_memory) {
+                a->want_memory = false;
+                snprintf(a->memory_err, sizeof a->memory_err, "%s", j->mem_err);
+        }
+        if (j->memory)
+                log_debug("%s: memory image of %s copied out in %" PRIu64 " us", a->s->id, a->s->head, j->checkpoint_us);
+        if (j->dir) {
+                static const char *const how[] = { [LAYER_SAME] = "on its layer", [LAYER_DELTA] = "as a difference",
+                                                   [LAYER_MADE] = "on a new layer", [LAYER_PLAIN] = "whole (hard links)" };
+                a->s->layer = j->layer;
+                log_debug("%s: materialized %s %s in %" PRIu64 " us (%" PRIu64 " files written)", a->s->id, a->s->head,
+                          how[j->layer_how], j->capture_us, j->stats.files);
+        }
         start_created(a);
 }
 
@@ -1082,6 +1202,23 @@ static void pooled_drop(struct session *s, bool pooled, const char *dir) {
                 (void)rt_rm_rf(dir);
 }
 
+/* Whether the start of s restores processes: its driver has memory snapshots and its head
+ * snapshot a memory image. When it has not, a->memory_err says why, for the event log. */
+static void start_memory_plan(struct action *a) {
+        struct session *s = a->s;
+        a->want_memory = false;
+        a->memory_err[0] = '\0';
+        if (!s->head[0] || !s->rt->memory_snapshots)
+                return;
+        struct meta_snapshot m;
+        if (meta_snapshot_get(s->d->meta, s->head, &m) < 0 || !m.memory_hash[0] ||
+            store_hash_from_hex(m.memory_hash, &a->memory) < 0) {
+                snprintf(a->memory_err, sizeof a->memory_err, "snapshot %s has no memory image", s->head);
+                return;
+        }
+        a->want_memory = true;
+}
+
 /* A new sandbox for s: its writable layer is the head snapshot (or empty), then it
  * starts and says HELLO (dur_sandbox_ready). With nothing to restore, a warm one from
  * the pool (pool.c) does: its id, directory and empty layer are what the cold path
@@ -1090,7 +1227,8 @@ static void start_begin(struct action *a) {
         struct session *s = a->s;
         struct daemon *d = s->d;
         struct wpool_sandbox ps = { 0 };
-        bool pooled = !s->head[0] && !s->sb &&
+        /* The pool holds sandboxes of the daemon's runtime only. */
+        bool pooled = !s->head[0] && !s->sb && s->rt == d->rt &&
                       wpool_take(d->pool, &(struct wpool_want){ .template = s->template, .network = s->network,
                                                               .limits = session_limits(s) }, &ps) == 0;
         char sbx[SES_ID_LEN + 1];
@@ -1150,6 +1288,7 @@ static void start_begin(struct action *a) {
                 start_watch(a);
                 return;
         }
+        start_memory_plan(a);
         if (!s->head[0]) {
                 if (mkdir(upper, 0755) < 0) {
                         start_fail(a, "making the writable layer: %s", strerror(errno));
@@ -1158,17 +1297,23 @@ static void start_begin(struct action *a) {
                 start_created(a);
                 return;
         }
-        if (unparked) {
+        if (unparked)
                 log_info("%s: resume: reused parked layer of %s", s->id, s->head);
+        if (unparked && !a->want_memory) {
                 start_created(a);
                 return;
         }
         struct job *j = job_new(s, a, JOB_LAYER, start_materialized);
-        if (!j || !(j->dir = strdup(upper))) {
+        if (!j || (!unparked && !(j->dir = strdup(upper))) ||
+            (a->want_memory && asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0)) {
                 if (j)
                         job_free(j);
                 start_fail(a, "out of memory");
                 return;
+        }
+        if (a->want_memory) {
+                j->memory = true;
+                j->memory_snap = a->memory;
         }
         j->parent = s->head_hash;
         r = job_submit(j);
@@ -1226,14 +1371,37 @@ static void start_created(struct action *a) {
                 .limits = session_limits(s),
                 .network = s->network,
         };
+        _cleanup_free_ char *mem_dir = NULL;
+        if (a->want_memory && asprintf(&mem_dir, "%s/checkpoint", s->dir) < 0)
+                mem_dir = NULL;
+        spec.restore_dir = a->want_memory ? mem_dir : NULL;
         uint64_t t0 = srv_now_ms();
         r = s->rt->create(&spec, &s->sb);
+        if (r < 0 && spec.restore_dir) {
+                /* The files of the same snapshot are there: boot from them rather than fail. */
+                snprintf(a->memory_err, sizeof a->memory_err, "restoring the processes failed: %.150s",
+                         runtime_last_error());
+                log_warn("%s: %s; booting from the files", s->id, a->memory_err);
+                a->want_memory = false;
+                spec.restore_dir = NULL;
+                r = s->rt->create(&spec, &s->sb);
+        }
+        if (mem_dir) {
+                int rr = rt_rm_rf(mem_dir);
+                if (rr < 0 && rr != -ENOENT)
+                        log_warn("%s: removing %s: %s", s->id, mem_dir, strerror(-rr));
+        }
+        if (s->rt->memory_snapshots && s->head[0])
+                memory_event(s, a->want_memory ? "restored" : "booted", s->head, NULL,
+                             a->want_memory ? NULL : a->memory_err);
         if (r < 0) {
                 s->sb = NULL;
                 const char *e = runtime_last_error();
                 start_fail(a, "creating the sandbox failed: %s", *e ? e : strerror(-r));
                 return;
         }
+        if (a->want_memory)
+                log_info("%s: processes of %s restored in %" PRIu64 " ms", s->id, s->head, srv_now_ms() - t0);
         /* The layer holds exactly the head snapshot up to now (create only set the owner
          * of its root): later changes are what the next rolling snapshot looks for. */
         s->clean_since_ns = now_ns();
@@ -1502,22 +1670,68 @@ static int pause_extra(struct session *s, const char *snap_id) {
         return 0;
 }
 
+/* The event that says what became of a checkpoint (drivers with memory snapshots). */
+static void memory_event(struct session *s, const char *event, const char *snap, const struct job *j,
+                         const char *err) {
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "event", event);
+        json_w_kstr(&w, "snapshot", snap);
+        json_w_kstr(&w, "runtime", s->rt->name);
+        json_w_kbool(&w, "memory", err == NULL);
+        if (err)
+                json_w_kstr(&w, "reason", err);
+        if (j) {
+                json_w_key(&w, "ms");
+                json_w_double(&w, (double)j->checkpoint_us / 1000.0);
+                json_w_key(&w, "bytes_added");
+                json_w_uint(&w, j->mem_stats.bytes_written);
+                json_w_key(&w, "bytes_logical");
+                json_w_uint(&w, j->mem_stats.bytes_logical);
+        }
+        json_w_obj_end(&w);
+        if (!w.err)
+                dur_event(s, "memory", &b);
+        buf_free(&b);
+}
+
+/* A capture that checkpointed (or tried to) left the sandbox stopped: if the pause is
+ * not going through after all, the session needs a new sandbox. */
+static void pause_failed(struct action *a, struct job *j, const char *what, const char *err) {
+        struct session *s = a->s;
+        if (j->memory) {
+                char msg[600];
+                snprintf(msg, sizeof msg, "%s: %s", what, err);
+                act_fail(a, 500, "%s", msg);
+                ses_mark_dead(s, "%s", msg);
+                return;
+        }
+        if (s->sb && !s->lost)
+                (void)s->rt->thaw(s->sb);
+        act_fail(a, 500, "%s: %s", what, err);
+}
+
 static void pause_done(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         if (j->r < 0) {
-                if (s->sb && !s->lost)
-                        (void)s->rt->thaw(s->sb);
-                act_fail(a, 500, "pause failed: %s", j->err);
+                pause_failed(a, j, "pause failed", j->err);
                 return;
         }
         struct meta_snapshot m;
         int r = snapshot_commit(s, j, META_REASON_PAUSE, a->label, pause_extra, &m);
         if (r < 0) {
-                if (s->sb && !s->lost)
-                        (void)s->rt->thaw(s->sb);
-                act_fail(a, 500, "recording the pause failed: %s", merr(s->d));
+                pause_failed(a, j, "recording the pause failed", merr(s->d));
                 return;
+        }
+        if (j->memory) {
+                memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
+                if (j->has_memory)
+                        log_info("%s: memory of %s: checkpoint + store %" PRIu64 " us, %" PRIu64 " bytes new of %" PRIu64,
+                                 s->id, m.id, j->checkpoint_us, j->mem_stats.bytes_written, j->mem_stats.bytes_logical);
+                else
+                        log_warn("%s: pause %s without memory: %s", s->id, m.id, j->mem_err);
         }
         s->state = META_SESSION_PAUSED;
         uint64_t t0 = mono_us();
@@ -1590,6 +1804,9 @@ static int restore_record(struct session *s, struct job *j, const char *src_id, 
         store_hash_to_hex(&j->out[0], m.store_hash);
         store_hash_to_hex(&j->root, m.root_hash);
         snprintf(m.label, sizeof m.label, "restore of %s", src_id);
+        struct meta_snapshot src;
+        if (meta_snapshot_get(d->meta, src_id, &src) == 0)
+                snprintf(m.memory_hash, sizeof m.memory_hash, "%s", src.memory_hash);
         struct buf ev = BUF_INIT(0);
         bool had_sandbox = s->sbx_id[0] != '\0';
         if ((r = meta_begin(d->meta)) < 0)
@@ -1796,6 +2013,7 @@ static int fork_record(struct session *p, struct job *j, const struct meta_snaps
                 snprintf(m.parent_id, sizeof m.parent_id, "%s", src->id);
                 store_hash_to_hex(&j->out[i], m.store_hash);
                 snprintf(m.root_hash, sizeof m.root_hash, "%s", src->root_hash);
+                snprintf(m.memory_hash, sizeof m.memory_hash, "%s", src->memory_hash);
                 snprintf(m.label, sizeof m.label, "fork of %s", src->id);
                 buf_reset(&ev);
                 if ((r = meta_snapshot_add(d->meta, &m)) < 0 || (r = meta_session_set_head(d->meta, g->ids[i], m.id)) < 0 ||
@@ -1839,6 +2057,7 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                         return r;
                 cs->template = strdup(p->template);
                 snprintf(cs->tenant, sizeof cs->tenant, "%s", p->tenant);
+                cs->rt = p->rt;
                 cs->memory = p->memory;
                 cs->cpus = p->cpus;
                 cs->pids = p->pids;
@@ -2092,6 +2311,9 @@ static void create_forked(struct job *j) {
         store_hash_to_hex(&j->out[0], m.store_hash);
         store_hash_to_hex(&j->root, m.root_hash);
         snprintf(m.label, sizeof m.label, "created from %s", a->snap);
+        struct meta_snapshot src;
+        if (meta_snapshot_get(d->meta, a->snap, &src) == 0)
+                snprintf(m.memory_hash, sizeof m.memory_hash, "%s", src.memory_hash);
         if (r < 0 || (r = meta_begin(d->meta)) < 0 || (r = meta_snapshot_add(d->meta, &m)) < 0 ||
             (r = meta_session_set_head(d->meta, s->id, m.id)) < 0 || (r = meta_commit(d->meta)) < 0) {
                 rollback(d);
@@ -2210,6 +2432,7 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
         const struct json *v;
         char src_snap[META_ID_SIZE] = "";
         _cleanup_free_ char *tpl_from_snap = NULL;
+        const struct runtime_ops *rt_from_snap = NULL;
         if ((v = json_get(body, "snapshot")) && json_type(v) != JSON_NULL) {
                 const char *id = json_str(v);
                 struct meta_snapshot m;
@@ -2225,6 +2448,7 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
                         return 0;
                 }
                 tpl_from_snap = strdup(ms.template_name);
+                rt_from_snap = runtime_find(ms.runtime);
                 bool gone = ms.state == META_SESSION_TERMINATED;
                 meta_session_clear(&ms);
                 if (gone) {
@@ -2294,6 +2518,16 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
                 conn_reply_error(c, st, "%s", why_disk);
                 return 0;
         }
+        /* The runtime: asked for, else the source snapshot's session's (its memory image
+         * is that driver's), else the daemon's default. */
+        const struct runtime_ops *rt = rt_from_snap ? rt_from_snap : d->rt;
+        if ((v = json_get(body, "runtime")) && json_type(v) != JSON_NULL) {
+                const char *name = json_str(v);
+                if (!name || !(rt = runtime_find(name))) {
+                        conn_reply_error(c, 400, "unknown runtime \"%.40s\" (ns, gvisor, microvm)", name ? name : "(not a string)");
+                        return 0;
+                }
+        }
         bool network = false;
         if ((v = json_get(body, "network")) && json_type(v) != JSON_NULL) {
                 if (json_type(v) != JSON_BOOL) {
@@ -2302,8 +2536,9 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
                 }
                 network = json_is_true(v);
         }
-        if (network && d->rt == &rt_ns_ops) {
-                conn_reply_error(c, 400, "creating the sandbox failed: ns: network access is not implemented yet (loopback only)");
+        if (network && (rt == &rt_ns_ops || rt == &rt_gvisor_ops)) {
+                conn_reply_error(c, 400, "creating the sandbox failed: %s: network access is not implemented yet (loopback only)",
+                                 rt->name);
                 return 0;
         }
         int64_t interval = SES_DEFAULT_INTERVAL_MS;
@@ -2353,7 +2588,7 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
         snprintf(ms.id, sizeof ms.id, "%s", id);
         snprintf(ms.tenant, sizeof ms.tenant, "%s", c->tenant);
         snprintf(ms.template_name, sizeof ms.template_name, "%s", tpl);
-        snprintf(ms.runtime, sizeof ms.runtime, "%s", d->rt->name);
+        snprintf(ms.runtime, sizeof ms.runtime, "%s", rt->name);
         ms.limits = (struct meta_limits){ .memory_bytes = memory, .cpu_millis = (uint32_t)(cpus * 1000 + 0.5), .pids = pids,
                                           .disk_bytes = disk };
         struct buf ev = BUF_INIT(0);
@@ -2392,6 +2627,7 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
                 (void)meta_session_delete(d->meta, id);
                 return r;
         }
+        s->rt = rt;
         s->env = env;
         s->n_env = n_env;
         s->memory = memory;
@@ -2617,6 +2853,13 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
         if (r < 0)
                 return r;
         s->template = strdup(ms->template_name);
+        if (ms->runtime[0]) {
+                s->rt = runtime_find(ms->runtime);
+                if (!s->rt) {
+                        log_warn("%s: unknown runtime %s; using %s", ms->id, ms->runtime, d->rt->name);
+                        s->rt = d->rt;
+                }
+        }
         s->memory = ms->limits.memory_bytes ? ms->limits.memory_bytes : SES_DEFAULT_MEMORY;
         s->cpus = ms->limits.cpu_millis / 1000.0;
         s->pids = ms->limits.pids ? ms->limits.pids : SES_DEFAULT_PIDS;

@@ -292,6 +292,12 @@ int main(int argc, char **argv) {
                 log_error("runtime %s: host setup failed: %s", d->rt->name, *runtime_last_error() ? runtime_last_error() : strerror(-r));
                 return 1;
         }
+        /* The other drivers serve sessions that ask for them; one missing (no runsc) only
+         * makes those creates fail, with the driver's reason. */
+        const struct runtime_ops *ort;
+        for (size_t i = 0; (ort = runtime_nth(i)); i++)
+                if (ort != d->rt && ort->host_init(d->data_dir) < 0)
+                        log_info("runtime %s unavailable: %s", ort->name, runtime_last_error());
         if ((r = dur_open(d)) < 0) {
                 log_error("opening the stores in %s failed: %s", d->data_dir, strerror(-r));
                 return 1;

@@ -251,6 +251,10 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         json_w_kstr(w, "state", meta_session_state_name(s->state));
         json_w_kstr(w, "template", s->template);
         json_w_kstr(w, "runtime", s->rt->name);
+        json_w_key(w, "capabilities");
+        json_w_obj_begin(w);
+        json_w_kbool(w, "memory_snapshots", s->rt->memory_snapshots);
+        json_w_obj_end(w);
         json_w_kstr(w, "created_at", ts);
         json_w_key(w, "limits");
         json_w_obj_begin(w);
@@ -327,6 +331,17 @@ static void ses_unwatch(struct session *s) {
         loop_del(s->d->loop, &s->pid_src);
         s->init_src.fd = -1;
         s->pid_src.fd = -1;
+}
+
+void ses_quiesce(struct session *s, int status, const char *msg) {
+        s->ready = false;
+        s->hello_deadline_ms = 0;
+        s->stalled = false;
+        for (struct conn *c = s->d->conns; c; c = c->next)
+                if (c->op && c->op->ses == s)
+                        c->sandbox_stalled = false;
+        ses_fail_ops(s, status, msg);
+        ses_unwatch(s);
 }
 
 void ses_drop_sandbox(struct session *s, int status, const char *msg) {

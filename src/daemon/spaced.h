@@ -311,6 +311,9 @@ void ses_free(struct session *s);
 void ses_mark_dead(struct session *s, const char *fmt, ...) _printf_(2, 3);
 /* Watches the new sandbox s->sb (init socket, pidfd) and waits for HELLO. */
 int ses_watch(struct session *s);
+/* Stops watching s->sb (kept, not destroyed: a worker is about to checkpoint it, which
+ * takes its socket and pid away); requests in flight end with status/msg. */
+void ses_quiesce(struct session *s, int status, const char *msg);
 /* Stops watching, destroys s->sb (if any); requests in flight end with status/msg. */
 void ses_drop_sandbox(struct session *s, int status, const char *msg);
 /* The same, but hands the sandbox (still running, unwatched) to the caller to destroy. */

@@ -83,6 +83,7 @@ struct init {
         int epfd;
         struct watch sig, listen;
         int root_fd;
+        bool root_is_slash; /* root_fd is the process's own root (--root / or none) */
         bool pid1;
         /* --guest (a microVM's /init): the host's stream arrives on a virtio-serial port
          * (guest_init_fd, dup'ed for every connection) and the control port (ctl) says
@@ -150,3 +151,5 @@ void write_abort(struct stream *s);
 /* guest.c (--guest): the microVM's boot steps before the loop starts. */
 int guest_boot(void);
 int guest_open_ports(int *ret_init, int *ret_ctl);
+/* relay.c: --relay PATH; returns the exit status. */
+int init_relay(const char *path);

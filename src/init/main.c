@@ -472,11 +472,14 @@ static int setup_signals(void) {
 
 static void usage(FILE *f) {
         fprintf(f, "usage: space-init [--fd N] [--listen PATH] [--root DIR] [--guest] [--debug]\n"
+                   "       space-init --relay PATH\n"
                    "PID 1 of a SPACE sandbox; speaks the protocol of docs/protocol.md on fd N\n"
                    "(default: $SPACE_INIT_FD, else 3) and/or on connections accepted at PATH\n"
                    "or on the listening socket $SPACE_INIT_LISTEN_FD.\n"
                    "--guest: /init of a microVM: mount the sandbox root from the virtio disks\n"
-                   "and speak on the virtio-serial port space.init (docs/runtime-microvm.md).\n");
+                   "and speak on the virtio-serial port space.init (docs/runtime-microvm.md).\n"
+                   "--relay PATH: copy stdin/stdout to and from the unix socket PATH, where\n"
+                   "another space-init listens (how the gvisor runtime reaches it).\n");
 }
 
 static void stdio_ensure_open(void) {
@@ -505,6 +508,7 @@ int main(int argc, char **argv) {
                 { "fd", required_argument, NULL, 'f' },   { "listen", required_argument, NULL, 'l' },
                 { "root", required_argument, NULL, 'r' }, { "debug", no_argument, NULL, 'd' },
                 { "help", no_argument, NULL, 'h' },       { "guest", no_argument, NULL, 'g' },
+                { "relay", required_argument, NULL, 'R' },
                 {},
         };
         const char *listen_path = NULL, *root = "/";
@@ -535,6 +539,8 @@ int main(int argc, char **argv) {
                 case 'd':
                         log_set_level(LOG_DEBUG);
                         break;
+                case 'R':
+                        return init_relay(optarg);
                 case 'h':
                         usage(stdout);
                         return 0;
@@ -602,6 +608,7 @@ int main(int argc, char **argv) {
                 log_error("cannot open root %s: %m", root);
                 return 1;
         }
+        g.root_is_slash = strcmp(root, "/") == 0;
         g.epfd = epoll_create1(EPOLL_CLOEXEC);
         if (g.epfd < 0) {
                 log_error("epoll_create1: %m");

@@ -272,7 +272,8 @@ int meta_snapshot_delete(struct meta *m, const char *id);
  * retention_keep such ones, leaving out any that is a head or a fork source. Oldest
  * first. Free *ret. */
 int meta_snapshot_expired(struct meta *m, const char *session_id, struct meta_id **ret, size_t *ret_n);
-/* Every distinct store_hash of every snapshot record: the live set for store_gc. Free *ret. */
+/* Every distinct store_hash and memory_hash (a store record of its own: the driver's
+ * checkpoint directory) of every snapshot: the live set for store_gc. Free *ret. */
 int meta_snapshot_live_hashes(struct meta *m, struct meta_hash **ret, size_t *ret_n);
 
 /* ---- events ---- */

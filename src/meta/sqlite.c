@@ -186,7 +186,8 @@ static const char *const st_sql[_ST_MAX] = {
                             "WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE head_snapshot = x.id) "
                             "AND NOT EXISTS (SELECT 1 FROM sessions WHERE source_snapshot = x.id) "
                             "ORDER BY x.time_ms, x.r",
-        [ST_SNAP_HASHES] = "SELECT DISTINCT store_hash FROM snapshots ORDER BY store_hash",
+        [ST_SNAP_HASHES] = "SELECT store_hash FROM snapshots UNION SELECT memory_hash FROM snapshots "
+                           "WHERE memory_hash IS NOT NULL AND memory_hash != '' ORDER BY 1",
 
         [ST_EV_INSERT] = "INSERT INTO events (session_id, seq, time_ms, kind, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
         [ST_EV_LIST] = "SELECT seq, time_ms, kind, payload FROM events WHERE session_id = ?1 AND seq > ?2 "

@@ -165,3 +165,33 @@ int rt_pidfd_wait(int pidfd, bool block, int *status) {
         }
         return 1;
 }
+
+bool rt_id_valid(const char *id) {
+        size_t n = id ? strlen(id) : 0;
+        if (n == 0 || n > RT_MAX_ID || id[0] == '-' || id[0] == '.')
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = id[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '_' || c == '-'))
+                        return false;
+        }
+        return true;
+}
+
+int rt_match_upper_root(const char *lower_dirs, const char *upper) {
+        char top[4096];
+        size_t n = strcspn(lower_dirs, ":");
+        if (n >= sizeof top)
+                return -ENAMETOOLONG;
+        memcpy(top, lower_dirs, n);
+        top[n] = 0;
+        struct stat st, ust;
+        if (stat(top, &st) < 0 || stat(upper, &ust) < 0)
+                return -errno;
+        if ((ust.st_uid != st.st_uid || ust.st_gid != st.st_gid) && chown(upper, st.st_uid, st.st_gid) < 0)
+                return -errno;
+        if ((ust.st_mode & 07777) != (st.st_mode & 07777) && chmod(upper, st.st_mode & 07777) < 0)
+                return -errno;
+        return 0;
+}

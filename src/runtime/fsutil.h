@@ -23,3 +23,12 @@ int rt_pidfd_wait(int pidfd, bool block, int *status);
 int rt_rm_rf(const char *path);
 /* Same, for the entry name under the open directory dfd. */
 int rt_rm_rf_at(int dfd, const char *name);
+
+/* Longest sandbox id: also a hostname (HOST_NAME_MAX is 64). */
+#define RT_MAX_ID 64
+/* A sandbox id: [A-Za-z0-9_-], at most RT_MAX_ID, not starting with '-'. */
+bool rt_id_valid(const char *id);
+/* The merged root directory of an overlay takes owner and mode from the upper layer's
+ * root: gives upper those of the top template layer (owned by RT_ID_BASE), or root
+ * inside could not create anything in "/". */
+int rt_match_upper_root(const char *lower_dirs, const char *upper);

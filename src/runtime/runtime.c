@@ -6,7 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct runtime_ops *const drivers[] = { &rt_ns_ops, &rt_microvm_ops };
+static const struct runtime_ops *const drivers[] = { &rt_ns_ops, &rt_gvisor_ops, &rt_microvm_ops };
+
+const struct runtime_ops *runtime_nth(size_t i) {
+        return i < sizeof drivers / sizeof drivers[0] ? drivers[i] : NULL;
+}
 
 const struct runtime_ops *runtime_find(const char *name) {
         if (!name)

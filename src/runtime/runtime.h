@@ -2,6 +2,7 @@
  * each driver (ns/, later gvisor/, microvm/) fills one. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -105,6 +106,8 @@ extern const struct runtime_ops rt_microvm_ops; /* src/runtime/microvm/: QEMU mi
 /* The accelerator the microvm driver uses: "tcg", or "kvm" when SPACE_MICROVM_ACCEL=kvm. */
 const char *rt_microvm_accel(void);
 
+/* The i-th driver of the table (0, 1, ...); NULL past the last. */
+const struct runtime_ops *runtime_nth(size_t i);
 /* NULL if no driver has that name. */
 const struct runtime_ops *runtime_find(const char *name);
 

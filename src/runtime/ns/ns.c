@@ -41,7 +41,7 @@
 #define RT_NS_MIN_MEMORY (8ull << 20)
 #define RT_NS_MAX_PIDS (1u << 22)
 #define RT_NS_MAX_NOFILE (1u << 20)
-#define RT_NS_MAX_ID 64           /* also a hostname: HOST_NAME_MAX is 64 */
+#define RT_NS_MAX_ID RT_MAX_ID
 #define RT_NS_MAX_PATH 4000
 #define RT_NS_SETUP_TIMEOUT_MS 10000
 #define RT_NS_KILL_TIMEOUT_MS 10000
@@ -301,19 +301,6 @@ _noreturn_ static void ns_child(const struct child_args *in) {
 
 /* ---------------- parent side ---------------- */
 
-static bool id_valid(const char *id) {
-        size_t n = id ? strlen(id) : 0;
-        if (n == 0 || n > RT_NS_MAX_ID || id[0] == '-' || id[0] == '.')
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                char c = id[i];
-                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '_' || c == '-'))
-                        return false;
-        }
-        return true;
-}
-
 static bool path_valid(const char *p) {
         return p && p[0] == '/' && strlen(p) < RT_NS_MAX_PATH;
 }
@@ -335,26 +322,6 @@ static int write_id_map(pid_t pid, const char *file) {
         if (n < 0)
                 return -errno;
         return (size_t)n == strlen(map) ? 0 : -EIO;
-}
-
-/* The merged root directory takes owner and mode from the upper layer's root: give it
- * those of the template's root (owned by RT_ID_BASE), or root inside could not create
- * anything in "/". */
-static int match_upper_root(const char *lower_dirs, const char *upper) {
-        char top[RT_NS_MAX_PATH];
-        size_t n = strcspn(lower_dirs, ":");
-        if (n >= sizeof top)
-                return -ENAMETOOLONG;
-        memcpy(top, lower_dirs, n);
-        top[n] = 0;
-        struct stat st, ust;
-        if (stat(top, &st) < 0 || stat(upper, &ust) < 0)
-                return -errno;
-        if ((ust.st_uid != st.st_uid || ust.st_gid != st.st_gid) && chown(upper, st.st_uid, st.st_gid) < 0)
-                return -errno;
-        if ((ust.st_mode & 07777) != (st.st_mode & 07777) && chmod(upper, st.st_mode & 07777) < 0)
-                return -errno;
-        return 0;
 }
 
 /* Reaps space-init if it has exited. Our child has no exit signal (exit_signal 0), so a
@@ -534,7 +501,7 @@ static uint64_t shm_size(uint64_t mem) { return MIN(mem, RT_MOUNT_SHM_SIZE); }
 
 static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         runtime_set_error("%s", "");
-        if (!spec || !id_valid(spec->id) || !spec->lower_dirs || !path_valid(spec->upper_dir) ||
+        if (!spec || !rt_id_valid(spec->id) || !spec->lower_dirs || !path_valid(spec->upper_dir) ||
             !path_valid(spec->work_dir) || !path_valid(spec->run_dir) || !path_valid(spec->init_path)) {
                 runtime_set_error("ns: invalid spec (id or a path missing, relative or too long)");
                 return -EINVAL;
@@ -589,7 +556,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 what = "overlay options";
                 goto fail;
         }
-        r = match_upper_root(spec->lower_dirs, spec->upper_dir);
+        r = rt_match_upper_root(spec->lower_dirs, spec->upper_dir);
         if (r < 0) {
                 what = "set owner of upper_dir";
                 goto fail;
@@ -812,7 +779,7 @@ static bool in_sandbox_cgroup(pid_t pid, const char *id) {
 
 static int ns_adopt(const struct rt_spec *spec, pid_t init_pid, struct rt_sandbox **ret) {
         runtime_set_error("%s", "");
-        if (!spec || !id_valid(spec->id) || !path_valid(spec->run_dir) || init_pid <= 1) {
+        if (!spec || !rt_id_valid(spec->id) || !path_valid(spec->run_dir) || init_pid <= 1) {
                 runtime_set_error("ns: adopt: invalid spec or pid");
                 return -EINVAL;
         }
@@ -958,7 +925,7 @@ static int ns_set_limits(struct rt_sandbox *sb, const struct rt_limits *l) {
 }
 
 static int ns_reclaim(const char *id, const char *run_dir) {
-        if (!id_valid(id) || !path_valid(run_dir))
+        if (!rt_id_valid(id) || !path_valid(run_dir))
                 return -EINVAL;
         /* Killing the pid namespace's init is not possible without its pidfd; the
          * cgroup holds every task anyway. */

@@ -1,0 +1,73 @@
+/* space-init --relay PATH: copies bytes between stdin/stdout and the unix socket at PATH
+ * until either side closes. The gvisor runtime reaches space-init this way: a host socket
+ * can't be saved in a gVisor checkpoint, so space-init listens on a socket inside the
+ * sandbox and the host runs this relay (through `runsc exec`) for each connection. */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "init/init.h"
+
+#define RELAY_BUF (64 * 1024)
+#define RELAY_CONNECT_TRIES 1000           /* × 10 ms */
+#define RELAY_CONNECT_WAIT_NS 10000000
+
+/* Writes all of buf; false when the other side is gone. */
+static bool write_all(int fd, const char *buf, size_t n) {
+        while (n > 0) {
+                ssize_t w = write(fd, buf, n);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        return false;
+                buf += w;
+                n -= (size_t)w;
+        }
+        return true;
+}
+
+int init_relay(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof sa.sun_path)
+                return 2;
+        strcpy(sa.sun_path, path);
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return 1;
+        /* Right after the sandbox started, init may not listen yet. */
+        for (int tries = 0; connect(s, (struct sockaddr *)&sa, sizeof sa) < 0; tries++) {
+                if ((errno != ENOENT && errno != ECONNREFUSED && errno != EINTR) || tries >= RELAY_CONNECT_TRIES)
+                        return 1;
+                struct timespec ts = { .tv_nsec = RELAY_CONNECT_WAIT_NS };
+                nanosleep(&ts, NULL);
+        }
+        static char buf[RELAY_BUF];
+        /* in[i] is copied to out[i]; a side that reached EOF stops being polled, and the
+         * write half of its destination is shut so the peer sees the EOF too. */
+        int in[2] = { 0, s }, out[2] = { s, 1 };
+        bool open_in[2] = { true, true };
+        while (open_in[0] && open_in[1]) {
+                struct pollfd p[2] = { { .fd = in[0], .events = POLLIN }, { .fd = in[1], .events = POLLIN } };
+                if (poll(p, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return 1;
+                }
+                for (int i = 0; i < 2; i++) {
+                        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                                continue;
+                        ssize_t n = read(in[i], buf, sizeof buf);
+                        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                                continue;
+                        if (n <= 0 || !write_all(out[i], buf, (size_t)n))
+                                open_in[i] = false;
+                }
+        }
+        /* Either direction ending ends the connection: init sees EOF and keeps running. */
+        close(s);
+        return 0;
+}
