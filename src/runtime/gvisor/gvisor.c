@@ -625,14 +625,45 @@ static struct rt_sandbox *sandbox_new(const char *id, const char *run_dir) {
         return sb;
 }
 
+static void *reap_thread(void *p) {
+        int pidfd = (int)(intptr_t)p;
+        int status;
+        (void)wait_child(pidfd, RT_GV_CMD_TIMEOUT_MS, &status);
+        close(pidfd);
+        return NULL;
+}
+
+/* `runsc delete` of a container a checkpoint stopped only removes runsc's state files,
+ * but takes over a second (it polls for a sandbox that is already gone): it runs on
+ * while we go on, and a detached thread reaps it. */
+static void delete_in_background(const char *id) {
+        _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        const char *args[] = { "delete", "--force", id, NULL };
+        int pidfd = -1;
+        if (null_fd < 0 || runsc_spawn(args, null_fd, null_fd, null_fd, &pidfd) < 0)
+                return;
+        pthread_t t;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &at, reap_thread, (void *)(intptr_t)pidfd) != 0)
+                (void)reap_thread((void *)(intptr_t)pidfd);
+        pthread_attr_destroy(&at);
+}
+
 /* Everything but the handle: the relay, the runsc container (kill + delete), the mount,
  * the bundle. Returns the first error. */
 static int teardown(const char *id, const char *run_dir, struct rt_sandbox *sb) {
         int ret = 0;
         if (sb)
                 relay_stop(sb);
-        const char *args[] = { "delete", "--force", id, NULL };
-        int r = runsc_run(run_dir, "delete", args, RT_GV_CMD_TIMEOUT_MS);
+        int r = 0;
+        if (sb && sb->stopped) {
+                delete_in_background(id);
+        } else {
+                const char *args[] = { "delete", "--force", id, NULL };
+                r = runsc_run(run_dir, "delete", args, RT_GV_CMD_TIMEOUT_MS);
+        }
         /* runsc says "does not exist" for a container it never made or already removed. */
         if (r < 0 && !strstr(runtime_last_error(), "does not exist") && !strstr(runtime_last_error(), "not found"))
                 ret = r;
