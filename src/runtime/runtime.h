@@ -83,7 +83,8 @@ struct runtime_ops {
          * uncompressed and page-aligned so that content-defined chunking dedups a second
          * checkpoint that changed little. leave_running: the sandbox goes on afterwards
          * (init_fd() may have changed: the caller re-reads it and waits for HELLO again);
-         * otherwise it is stopped and only destroy() is left to call. Whatever the file
+         * otherwise it is stopped and only destroy() is left to call. A driver that cannot
+         * go on reliably refuses leave_running with -EOPNOTSUPP (gvisor). Whatever the file
          * layer (upper_dir) needs to match the image is flushed before it returns. */
         int (*checkpoint)(struct rt_sandbox *sb, const char *dir, bool leave_running);
         /* For a warm pool, which makes sandboxes before it knows who gets them: gives a
