@@ -133,7 +133,9 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
         if (store_open(sdir, &so, &st) == 0) {
                 struct store_hash h1, h2;
                 uint64_t first = store_dir(st, d1, NULL, &h1), second = store_dir(st, d2, &h1, &h2);
-                /* the memory stream's share: the two memory files alone, in a fresh store */
+                /* the memory's share: each image's memory files alone (the device-state
+                 * stream and, when the driver keeps RAM apart, the RAM file), in a fresh
+                 * store */
                 uint64_t mem_second = 0;
                 char m1[720], m2[720], f[740], t[740], sdir2[720];
                 snprintf(m1, sizeof m1, "%s-mem", d1);
@@ -141,12 +143,17 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
                 snprintf(sdir2, sizeof sdir2, "%s-mem", sdir);
                 struct store *st2 = NULL;
                 bool ok = rt_mkdir_p(m1, 0755) == 0 && rt_mkdir_p(m2, 0755) == 0;
-                snprintf(f, sizeof f, "%s/memory", d1);
-                snprintf(t, sizeof t, "%s/memory", m1);
-                ok = ok && link(f, t) == 0;
-                snprintf(f, sizeof f, "%s/memory", d2);
-                snprintf(t, sizeof t, "%s/memory", m2);
-                ok = ok && link(f, t) == 0;
+                static const char *const mem_files[] = { "memory", "ram" };
+                for (size_t i = 0; i < ELEMENTSOF(mem_files); i++) {
+                        snprintf(f, sizeof f, "%s/%s", d1, mem_files[i]);
+                        snprintf(t, sizeof t, "%s/%s", m1, mem_files[i]);
+                        if (access(f, F_OK) == 0)
+                                ok = ok && link(f, t) == 0;
+                        snprintf(f, sizeof f, "%s/%s", d2, mem_files[i]);
+                        snprintf(t, sizeof t, "%s/%s", m2, mem_files[i]);
+                        if (access(f, F_OK) == 0)
+                                ok = ok && link(f, t) == 0;
+                }
                 if (ok && store_open(sdir2, &so, &st2) == 0) {
                         struct store_hash g1, g2;
                         (void)store_dir(st2, m1, NULL, &g1);
@@ -156,13 +163,19 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
                 rt_rm_rf(m1);
                 rt_rm_rf(m2);
                 rt_rm_rf(sdir2);
-                struct stat m;
-                char mp[720];
-                snprintf(mp, sizeof mp, "%s/memory", d1);
-                long long mem = stat(mp, &m) == 0 ? (long long)m.st_size : -1;
+                /* data bytes of the memory files (holes of a sparse RAM file not counted) */
+                long long mem = 0;
+                static const char *const names[] = { "memory", "ram" };
+                for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                        struct stat m;
+                        char mp[720];
+                        snprintf(mp, sizeof mp, "%s/%s", d1, names[i]);
+                        if (stat(mp, &m) == 0)
+                                mem += (long long)m.st_blocks * 512;
+                }
                 printf("{\"bench\":\"microvm\",\"driver\":\"%s\",\"accel\":\"%s\",\"what\":\"second snapshot\","
-                       "\"change\":\"%s\",\"memory_image_bytes\":%lld,\"first_stored_bytes\":%llu,"
-                       "\"second_stored_bytes\":%llu,\"second_memory_stream_bytes\":%llu,\"ratio_pct\":%.2f}\n",
+                       "\"change\":\"%s\",\"memory_image_data_bytes\":%lld,\"first_stored_bytes\":%llu,"
+                       "\"second_stored_bytes\":%llu,\"second_memory_bytes\":%llu,\"ratio_pct\":%.2f}\n",
                        ops->name, rt_microvm_accel(), label, mem, (unsigned long long)first,
                        (unsigned long long)second, (unsigned long long)mem_second,
                        first ? 100.0 * (double)second / (double)first : 0.0);

@@ -452,6 +452,17 @@ int mv_copy_file(const char *src, const char *dst) {
                 off_t o_in = data, o_out = data;
                 while (o_in < hole) {
                         ssize_t k = copy_file_range(in, &o_in, out, &o_out, (size_t)(hole - o_in), 0);
+                        if (k < 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == EINVAL)) {
+                                /* across filesystems (tmpfs RAM -> image dir) */
+                                char buf[1 << 16];
+                                k = pread(in, buf, (size_t)MIN((off_t)sizeof buf, hole - o_in), o_in);
+                                if (k > 0 && pwrite(out, buf, (size_t)k, o_out) != k)
+                                        return -EIO;
+                                if (k > 0) {
+                                        o_in += k;
+                                        o_out += k;
+                                }
+                        }
                         if (k <= 0)
                                 return k < 0 ? -errno : -EIO;
                 }

@@ -30,7 +30,7 @@
 #include "runtime/microvm/microvm.h"
 #include "runtime/runtime.h"
 
-#define MV_IMAGE_VERSION 1
+#define MV_IMAGE_VERSION 2 /* 2: RAM in its own page-aligned file, not in the stream */
 #define MV_MAX_ID 64
 #define MV_DEFAULT_MEMORY_MIB 256u
 #define MV_MIN_MEMORY_MIB 96u
@@ -46,6 +46,7 @@
 #define MV_QMP_LINE_MAX (256u << 10)
 #define MV_QEMU_UID 99999u                /* unprivileged QEMU: nobody else's id */
 #define MV_QEMU_BIN "qemu-system-x86_64"
+#define MV_RAM_DIR "/dev/shm"
 /* child fd layout */
 #define MV_FD_INIT 3
 #define MV_FD_CTL 4
@@ -57,7 +58,8 @@
 #define MV_FD_INCOMING 10
 #define MV_FD_SYNC 11
 #define MV_FD_DISK_RO 12 /* QEMU probes an image read-only first: an fdset needs both modes */
-#define MV_NFDS 13
+#define MV_FD_RAM 13     /* guest RAM: a shared file mapping, page-aligned (ram in run_dir) */
+#define MV_NFDS 14
 
 struct rt_sandbox {
         char *id, *run_dir, *upper_dir, *guest_dir;
@@ -328,6 +330,16 @@ static int await_hello(struct rt_sandbox *sb, int timeout_ms) {
 
 /* ---------------- QEMU ---------------- */
 
+/* The guest RAM file: on tmpfs when there is one (guest memory written back to a disk
+ * would cost I/O for nothing), else in run_dir. Found again from the id (reclaim). */
+static void ram_path(const char *id, const char *run_dir, char *buf, size_t n) {
+        struct stat st;
+        if (stat(MV_RAM_DIR, &st) == 0 && S_ISDIR(st.st_mode))
+                snprintf(buf, n, "%s/space-microvm-%s.ram", MV_RAM_DIR, id);
+        else
+                snprintf(buf, n, "%s/ram", run_dir);
+}
+
 struct qemu_fds {
         int fd[MV_NFDS];
 };
@@ -359,6 +371,12 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
                 r = -errno;
         if (r == 0 && (q.fd[MV_FD_DISK_RO] = open(p, O_RDONLY | O_CLOEXEC)) < 0)
                 r = -errno;
+        ram_path(sb->id, sb->run_dir, p, sizeof p);
+        if (r == 0 && (q.fd[MV_FD_RAM] = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0)
+                r = -errno;
+        if (r == 0 && (ftruncate(q.fd[MV_FD_RAM], (off_t)(sb->memory_mib << 20)) < 0 ||
+                       (sb->unprivileged && fchown(q.fd[MV_FD_RAM], MV_QEMU_UID, MV_QEMU_UID) < 0)))
+                r = -errno;
         if (r == 0 && (q.fd[MV_FD_LOWER] = open(sb->image, O_RDONLY | O_CLOEXEC)) < 0)
                 r = -errno;
         snprintf(p, sizeof p, "%s/vmlinux", sb->guest_dir);
@@ -385,7 +403,7 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
 
         /* Everything the child needs is built here: it must not allocate. */
         char mem[32], append[512], accel[64], kernel[32], initrd[32], chr_init[64], chr_ctl[64], chr_qmp[64];
-        char add_disk[64], add_disk_ro[64], add_lower[64], drv_disk[128], drv_lower[160], incoming[32];
+        char ram[160], add_disk[64], add_disk_ro[64], add_lower[64], drv_disk[128], drv_lower[160];
         snprintf(mem, sizeof mem, "%llu", (unsigned long long)sb->memory_mib);
         unsigned long khz = tsc_khz();
         snprintf(append, sizeof append,
@@ -400,10 +418,13 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
         snprintf(chr_qmp, sizeof chr_qmp, "socket,id=qmp,fd=%d", MV_FD_QMP);
         snprintf(add_disk, sizeof add_disk, "fd=%d,set=1", MV_FD_DISK);
         snprintf(add_disk_ro, sizeof add_disk_ro, "fd=%d,set=1", MV_FD_DISK_RO);
+        /* Guest RAM as a shared mapping of a file, left out of the migration stream
+         * (x-ignore-shared): the image's RAM is then that file, page for page. */
+        snprintf(ram, sizeof ram, "memory-backend-file,id=ram,size=%lluM,mem-path=/proc/self/fd/%d,share=on",
+                 (unsigned long long)sb->memory_mib, MV_FD_RAM);
         snprintf(add_lower, sizeof add_lower, "fd=%d,set=2", MV_FD_LOWER);
         snprintf(drv_disk, sizeof drv_disk, "if=none,id=session,file=/dev/fdset/1,format=qcow2,cache=writeback,file.locking=off");
         snprintf(drv_lower, sizeof drv_lower, "if=none,id=lower,file=/dev/fdset/2,format=raw,readonly=on,file.locking=off");
-        snprintf(incoming, sizeof incoming, "fd:%d", MV_FD_INCOMING);
         const char *argv[80];
         size_t a = 0;
 #define ARG(...)                                                       \
@@ -413,7 +434,8 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
                         argv[a++] = _v[_i];                            \
         } while (0)
         ARG(MV_QEMU_BIN, "-name", "space-microvm", "-nodefaults", "-no-user-config", "-display", "none",
-            "-no-reboot", "-accel", accel, "-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on", "-cpu",
+            "-no-reboot", "-accel", accel, "-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=ram", "-object", ram,
+ "-cpu",
             use_kvm() ? "host" : "qemu64", "-smp", "1", "-m", mem, "-kernel", kernel, "-initrd", initrd, "-append",
             append, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con", "-chardev", chr_qmp, "-mon",
             "chardev=qmp,mode=control", "-add-fd", add_disk, "-add-fd", add_disk_ro, "-add-fd", add_lower, "-drive", drv_lower, "-device",
@@ -423,7 +445,7 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
             "-device", "virtserialport,chardev=ctl,name=space.ctl,nr=2", "-device", "virtio-rng-device", "-sandbox",
             "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
         if (incoming_fd >= 0)
-                ARG("-incoming", incoming);
+                ARG("-incoming", "defer"); /* started over QMP once x-ignore-shared is on */
         argv[a] = NULL;
 #undef ARG
         bool unpriv = sb->unprivileged;
@@ -505,12 +527,22 @@ static int qmp_wait_status(struct rt_sandbox *sb, const char *query, const char 
         return -ETIMEDOUT;
 }
 
-/* A restored VM comes up in the run state it was saved in, paused (checkpoint stops it
- * before migrating): wait until the stream is loaded, then let it run. */
+#define MV_QMP_IGNORE_SHARED                                                                        \
+        "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":[{\"capability\":" \
+        "\"x-ignore-shared\",\"state\":true}]}}"
+
+/* Loads the stream (RAM comes from the ram file: x-ignore-shared on both ends). A
+ * restored VM comes up in the run state it was saved in, paused (checkpoint stops it
+ * before migrating): once loaded, it is let run. */
 static int resume_incoming(struct rt_sandbox *sb) {
         static const char *const busy[] = { "inmigrate", NULL };
-        char st[256];
-        int r = qmp_wait_status(sb, "{\"execute\":\"query-status\"}", busy, st, sizeof st);
+        char st[256], cmd[128];
+        snprintf(cmd, sizeof cmd, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:%d\"}}", MV_FD_INCOMING);
+        int r = qmp_cmd(sb, MV_QMP_IGNORE_SHARED, NULL);
+        if (r == 0)
+                r = qmp_cmd(sb, cmd, NULL);
+        if (r == 0)
+                r = qmp_wait_status(sb, "{\"execute\":\"query-status\"}", busy, st, sizeof st);
         if (r < 0 || strcmp(st, "running") == 0)
                 return r;
         return qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL);
@@ -526,7 +558,10 @@ static int connect_init(struct rt_sandbox *sb, int timeout_ms) {
 
 /* ---------------- create / destroy ---------------- */
 
-static void sandbox_files_remove(const char *run_dir) {
+static void sandbox_files_remove(const char *id, const char *run_dir) {
+        char ram[MV_MAX_PATH + 32];
+        ram_path(id, run_dir, ram, sizeof ram);
+        (void)unlink(ram);
         static const char *const names[] = { "disk.qcow2", "initrd.cpio", "console.log", "export.raw" };
         for (size_t i = 0; i < ELEMENTSOF(names); i++) {
                 char p[MV_MAX_PATH + 32];
@@ -569,7 +604,7 @@ static int mv_destroy(struct rt_sandbox *sb) {
                 if ((r = rt_cgroup_remove(sb->cg)) < 0 && ret == 0)
                         ret = r;
         }
-        sandbox_files_remove(sb->run_dir);
+        sandbox_files_remove(sb->id, sb->run_dir);
         if (ret < 0)
                 runtime_set_error("microvm: destroy %s: %s", sb->id, strerror(-ret));
         sandbox_free(sb);
@@ -642,7 +677,7 @@ static int warm_dir(const struct rt_sandbox *sb, const struct rt_spec *spec, cha
         struct stat st;
         if (stat(spec->init_path, &st) < 0)
                 return -errno;
-        snprintf(buf, n, "%s/warm/%s-%lluM-%llx-%llx-%s", sb->guest_dir, sb->image_key,
+        snprintf(buf, n, "%s/warm/v%d-%s-%lluM-%llx-%llx-%s", sb->guest_dir, MV_IMAGE_VERSION, sb->image_key,
                  (unsigned long long)sb->memory_mib, (unsigned long long)st.st_mtim.tv_sec,
                  (unsigned long long)st.st_size, rt_microvm_accel());
         return 0;
@@ -676,6 +711,11 @@ static int start_vm(struct rt_sandbox *sb, const struct rt_spec *spec, const cha
                 char p[MV_MAX_PATH + 32];
                 snprintf(p, sizeof p, "%s/disk.qcow2", from);
                 r = mv_copy_file(p, disk);
+                char ram[MV_MAX_PATH + 32];
+                snprintf(p, sizeof p, "%s/ram", from);
+                ram_path(sb->id, sb->run_dir, ram, sizeof ram);
+                if (r == 0)
+                        r = mv_copy_file(p, ram);
                 snprintf(p, sizeof p, "%s/memory", from);
                 if (r == 0 && (mem = open(p, O_RDONLY | O_CLOEXEC)) < 0)
                         r = -errno;
@@ -816,10 +856,15 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                         sb->upper_dir = NULL; /* nothing to export: the guest wrote nothing yet */
                         r = mv_checkpoint(sb, tmp, true);
                         sb->upper_dir = saved_upper;
-                        if (r == 0 && rename(tmp, warm) < 0)
+                        /* a stale or broken one (it did not load above) is replaced; a
+                         * concurrent create's is as good as ours */
+                        if (r == 0 && meta_read(warm, &meta) < 0)
+                                (void)rt_rm_rf(warm);
+                        if (r == 0 && rename(tmp, warm) < 0 && errno != EEXIST && errno != ENOTEMPTY) {
                                 r = -errno;
-                        if (r < 0)
-                                (void)rt_rm_rf(tmp);
+                                runtime_set_error("microvm: warm image %s: %s", warm, strerror(-r));
+                        }
+                        (void)rt_rm_rf(tmp);
                 }
         }
         if (r < 0) {
@@ -918,6 +963,7 @@ static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
                          "{\"execute\":\"migrate-set-parameters\",\"arguments\":{\"max-bandwidth\":"
                          "1099511627776}}",
                          NULL)) < 0 ||
+            (r = qmp_cmd(sb, MV_QMP_IGNORE_SHARED, NULL)) < 0 ||
             (r = qmp_cmd_fd(sb, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}", mem, NULL)) < 0 ||
             (r = qmp_cmd(sb, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:snap\"}}", NULL)) < 0 ||
             (r = wait_migration(sb)) < 0) {
@@ -934,7 +980,10 @@ static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
         char disk[MV_MAX_PATH + 32];
         snprintf(disk, sizeof disk, "%s/disk.qcow2", sb->run_dir);
         snprintf(p, sizeof p, "%s/disk.qcow2", dir);
-        if ((r = mv_copy_file(disk, p)) < 0 || (r = meta_write(dir, sb)) < 0) {
+        char ram[MV_MAX_PATH + 32], ram_img[MV_MAX_PATH + 32];
+        ram_path(sb->id, sb->run_dir, ram, sizeof ram);
+        snprintf(ram_img, sizeof ram_img, "%s/ram", dir);
+        if ((r = mv_copy_file(disk, p)) < 0 || (r = mv_copy_file(ram, ram_img)) < 0 || (r = meta_write(dir, sb)) < 0) {
                 runtime_set_error("microvm: image files in %s: %s", dir, strerror(-r));
                 return r;
         }
@@ -959,7 +1008,7 @@ static int mv_reclaim(const char *id, const char *run_dir) {
                 return -EINVAL;
         /* QEMU and nothing else is in the cgroup */
         int ret = rt_cgroup_reclaim(NULL, id);
-        sandbox_files_remove(run_dir);
+        sandbox_files_remove(id, run_dir);
         if (ret < 0)
                 runtime_set_error("microvm: reclaim of %s: %s", id, strerror(-ret));
         return ret;
