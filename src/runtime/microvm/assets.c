@@ -202,7 +202,7 @@ int mv_initramfs(const char *guest_dir, const char *init_path, const char *dst) 
                 size_t n = strlen(de->d_name);
                 if (n < 4 || strcmp(de->d_name + n - 3, ".ko") != 0 || n > 200)
                         continue;
-                char src[MV_MAX_PATH + 256], name[256];
+                char src[MV_MAX_PATH + 256], name[sizeof "modules/" + 256];
                 snprintf(src, sizeof src, "%s/%s", mdir, de->d_name);
                 snprintf(name, sizeof name, "modules/%s", de->d_name);
                 r = cpio_file(f, name, src, 0644);
