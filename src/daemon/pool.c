@@ -492,8 +492,12 @@ int wpool_take(struct wpool *p, const struct wpool_want *w, struct wpool_sandbox
                         entry_discard(e);
                         continue;
                 }
-                if (p->rt->set_limits(e->sb, &other) < 0 || apply_disk(e, &w->limits) < 0) {
-                        log_warn("pool: %s: %s; making one cold", e->id, runtime_last_error());
+                int r = p->rt->set_limits(e->sb, &other);
+                if (r >= 0)
+                        r = apply_disk(e, &w->limits);
+                if (r < 0) {
+                        log_warn("pool: %s: %s; making one cold", e->id,
+                                 *runtime_last_error() ? runtime_last_error() : strerror(-r));
                         entry_discard(e);
                         continue;
                 }
