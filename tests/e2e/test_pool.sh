@@ -79,6 +79,12 @@ expect_eq "no sandbox directory besides the session's" "$(ls "$LAYERS2/sandboxes
 cold_probe=$(sp exec "$cold" -- sh -c "$PROBE" </dev/null 2>&1)
 expect_eq "the cold sandbox's hostname is its sandbox id" "$(sp exec "$cold" -- hostname </dev/null)" "$cold_sbx"
 
+say "bad pool requests are refused with a clear error"
+out=$(sp pool base=300 2>&1) && fail "size 300 accepted" || {
+        echo "$out" | grep -q "between 0 and 256" && pass "size over 256 refused: $out" || fail "size 300: $out"; }
+out=$(sp pool Bad=1 2>&1) && fail "bad template name accepted" || pass "bad template name refused: $out"
+expect_eq "nothing was made by them" "$(pool_field made)" "0"
+
 say "pool size 3, set through the API"
 sp pool base=3 >/dev/null && pass "space pool base=3" || fail "space pool base=3"
 wait_until 60 ready_is 3 && pass "3 pooled sandboxes ready" || fail "pool not filled: $(sp pool --json)"
