@@ -1,0 +1,306 @@
+/* bench-gvisor: issue 7's figures in one run, driving the runtime drivers directly (no
+ * daemon), with the daemon's way of storing a checkpoint (store_capture of the checkpoint
+ * directory). For a process holding 10, 100 and 500 MB: checkpoint time and bytes stored,
+ * the same for a second checkpoint after 1 MB of that memory changed, restore time (create
+ * with restore_dir to the first answered exec, the process still there), fork x3 (three
+ * restores of one image); and the ns runtime's file-only pause/resume beside it. JSON lines
+ * on stdout, ratios against the first checkpoint of the same run. Root; run by hand
+ * (docs/performance.md). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/macros.h"
+#include "runtime/fsutil.h"
+#include "runtime/runtime.h"
+#include "runtime/template.h"
+#include "store/store.h"
+#include "mvclient.h"
+
+#define BENCH_TIMEOUT_MS 180000
+#define BENCH_MAX_MB 4096
+
+static char data[400], work[512], init_path[512];
+static unsigned seq;
+static struct store *st;
+
+struct box {
+        const struct runtime_ops *ops;
+        struct rt_sandbox *sb;
+        char id[64], dir[600], upper[640], run[640], wd[640];
+};
+
+static int box_create(struct box *b, const struct runtime_ops *ops, const char *restore_dir, uint64_t mem) {
+        *b = (struct box){ .ops = ops };
+        snprintf(b->id, sizeof b->id, "sbx_bgv%d_%u", (int)getpid(), seq++);
+        snprintf(b->dir, sizeof b->dir, "%s/%s", work, b->id);
+        snprintf(b->upper, sizeof b->upper, "%s/upper", b->dir);
+        snprintf(b->wd, sizeof b->wd, "%s/work", b->dir);
+        snprintf(b->run, sizeof b->run, "%s/run", b->dir);
+        char lower[600];
+        snprintf(lower, sizeof lower, "%s/templates/base/rootfs", data);
+        if (rt_mkdir_p(b->upper, 0755) < 0 || rt_mkdir_p(b->wd, 0700) < 0 || rt_mkdir_p(b->run, 0700) < 0)
+                return -EIO;
+        struct rt_spec s = { .id = b->id, .lower_dirs = lower, .upper_dir = b->upper, .work_dir = b->wd,
+                             .run_dir = b->run, .init_path = init_path, .restore_dir = restore_dir,
+                             .limits = { .memory_bytes = mem } };
+        int r = ops->create(&s, &b->sb);
+        if (r < 0) {
+                fprintf(stderr, "bench-gvisor: %s create: %s\n", ops->name, runtime_last_error());
+                b->sb = NULL;
+                return r;
+        }
+        return mvc_hello(ops->init_fd(b->sb), BENCH_TIMEOUT_MS);
+}
+
+static int box_sh(struct box *b, const char *cmd, char *out, size_t outn) {
+        int code = -1;
+        int r = mvc_sh(b->ops->init_fd(b->sb), cmd, false, out, outn, &code, BENCH_TIMEOUT_MS);
+        if (r == 0 && code != 0)
+                fprintf(stderr, "bench-gvisor: `%s` exited %d\n", cmd, code);
+        return r < 0 ? r : code == 0 ? 0 : -EIO;
+}
+
+/* Destroys the sandbox; keep_dir leaves its directory (the files a restore needs). */
+static void box_destroy(struct box *b, bool keep_dir) {
+        if (b->sb)
+                b->ops->destroy(b->sb);
+        b->sb = NULL;
+        if (!keep_dir && b->dir[0])
+                rt_rm_rf(b->dir);
+}
+
+/* The writable layer of src copied under dst's upper (cp -a keeps the shifted owners). */
+static int copy_upper(const char *from, const char *to) {
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "cp -a '%s/.' '%s/'", from, to);
+        return system(cmd) == 0 ? 0 : -EIO;
+}
+
+/* create with restore_dir, files copied from the checkpointed box's upper */
+static int box_restore(struct box *b, const struct runtime_ops *ops, const char *src_upper, const char *image,
+                       uint64_t mem) {
+        *b = (struct box){ .ops = ops };
+        snprintf(b->id, sizeof b->id, "sbx_bgv%d_%u", (int)getpid(), seq++);
+        snprintf(b->dir, sizeof b->dir, "%s/%s", work, b->id);
+        snprintf(b->upper, sizeof b->upper, "%s/upper", b->dir);
+        snprintf(b->wd, sizeof b->wd, "%s/work", b->dir);
+        snprintf(b->run, sizeof b->run, "%s/run", b->dir);
+        if (rt_mkdir_p(b->upper, 0755) < 0 || rt_mkdir_p(b->wd, 0700) < 0 || rt_mkdir_p(b->run, 0700) < 0 ||
+            copy_upper(src_upper, b->upper) < 0)
+                return -EIO;
+        char lower[600];
+        snprintf(lower, sizeof lower, "%s/templates/base/rootfs", data);
+        struct rt_spec s = { .id = b->id, .lower_dirs = lower, .upper_dir = b->upper, .work_dir = b->wd,
+                             .run_dir = b->run, .init_path = init_path, .restore_dir = image,
+                             .limits = { .memory_bytes = mem } };
+        int r = ops->create(&s, &b->sb);
+        if (r < 0) {
+                fprintf(stderr, "bench-gvisor: %s restore: %s\n", ops->name, runtime_last_error());
+                b->sb = NULL;
+                return r;
+        }
+        return mvc_hello(ops->init_fd(b->sb), BENCH_TIMEOUT_MS);
+}
+
+static int store_dir(const char *dir, struct store_op_stats *stats, struct store_hash *ret) {
+        *stats = (struct store_op_stats){ 0 };
+        struct store_capture_opts o = { .session = "bench", .label = "memory", .reason = STORE_REASON_PAUSE,
+                                        .stats = stats };
+        return store_capture(st, dir, NULL, &o, ret);
+}
+
+static long long file_size(const char *dir, const char *name) {
+        char p[800];
+        struct stat s;
+        snprintf(p, sizeof p, "%s/%s", dir, name);
+        return stat(p, &s) == 0 ? (long long)s.st_size : -1;
+}
+
+/* The process the checkpoints hold: mb MiB of random bytes (the worst case for the
+ * image's compression, and what dedup has to work with), and on SIGUSR1 1 MiB of it
+ * rewritten with new random bytes. */
+static const char *const holder_py =
+        "import os,signal,time\n"
+        "b=bytearray(os.urandom(%u<<20))\n"
+        "def ch(s,f):\n"
+        "  o=len(b)//2; b[o:o+(1<<20)]=os.urandom(1<<20); open('/tmp/changed','w').write('1')\n"
+        "signal.signal(signal.SIGUSR1,ch)\n"
+        "open('/tmp/ready','w').write(str(os.getpid()))\n"
+        "while True: time.sleep(1)\n";
+
+static int64_t since(int64_t t0) {
+        return mvc_now_ms() - t0;
+}
+
+static void bench_size(const struct runtime_ops *gv, unsigned mb) {
+        uint64_t mem = ((uint64_t)mb << 20) * 2 + (256ull << 20);
+        struct box b, r1;
+        char img1[700], img2[700], py[1024], cmd[1400], out[256];
+        snprintf(img1, sizeof img1, "%s/img-%u-1", work, mb);
+        snprintf(img2, sizeof img2, "%s/img-%u-2", work, mb);
+        snprintf(py, sizeof py, holder_py, mb);
+        snprintf(cmd, sizeof cmd, "cat >/root/holder.py <<'EOF'\n%sEOF\n"
+                                  "python3 /root/holder.py >/dev/null 2>&1 &\n"
+                                  "for i in $(seq 600); do [ -e /tmp/ready ] && exit 0; sleep 0.1; done; exit 1",
+                 py);
+        struct store_op_stats s1, s2;
+        struct store_hash h1, h2;
+        int64_t t0, ck1 = -1, ck2 = -1, rest = -1, fork3 = -1;
+        bool ok = false;
+        if (box_create(&b, gv, NULL, mem) < 0 || box_sh(&b, cmd, NULL, 0) < 0 || rt_mkdir_p(img1, 0700) < 0 ||
+            rt_mkdir_p(img2, 0700) < 0)
+                goto out;
+        /* first checkpoint: the sandbox stops (what pause does) */
+        t0 = mvc_now_ms();
+        if (gv->checkpoint(b.sb, img1, false) < 0) {
+                fprintf(stderr, "bench-gvisor: checkpoint: %s\n", runtime_last_error());
+                goto out;
+        }
+        ck1 = since(t0);
+        int64_t t1 = mvc_now_ms();
+        if (store_dir(img1, &s1, &h1) < 0)
+                goto out;
+        int64_t store1 = since(t1);
+        box_destroy(&b, true);
+        /* restore: to the first answered exec, with the holder still running */
+        t0 = mvc_now_ms();
+        if (box_restore(&r1, gv, b.upper, img1, mem) < 0 || box_sh(&r1, "kill -0 $(cat /tmp/ready)", NULL, 0) < 0)
+                goto out;
+        rest = since(t0);
+        /* 1 MiB of the holder's memory changes; second checkpoint of the restored sandbox */
+        if (box_sh(&r1, "kill -USR1 $(cat /tmp/ready); for i in $(seq 100); do [ -e /tmp/changed ] && exit 0; "
+                        "sleep 0.05; done; exit 1",
+                   out, sizeof out) < 0)
+                goto out;
+        t0 = mvc_now_ms();
+        if (gv->checkpoint(r1.sb, img2, false) < 0) {
+                fprintf(stderr, "bench-gvisor: second checkpoint: %s\n", runtime_last_error());
+                goto out;
+        }
+        ck2 = since(t0);
+        t1 = mvc_now_ms();
+        if (store_dir(img2, &s2, &h2) < 0)
+                goto out;
+        int64_t store2 = since(t1);
+        box_destroy(&r1, true);
+        /* fork x3: three restores of the second image, each answering */
+        struct box f[3];
+        memset(f, 0, sizeof f);
+        t0 = mvc_now_ms();
+        ok = true;
+        for (int k = 0; k < 3 && ok; k++)
+                ok = box_restore(&f[k], gv, r1.upper, img2, mem) == 0 &&
+                     box_sh(&f[k], "kill -0 $(cat /tmp/ready)", NULL, 0) == 0;
+        if (ok)
+                fork3 = since(t0);
+        for (int k = 0; k < 3; k++)
+                box_destroy(&f[k], false);
+        printf("{\"bench\":\"gvisor\",\"process_mb\":%u,\"checkpoint_ms\":%lld,\"image_bytes\":%lld,"
+               "\"store_ms\":%lld,\"stored_bytes\":%llu,\"restore_ms\":%lld,"
+               "\"second_checkpoint_ms\":%lld,\"second_image_bytes\":%lld,\"second_store_ms\":%lld,"
+               "\"second_stored_bytes\":%llu,\"second_vs_first_pct\":%.1f,\"fork3_ms\":%lld}\n",
+               mb, (long long)ck1, file_size(img1, "checkpoint.img"), (long long)store1,
+               (unsigned long long)s1.bytes_written, (long long)rest, (long long)ck2,
+               file_size(img2, "checkpoint.img"), (long long)store2, (unsigned long long)s2.bytes_written,
+               s1.bytes_written ? 100.0 * (double)s2.bytes_written / (double)s1.bytes_written : 0.0,
+               (long long)fork3);
+        fflush(stdout);
+out:
+        if (!ok)
+                printf("{\"bench\":\"gvisor\",\"process_mb\":%u,\"failed\":true,\"checkpoint_ms\":%lld,"
+                       "\"restore_ms\":%lld,\"second_checkpoint_ms\":%lld}\n",
+                       mb, (long long)ck1, (long long)rest, (long long)ck2);
+        box_destroy(&b, false);
+        box_destroy(&r1, false);
+        rt_rm_rf(img1);
+        rt_rm_rf(img2);
+}
+
+/* The ns reference: file-only pause (capture of the writable layer, sandbox destroyed) and
+ * resume (a new sandbox on those files, to the first exec), with 1 MB of files written. */
+static void bench_ns(const struct runtime_ops *ns) {
+        struct box b, c;
+        int64_t pause = -1, resume = -1;
+        struct store_op_stats s = { 0 };
+        struct store_hash h;
+        if (box_create(&b, ns, NULL, 0) < 0 ||
+            box_sh(&b, "head -c 1048576 /dev/urandom >/root/blob && sleep 1000 >/dev/null 2>&1 &", NULL, 0) < 0)
+                goto out;
+        int64_t t0 = mvc_now_ms();
+        if (ns->freeze(b.sb) < 0 || store_dir(b.upper, &s, &h) < 0)
+                goto out;
+        box_destroy(&b, true);
+        pause = since(t0);
+        t0 = mvc_now_ms();
+        if (box_restore(&c, ns, b.upper, NULL, 0) == 0 && box_sh(&c, "test -s /root/blob", NULL, 0) == 0)
+                resume = since(t0);
+        box_destroy(&c, false);
+        printf("{\"bench\":\"gvisor\",\"reference\":\"ns file-only\",\"pause_ms\":%lld,\"stored_bytes\":%llu,"
+               "\"resume_ms\":%lld,\"processes_kept\":false}\n",
+               (long long)pause, (unsigned long long)s.bytes_written, (long long)resume);
+        fflush(stdout);
+out:
+        box_destroy(&b, false);
+}
+
+int main(int argc, char **argv) {
+        unsigned sizes[8] = { 10, 100, 500 }, n_sizes = 3;
+        int c;
+        static const struct option opts[] = { { "sizes", required_argument, NULL, 's' },
+                                              { "help", no_argument, NULL, 'h' },
+                                              {} };
+        while ((c = getopt_long(argc, argv, "s:h", opts, NULL)) >= 0) {
+                if (c == 's') {
+                        n_sizes = 0;
+                        for (char *t = strtok(optarg, ","); t && n_sizes < ELEMENTSOF(sizes); t = strtok(NULL, ",")) {
+                                unsigned v = (unsigned)atoi(t);
+                                if (v < 1 || v > BENCH_MAX_MB) {
+                                        fprintf(stderr, "bench-gvisor: sizes are 1..%d MB\n", BENCH_MAX_MB);
+                                        return 2;
+                                }
+                                sizes[n_sizes++] = v;
+                        }
+                } else {
+                        printf("usage: bench-gvisor [--sizes MB,MB,...]   (default 10,100,500; root; "
+                               "SPACE_TEST_DATA: data dir with the base template, default /var/tmp/space-gvisor-bench)\n");
+                        return c == 'h' ? 0 : 2;
+                }
+        }
+        if (geteuid() != 0) {
+                fprintf(stderr, "bench-gvisor: needs root\n");
+                return 1;
+        }
+        const char *d = getenv("SPACE_TEST_DATA");
+        snprintf(data, sizeof data, "%s", d ? d : "/var/tmp/space-gvisor-bench");
+        snprintf(init_path, sizeof init_path, "%s", SPACE_INIT_PATH);
+        if (rt_mkdir_p(data, 0755) < 0 || template_ensure_base(data, NULL, NULL) < 0) {
+                fprintf(stderr, "bench-gvisor: base template: %s\n", runtime_last_error());
+                return 1;
+        }
+        const struct runtime_ops *gv = runtime_find("gvisor"), *ns = runtime_find("ns");
+        if (!gv || gv->host_init(data) < 0 || ns->host_init(data) < 0) {
+                fprintf(stderr, "bench-gvisor: %s\n", runtime_last_error());
+                return 1;
+        }
+        snprintf(work, sizeof work, "%s/bench-gvisor-XXXXXX", data);
+        if (!mkdtemp(work))
+                return 1;
+        char sdir[600];
+        snprintf(sdir, sizeof sdir, "%s/store", work);
+        struct store_opts so = { STORE_OPTS_INIT, .create = true };
+        if (store_open(sdir, &so, &st) < 0) {
+                fprintf(stderr, "bench-gvisor: store\n");
+                return 1;
+        }
+        bench_ns(ns);
+        for (unsigned i = 0; i < n_sizes; i++)
+                bench_size(gv, sizes[i]);
+        store_free(st);
+        rt_rm_rf(work);
+        return 0;
+}
