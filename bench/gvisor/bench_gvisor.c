@@ -121,6 +121,12 @@ static long long file_size(const char *dir, const char *name) {
         return stat(p, &s) == 0 ? (long long)s.st_size : -1;
 }
 
+/* What the driver left in a checkpoint dir (the state file unpacked: head + raw chunks). */
+static long long image_size(const char *dir) {
+        long long h = file_size(dir, "state.head"), r = file_size(dir, "state.raw");
+        return h >= 0 && r >= 0 ? h + r : file_size(dir, "checkpoint.img");
+}
+
 /* The process the checkpoints hold: mb MiB of random bytes (the worst case for the
  * image's compression, and what dedup has to work with), and on SIGUSR1 1 MiB of it
  * rewritten with new random bytes. */
@@ -162,6 +168,7 @@ static void bench_size(const struct runtime_ops *gv, unsigned mb) {
                 goto out;
         }
         ck1 = since(t0);
+        long long img1_bytes = image_size(img1);
         int64_t t1 = mvc_now_ms();
         if (store_dir(img1, &s1, &h1) < 0)
                 goto out;
@@ -183,6 +190,7 @@ static void bench_size(const struct runtime_ops *gv, unsigned mb) {
                 goto out;
         }
         ck2 = since(t0);
+        long long img2_bytes = image_size(img2);
         t1 = mvc_now_ms();
         if (store_dir(img2, &s2, &h2) < 0)
                 goto out;
@@ -204,9 +212,9 @@ static void bench_size(const struct runtime_ops *gv, unsigned mb) {
                "\"store_ms\":%lld,\"stored_bytes\":%llu,\"restore_ms\":%lld,"
                "\"second_checkpoint_ms\":%lld,\"second_image_bytes\":%lld,\"second_store_ms\":%lld,"
                "\"second_stored_bytes\":%llu,\"second_vs_first_pct\":%.1f,\"fork3_ms\":%lld}\n",
-               mb, (long long)ck1, file_size(img1, "checkpoint.img"), (long long)store1,
+               mb, (long long)ck1, img1_bytes, (long long)store1,
                (unsigned long long)s1.bytes_written, (long long)rest, (long long)ck2,
-               file_size(img2, "checkpoint.img"), (long long)store2, (unsigned long long)s2.bytes_written,
+               img2_bytes, (long long)store2, (unsigned long long)s2.bytes_written,
                s1.bytes_written ? 100.0 * (double)s2.bytes_written / (double)s1.bytes_written : 0.0,
                (long long)fork3);
         fflush(stdout);

@@ -28,6 +28,7 @@
 #include "common/macros.h"
 #include "runtime/cgroup.h"
 #include "runtime/fsutil.h"
+#include "runtime/gvisor/image.h"
 #include "runtime/mount.h"
 #include "runtime/quota.h"
 
@@ -716,7 +717,10 @@ static int check_image(const char *dir) {
         ssize_t n = rt_read_file(path, buf, sizeof buf);
         if (n < 0 || strcmp(buf, RT_GV_IMAGE_VERSION) != 0)
                 return -EINVAL;
-        snprintf(path, sizeof path, "%s/checkpoint.img", dir);
+        snprintf(path, sizeof path, "%s/" GV_IMAGE_FILE, dir);
+        if (access(path, R_OK) == 0)
+                return 0;
+        snprintf(path, sizeof path, "%s/" GV_IMAGE_RAW, dir);
         return access(path, R_OK) < 0 ? -EINVAL : 0;
 }
 
@@ -777,6 +781,10 @@ static int gv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 goto fail;
         if ((r = write_config(spec, sb->rootfs, bundle, mem, pids, nofile)) < 0) {
                 what = "write config.json";
+                goto fail;
+        }
+        if (spec->restore_dir && (r = gv_image_join(spec->restore_dir)) < 0) {
+                what = "rebuild the state file from the stored image";
                 goto fail;
         }
         if (spec->restore_dir) {
@@ -949,6 +957,9 @@ static int gv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
         snprintf(image_flag, sizeof image_flag, "--image-path=%s", dir);
         const char *args[] = { "checkpoint", image_flag, sb->id, NULL };
         int r = runsc_run(sb->run_dir, "checkpoint", args, RT_GV_RUN_TIMEOUT_MS);
+        /* Stored decompressed: what did not change between two checkpoints dedups. */
+        if (r == 0 && (r = gv_image_split(dir)) < 0)
+                runtime_set_error("gvisor: checkpoint: unpacking the state file: %s", strerror(-r));
         if (r == 0) {
                 char path[RT_GV_MAX_PATH + 32];
                 snprintf(path, sizeof path, "%s/" RT_GV_IMAGE_MARK, dir);
