@@ -95,13 +95,8 @@ static int read_head(int fd, uint8_t **ret, size_t *ret_len, uint32_t *ret_chunk
         return 0;
 }
 
-int gv_image_split(const char *dir) {
-        char img[4200], head_path[4200], raw_path[4200];
+static int split(const char *img, const char *head_path, const char *raw_path) {
         int r;
-        if ((r = path_in(dir, GV_IMAGE_FILE, img, sizeof img)) < 0 ||
-            (r = path_in(dir, GV_IMAGE_HEAD, head_path, sizeof head_path)) < 0 ||
-            (r = path_in(dir, GV_IMAGE_RAW, raw_path, sizeof raw_path)) < 0)
-                return r;
         _cleanup_close_ int in = open(img, O_RDONLY | O_CLOEXEC);
         if (in < 0)
                 return -errno;
@@ -164,9 +159,25 @@ int gv_image_split(const char *dir) {
         }
         if (fsync(hf) < 0 || fsync(rf) < 0)
                 return -errno;
-        if (unlink(img) < 0)
-                return -errno;
         return 0;
+}
+
+int gv_image_split(const char *dir) {
+        char img[4200], head_path[4200], raw_path[4200];
+        int r;
+        if ((r = path_in(dir, GV_IMAGE_FILE, img, sizeof img)) < 0 ||
+            (r = path_in(dir, GV_IMAGE_HEAD, head_path, sizeof head_path)) < 0 ||
+            (r = path_in(dir, GV_IMAGE_RAW, raw_path, sizeof raw_path)) < 0)
+                return r;
+        r = split(img, head_path, raw_path);
+        if (r == 0 && unlink(img) < 0)
+                r = -errno;
+        if (r < 0) {
+                /* The image stays as runsc wrote it; no half-made parts beside it. */
+                (void)unlink(head_path);
+                (void)unlink(raw_path);
+        }
+        return r;
 }
 
 /* Writes one chunk of raw data as deflate stored blocks (the last one final). */
