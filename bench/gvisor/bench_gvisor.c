@@ -34,29 +34,6 @@ struct box {
         char id[64], dir[600], upper[640], run[640], wd[640];
 };
 
-static int box_create(struct box *b, const struct runtime_ops *ops, const char *restore_dir, uint64_t mem) {
-        *b = (struct box){ .ops = ops };
-        snprintf(b->id, sizeof b->id, "sbx_bgv%d_%u", (int)getpid(), seq++);
-        snprintf(b->dir, sizeof b->dir, "%s/%s", work, b->id);
-        snprintf(b->upper, sizeof b->upper, "%s/upper", b->dir);
-        snprintf(b->wd, sizeof b->wd, "%s/work", b->dir);
-        snprintf(b->run, sizeof b->run, "%s/run", b->dir);
-        char lower[600];
-        snprintf(lower, sizeof lower, "%s/templates/base/rootfs", data);
-        if (rt_mkdir_p(b->upper, 0755) < 0 || rt_mkdir_p(b->wd, 0700) < 0 || rt_mkdir_p(b->run, 0700) < 0)
-                return -EIO;
-        struct rt_spec s = { .id = b->id, .lower_dirs = lower, .upper_dir = b->upper, .work_dir = b->wd,
-                             .run_dir = b->run, .init_path = init_path, .restore_dir = restore_dir,
-                             .limits = { .memory_bytes = mem } };
-        int r = ops->create(&s, &b->sb);
-        if (r < 0) {
-                fprintf(stderr, "bench-gvisor: %s create: %s\n", ops->name, runtime_last_error());
-                b->sb = NULL;
-                return r;
-        }
-        return mvc_hello(ops->init_fd(b->sb), BENCH_TIMEOUT_MS);
-}
-
 static int box_sh(struct box *b, const char *cmd, char *out, size_t outn) {
         int code = -1;
         int r = mvc_sh(b->ops->init_fd(b->sb), cmd, false, out, outn, &code, BENCH_TIMEOUT_MS);
@@ -81,7 +58,8 @@ static int copy_upper(const char *from, const char *to) {
         return system(cmd) == 0 ? 0 : -EIO;
 }
 
-/* create with restore_dir, files copied from the checkpointed box's upper */
+/* A sandbox of ops; with src_upper, its writable layer starts as a copy of that one and
+ * with image, its processes come from that checkpoint. Returns once init said HELLO. */
 static int box_restore(struct box *b, const struct runtime_ops *ops, const char *src_upper, const char *image,
                        uint64_t mem) {
         *b = (struct box){ .ops = ops };
@@ -91,7 +69,7 @@ static int box_restore(struct box *b, const struct runtime_ops *ops, const char 
         snprintf(b->wd, sizeof b->wd, "%s/work", b->dir);
         snprintf(b->run, sizeof b->run, "%s/run", b->dir);
         if (rt_mkdir_p(b->upper, 0755) < 0 || rt_mkdir_p(b->wd, 0700) < 0 || rt_mkdir_p(b->run, 0700) < 0 ||
-            copy_upper(src_upper, b->upper) < 0)
+            (src_upper && copy_upper(src_upper, b->upper) < 0))
                 return -EIO;
         char lower[600];
         snprintf(lower, sizeof lower, "%s/templates/base/rootfs", data);
@@ -100,11 +78,15 @@ static int box_restore(struct box *b, const struct runtime_ops *ops, const char 
                              .limits = { .memory_bytes = mem } };
         int r = ops->create(&s, &b->sb);
         if (r < 0) {
-                fprintf(stderr, "bench-gvisor: %s restore: %s\n", ops->name, runtime_last_error());
+                fprintf(stderr, "bench-gvisor: %s create: %s\n", ops->name, runtime_last_error());
                 b->sb = NULL;
                 return r;
         }
         return mvc_hello(ops->init_fd(b->sb), BENCH_TIMEOUT_MS);
+}
+
+static int box_create(struct box *b, const struct runtime_ops *ops, uint64_t mem) {
+        return box_restore(b, ops, NULL, NULL, mem);
 }
 
 static int store_dir(const char *dir, struct store_op_stats *stats, struct store_hash *ret) {
@@ -158,7 +140,7 @@ static void bench_size(const struct runtime_ops *gv, unsigned mb) {
         struct store_hash h1, h2;
         int64_t t0, ck1 = -1, ck2 = -1, rest = -1, fork3 = -1;
         bool ok = false;
-        if (box_create(&b, gv, NULL, mem) < 0 || box_sh(&b, cmd, NULL, 0) < 0 || rt_mkdir_p(img1, 0700) < 0 ||
+        if (box_create(&b, gv, mem) < 0 || box_sh(&b, cmd, NULL, 0) < 0 || rt_mkdir_p(img1, 0700) < 0 ||
             rt_mkdir_p(img2, 0700) < 0)
                 goto out;
         /* first checkpoint: the sandbox stops (what pause does) */
@@ -236,7 +218,7 @@ static void bench_ns(const struct runtime_ops *ns) {
         int64_t pause = -1, resume = -1;
         struct store_op_stats s = { 0 };
         struct store_hash h;
-        if (box_create(&b, ns, NULL, 0) < 0 ||
+        if (box_create(&b, ns, 0) < 0 ||
             box_sh(&b, "head -c 1048576 /dev/urandom >/root/blob && sleep 1000 >/dev/null 2>&1 &", NULL, 0) < 0)
                 goto out;
         int64_t t0 = mvc_now_ms();

@@ -351,14 +351,7 @@ void ses_drop_sandbox(struct session *s, int status, const char *msg) {
 }
 
 struct rt_sandbox *ses_take_sandbox(struct session *s, int status, const char *msg) {
-        s->ready = false;
-        s->hello_deadline_ms = 0;
-        s->stalled = false;
-        for (struct conn *c = s->d->conns; c; c = c->next)
-                if (c->op && c->op->ses == s)
-                        c->sandbox_stalled = false;
-        ses_fail_ops(s, status, msg);
-        ses_unwatch(s);
+        ses_quiesce(s, status, msg);
         struct rt_sandbox *sb = TAKE_PTR(s->sb);
         s->lost = false;
         s->init_pid = 0;

@@ -29,9 +29,18 @@
 #define GV_STORED_MAX 65535u           /* longest deflate stored block */
 #define GV_IO_BUF (1u << 20)
 
-static int path_in(const char *dir, const char *name, char *out, size_t size) {
-        int n = snprintf(out, size, "%s/%s", dir, name);
-        return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+struct image_paths {
+        char img[4200], head[4200], raw[4200];
+};
+
+static int image_paths(const char *dir, struct image_paths *p) {
+        int a = snprintf(p->img, sizeof p->img, "%s/" GV_IMAGE_FILE, dir);
+        int b = snprintf(p->head, sizeof p->head, "%s/" GV_IMAGE_HEAD, dir);
+        int c = snprintf(p->raw, sizeof p->raw, "%s/" GV_IMAGE_RAW, dir);
+        if (a < 0 || b < 0 || c < 0 || (size_t)a >= sizeof p->img || (size_t)b >= sizeof p->head ||
+            (size_t)c >= sizeof p->raw)
+                return -ENAMETOOLONG;
+        return 0;
 }
 
 static int read_full(int fd, void *buf, size_t n) {
@@ -163,19 +172,19 @@ static int split(const char *img, const char *head_path, const char *raw_path) {
 }
 
 int gv_image_split(const char *dir) {
-        char img[4200], head_path[4200], raw_path[4200];
-        int r;
-        if ((r = path_in(dir, GV_IMAGE_FILE, img, sizeof img)) < 0 ||
-            (r = path_in(dir, GV_IMAGE_HEAD, head_path, sizeof head_path)) < 0 ||
-            (r = path_in(dir, GV_IMAGE_RAW, raw_path, sizeof raw_path)) < 0)
+        _cleanup_free_ struct image_paths *p = malloc(sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        int r = image_paths(dir, p);
+        if (r < 0)
                 return r;
-        r = split(img, head_path, raw_path);
-        if (r == 0 && unlink(img) < 0)
+        r = split(p->img, p->head, p->raw);
+        if (r == 0 && unlink(p->img) < 0)
                 r = -errno;
         if (r < 0) {
                 /* The image stays as runsc wrote it; no half-made parts beside it. */
-                (void)unlink(head_path);
-                (void)unlink(raw_path);
+                (void)unlink(p->head);
+                (void)unlink(p->raw);
         }
         return r;
 }
@@ -204,12 +213,13 @@ static int write_stored_chunk(int fd, const uint8_t *data, size_t n, uint8_t *bu
 }
 
 int gv_image_join(const char *dir) {
-        char img[4200], head_path[4200], raw_path[4200];
-        int r;
-        if ((r = path_in(dir, GV_IMAGE_FILE, img, sizeof img)) < 0 ||
-            (r = path_in(dir, GV_IMAGE_HEAD, head_path, sizeof head_path)) < 0 ||
-            (r = path_in(dir, GV_IMAGE_RAW, raw_path, sizeof raw_path)) < 0)
+        _cleanup_free_ struct image_paths *p = malloc(sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        int r = image_paths(dir, p);
+        if (r < 0)
                 return r;
+        const char *img = p->img, *head_path = p->head, *raw_path = p->raw;
         if (access(img, F_OK) == 0)
                 return 0; /* never split (an image from before this format) */
         _cleanup_close_ int hf = open(head_path, O_RDONLY | O_CLOEXEC);
