@@ -33,13 +33,18 @@ struct image_paths {
         char img[4200], head[4200], raw[4200];
 };
 
-static int image_paths(const char *dir, struct image_paths *p) {
+/* The three paths of dir's image; *ret is malloc'ed (4 KiB paths do not go on a stack). */
+static int image_paths(const char *dir, struct image_paths **ret) {
+        _cleanup_free_ struct image_paths *p = malloc(sizeof *p);
+        if (!p)
+                return -ENOMEM;
         int a = snprintf(p->img, sizeof p->img, "%s/" GV_IMAGE_FILE, dir);
         int b = snprintf(p->head, sizeof p->head, "%s/" GV_IMAGE_HEAD, dir);
         int c = snprintf(p->raw, sizeof p->raw, "%s/" GV_IMAGE_RAW, dir);
         if (a < 0 || b < 0 || c < 0 || (size_t)a >= sizeof p->img || (size_t)b >= sizeof p->head ||
             (size_t)c >= sizeof p->raw)
                 return -ENAMETOOLONG;
+        *ret = TAKE_PTR(p);
         return 0;
 }
 
@@ -172,10 +177,8 @@ static int split(const char *img, const char *head_path, const char *raw_path) {
 }
 
 int gv_image_split(const char *dir) {
-        _cleanup_free_ struct image_paths *p = malloc(sizeof *p);
-        if (!p)
-                return -ENOMEM;
-        int r = image_paths(dir, p);
+        _cleanup_free_ struct image_paths *p = NULL;
+        int r = image_paths(dir, &p);
         if (r < 0)
                 return r;
         r = split(p->img, p->head, p->raw);
@@ -213,10 +216,8 @@ static int write_stored_chunk(int fd, const uint8_t *data, size_t n, uint8_t *bu
 }
 
 int gv_image_join(const char *dir) {
-        _cleanup_free_ struct image_paths *p = malloc(sizeof *p);
-        if (!p)
-                return -ENOMEM;
-        int r = image_paths(dir, p);
+        _cleanup_free_ struct image_paths *p = NULL;
+        int r = image_paths(dir, &p);
         if (r < 0)
                 return r;
         const char *img = p->img, *head_path = p->head, *raw_path = p->raw;
