@@ -24,6 +24,8 @@ js=$(sp inspect --json "$id")
 expect_eq "runtime" "$(json_get "$js" runtime)" "gvisor"
 expect_eq "capability memory_snapshots" "$(json_get "$js" capabilities.memory_snapshots)" "True"
 expect_eq "a command runs" "$(sp exec "$id" -- python3 -c 'print(6*7)' </dev/null)" "42"
+expect_eq "ls works (statx shim)" "$(sp exec "$id" -- sh -c 'mkdir -p /root/d && touch /root/d/a /root/d/b && ls /root/d | tr "\n" " "' </dev/null)" "a b "
+expect_eq "stat works (statx shim)" "$(sp exec "$id" -- stat -c '%U %a' /etc/passwd </dev/null)" "root 644"
 expect_eq "files written inside are root's inside" "$(sp exec "$id" -- sh -c 'echo x >/root/f; python3 -c "import os; print(os.stat(\"/root/f\").st_uid)"' </dev/null)" "0"
 
 say "continuity: a counter every 100 ms, pause, resume"

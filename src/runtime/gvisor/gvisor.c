@@ -46,6 +46,8 @@
 #define RT_GV_RELAY_TIMEOUT_MS 5000        /* a relay that does not end after EOF */
 #define RT_GV_INIT_PATH "/dev/.space-init"  /* space-init, bind-mounted read-only */
 #define RT_GV_INIT_SOCK "/dev/.space-init.sock" /* where it listens, inside */
+#define RT_GV_SHIM_NAME "libspace-statx.so"  /* beside the init binary */
+#define RT_GV_SHIM_PATH "/dev/.space-statx.so"
 #define RT_GV_IMAGE_MARK "space-gvisor"    /* file in a checkpoint dir: who wrote it */
 #define RT_GV_IMAGE_VERSION "space-gvisor 1 runsc-20221219\n"
 
@@ -354,8 +356,26 @@ static void w_mount(struct json_writer *w, const char *dst, const char *type, co
         json_w_obj_end(w);
 }
 
+/* The statx shim (statx_shim.c) next to the init binary, and the ld.so.preload naming it
+ * inside, written to run_dir: false when there is no shim (then coreutils' ls and stat
+ * fail inside, docs/runtime-gvisor.md). */
+static bool shim_prepare(const struct rt_spec *spec, char *shim, size_t shim_size, char *preload, size_t preload_size) {
+        const char *slash = strrchr(spec->init_path, '/');
+        int n = snprintf(shim, shim_size, "%.*s/" RT_GV_SHIM_NAME, (int)(slash - spec->init_path), spec->init_path);
+        if (n < 0 || (size_t)n >= shim_size || access(shim, R_OK) < 0)
+                return false;
+        n = snprintf(preload, preload_size, "%s/ld.so.preload", spec->run_dir);
+        if (n < 0 || (size_t)n >= preload_size)
+                return false;
+        _cleanup_close_ int fd = open(preload, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        const char *line = RT_GV_SHIM_PATH "\n";
+        return fd >= 0 && write(fd, line, strlen(line)) == (ssize_t)strlen(line);
+}
+
 static int write_config(const struct rt_spec *spec, const char *rootfs, const char *bundle, uint64_t mem,
                         uint32_t pids, uint32_t nofile) {
+        char shim[RT_GV_MAX_PATH + 32], preload[RT_GV_MAX_PATH + 32];
+        bool with_shim = shim_prepare(spec, shim, sizeof shim, preload, sizeof preload);
         struct buf b = BUF_INIT(RT_GV_MAX_CONFIG);
         struct json_writer w = JSON_WRITER_INIT(&b);
         char env_id[32 + RT_MAX_ID], tmp_size[48], shm_size[48], cgpath[32 + RT_MAX_ID];
@@ -431,6 +451,10 @@ static int write_config(const struct rt_spec *spec, const char *rootfs, const ch
         w_mount(&w, "/tmp", "tmpfs", "tmpfs", (const char *const[]){ "mode=1777", tmp_size, NULL });
         w_mount(&w, "/dev/shm", "tmpfs", "shm", (const char *const[]){ "mode=1777", shm_size, NULL });
         w_mount(&w, RT_GV_INIT_PATH, "bind", spec->init_path, (const char *const[]){ "ro", "bind", NULL });
+        if (with_shim) {
+                w_mount(&w, RT_GV_SHIM_PATH, "bind", shim, (const char *const[]){ "ro", "bind", NULL });
+                w_mount(&w, "/etc/ld.so.preload", "bind", preload, (const char *const[]){ "ro", "bind", NULL });
+        }
         json_w_arr_end(&w);
 
         json_w_key(&w, "linux");
