@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stddef.h>
 #include <sqlite3.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -107,6 +108,8 @@ static const char *const migrations[] = {
 #define SNAP_COLS                                                                                     \
         "id, session_id, parent_id, store_hash, root_hash, memory_hash, time_ms, reason, label, "  \
         "bytes_added, logical_size, pinned"
+#define HOST_COLS "id, address, lease_expires_ms, updated_ms"
+#define TOK_COLS "hash, tenant, name, created_ms, revoked_ms"
 
 enum st_id {
         ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
@@ -196,15 +199,15 @@ static const char *const st_sql[_ST_MAX] = {
         [ST_HOST_UPSERT] = "INSERT INTO hosts (id, address, lease_expires_ms, updated_ms) VALUES (?1, ?2, ?3, ?4) "
                            "ON CONFLICT (id) DO UPDATE SET address = excluded.address, "
                            "lease_expires_ms = excluded.lease_expires_ms, updated_ms = excluded.updated_ms",
-        [ST_HOST_GET] = "SELECT id, address, lease_expires_ms, updated_ms FROM hosts WHERE id = ?1",
-        [ST_HOST_EXPIRED] = "SELECT id, address, lease_expires_ms, updated_ms FROM hosts "
+        [ST_HOST_GET] = "SELECT " HOST_COLS " FROM hosts WHERE id = ?1",
+        [ST_HOST_EXPIRED] = "SELECT " HOST_COLS " FROM hosts "
                             "WHERE lease_expires_ms < ?1 ORDER BY id",
         [ST_HOST_DELETE] = "DELETE FROM hosts WHERE id = ?1",
 
         [ST_TOK_INSERT] = "INSERT INTO tokens (hash, tenant, name, created_ms) VALUES (?1, ?2, ?3, ?4)",
-        [ST_TOK_GET] = "SELECT hash, tenant, name, created_ms, revoked_ms FROM tokens WHERE hash = ?1",
+        [ST_TOK_GET] = "SELECT " TOK_COLS " FROM tokens WHERE hash = ?1",
         [ST_TOK_REVOKE] = "UPDATE tokens SET revoked_ms = ?2 WHERE hash = ?1 AND revoked_ms = 0",
-        [ST_TOK_LIST] = "SELECT hash, tenant, name, created_ms, revoked_ms FROM tokens ORDER BY created_ms, hash",
+        [ST_TOK_LIST] = "SELECT " TOK_COLS " FROM tokens ORDER BY created_ms, hash",
 };
 
 struct sq {
@@ -280,10 +283,52 @@ static int step(struct meta *m, sqlite3_stmt *st) {
         return sq_error(m, rc, "step");
 }
 
-/* Runs a statement that returns no row (or whose rows do not matter). */
-static int run(struct meta *m, enum st_id id) {
+/* One statement parameter, bound to ?1, ?2, … in list order. */
+struct param {
+        enum { PARAM_TEXT, PARAM_OPT, PARAM_INT } kind;
+        const char *s; /* TEXT, OPT */
+        int len;       /* TEXT: bytes, -1 = up to the NUL */
+        int64_t i;     /* INT */
+};
+#define P_TEXT(x) { .kind = PARAM_TEXT, .s = (x), .len = -1 }
+#define P_TEXTN(x, n) { .kind = PARAM_TEXT, .s = (x), .len = (int)(n) }
+#define P_OPT(x) { .kind = PARAM_OPT, .s = (x) } /* "" and NULL are stored as NULL */
+#define P_INT(x) { .kind = PARAM_INT, .i = (int64_t)(x) }
+/* A parameter list as the (array, count) argument pair the helpers below take. */
+#define PARAMS(...) (const struct param[]){ __VA_ARGS__ }, ELEMENTSOF(((const struct param[]){ __VA_ARGS__ }))
+
+static int bind_params(struct meta *m, sqlite3_stmt *st, const struct param *p, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                int k = (int)i + 1, rc;
+                if (p[i].kind == PARAM_INT)
+                        rc = sqlite3_bind_int64(st, k, p[i].i);
+                else if (p[i].kind == PARAM_OPT && !(p[i].s && p[i].s[0]))
+                        rc = sqlite3_bind_null(st, k);
+                else
+                        rc = sqlite3_bind_text(st, k, p[i].s, p[i].kind == PARAM_TEXT ? p[i].len : -1, SQLITE_STATIC);
+                if (rc != SQLITE_OK)
+                        return sq_error(m, rc, "bind");
+        }
+        return 0;
+}
+
+/* Prepares sid with its n parameters bound; on failure nothing stays bound. */
+static int prep_bind(struct meta *m, enum st_id sid, const struct param *p, size_t n, sqlite3_stmt **ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, id, &st);
+        int r = prep(m, sid, &st);
+        if (r < 0)
+                return r;
+        r = bind_params(m, st, p, n);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(st);
+        return 0;
+}
+
+/* Runs a statement that returns no row (or whose rows do not matter). */
+static int run_params(struct meta *m, enum st_id sid, const struct param *p, size_t n) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prep_bind(m, sid, p, n, &st);
         if (r < 0)
                 return r;
         while ((r = step(m, st)) > 0)
@@ -291,20 +336,9 @@ static int run(struct meta *m, enum st_id id) {
         return r;
 }
 
-static int bind_str(sqlite3_stmt *st, int i, const char *s) {
-        return s && s[0] ? sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+static int run(struct meta *m, enum st_id sid) {
+        return run_params(m, sid, NULL, 0);
 }
-
-/* Binds each argument; the first failure wins. */
-#define BIND(m, ...)                                                              \
-        ({                                                                        \
-                int _rc[] = { __VA_ARGS__ };                                      \
-                int _r = 0;                                                       \
-                for (size_t _i = 0; _i < ELEMENTSOF(_rc) && _r == 0; _i++)        \
-                        if (_rc[_i] != SQLITE_OK)                                 \
-                                _r = sq_error((m), _rc[_i], "bind");              \
-                _r;                                                               \
-        })
 
 /* Copies a text column into a fixed field; a value that does not fit means the file was
  * written by something else than this code. */
@@ -331,6 +365,48 @@ static int col_dup(struct meta *m, sqlite3_stmt *st, int i, char **ret) {
         }
         *ret = strndup((const char *)t, (size_t)sqlite3_column_bytes(st, i));
         return *ret ? 0 : meta_error(m, -ENOMEM, "out of memory");
+}
+
+/* Where one result column lands in a record. A table of these, one per column in SELECT
+ * order, decodes a record; BY_HAND columns (names of enum values) are left to its reader. */
+struct column {
+        enum { COL_BY_HAND, COL_TEXT, COL_DUP, COL_INT, COL_BOOL } kind;
+        size_t off, size; /* COL_INT: a 4- or 8-byte integer field */
+};
+#define COLUMN(kind, type, field) { kind, offsetof(type, field), sizeof(((type *)0)->field) }
+#define COL_HAND { COL_BY_HAND, 0, 0 }
+
+/* Fills rec's fields from the current row; COL_DUP fields it set stay set on failure. */
+static int read_columns(struct meta *m, sqlite3_stmt *st, const struct column *c, size_t n, void *rec) {
+        for (size_t i = 0; i < n; i++) {
+                char *f = (char *)rec + c[i].off;
+                int k = (int)i, r = 0;
+                switch (c[i].kind) {
+                case COL_BY_HAND:
+                        break;
+                case COL_TEXT:
+                        r = col_str(m, st, k, f, c[i].size);
+                        break;
+                case COL_DUP:
+                        r = col_dup(m, st, k, (char **)(void *)f);
+                        break;
+                case COL_BOOL:
+                        *(bool *)(void *)f = sqlite3_column_int64(st, k) != 0;
+                        break;
+                case COL_INT: {
+                        int64_t v = sqlite3_column_int64(st, k);
+                        uint32_t v32 = (uint32_t)v; /* the same bits for an int32_t field */
+                        if (c[i].size == sizeof v)
+                                memcpy(f, &v, sizeof v);
+                        else
+                                memcpy(f, &v32, sizeof v32);
+                        break;
+                }
+                }
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 /* Grows a list by one element, zeroed. */
@@ -585,24 +661,43 @@ static int sq_check(struct meta *m) {
 
 /* ---- helpers shared by several ops ---- */
 
-/* 0 if a row matches the single ?1 parameter, -ENOENT (with "no such <what>") if none. */
-static int exists(struct meta *m, enum st_id id, const char *key, const char *what) {
+/* Runs one write call (an expression) in the transaction w_begin opens and w_end closes. */
+#define WRITE(m, call)                                  \
+        ({                                              \
+                int _w = w_begin(m);                    \
+                _w < 0 ? _w : w_end((m), (call));       \
+        })
+
+/* Runs sid with key as ?1 up to its first row: 1, with *ret on that row, or 0 when there is
+ * none. */
+static int fetch_row(struct meta *m, enum st_id sid, const char *key, sqlite3_stmt **ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, id, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC));
+        int r = prep_bind(m, sid, PARAMS(P_TEXT(key)), &st);
         if (r < 0)
                 return r;
         r = step(m, st);
-        if (r < 0)
+        if (r <= 0)
                 return r;
-        return r > 0 ? 0 : meta_error(m, -ENOENT, "no such %s: %s", what, key);
+        *ret = TAKE_PTR(st);
+        return 1;
 }
 
-/* Runs an UPDATE/DELETE already bound; -ENOENT if it changed no row. */
-static int run_changed(struct meta *m, sqlite3_stmt *st, const char *what, const char *key) {
-        int r = step(m, st);
+/* The same, but no row is -ENOENT ("no such <what>: <key>"). */
+static int fetch_one(struct meta *m, enum st_id sid, const char *key, const char *what, sqlite3_stmt **ret) {
+        int r = fetch_row(m, sid, key, ret);
+        return r == 0 ? meta_error(m, -ENOENT, "no such %s: %s", what, key) : r;
+}
+
+/* 0 if a row matches the single ?1 parameter, -ENOENT (with "no such <what>") if none. */
+static int exists(struct meta *m, enum st_id id, const char *key, const char *what) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        return MIN(fetch_one(m, id, key, what, &st), 0);
+}
+
+/* Runs an UPDATE or DELETE; -ENOENT ("no such <what>: <key>") if it changed no row. */
+static int change(struct meta *m, enum st_id sid, const char *what, const char *key, const struct param *p,
+                  size_t n) {
+        int r = run_params(m, sid, p, n);
         if (r < 0)
                 return r;
         if (sqlite3_changes(db_of(m)) == 0)
@@ -610,41 +705,105 @@ static int run_changed(struct meta *m, sqlite3_stmt *st, const char *what, const
         return 0;
 }
 
-/* ---- sessions ---- */
+/* Runs an INSERT; -EEXIST ("<what> <key> exists") when the key is taken. key may be NULL. */
+static int insert(struct meta *m, enum st_id sid, const char *what, const char *key, const struct param *p,
+                  size_t n) {
+        int r = run_params(m, sid, p, n);
+        if (r == -EEXIST && key)
+                meta_error(m, r, "%s %s exists", what, key);
+        else if (r == -EEXIST)
+                meta_error(m, r, "%s exists", what);
+        return r;
+}
 
-static int read_session(struct meta *m, sqlite3_stmt *st, struct meta_session *s) {
-        *s = (struct meta_session){ 0 };
-        char state[16];
-        int r = 0;
-        r = r ?: col_str(m, st, 0, s->id, sizeof s->id);
-        r = r ?: col_str(m, st, 1, s->tenant, sizeof s->tenant);
-        r = r ?: col_str(m, st, 2, state, sizeof state);
-        r = r ?: col_str(m, st, 3, s->template_name, sizeof s->template_name);
-        r = r ?: col_str(m, st, 4, s->runtime, sizeof s->runtime);
-        r = r ?: col_str(m, st, 14, s->sandbox_id, sizeof s->sandbox_id);
-        r = r ?: col_str(m, st, 15, s->parent_session, sizeof s->parent_session);
-        r = r ?: col_str(m, st, 16, s->source_snapshot, sizeof s->source_snapshot);
-        r = r ?: col_str(m, st, 17, s->head_snapshot, sizeof s->head_snapshot);
-        r = r ?: col_str(m, st, 18, s->token_hash, sizeof s->token_hash);
+static int delete_one(struct meta *m, enum st_id sid, const char *key, const char *what) {
+        return change(m, sid, what, key, PARAMS(P_TEXT(key)));
+}
+
+/* Decodes the one row whose key is ?1 into *ret; -ENOENT ("no such <what>: <key>") if none. */
+static int get_one(struct meta *m, enum st_id sid, const char *key, const char *what,
+                   int (*decode)(struct meta *, sqlite3_stmt *, void *), void *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = fetch_one(m, sid, key, what, &st);
+        return r < 0 ? r : decode(m, st, ret);
+}
+
+/* Runs sid and decodes every row into a new array of elsz-byte records. On failure,
+ * free_all (NULL: free) releases the records read so far and the array. */
+static int select_rows(struct meta *m, enum st_id sid, const struct param *p, size_t np, size_t elsz,
+                       int (*decode)(struct meta *, sqlite3_stmt *, void *), void (*free_all)(void *, size_t),
+                       void **ret, size_t *ret_n) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prep_bind(m, sid, p, np, &st);
         if (r < 0)
                 return r;
-        if (meta_session_state_from_name(state, &s->state) < 0)
-                return meta_error(m, -EUCLEAN, "sqlite: session %s has unknown state '%s'", s->id, state);
-        s->limits.memory_bytes = (uint64_t)sqlite3_column_int64(st, 5);
-        s->limits.cpu_millis = (uint32_t)sqlite3_column_int64(st, 6);
-        s->limits.pids = (uint32_t)sqlite3_column_int64(st, 7);
-        s->limits.disk_bytes = (uint64_t)sqlite3_column_int64(st, 20);
-        s->network = sqlite3_column_int(st, 8) != 0;
-        s->snapshot_interval_ms = sqlite3_column_int64(st, 10);
-        s->retention_keep = (uint32_t)sqlite3_column_int64(st, 11);
-        s->created_ms = sqlite3_column_int64(st, 12);
-        s->updated_ms = sqlite3_column_int64(st, 13);
-        r = col_dup(m, st, 9, &s->env_json);
-        if (r >= 0)
-                r = col_dup(m, st, 19, &s->error);
+        void *v = NULL;
+        size_t n = 0, cap = 0;
+        while ((r = step(m, st)) > 0) {
+                void *e = grow(m, &v, &cap, n, elsz);
+                if (!e) {
+                        r = -ENOMEM;
+                        break;
+                }
+                r = decode(m, st, e);
+                if (r < 0)
+                        break;
+                n++;
+        }
+        if (r < 0) {
+                if (free_all)
+                        free_all(v, n);
+                else
+                        free(v);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* ---- sessions ---- */
+
+/* In SES_COLS order. */
+static const struct column session_cols[] = {
+        COLUMN(COL_TEXT, struct meta_session, id),
+        COLUMN(COL_TEXT, struct meta_session, tenant),
+        COL_HAND, /* state */
+        COLUMN(COL_TEXT, struct meta_session, template_name),
+        COLUMN(COL_TEXT, struct meta_session, runtime),
+        COLUMN(COL_INT, struct meta_session, limits.memory_bytes),
+        COLUMN(COL_INT, struct meta_session, limits.cpu_millis),
+        COLUMN(COL_INT, struct meta_session, limits.pids),
+        COLUMN(COL_BOOL, struct meta_session, network),
+        COLUMN(COL_DUP, struct meta_session, env_json),
+        COLUMN(COL_INT, struct meta_session, snapshot_interval_ms),
+        COLUMN(COL_INT, struct meta_session, retention_keep),
+        COLUMN(COL_INT, struct meta_session, created_ms),
+        COLUMN(COL_INT, struct meta_session, updated_ms),
+        COLUMN(COL_TEXT, struct meta_session, sandbox_id),
+        COLUMN(COL_TEXT, struct meta_session, parent_session),
+        COLUMN(COL_TEXT, struct meta_session, source_snapshot),
+        COLUMN(COL_TEXT, struct meta_session, head_snapshot),
+        COLUMN(COL_TEXT, struct meta_session, token_hash),
+        COLUMN(COL_DUP, struct meta_session, error),
+        COLUMN(COL_INT, struct meta_session, limits.disk_bytes),
+};
+
+static int read_session(struct meta *m, sqlite3_stmt *st, void *ret) {
+        struct meta_session *s = ret;
+        *s = (struct meta_session){ 0 };
+        char state[16];
+        int r = read_columns(m, st, session_cols, ELEMENTSOF(session_cols), s);
+        r = r ?: col_str(m, st, 2, state, sizeof state);
+        if (r >= 0 && meta_session_state_from_name(state, &s->state) < 0)
+                r = meta_error(m, -EUCLEAN, "sqlite: session %s has unknown state '%s'", s->id, state);
         if (r < 0)
                 meta_session_clear(s);
         return r;
+}
+
+static void sessions_free(void *v, size_t n) {
+        meta_sessions_free(v, n);
 }
 
 static int session_create_tx(struct meta *m, const struct meta_session *s, int64_t now) {
@@ -653,51 +812,22 @@ static int session_create_tx(struct meta *m, const struct meta_session *s, int64
                 return r;
         if (s->source_snapshot[0] && (r = exists(m, ST_SNAP_SESSION, s->source_snapshot, "source snapshot")) < 0)
                 return r;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(m, ST_SES_INSERT, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, s->id, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 2, s->tenant, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 3, meta_session_state_name(s->state), -1, SQLITE_STATIC),
-                 bind_str(st, 4, s->template_name), sqlite3_bind_text(st, 5, s->runtime, -1, SQLITE_STATIC),
-                 sqlite3_bind_int64(st, 6, (int64_t)s->limits.memory_bytes),
-                 sqlite3_bind_int64(st, 7, s->limits.cpu_millis), sqlite3_bind_int64(st, 8, s->limits.pids),
-                 sqlite3_bind_int(st, 9, s->network), bind_str(st, 10, s->env_json),
-                 sqlite3_bind_int64(st, 11, s->snapshot_interval_ms), sqlite3_bind_int64(st, 12, s->retention_keep),
-                 sqlite3_bind_int64(st, 13, s->created_ms ? s->created_ms : now),
-                 bind_str(st, 14, s->parent_session), bind_str(st, 15, s->source_snapshot),
-                 bind_str(st, 16, s->token_hash), bind_str(st, 17, s->error),
-                 sqlite3_bind_int64(st, 18, (int64_t)s->limits.disk_bytes));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r == -EEXIST)
-                meta_error(m, r, "session %s exists", s->id);
-        return r;
+        return insert(m, ST_SES_INSERT, "session", s->id,
+                      PARAMS(P_TEXT(s->id), P_TEXT(s->tenant), P_TEXT(meta_session_state_name(s->state)),
+                             P_OPT(s->template_name), P_TEXT(s->runtime), P_INT(s->limits.memory_bytes),
+                             P_INT(s->limits.cpu_millis), P_INT(s->limits.pids), P_INT(s->network),
+                             P_OPT(s->env_json), P_INT(s->snapshot_interval_ms), P_INT(s->retention_keep),
+                             P_INT(s->created_ms ? s->created_ms : now), P_OPT(s->parent_session),
+                             P_OPT(s->source_snapshot), P_OPT(s->token_hash), P_OPT(s->error),
+                             P_INT(s->limits.disk_bytes)));
 }
 
 static int sq_session_create(struct meta *m, const struct meta_session *s, int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, session_create_tx(m, s, now));
+        return WRITE(m, session_create_tx(m, s, now));
 }
 
 static int sq_session_get(struct meta *m, const char *id, struct meta_session *ret) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SES_GET, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return meta_error(m, -ENOENT, "no such session: %s", id);
-        return read_session(m, st, ret);
+        return get_one(m, ST_SES_GET, id, "session", read_session, ret);
 }
 
 static int sq_session_list(struct meta *m, const struct meta_session_filter *f, struct meta_session **ret,
@@ -711,50 +841,18 @@ static int sq_session_list(struct meta *m, const struct meta_session_filter *f, 
                                 o += (size_t)snprintf(states + o, sizeof states - o, "%s,",
                                                       meta_session_state_name(i));
         }
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SES_LIST, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, bind_str(st, 1, f->tenant), bind_str(st, 2, states), bind_str(st, 3, f->after_id),
-                 sqlite3_bind_int64(st, 4, f->limit ? (int64_t)f->limit : -1));
-        if (r < 0)
-                return r;
-        struct meta_session *v = NULL;
-        size_t n = 0, cap = 0;
-        while ((r = step(m, st)) > 0) {
-                struct meta_session *e = grow(m, (void **)&v, &cap, n, sizeof *v);
-                if (!e) {
-                        r = -ENOMEM;
-                        break;
-                }
-                r = read_session(m, st, e);
-                if (r < 0)
-                        break;
-                n++;
-        }
-        if (r < 0) {
-                meta_sessions_free(v, n);
-                return r;
-        }
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return select_rows(m, ST_SES_LIST,
+                           PARAMS(P_OPT(f->tenant), P_OPT(states), P_OPT(f->after_id),
+                                  P_INT(f->limit ? (int64_t)f->limit : -1)),
+                           sizeof **ret, read_session, sessions_free, (void **)ret, ret_n);
 }
 
 static int session_set_state_tx(struct meta *m, const char *id, unsigned from_mask, enum meta_session_state to,
                                 const char *error, int64_t now) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SES_STATE, &st);
+        int r = fetch_one(m, ST_SES_STATE, id, "session", &st);
         if (r < 0)
                 return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return meta_error(m, -ENOENT, "no such session: %s", id);
         enum meta_session_state cur;
         if (meta_session_state_from_name((const char *)sqlite3_column_text(st, 0), &cur) < 0)
                 return meta_error(m, -EUCLEAN, "sqlite: session %s has an unknown state", id);
@@ -763,45 +861,23 @@ static int session_set_state_tx(struct meta *m, const char *id, unsigned from_ma
                 return meta_error(m, -EINVAL, "session %s is terminated", id);
         if (from_mask && !(from_mask & META_STATE_BIT(cur)))
                 return meta_error(m, -EBUSY, "session %s is %s", id, meta_session_state_name(cur));
-        _cleanup_stmt_ sqlite3_stmt *up = NULL;
-        r = prep(m, ST_SES_SET_STATE, &up);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(up, 1, id, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(up, 2, meta_session_state_name(to), -1, SQLITE_STATIC), bind_str(up, 3, error),
-                 sqlite3_bind_int64(up, 4, now));
-        if (r < 0)
-                return r;
-        return run_changed(m, up, "session", id);
+        return change(m, ST_SES_SET_STATE, "session", id,
+                      PARAMS(P_TEXT(id), P_TEXT(meta_session_state_name(to)), P_OPT(error), P_INT(now)));
 }
 
 static int sq_session_set_state(struct meta *m, const char *id, unsigned from_mask, enum meta_session_state to,
                                 const char *error, int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, session_set_state_tx(m, id, from_mask, to, error, now));
+        return WRITE(m, session_set_state_tx(m, id, from_mask, to, error, now));
 }
 
 /* One UPDATE ... WHERE id = ?1 with ?2 = value, ?3 = now. */
 static int update_one(struct meta *m, enum st_id sid, const char *id, const char *value, int64_t now) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, sid, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC), bind_str(st, 2, value),
-                 sqlite3_bind_int64(st, 3, now));
-        if (r < 0)
-                return r;
-        return run_changed(m, st, "session", id);
+        return change(m, sid, "session", id, PARAMS(P_TEXT(id), P_OPT(value), P_INT(now)));
 }
 
 static int sq_session_set_field(struct meta *m, const char *id, enum meta_session_field f, const char *value,
                                 int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, update_one(m, f == META_FIELD_SANDBOX ? ST_SES_SET_SANDBOX : ST_SES_SET_TOKEN, id, value,
+        return WRITE(m, update_one(m, f == META_FIELD_SANDBOX ? ST_SES_SET_SANDBOX : ST_SES_SET_TOKEN, id, value,
                                    now));
 }
 
@@ -810,17 +886,9 @@ static int session_set_head_tx(struct meta *m, const char *id, const char *snap,
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(m, ST_SNAP_SESSION, &st);
+        r = fetch_one(m, ST_SNAP_SESSION, snap, "snapshot", &st);
         if (r < 0)
                 return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, snap, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return meta_error(m, -ENOENT, "no such snapshot: %s", snap);
         const char *owner = (const char *)sqlite3_column_text(st, 0);
         if (!owner || strcmp(owner, id) != 0)
                 return meta_error(m, -EXDEV, "snapshot %s belongs to session %s", snap, owner ? owner : "?");
@@ -829,49 +897,38 @@ static int session_set_head_tx(struct meta *m, const char *id, const char *snap,
 }
 
 static int sq_session_set_head(struct meta *m, const char *id, const char *snap, int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, session_set_head_tx(m, id, snap, now));
-}
-
-static int delete_one(struct meta *m, enum st_id sid, const char *key, const char *what) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, sid, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        return run_changed(m, st, what, key);
+        return WRITE(m, session_set_head_tx(m, id, snap, now));
 }
 
 static int sq_session_delete(struct meta *m, const char *id) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, delete_one(m, ST_SES_DELETE, id, "session"));
+        return WRITE(m, delete_one(m, ST_SES_DELETE, id, "session"));
 }
 
 /* ---- sandboxes ---- */
 
-static int read_sandbox(struct meta *m, sqlite3_stmt *st, struct meta_sandbox *b) {
+/* In SBX_COLS order. */
+static const struct column sandbox_cols[] = {
+        COLUMN(COL_TEXT, struct meta_sandbox, id),
+        COLUMN(COL_TEXT, struct meta_sandbox, session_id),
+        COLUMN(COL_TEXT, struct meta_sandbox, host_id),
+        COLUMN(COL_TEXT, struct meta_sandbox, runtime),
+        COL_HAND, /* state */
+        COLUMN(COL_INT, struct meta_sandbox, init_pid),
+        COLUMN(COL_INT, struct meta_sandbox, created_ms),
+        COLUMN(COL_INT, struct meta_sandbox, ended_ms),
+        COLUMN(COL_TEXT, struct meta_sandbox, death_reason),
+};
+
+static int read_sandbox(struct meta *m, sqlite3_stmt *st, void *ret) {
+        struct meta_sandbox *b = ret;
         *b = (struct meta_sandbox){ 0 };
         char state[16];
-        int r = 0;
-        r = r ?: col_str(m, st, 0, b->id, sizeof b->id);
-        r = r ?: col_str(m, st, 1, b->session_id, sizeof b->session_id);
-        r = r ?: col_str(m, st, 2, b->host_id, sizeof b->host_id);
-        r = r ?: col_str(m, st, 3, b->runtime, sizeof b->runtime);
+        int r = read_columns(m, st, sandbox_cols, ELEMENTSOF(sandbox_cols), b);
         r = r ?: col_str(m, st, 4, state, sizeof state);
-        r = r ?: col_str(m, st, 8, b->death_reason, sizeof b->death_reason);
         if (r < 0)
                 return r;
         if (meta_sandbox_state_from_name(state, &b->state) < 0)
                 return meta_error(m, -EUCLEAN, "sqlite: sandbox %s has unknown state '%s'", b->id, state);
-        b->init_pid = (int32_t)sqlite3_column_int64(st, 5);
-        b->created_ms = sqlite3_column_int64(st, 6);
-        b->ended_ms = sqlite3_column_int64(st, 7);
         return 0;
 }
 
@@ -879,86 +936,28 @@ static int sandbox_create_tx(struct meta *m, const struct meta_sandbox *b, int64
         int r = exists(m, ST_SES_EXISTS, b->session_id, "session");
         if (r < 0)
                 return r;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(m, ST_SBX_INSERT, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, b->id, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 2, b->session_id, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 3, b->host_id, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 4, b->runtime, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 5, meta_sandbox_state_name(b->state), -1, SQLITE_STATIC),
-                 sqlite3_bind_int64(st, 6, b->init_pid), sqlite3_bind_int64(st, 7, b->created_ms ? b->created_ms : now),
-                 bind_str(st, 8, b->death_reason));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r == -EEXIST)
-                meta_error(m, r, "sandbox %s exists", b->id);
-        return r;
+        return insert(m, ST_SBX_INSERT, "sandbox", b->id,
+                      PARAMS(P_TEXT(b->id), P_TEXT(b->session_id), P_TEXT(b->host_id), P_TEXT(b->runtime),
+                             P_TEXT(meta_sandbox_state_name(b->state)), P_INT(b->init_pid),
+                             P_INT(b->created_ms ? b->created_ms : now), P_OPT(b->death_reason)));
 }
 
 static int sq_sandbox_create(struct meta *m, const struct meta_sandbox *b, int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, sandbox_create_tx(m, b, now));
+        return WRITE(m, sandbox_create_tx(m, b, now));
 }
 
 static int sq_sandbox_get(struct meta *m, const char *id, struct meta_sandbox *ret) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SBX_GET, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return meta_error(m, -ENOENT, "no such sandbox: %s", id);
-        return read_sandbox(m, st, ret);
-}
-
-static int sandbox_set_state_tx(struct meta *m, const char *id, enum meta_sandbox_state s, const char *reason,
-                                int64_t now) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SBX_SET_STATE, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 2, meta_sandbox_state_name(s), -1, SQLITE_STATIC), bind_str(st, 3, reason),
-                 sqlite3_bind_int64(st, 4, now));
-        if (r < 0)
-                return r;
-        return run_changed(m, st, "sandbox", id);
+        return get_one(m, ST_SBX_GET, id, "sandbox", read_sandbox, ret);
 }
 
 static int sq_sandbox_set_state(struct meta *m, const char *id, enum meta_sandbox_state s, const char *reason,
                                 int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, sandbox_set_state_tx(m, id, s, reason, now));
-}
-
-static int sandbox_set_pid_tx(struct meta *m, const char *id, int32_t pid) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SBX_SET_PID, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC), sqlite3_bind_int64(st, 2, pid));
-        if (r < 0)
-                return r;
-        return run_changed(m, st, "sandbox", id);
+        return WRITE(m, change(m, ST_SBX_SET_STATE, "sandbox", id,
+                               PARAMS(P_TEXT(id), P_TEXT(meta_sandbox_state_name(s)), P_OPT(reason), P_INT(now))));
 }
 
 static int sq_sandbox_set_pid(struct meta *m, const char *id, int32_t pid) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, sandbox_set_pid_tx(m, id, pid));
+        return WRITE(m, change(m, ST_SBX_SET_PID, "sandbox", id, PARAMS(P_TEXT(id), P_INT(pid))));
 }
 
 static int sq_sandbox_list(struct meta *m, const char *session_id, const char *host_id, struct meta_sandbox **ret,
@@ -966,53 +965,39 @@ static int sq_sandbox_list(struct meta *m, const char *session_id, const char *h
         int r;
         if (session_id && (r = exists(m, ST_SES_EXISTS, session_id, "session")) < 0)
                 return r;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(m, session_id ? ST_SBX_LIST_SES : ST_SBX_LIST_LIVE, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, session_id ? session_id : host_id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        _cleanup_free_ struct meta_sandbox *v = NULL;
-        size_t n = 0, cap = 0;
-        while ((r = step(m, st)) > 0) {
-                struct meta_sandbox *e = grow(m, (void **)&v, &cap, n, sizeof *v);
-                if (!e)
-                        return -ENOMEM;
-                r = read_sandbox(m, st, e);
-                if (r < 0)
-                        return r;
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        return 0;
+        return select_rows(m, session_id ? ST_SBX_LIST_SES : ST_SBX_LIST_LIVE,
+                           PARAMS(P_TEXT(session_id ? session_id : host_id)), sizeof **ret, read_sandbox, NULL,
+                           (void **)ret, ret_n);
 }
 
 /* ---- snapshots ---- */
 
-static int read_snapshot(struct meta *m, sqlite3_stmt *st, struct meta_snapshot *s) {
+/* In SNAP_COLS order. */
+static const struct column snapshot_cols[] = {
+        COLUMN(COL_TEXT, struct meta_snapshot, id),
+        COLUMN(COL_TEXT, struct meta_snapshot, session_id),
+        COLUMN(COL_TEXT, struct meta_snapshot, parent_id),
+        COLUMN(COL_TEXT, struct meta_snapshot, store_hash),
+        COLUMN(COL_TEXT, struct meta_snapshot, root_hash),
+        COLUMN(COL_TEXT, struct meta_snapshot, memory_hash),
+        COLUMN(COL_INT, struct meta_snapshot, time_ms),
+        COL_HAND, /* reason */
+        COLUMN(COL_TEXT, struct meta_snapshot, label),
+        COLUMN(COL_INT, struct meta_snapshot, bytes_added),
+        COLUMN(COL_INT, struct meta_snapshot, logical_size),
+        COLUMN(COL_BOOL, struct meta_snapshot, pinned),
+};
+
+static int read_snapshot(struct meta *m, sqlite3_stmt *st, void *ret) {
+        struct meta_snapshot *s = ret;
         *s = (struct meta_snapshot){ 0 };
         char reason[16];
-        int r = 0;
-        r = r ?: col_str(m, st, 0, s->id, sizeof s->id);
-        r = r ?: col_str(m, st, 1, s->session_id, sizeof s->session_id);
-        r = r ?: col_str(m, st, 2, s->parent_id, sizeof s->parent_id);
-        r = r ?: col_str(m, st, 3, s->store_hash, sizeof s->store_hash);
-        r = r ?: col_str(m, st, 4, s->root_hash, sizeof s->root_hash);
-        r = r ?: col_str(m, st, 5, s->memory_hash, sizeof s->memory_hash);
+        int r = read_columns(m, st, snapshot_cols, ELEMENTSOF(snapshot_cols), s);
         r = r ?: col_str(m, st, 7, reason, sizeof reason);
-        r = r ?: col_str(m, st, 8, s->label, sizeof s->label);
         if (r < 0)
                 return r;
         if (meta_snapshot_reason_from_name(reason, &s->reason) < 0)
                 return meta_error(m, -EUCLEAN, "sqlite: snapshot %s has unknown reason '%s'", s->id, reason);
-        s->time_ms = sqlite3_column_int64(st, 6);
-        s->bytes_added = (uint64_t)sqlite3_column_int64(st, 9);
-        s->logical_size = (uint64_t)sqlite3_column_int64(st, 10);
-        s->pinned = sqlite3_column_int(st, 11) != 0;
         return 0;
 }
 
@@ -1020,183 +1005,71 @@ static int snapshot_add_tx(struct meta *m, const struct meta_snapshot *s, int64_
         int r = exists(m, ST_SES_EXISTS, s->session_id, "session");
         if (r < 0)
                 return r;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(m, ST_SNAP_INSERT, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, s->id, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 2, s->session_id, -1, SQLITE_STATIC), bind_str(st, 3, s->parent_id),
-                 sqlite3_bind_text(st, 4, s->store_hash, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 5, s->root_hash, -1, SQLITE_STATIC), bind_str(st, 6, s->memory_hash),
-                 sqlite3_bind_int64(st, 7, s->time_ms ? s->time_ms : now),
-                 sqlite3_bind_text(st, 8, meta_snapshot_reason_name(s->reason), -1, SQLITE_STATIC),
-                 bind_str(st, 9, s->label), sqlite3_bind_int64(st, 10, (int64_t)s->bytes_added),
-                 sqlite3_bind_int64(st, 11, (int64_t)s->logical_size), sqlite3_bind_int(st, 12, s->pinned));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r == -EEXIST)
-                meta_error(m, r, "snapshot %s exists", s->id);
-        return r;
+        return insert(m, ST_SNAP_INSERT, "snapshot", s->id,
+                      PARAMS(P_TEXT(s->id), P_TEXT(s->session_id), P_OPT(s->parent_id), P_TEXT(s->store_hash),
+                             P_TEXT(s->root_hash), P_OPT(s->memory_hash), P_INT(s->time_ms ? s->time_ms : now),
+                             P_TEXT(meta_snapshot_reason_name(s->reason)), P_OPT(s->label),
+                             P_INT(s->bytes_added), P_INT(s->logical_size), P_INT(s->pinned)));
 }
 
 static int sq_snapshot_add(struct meta *m, const struct meta_snapshot *s, int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, snapshot_add_tx(m, s, now));
+        return WRITE(m, snapshot_add_tx(m, s, now));
 }
 
 static int sq_snapshot_get(struct meta *m, const char *id, struct meta_snapshot *ret) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SNAP_GET, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return meta_error(m, -ENOENT, "no such snapshot: %s", id);
-        return read_snapshot(m, st, ret);
+        return get_one(m, ST_SNAP_GET, id, "snapshot", read_snapshot, ret);
 }
 
 static int sq_snapshot_list(struct meta *m, const char *session_id, struct meta_snapshot **ret, size_t *ret_n) {
         int r = exists(m, ST_SES_EXISTS, session_id, "session");
         if (r < 0)
                 return r;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(m, ST_SNAP_LIST, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        _cleanup_free_ struct meta_snapshot *v = NULL;
-        size_t n = 0, cap = 0;
-        while ((r = step(m, st)) > 0) {
-                struct meta_snapshot *e = grow(m, (void **)&v, &cap, n, sizeof *v);
-                if (!e)
-                        return -ENOMEM;
-                r = read_snapshot(m, st, e);
-                if (r < 0)
-                        return r;
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        return 0;
-}
-
-static int snapshot_set_pinned_tx(struct meta *m, const char *id, bool pinned) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SNAP_PIN, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC), sqlite3_bind_int(st, 2, pinned));
-        if (r < 0)
-                return r;
-        return run_changed(m, st, "snapshot", id);
+        return select_rows(m, ST_SNAP_LIST, PARAMS(P_TEXT(session_id)), sizeof **ret, read_snapshot, NULL,
+                           (void **)ret, ret_n);
 }
 
 static int sq_snapshot_set_pinned(struct meta *m, const char *id, bool pinned) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, snapshot_set_pinned_tx(m, id, pinned));
+        return WRITE(m, change(m, ST_SNAP_PIN, "snapshot", id, PARAMS(P_TEXT(id), P_INT(pinned))));
 }
 
 static int snapshot_delete_tx(struct meta *m, const char *id) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SNAP_IS_HEAD, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
+        int r = fetch_row(m, ST_SNAP_IS_HEAD, id, &st);
         if (r < 0)
                 return r;
         if (r > 0)
                 return meta_error(m, -EBUSY, "snapshot %s is the head of session %s", id,
                                   (const char *)sqlite3_column_text(st, 0));
-        stmt_resetp(&st);
         return delete_one(m, ST_SNAP_DELETE, id, "snapshot");
 }
 
 static int sq_snapshot_delete(struct meta *m, const char *id) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, snapshot_delete_tx(m, id));
+        return WRITE(m, snapshot_delete_tx(m, id));
+}
+
+static int read_id(struct meta *m, sqlite3_stmt *st, void *ret) {
+        struct meta_id *e = ret;
+        return col_str(m, st, 0, e->s, sizeof e->s);
 }
 
 static int sq_snapshot_expired(struct meta *m, const char *session_id, struct meta_id **ret, size_t *ret_n) {
         _cleanup_stmt_ sqlite3_stmt *k = NULL;
-        int r = prep(m, ST_SES_KEEP, &k);
+        int r = fetch_one(m, ST_SES_KEEP, session_id, "session", &k);
         if (r < 0)
                 return r;
-        r = BIND(m, sqlite3_bind_text(k, 1, session_id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, k);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return meta_error(m, -ENOENT, "no such session: %s", session_id);
         int64_t keep = sqlite3_column_int64(k, 0);
         stmt_resetp(&k);
+        return select_rows(m, ST_SNAP_EXPIRED, PARAMS(P_TEXT(session_id), P_INT(keep)), sizeof **ret, read_id,
+                           NULL, (void **)ret, ret_n);
+}
 
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(m, ST_SNAP_EXPIRED, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC), sqlite3_bind_int64(st, 2, keep));
-        if (r < 0)
-                return r;
-        _cleanup_free_ struct meta_id *v = NULL;
-        size_t n = 0, cap = 0;
-        while ((r = step(m, st)) > 0) {
-                struct meta_id *e = grow(m, (void **)&v, &cap, n, sizeof *v);
-                if (!e)
-                        return -ENOMEM;
-                r = col_str(m, st, 0, e->s, sizeof e->s);
-                if (r < 0)
-                        return r;
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        return 0;
+static int read_hash(struct meta *m, sqlite3_stmt *st, void *ret) {
+        struct meta_hash *e = ret;
+        return col_str(m, st, 0, e->hex, sizeof e->hex);
 }
 
 static int sq_snapshot_live_hashes(struct meta *m, struct meta_hash **ret, size_t *ret_n) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SNAP_HASHES, &st);
-        if (r < 0)
-                return r;
-        _cleanup_free_ struct meta_hash *v = NULL;
-        size_t n = 0, cap = 0;
-        while ((r = step(m, st)) > 0) {
-                struct meta_hash *e = grow(m, (void **)&v, &cap, n, sizeof *v);
-                if (!e)
-                        return -ENOMEM;
-                r = col_str(m, st, 0, e->hex, sizeof e->hex);
-                if (r < 0)
-                        return r;
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        return 0;
+        return select_rows(m, ST_SNAP_HASHES, NULL, 0, sizeof **ret, read_hash, NULL, (void **)ret, ret_n);
 }
 
 /* ---- events ---- */
@@ -1204,17 +1077,9 @@ static int sq_snapshot_live_hashes(struct meta *m, struct meta_hash **ret, size_
 static int event_append_tx(struct meta *m, const char *session_id, const char *kind, const char *payload,
                            size_t len, int64_t now, int64_t *ret_seq) {
         _cleanup_stmt_ sqlite3_stmt *q = NULL;
-        int r = prep(m, ST_SES_NEXT_SEQ, &q);
+        int r = fetch_one(m, ST_SES_NEXT_SEQ, session_id, "session", &q);
         if (r < 0)
                 return r;
-        r = BIND(m, sqlite3_bind_text(q, 1, session_id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, q);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return meta_error(m, -ENOENT, "no such session: %s", session_id);
         int64_t seq = sqlite3_column_int64(q, 0);
         while ((r = step(m, q)) > 0)
                 ;
@@ -1222,16 +1087,8 @@ static int event_append_tx(struct meta *m, const char *session_id, const char *k
                 return r;
         stmt_resetp(&q);
 
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(m, ST_EV_INSERT, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC), sqlite3_bind_int64(st, 2, seq),
-                 sqlite3_bind_int64(st, 3, now), sqlite3_bind_text(st, 4, kind, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 5, payload, (int)len, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
+        r = run_params(m, ST_EV_INSERT,
+                       PARAMS(P_TEXT(session_id), P_INT(seq), P_INT(now), P_TEXT(kind), P_TEXTN(payload, len)));
         if (r < 0)
                 return r;
         *ret_seq = seq;
@@ -1240,11 +1097,16 @@ static int event_append_tx(struct meta *m, const char *session_id, const char *k
 
 static int sq_event_append(struct meta *m, const char *session_id, const char *kind, const char *payload,
                            size_t len, int64_t now, int64_t *ret_seq) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, event_append_tx(m, session_id, kind, payload, len, now, ret_seq));
+        return WRITE(m, event_append_tx(m, session_id, kind, payload, len, now, ret_seq));
 }
+
+/* seq, time_ms, kind, payload; the payload is read by hand (its length, NOT NULL). */
+static const struct column event_cols[] = {
+        COLUMN(COL_INT, struct meta_event, seq),
+        COLUMN(COL_INT, struct meta_event, time_ms),
+        COLUMN(COL_TEXT, struct meta_event, kind),
+        COL_HAND,
+};
 
 static int sq_event_list(struct meta *m, const char *session_id, int64_t after_seq, unsigned limit,
                          size_t max_bytes, struct meta_event **ret, size_t *ret_n) {
@@ -1252,11 +1114,7 @@ static int sq_event_list(struct meta *m, const char *session_id, int64_t after_s
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(m, ST_EV_LIST, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC), sqlite3_bind_int64(st, 2, after_seq),
-                 sqlite3_bind_int64(st, 3, limit));
+        r = prep_bind(m, ST_EV_LIST, PARAMS(P_TEXT(session_id), P_INT(after_seq), P_INT(limit)), &st);
         if (r < 0)
                 return r;
         struct meta_event *v = NULL;
@@ -1270,9 +1128,7 @@ static int sq_event_list(struct meta *m, const char *session_id, int64_t after_s
                         r = -ENOMEM;
                         break;
                 }
-                e->seq = sqlite3_column_int64(st, 0);
-                e->time_ms = sqlite3_column_int64(st, 1);
-                r = col_str(m, st, 2, e->kind, sizeof e->kind);
+                r = read_columns(m, st, event_cols, ELEMENTSOF(event_cols), e);
                 if (r >= 0)
                         r = col_dup(m, st, 3, &e->payload);
                 if (r >= 0 && !e->payload)
@@ -1296,147 +1152,74 @@ static int sq_event_list(struct meta *m, const char *session_id, int64_t after_s
 
 static int sq_event_last_seq(struct meta *m, const char *session_id, int64_t *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_SES_LAST_SEQ, &st);
+        int r = fetch_one(m, ST_SES_LAST_SEQ, session_id, "session", &st);
         if (r < 0)
                 return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return meta_error(m, -ENOENT, "no such session: %s", session_id);
         *ret = sqlite3_column_int64(st, 0);
         return 0;
 }
 
 /* ---- hosts ---- */
 
-static int read_host(struct meta *m, sqlite3_stmt *st, struct meta_host *h) {
-        *h = (struct meta_host){ 0 };
-        int r = col_str(m, st, 0, h->id, sizeof h->id);
-        r = r ?: col_str(m, st, 1, h->address, sizeof h->address);
-        h->lease_expires_ms = sqlite3_column_int64(st, 2);
-        h->updated_ms = sqlite3_column_int64(st, 3);
-        return r;
-}
+/* In HOST_COLS order. */
+static const struct column host_cols[] = {
+        COLUMN(COL_TEXT, struct meta_host, id),
+        COLUMN(COL_TEXT, struct meta_host, address),
+        COLUMN(COL_INT, struct meta_host, lease_expires_ms),
+        COLUMN(COL_INT, struct meta_host, updated_ms),
+};
 
-static int host_renew_tx(struct meta *m, const char *id, const char *address, int64_t expires, int64_t now) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_HOST_UPSERT, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC), bind_str(st, 2, address),
-                 sqlite3_bind_int64(st, 3, expires), sqlite3_bind_int64(st, 4, now));
-        if (r < 0)
-                return r;
-        return step(m, st);
+static int read_host(struct meta *m, sqlite3_stmt *st, void *ret) {
+        struct meta_host *h = ret;
+        *h = (struct meta_host){ 0 };
+        return read_columns(m, st, host_cols, ELEMENTSOF(host_cols), h);
 }
 
 static int sq_host_renew(struct meta *m, const char *id, const char *address, int64_t expires, int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, host_renew_tx(m, id, address, expires, now));
+        return WRITE(m, run_params(m, ST_HOST_UPSERT, PARAMS(P_TEXT(id), P_OPT(address), P_INT(expires), P_INT(now))));
 }
 
 static int sq_host_get(struct meta *m, const char *id, struct meta_host *ret) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_HOST_GET, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return meta_error(m, -ENOENT, "no such host: %s", id);
-        return read_host(m, st, ret);
+        return get_one(m, ST_HOST_GET, id, "host", read_host, ret);
 }
 
 static int sq_host_list_expired(struct meta *m, int64_t now_ms, struct meta_host **ret, size_t *ret_n) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_HOST_EXPIRED, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_int64(st, 1, now_ms));
-        if (r < 0)
-                return r;
-        _cleanup_free_ struct meta_host *v = NULL;
-        size_t n = 0, cap = 0;
-        while ((r = step(m, st)) > 0) {
-                struct meta_host *e = grow(m, (void **)&v, &cap, n, sizeof *v);
-                if (!e)
-                        return -ENOMEM;
-                r = read_host(m, st, e);
-                if (r < 0)
-                        return r;
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        return 0;
+        return select_rows(m, ST_HOST_EXPIRED, PARAMS(P_INT(now_ms)), sizeof **ret, read_host, NULL, (void **)ret,
+                           ret_n);
 }
 
 static int sq_host_delete(struct meta *m, const char *id) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, delete_one(m, ST_HOST_DELETE, id, "host"));
+        return WRITE(m, delete_one(m, ST_HOST_DELETE, id, "host"));
 }
 
 /* ---- tokens ---- */
 
-static int token_create_tx(struct meta *m, const char *hash, const char *tenant, const char *name, int64_t now) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_TOK_INSERT, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC),
-                 sqlite3_bind_text(st, 2, tenant, -1, SQLITE_STATIC), bind_str(st, 3, name),
-                 sqlite3_bind_int64(st, 4, now));
-        if (r < 0)
-                return r;
-        r = step(m, st);
-        if (r == -EEXIST)
-                meta_error(m, r, "token exists");
-        return r;
-}
-
 static int sq_token_create(struct meta *m, const char *hash, const char *tenant, const char *name, int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, token_create_tx(m, hash, tenant, name, now));
+        return WRITE(m, insert(m, ST_TOK_INSERT, "token", NULL,
+                               PARAMS(P_TEXT(hash), P_TEXT(tenant), P_OPT(name), P_INT(now))));
 }
 
-static int read_token(struct meta *m, sqlite3_stmt *st, struct meta_token *ret) {
+/* In TOK_COLS order. */
+static const struct column token_cols[] = {
+        COLUMN(COL_TEXT, struct meta_token, hash),
+        COLUMN(COL_TEXT, struct meta_token, tenant),
+        COLUMN(COL_TEXT, struct meta_token, name),
+        COLUMN(COL_INT, struct meta_token, created_ms),
+        COLUMN(COL_INT, struct meta_token, revoked_ms),
+};
+
+static int read_token(struct meta *m, sqlite3_stmt *st, void *ret) {
         struct meta_token t = { 0 };
-        int r = col_str(m, st, 0, t.hash, sizeof t.hash);
-        r = r ?: col_str(m, st, 1, t.tenant, sizeof t.tenant);
-        r = r ?: col_str(m, st, 2, t.name, sizeof t.name);
+        int r = read_columns(m, st, token_cols, ELEMENTSOF(token_cols), &t);
         if (r < 0)
                 return r;
-        t.created_ms = sqlite3_column_int64(st, 3);
-        t.revoked_ms = sqlite3_column_int64(st, 4);
-        *ret = t;
+        *(struct meta_token *)ret = t;
         return 0;
 }
 
 static int sq_token_get(struct meta *m, const char *hash, struct meta_token *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_TOK_GET, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC));
-        if (r < 0)
-                return r;
-        r = step(m, st);
+        int r = fetch_row(m, ST_TOK_GET, hash, &st);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -1445,37 +1228,11 @@ static int sq_token_get(struct meta *m, const char *hash, struct meta_token *ret
 }
 
 static int sq_token_list(struct meta *m, struct meta_token **ret, size_t *ret_n) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_TOK_LIST, &st);
-        if (r < 0)
-                return r;
-        _cleanup_free_ struct meta_token *v = NULL;
-        size_t n = 0, cap = 0;
-        while ((r = step(m, st)) > 0) {
-                struct meta_token *e = grow(m, (void **)&v, &cap, n, sizeof *v);
-                if (!e)
-                        return -ENOMEM;
-                r = read_token(m, st, e);
-                if (r < 0)
-                        return r;
-                n++;
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        return 0;
+        return select_rows(m, ST_TOK_LIST, NULL, 0, sizeof **ret, read_token, NULL, (void **)ret, ret_n);
 }
 
 static int token_revoke_tx(struct meta *m, const char *hash, int64_t now) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prep(m, ST_TOK_REVOKE, &st);
-        if (r < 0)
-                return r;
-        r = BIND(m, sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC), sqlite3_bind_int64(st, 2, now));
-        if (r < 0)
-                return r;
-        r = step(m, st);
+        int r = run_params(m, ST_TOK_REVOKE, PARAMS(P_TEXT(hash), P_INT(now)));
         if (r < 0 || sqlite3_changes(db_of(m)) > 0)
                 return r;
         struct meta_token t;
@@ -1483,10 +1240,7 @@ static int token_revoke_tx(struct meta *m, const char *hash, int64_t now) {
 }
 
 static int sq_token_revoke(struct meta *m, const char *hash, int64_t now) {
-        int r = w_begin(m);
-        if (r < 0)
-                return r;
-        return w_end(m, token_revoke_tx(m, hash, now));
+        return WRITE(m, token_revoke_tx(m, hash, now));
 }
 
 const struct meta_backend_ops meta_sqlite_ops = {
