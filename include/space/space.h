@@ -174,10 +174,14 @@ struct space_snapshot_info {
         char store_snapshot[72]; /* hex id of its record in the store (space-store get) */
         double freeze_ms;      /* how long the sandbox was frozen; < 0 if not reported
                                 * (only the answer of space_snapshot_create has it) */
+        bool memory;           /* it holds the processes too (a memory image) */
 };
 
 /* POST .../snapshots; label may be NULL (at most SPACE_MAX_LABEL bytes). *ret may be NULL. */
 int space_snapshot_create(space_session *s, const char *label, struct space_snapshot_info *ret);
+/* The same; memory: checkpoint the processes too (runtimes with memory snapshots; the
+ * sandbox is restarted from the image: requests get 503 for that moment). */
+int space_snapshot_create_memory(space_session *s, const char *label, bool memory, struct space_snapshot_info *ret);
 /* GET .../snapshots: the timeline, oldest first. Free *ret with free(). */
 int space_snapshot_list(space_session *s, struct space_snapshot_info **ret, size_t *ret_n);
 

@@ -1415,6 +1415,7 @@ static void print_snapshot_json(const struct space_snapshot_info *si) {
         json_w_key(&w, "logical_size");
         json_w_uint(&w, si->logical_size);
         json_w_kstr(&w, "root", si->root);
+        json_w_kbool(&w, "memory", si->memory);
         if (si->store_snapshot[0])
                 json_w_kstr(&w, "store_snapshot", si->store_snapshot);
         if (si->freeze_ms >= 0) {
@@ -1433,17 +1434,20 @@ static const struct cmd cmd_snapshot = { "snapshot",
         "\n"
         "Options:\n"
         "  -l, --label TEXT      a label to find it by (at most 256 bytes)\n"
+        "      --memory          the running processes too (gvisor, microvm): the sandbox\n"
+        "                        is checkpointed and restarted from the image\n"
         "      --json            print the snapshot object\n"
         "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
         "  -h, --help            show this help\n" };
 
 static int do_snapshot(int argc, char **argv) {
         static const struct option lopts[] = {
-                { "label", required_argument, NULL, 'l' }, { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 },
+                { "label", required_argument, NULL, 'l' }, { "json", no_argument, NULL, 'j' },
+                { "memory", no_argument, NULL, 'M' }, COMMON_LONG_OPTS, { 0 },
         };
         const struct cmd *cmd = &cmd_snapshot;
         const char *host = NULL, *label = NULL;
-        bool json = false;
+        bool json = false, memory = false;
         int c;
         start_opts();
         while ((c = next_opt(cmd, argc, argv, ":l:h", lopts)) != -1) {
@@ -1454,6 +1458,7 @@ static int do_snapshot(int argc, char **argv) {
                         label = optarg;
                         break;
                 case 'j': json = true; break;
+                case 'M': memory = true; break;
                 case 'H': host = optarg; break;
                 case 'h': return show_help(cmd);
                 default: return EXIT_USAGE;
@@ -1469,7 +1474,7 @@ static int do_snapshot(int argc, char **argv) {
         if (r)
                 return r;
         struct space_snapshot_info si;
-        int e = space_snapshot_create(s, label, &si);
+        int e = space_snapshot_create_memory(s, label, memory, &si);
         if (e < 0)
                 r = api_fail(cl, e);
         else if (json)

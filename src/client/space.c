@@ -790,6 +790,7 @@ static void fill_snapshot(const struct json *o, struct space_snapshot_info *si) 
         copy_str(si->store_snapshot, sizeof si->store_snapshot, o, "store_snapshot");
         const struct json *f = json_get(o, "freeze_ms");
         si->freeze_ms = json_type(f) == JSON_NUMBER ? json_num(f) : -1;
+        si->memory = json_get_bool(o, "memory", false);
 }
 
 /* A JSON request on the session: POST/GET "/v1/sessions/{id}<suffix>" with body (may be
@@ -831,6 +832,10 @@ static int lifecycle(space_session *s, const char *suffix, const struct buf *bod
 }
 
 int space_snapshot_create(space_session *s, const char *label, struct space_snapshot_info *ret) {
+        return space_snapshot_create_memory(s, label, false, ret);
+}
+
+int space_snapshot_create_memory(space_session *s, const char *label, bool memory, struct space_snapshot_info *ret) {
         if (label && strlen(label) > SPACE_MAX_LABEL)
                 return fail(s->c, -E2BIG, "label longer than %d bytes", SPACE_MAX_LABEL);
         _cleanup_buf_ struct buf b = BUF_INIT(4096);
@@ -838,6 +843,8 @@ int space_snapshot_create(space_session *s, const char *label, struct space_snap
         json_w_obj_begin(&w);
         if (label)
                 json_w_kstr(&w, "label", label);
+        if (memory)
+                json_w_kbool(&w, "memory", true);
         json_w_obj_end(&w);
         if (w.err)
                 return fail(s->c, w.err, "encoding the request: %s", strerror(-w.err));

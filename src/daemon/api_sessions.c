@@ -9,6 +9,7 @@
 #include "daemon/api.h"
 #include "daemon/durlogic.h"
 #include "daemon/spaced.h"
+#include "runtime/runtime.h"
 
 /* 409/503 now when nothing is queued that could change the state before it runs. */
 static bool state_ok_now(struct conn *c, struct session *s, enum dl_action a) {
@@ -43,9 +44,21 @@ void api_snapshot_create(struct conn *c) {
                         return;
                 }
         }
+        bool memory = false;
+        if ((v = json_get(body, "memory")) && json_type(v) != JSON_NULL) {
+                if (json_type(v) != JSON_BOOL) {
+                        conn_reply_error(c, 400, "memory must be true or false");
+                        return;
+                }
+                memory = json_is_true(v);
+                if (memory && !s->rt->memory_snapshots) {
+                        conn_reply_error(c, 400, "runtime %s has no memory snapshots (gvisor, microvm do)", s->rt->name);
+                        return;
+                }
+        }
         if (!state_ok_now(c, s, DL_SNAPSHOT))
                 return;
-        dur_snapshot(s, c, label);
+        dur_snapshot(s, c, label, memory);
 }
 
 void api_snapshot_list(struct conn *c) {

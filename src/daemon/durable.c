@@ -61,6 +61,7 @@ struct action {
         bool lost_on_purpose;                 /* the daemon stopped it (SIGTERM) */
         /* start of a driver with memory snapshots: the head's memory image, copied out */
         bool want_memory;
+        bool with_memory;                     /* ACT_SNAPSHOT: checkpoint the processes too */
         struct store_hash memory;
         char memory_err[256];                 /* why it boots from files instead */
 };
@@ -128,6 +129,9 @@ static void job_free(struct job *j);
 static void act_done(struct action *a);
 static void start_begin(struct action *a);
 static void recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose);
+static void memory_event(struct session *s, const char *event, const char *snap, const struct job *j,
+                         const char *err);
+static void pause_failed(struct action *a, struct job *j, const char *what, const char *err);
 static int reclaim_strays(struct daemon *d, const char *root);
 
 /* ---------------- small helpers ---------------- */
@@ -531,6 +535,7 @@ static void snapshot_write_json(struct json_writer *w, const struct meta_snapsho
         json_w_uint(w, m->logical_size);
         json_w_kstr(w, "root", m->root_hash);
         json_w_kstr(w, "store_snapshot", m->store_hash);
+        json_w_kbool(w, "memory", m->memory_hash[0] != '\0');
         if (freeze_ms >= 0) {
                 json_w_key(w, "freeze_ms");
                 json_w_double(w, freeze_ms);
@@ -987,17 +992,20 @@ static int capture_begin(struct action *a, enum meta_snapshot_reason reason, boo
         j->parent = s->head_hash;
         j->sreason = store_reason_of(reason);
         snprintf(j->label, sizeof j->label, "%s", a->label);
-        /* Memory goes with pause only (docs/runtime-gvisor.md: a checkpoint that lets the
-         * sandbox go on is not reliable in the runsc we have). The sandbox is checkpointed
-         * in a worker: stop listening to it here first, its socket and pid go away. */
-        if (!thaw && j->sb && s->rt->memory_snapshots && s->rt->checkpoint) {
+        /* Memory goes with pause, and with a snapshot that asks for it (docs/runtime-gvisor.md:
+         * a checkpoint that lets the sandbox go on is not reliable in the runsc we have, so
+         * the sandbox stops and snapshot_done restarts it from the image). The sandbox is
+         * checkpointed in a worker: stop listening to it here first, its socket and pid go
+         * away. */
+        if ((!thaw || a->with_memory) && j->sb && s->rt->memory_snapshots && s->rt->checkpoint) {
+                j->thaw = false;
                 if (asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0) {
                         j->mem_dir = NULL;
                         job_free(j);
                         return -ENOMEM;
                 }
                 j->memory = true;
-                ses_quiesce(s, 503, "the session is being paused");
+                ses_quiesce(s, 503, thaw ? "the session is taking a memory snapshot" : "the session is being paused");
         }
         return job_submit(j);
 }
@@ -1101,6 +1109,10 @@ static void snapshot_done(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         if (j->r < 0) {
+                if (j->memory) {
+                        pause_failed(a, j, "snapshot failed", j->err);
+                        return;
+                }
                 act_fail(a, 500, "snapshot failed: %s", j->err);
                 return;
         }
@@ -1112,8 +1124,18 @@ static void snapshot_done(struct job *j) {
         struct meta_snapshot m;
         int r = snapshot_commit(s, j, a->reason, a->label, NULL, &m);
         if (r < 0) {
+                if (j->memory) {
+                        pause_failed(a, j, "recording the snapshot failed", merr(s->d));
+                        return;
+                }
                 act_fail(a, 500, "recording the snapshot failed: %s", merr(s->d));
                 return;
+        }
+        if (j->memory) {
+                /* The checkpoint stopped the sandbox: a new one continues from the image just
+                 * stored (a restart on purpose, in the event log). */
+                memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
+                recover_queue(s, s->sbx_id, "restarted from its memory snapshot", true);
         }
         log_info("%s: snapshot %s (%s): %" PRIu64 " bytes new, %" PRIu64 " files read, frozen %" PRIu64
                  " us, capture %" PRIu64 " us",
@@ -1159,8 +1181,6 @@ static void run_snapshot(struct action *a) {
 static void start_fail(struct action *a, const char *fmt, ...) _printf_(2, 3);
 
 static void start_created(struct action *a);
-static void memory_event(struct session *s, const char *event, const char *snap, const struct job *j,
-                         const char *err);
 
 static void start_materialized(struct job *j) {
         struct action *a = j->act;
@@ -2369,11 +2389,12 @@ static void act_run(struct action *a) {
 
 /* ---------------- API entry points ---------------- */
 
-void dur_snapshot(struct session *s, struct conn *c, const char *label) {
+void dur_snapshot(struct session *s, struct conn *c, const char *label, bool memory) {
         struct action *a = act_new(s, ACT_SNAPSHOT, c);
         if (!a)
                 return;
         a->reason = META_REASON_MANUAL;
+        a->with_memory = memory;
         snprintf(a->label, sizeof a->label, "%s", label ? label : "");
         act_submit(s, a);
 }

@@ -364,7 +364,9 @@ void dur_settle(struct daemon *d, int timeout_ms);
 /* SIGTERM: a final snapshot of every changed running session, sandboxes destroyed. */
 void dur_shutdown(struct daemon *d);
 int dur_create(struct daemon *d, struct conn *c, const struct json *body);
-void dur_snapshot(struct session *s, struct conn *c, const char *label);
+/* memory: checkpoint the processes too (runtimes with memory_snapshots; the sandbox is
+ * restarted from the image, docs/runtime-gvisor.md). */
+void dur_snapshot(struct session *s, struct conn *c, const char *label, bool memory);
 void dur_pause(struct session *s, struct conn *c);
 void dur_resume(struct session *s, struct conn *c);
 void dur_restore(struct session *s, struct conn *c, const char *snap_id);

@@ -940,7 +940,7 @@ static int gv_thaw(struct rt_sandbox *sb) {
         const char *args[] = { "resume", sb->id, NULL };
         int r = runsc_run(sb->run_dir, "resume", args, RT_GV_CMD_TIMEOUT_MS);
         /* Resuming one that is not paused is what thaw means: nothing to do. */
-        if (r == -EIO && strstr(runtime_last_error(), "not paused"))
+        if (r == -EIO && (strstr(runtime_last_error(), "not paused") || strstr(runtime_last_error(), "in state running")))
                 return 0;
         return r;
 }
