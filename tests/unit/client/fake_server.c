@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,50 @@ void fake_stop(struct fake_server *f) {
 }
 
 void fake_free(struct fake_server *f) {
-        for (size_t i = 0; i < FAKE_MAX; i++)
+        for (size_t i = 0; i < FAKE_MAX; i++) {
                 free(f->requests[i]);
+                free(f->owned[i]);
+        }
+}
+
+void fake_reply_take(struct fake_server *f, size_t i, char *raw, size_t raw_len) {
+        if (i >= FAKE_MAX || !raw)
+                abort();
+        free(f->owned[i]);
+        f->owned[i] = raw;
+        f->replies[i].raw = raw;
+        f->replies[i].raw_len = raw_len;
+}
+
+void fake_reply_json(struct fake_server *f, size_t i, const char *status, const char *body) {
+        char *s;
+        if (asprintf(&s, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", status,
+                     strlen(body), body) < 0)
+                abort();
+        fake_reply_take(f, i, s, 0);
+}
+
+void fake_reply_chunked(struct fake_server *f, size_t i, const char *status, ...) {
+        size_t cap = 1 << 16, len = 0;
+        char *s = malloc(cap);
+        if (!s)
+                abort();
+        len += (size_t)snprintf(s, cap, "HTTP/1.1 %s\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n",
+                                status);
+        va_list ap;
+        va_start(ap, status);
+        const char *c;
+        while ((c = va_arg(ap, const char *))) {
+                if (len + strlen(c) + 32 >= cap)
+                        abort();
+                len += (size_t)snprintf(s + len, cap - len, "%zx\r\n%s\r\n", strlen(c), c);
+        }
+        va_end(ap);
+        snprintf(s + len, cap - len, "0\r\n\r\n");
+        fake_reply_take(f, i, s, 0);
+}
+
+const char *fake_request_body(const struct fake_server *f, size_t i) {
+        const char *e = i < FAKE_MAX && f->requests[i] ? strstr(f->requests[i], "\r\n\r\n") : NULL;
+        return e ? e + 4 : NULL;
 }

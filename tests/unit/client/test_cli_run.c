@@ -18,36 +18,6 @@
 #include "fake_server.h"
 
 static const char *space_bin;
-static char *owned[64];
-static size_t nowned;
-
-static const char *keep(char *s) {
-        owned[nowned++] = s;
-        return s;
-}
-
-static const char *json_resp(const char *status, const char *body) {
-        char *s;
-        assert_true(asprintf(&s, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", status,
-                             strlen(body), body) > 0);
-        return keep(s);
-}
-
-static const char *stream_resp(const char *ndjson) {
-        char *s;
-        assert_true(asprintf(&s, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
-                                 "%zx\r\n%s\r\n0\r\n\r\n", strlen(ndjson), ndjson) > 0);
-        return keep(s);
-}
-
-static int teardown(void **state) {
-        (void)state;
-        for (size_t i = 0; i < nowned; i++)
-                free(owned[i]);
-        nowned = 0;
-        return 0;
-}
-
 static const char SESSION[] = "{\"id\":\"ses_00000000000000aa\",\"sandbox_id\":\"sbx_00000000000000aa\",\"state\":\"running\","
                               "\"template\":\"base\",\"runtime\":\"ns\",\"created_at\":\"2025-01-01T00:00:00Z\","
                               "\"limits\":{\"memory\":536870912,\"cpus\":1,\"pids\":512}}";
@@ -112,9 +82,9 @@ static void test_exec_output_and_code(void **state) {
         (void)state;
         printf("checks: space exec splits stdout/stderr, exits with the code, forwards piped stdin\n");
         struct fake_server f = { .nreplies = 2 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = stream_resp("{\"type\":\"start\",\"pid\":3}\n{\"type\":\"stdout\",\"data\":\"42\\n\"}\n"
-                                       "{\"type\":\"stderr\",\"data\":\"warn\\n\"}\n{\"type\":\"exit\",\"exit_code\":3}\n");
+        fake_reply_json(&f, 0, "200 OK", SESSION);
+        fake_reply_chunked(&f, 1, "200 OK", "{\"type\":\"start\",\"pid\":3}\n{\"type\":\"stdout\",\"data\":\"42\\n\"}\n"
+                                            "{\"type\":\"stderr\",\"data\":\"warn\\n\"}\n{\"type\":\"exit\",\"exit_code\":3}\n", NULL);
         fake_start(&f);
         struct run r;
         run_space(&f, "input-text", &r, "exec", "ses_00000000000000aa", "--", "python3", "-c", "x", NULL);
@@ -131,11 +101,11 @@ static void test_exec_signal_and_not_found(void **state) {
         (void)state;
         printf("checks: killed by signal 9 -> 137; command not found (422) -> 127 with the daemon's message\n");
         struct fake_server f = { .nreplies = 4 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = stream_resp("{\"type\":\"exit\",\"signal\":9}\n");
-        f.replies[2].raw = json_resp("200 OK", SESSION);
-        f.replies[3].raw = json_resp("422 Unprocessable Entity",
-                                     "{\"error\":{\"code\":\"exec_failed\",\"message\":\"nosuch: command not found\"}}");
+        fake_reply_json(&f, 0, "200 OK", SESSION);
+        fake_reply_chunked(&f, 1, "200 OK", "{\"type\":\"exit\",\"signal\":9}\n", NULL);
+        fake_reply_json(&f, 2, "200 OK", SESSION);
+        fake_reply_json(&f, 3, "422 Unprocessable Entity",
+                               "{\"error\":{\"code\":\"exec_failed\",\"message\":\"nosuch: command not found\"}}");
         fake_start(&f);
         struct run r;
         run_space(&f, NULL, &r, "exec", "ses_00000000000000aa", "sleep", "9", NULL);
@@ -152,7 +122,7 @@ static void test_errors_exit_1(void **state) {
         (void)state;
         printf("checks: an API error prints 'space: <message>' and exits 1\n");
         struct fake_server f = { .nreplies = 1 };
-        f.replies[0].raw = json_resp("404 Not Found", "{\"error\":{\"code\":\"not_found\",\"message\":\"no session ses_x\"}}");
+        fake_reply_json(&f, 0, "404 Not Found", "{\"error\":{\"code\":\"not_found\",\"message\":\"no session ses_x\"}}");
         fake_start(&f);
         struct run r;
         run_space(&f, NULL, &r, "inspect", "ses_x", NULL);
@@ -169,9 +139,9 @@ static void test_create_and_lists(void **state) {
         char list[sizeof SESSION + 32];
         snprintf(list, sizeof list, "{\"sessions\":[%s]}", SESSION);
         struct fake_server f = { .nreplies = 3 };
-        f.replies[0].raw = json_resp("201 Created", SESSION);
-        f.replies[1].raw = json_resp("200 OK", list);
-        f.replies[2].raw = json_resp("200 OK", list);
+        fake_reply_json(&f, 0, "201 Created", SESSION);
+        fake_reply_json(&f, 1, "200 OK", list);
+        fake_reply_json(&f, 2, "200 OK", list);
         fake_start(&f);
         struct run r;
         run_space(&f, NULL, &r, "create", "--memory", "1G", "--cpus", "2", "--pids", "100", "--env", "A=b", NULL);
@@ -186,7 +156,7 @@ static void test_create_and_lists(void **state) {
         fake_stop(&f);
         assert_int_equal(r.status, 0);
         assert_int_equal(strncmp(r.out, list, strlen(list)), 0);
-        const char *body = strstr(f.requests[0], "\r\n\r\n") + 4;
+        const char *body = fake_request_body(&f, 0);
         assert_non_null(strstr(body, "\"memory\":1073741824"));
         assert_non_null(strstr(body, "\"cpus\":2"));
         assert_non_null(strstr(body, "\"pids\":100"));
@@ -198,11 +168,11 @@ static void test_background_and_logs(void **state) {
         (void)state;
         printf("checks: exec -d prints the pid; logs --follow prints output and exits with the code\n");
         struct fake_server f = { .nreplies = 4 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = json_resp("201 Created", "{\"pid\":77}");
-        f.replies[2].raw = json_resp("200 OK", SESSION);
-        f.replies[3].raw = stream_resp("{\"type\":\"attach\",\"offset\":0,\"running\":true}\n{\"type\":\"stdout\",\"data\":\"a\\n\"}\n"
-                                       "{\"type\":\"exit\",\"exit_code\":4}\n");
+        fake_reply_json(&f, 0, "200 OK", SESSION);
+        fake_reply_json(&f, 1, "201 Created", "{\"pid\":77}");
+        fake_reply_json(&f, 2, "200 OK", SESSION);
+        fake_reply_chunked(&f, 3, "200 OK", "{\"type\":\"attach\",\"offset\":0,\"running\":true}\n{\"type\":\"stdout\",\"data\":\"a\\n\"}\n"
+                                            "{\"type\":\"exit\",\"exit_code\":4}\n", NULL);
         fake_start(&f);
         struct run r;
         run_space(&f, NULL, &r, "exec", "-d", "ses_00000000000000aa", "--", "sleep", "5", NULL);
@@ -220,22 +190,22 @@ static void test_session_commands(void **state) {
         (void)state;
         printf("checks: create --token-file/--snapshot-interval; snapshot, fork -n, events paging, connect, gc output\n");
         struct fake_server f = { .nreplies = 12 };
-        f.replies[0].raw = json_resp("201 Created", "{\"id\":\"ses_00000000000000aa\",\"state\":\"running\",\"token\":\"T0k-en_1\"}");
-        f.replies[1].raw = json_resp("200 OK", SESSION);
-        f.replies[2].raw = json_resp("201 Created", "{\"id\":\"snap_00000000000000s1\",\"session\":\"ses_00000000000000aa\","
-                                                    "\"reason\":\"manual\",\"label\":\"v1\",\"root\":\"ab\"}");
-        f.replies[3].raw = json_resp("200 OK", SESSION);
-        f.replies[4].raw = json_resp("201 Created", "{\"sessions\":[{\"id\":\"ses_00000000000000bb\",\"token\":\"tb\"},"
-                                                    "{\"id\":\"ses_00000000000000cc\",\"token\":\"tc\"}]}");
-        f.replies[5].raw = json_resp("200 OK", SESSION);
-        f.replies[6].raw = json_resp("200 OK", "{\"events\":[{\"seq\":1,\"time\":\"t1\",\"kind\":\"lifecycle\",\"data\":{\"event\":\"created\"}}],"
-                                               "\"next\":1,\"more\":true}");
-        f.replies[7].raw = json_resp("200 OK", "{\"events\":[{\"seq\":2,\"time\":\"t2\",\"kind\":\"note\",\"data\":{\"x\":1}}],"
-                                               "\"next\":2,\"more\":false}");
-        f.replies[8].raw = json_resp("200 OK", "{\"id\":\"ses_00000000000000aa\",\"state\":\"running\",\"processes\":[]}");
-        f.replies[9].raw = json_resp("200 OK", "{\"objects_removed\":3,\"bytes_freed\":2048}");
-        f.replies[10].raw = json_resp("200 OK", SESSION);
-        f.replies[11].raw = json_resp("409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"session is running\"}}");
+        fake_reply_json(&f, 0, "201 Created", "{\"id\":\"ses_00000000000000aa\",\"state\":\"running\",\"token\":\"T0k-en_1\"}");
+        fake_reply_json(&f, 1, "200 OK", SESSION);
+        fake_reply_json(&f, 2, "201 Created", "{\"id\":\"snap_00000000000000s1\",\"session\":\"ses_00000000000000aa\","
+                                              "\"reason\":\"manual\",\"label\":\"v1\",\"root\":\"ab\"}");
+        fake_reply_json(&f, 3, "200 OK", SESSION);
+        fake_reply_json(&f, 4, "201 Created", "{\"sessions\":[{\"id\":\"ses_00000000000000bb\",\"token\":\"tb\"},"
+                                              "{\"id\":\"ses_00000000000000cc\",\"token\":\"tc\"}]}");
+        fake_reply_json(&f, 5, "200 OK", SESSION);
+        fake_reply_json(&f, 6, "200 OK", "{\"events\":[{\"seq\":1,\"time\":\"t1\",\"kind\":\"lifecycle\",\"data\":{\"event\":\"created\"}}],"
+                                         "\"next\":1,\"more\":true}");
+        fake_reply_json(&f, 7, "200 OK", "{\"events\":[{\"seq\":2,\"time\":\"t2\",\"kind\":\"note\",\"data\":{\"x\":1}}],"
+                                         "\"next\":2,\"more\":false}");
+        fake_reply_json(&f, 8, "200 OK", "{\"id\":\"ses_00000000000000aa\",\"state\":\"running\",\"processes\":[]}");
+        fake_reply_json(&f, 9, "200 OK", "{\"objects_removed\":3,\"bytes_freed\":2048}");
+        fake_reply_json(&f, 10, "200 OK", SESSION);
+        fake_reply_json(&f, 11, "409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"session is running\"}}");
         fake_start(&f);
         char tokfile[] = "/tmp/space-cli-tok-XXXXXX";
         int tfd = mkstemp(tokfile);
@@ -273,7 +243,7 @@ static void test_session_commands(void **state) {
         fake_stop(&f);
         assert_int_equal(r.status, 1);
         assert_string_equal(r.err, "space: ses_00000000000000aa: session is running\n");
-        const char *body = strstr(f.requests[0], "\r\n\r\n") + 4;
+        const char *body = fake_request_body(&f, 0);
         assert_non_null(strstr(body, "\"snapshot_interval_ms\":2000"));
         assert_non_null(strstr(body, "\"retention\":4"));
         assert_non_null(strstr(f.requests[4], "\"count\":2"));
@@ -290,12 +260,12 @@ int main(int argc, char **argv) {
         }
         space_bin = argv[1];
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_teardown(test_exec_output_and_code, teardown),
-                cmocka_unit_test_teardown(test_exec_signal_and_not_found, teardown),
-                cmocka_unit_test_teardown(test_errors_exit_1, teardown),
-                cmocka_unit_test_teardown(test_create_and_lists, teardown),
-                cmocka_unit_test_teardown(test_background_and_logs, teardown),
-                cmocka_unit_test_teardown(test_session_commands, teardown),
+                cmocka_unit_test(test_exec_output_and_code),
+                cmocka_unit_test(test_exec_signal_and_not_found),
+                cmocka_unit_test(test_errors_exit_1),
+                cmocka_unit_test(test_create_and_lists),
+                cmocka_unit_test(test_background_and_logs),
+                cmocka_unit_test(test_session_commands),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,52 +17,7 @@
 #include "fake_server.h"
 #include "space/space.h"
 
-/* ---- building canned answers ------------------------------------------------------ */
-
-static char *owned[256];
-static size_t nowned;
-
-static const char *keep(char *s) {
-        assert_true(nowned < 256);
-        owned[nowned++] = s;
-        return s;
-}
-
-static const char *json_resp(const char *status, const char *body) {
-        char *s;
-        assert_true(asprintf(&s, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", status,
-                             strlen(body), body) > 0);
-        return keep(s);
-}
-
-/* A chunked answer; each argument is one chunk, NULL ends the list. */
-static const char *chunked_resp(const char *status, ...) {
-        size_t cap = 1 << 16, len = 0;
-        char *s = malloc(cap);
-        len += (size_t)snprintf(s, cap, "HTTP/1.1 %s\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n", status);
-        va_list ap;
-        va_start(ap, status);
-        const char *c;
-        while ((c = va_arg(ap, const char *))) {
-                assert_true(len + strlen(c) + 32 < cap);
-                len += (size_t)snprintf(s + len, cap - len, "%zx\r\n%s\r\n", strlen(c), c);
-        }
-        va_end(ap);
-        snprintf(s + len, cap - len, "0\r\n\r\n");
-        return keep(s);
-}
-
-static void free_owned(void) {
-        for (size_t i = 0; i < nowned; i++)
-                free(owned[i]);
-        nowned = 0;
-}
-
-static int teardown(void **state) {
-        (void)state;
-        free_owned();
-        return 0;
-}
+/* ---- helpers ------------------------------------------------------------------- */
 
 static space_client *client_for(struct fake_server *f, int timeout_ms) {
         space_client *c = NULL;
@@ -78,6 +33,25 @@ static const char SESSION[] = "{\"id\":\"ses_0123456789abcdef\",\"sandbox_id\":\
                               "\"template\":\"base\",\"runtime\":\"ns\",\"created_at\":\"2025-01-01T00:00:00Z\","
                               "\"limits\":{\"memory\":67108864,\"cpus\":1.5,\"pids\":128,\"disk\":2147483648},\"network\":false,"
                               "\"init_pid\":4242,\"health\":{\"alive\":true,\"oom_killed\":false,\"memory_bytes\":1000,\"pids\":2}}";
+
+/* Starts f with the test session as its first answer and opens that session through a new
+ * client: the setup most tests share. */
+static space_session *open_session(struct fake_server *f, space_client **ret_c) {
+        fake_reply_json(f, 0, "200 OK", SESSION);
+        fake_start(f);
+        space_client *c = client_for(f, 5000);
+        space_session *s = NULL;
+        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        *ret_c = c;
+        return s;
+}
+
+/* Frees what open_session made and waits for f to end. */
+static void close_session(struct fake_server *f, space_session *s, space_client *c) {
+        space_session_free(s);
+        space_client_free(c);
+        fake_stop(f);
+}
 
 /* ---- tests ---------------------------------------------------------------------- */
 
@@ -145,9 +119,9 @@ static void test_api_token(void **state) {
         (void)state;
         printf("checks: the bearer token (option, else SPACE_TOKEN) goes on every request; 401 is -EPERM\n");
         struct fake_server f = { .nreplies = 3 };
-        f.replies[0].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
-        f.replies[1].raw = json_resp("401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"the bearer token is unknown or revoked\"}}");
-        f.replies[2].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
+        fake_reply_json(&f, 0, "200 OK", "{\"status\":\"ok\"}");
+        fake_reply_json(&f, 1, "401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"the bearer token is unknown or revoked\"}}");
+        fake_reply_json(&f, 2, "200 OK", "{\"status\":\"ok\"}");
         fake_start(&f);
         char host[200];
         snprintf(host, sizeof host, "unix:%s", f.path);
@@ -195,8 +169,8 @@ static void test_keepalive(void **state) {
         (void)state;
         printf("checks: two requests share one kept-alive connection; the request line is right\n");
         struct fake_server f = { .nreplies = 2 };
-        f.replies[0].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
-        f.replies[1].raw = json_resp("200 OK", "{\"sessions\":[]}");
+        fake_reply_json(&f, 0, "200 OK", "{\"status\":\"ok\"}");
+        fake_reply_json(&f, 1, "200 OK", "{\"sessions\":[]}");
         fake_start(&f);
         space_client *c = client_for(&f, 5000);
         char *j = NULL;
@@ -221,9 +195,9 @@ static void test_reconnect_after_server_close(void **state) {
         printf("checks: a kept-alive connection the server closed is reopened and the request resent\n");
         struct fake_server f = { .nreplies = 2 };
         /* keep-alive as far as the client knows, but the server hangs up right after */
-        f.replies[0].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
+        fake_reply_json(&f, 0, "200 OK", "{\"status\":\"ok\"}");
         f.replies[0].close_after = true;
-        f.replies[1].raw = json_resp("200 OK", "{\"status\":\"ok\"}");
+        fake_reply_json(&f, 1, "200 OK", "{\"status\":\"ok\"}");
         fake_start(&f);
         space_client *c = client_for(&f, 5000);
         char *j = NULL;
@@ -266,7 +240,7 @@ static void test_create_request(void **state) {
         (void)state;
         printf("checks: space_session_new sends template, memory, cpus, pids, disk, env, network and reads the id\n");
         struct fake_server f = { .nreplies = 1 };
-        f.replies[0].raw = json_resp("201 Created", SESSION);
+        fake_reply_json(&f, 0, "201 Created", SESSION);
         fake_start(&f);
         space_client *c = client_for(&f, 5000);
         space_session *s = NULL;
@@ -299,12 +273,9 @@ static void test_inspect_fields(void **state) {
         (void)state;
         printf("checks: the session object fills space_session_info\n");
         struct fake_server f = { .nreplies = 2 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = json_resp("200 OK", SESSION);
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_json(&f, 1, "200 OK", SESSION);
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         struct space_session_info si;
         assert_int_equal(space_session_inspect(s, &si), 0);
         assert_string_equal(si.id, "ses_0123456789abcdef");
@@ -317,9 +288,7 @@ static void test_inspect_fields(void **state) {
         assert_int_equal(si.init_pid, 4242);
         assert_true(si.alive);
         assert_false(si.oom_killed);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         fake_free(&f);
 }
 
@@ -345,14 +314,11 @@ static void test_exec_stream(void **state) {
         (void)state;
         printf("checks: exec streams stdout/stderr (text and base64, lines split across chunks) and the exit code\n");
         struct fake_server f = { .nreplies = 2 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = chunked_resp("200 OK", "{\"type\":\"start\",\"pid\":7}\n{\"type\":\"std", "out\",\"data\":\"4",
-                                        "2\\n\"}\n{\"type\":\"stderr\",\"data_b64\":\"/wA=\"}\n",
-                                        "{\"type\":\"future\",\"x\":1}\n{\"type\":\"exit\",\"exit_code\":3}\n", NULL);
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_chunked(&f, 1, "200 OK", "{\"type\":\"start\",\"pid\":7}\n{\"type\":\"std", "out\",\"data\":\"4",
+                                  "2\\n\"}\n{\"type\":\"stderr\",\"data_b64\":\"/wA=\"}\n",
+                                  "{\"type\":\"future\",\"x\":1}\n{\"type\":\"exit\",\"exit_code\":3}\n", NULL);
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         struct collected col = { 0 };
         const char *argv[] = { "sh", "-c", "exit 3", NULL };
         const char *env[] = { "K=V", NULL };
@@ -369,9 +335,7 @@ static void test_exec_stream(void **state) {
         assert_int_equal(res.exit_code, 3);
         assert_int_equal(res.signal, 0);
         assert_int_equal(res.pid, 7);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         const char *req = f.requests[1];
         assert_int_equal(strncmp(req, "POST /v1/sessions/ses_0123456789abcdef/exec HTTP/1.1\r\n", 54), 0);
         const char *body = strstr(req, "\r\n\r\n") + 4;
@@ -388,12 +352,9 @@ static void test_exec_signal_and_binary_stdin(void **state) {
         (void)state;
         printf("checks: a signal exit is reported; binary stdin goes as stdin_b64\n");
         struct fake_server f = { .nreplies = 2 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = chunked_resp("200 OK", "{\"type\":\"exit\",\"signal\":9,\"timed_out\":true}", NULL);
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_chunked(&f, 1, "200 OK", "{\"type\":\"exit\",\"signal\":9,\"timed_out\":true}", NULL);
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         const char *argv[] = { "sleep", "100", NULL };
         struct space_exec_result res;
         assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv, .stdin_data = "\xff\x00",
@@ -403,9 +364,7 @@ static void test_exec_signal_and_binary_stdin(void **state) {
         assert_true(res.exited);
         assert_int_equal(res.signal, 9);
         assert_true(res.timed_out);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         assert_non_null(strstr(f.requests[1], "\"stdin_b64\":\"/wA=\""));
         fake_free(&f);
 }
@@ -414,20 +373,15 @@ static void test_exec_background(void **state) {
         (void)state;
         printf("checks: a background exec returns the pid from a 201 JSON answer\n");
         struct fake_server f = { .nreplies = 2 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = json_resp("201 Created", "{\"pid\":99}");
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_json(&f, 1, "201 Created", "{\"pid\":99}");
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         const char *argv[] = { "sleep", "100", NULL };
         struct space_exec_result res;
         assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv, .background = true }, &res), 0);
         assert_int_equal(res.pid, 99);
         assert_false(res.exited);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         assert_non_null(strstr(f.requests[1], "\"background\":true"));
         fake_free(&f);
 }
@@ -436,14 +390,11 @@ static void test_exec_errors(void **state) {
         (void)state;
         printf("checks: 422 exec_failed -> -ENOEXEC with the daemon's message; a stream without exit -> error\n");
         struct fake_server f = { .nreplies = 3 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = json_resp("422 Unprocessable Entity",
-                                     "{\"error\":{\"code\":\"exec_failed\",\"message\":\"nope: No such file or directory\"}}");
-        f.replies[2].raw = chunked_resp("200 OK", "{\"type\":\"stdout\",\"data\":\"x\"}\n", NULL);
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_json(&f, 1, "422 Unprocessable Entity",
+                               "{\"error\":{\"code\":\"exec_failed\",\"message\":\"nope: No such file or directory\"}}");
+        fake_reply_chunked(&f, 2, "200 OK", "{\"type\":\"stdout\",\"data\":\"x\"}\n", NULL);
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         const char *argv[] = { "nope", NULL };
         struct space_exec_result res = { .pid = -5 };
         assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res), -ENOEXEC);
@@ -454,9 +405,7 @@ static void test_exec_errors(void **state) {
         assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res), -ECONNRESET);
         assert_non_null(strstr(space_client_last_error(c), "before the command's exit"));
         assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = NULL }, &res), -EINVAL);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         fake_free(&f);
 }
 
@@ -464,9 +413,9 @@ static void test_error_mapping(void **state) {
         (void)state;
         printf("checks: 404/409/400 JSON errors map to -ENOENT/-EEXIST/-EINVAL; a non-JSON 500 to -EPROTO\n");
         struct fake_server f = { .nreplies = 4 };
-        f.replies[0].raw = json_resp("404 Not Found", "{\"error\":{\"code\":\"not_found\",\"message\":\"no session ses_1\"}}");
-        f.replies[1].raw = json_resp("409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"in use\"}}");
-        f.replies[2].raw = json_resp("400 Bad Request", "{\"error\":{\"code\":\"bad_request\",\"message\":\"bad\"}}");
+        fake_reply_json(&f, 0, "404 Not Found", "{\"error\":{\"code\":\"not_found\",\"message\":\"no session ses_1\"}}");
+        fake_reply_json(&f, 1, "409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"in use\"}}");
+        fake_reply_json(&f, 2, "400 Bad Request", "{\"error\":{\"code\":\"bad_request\",\"message\":\"bad\"}}");
         f.replies[3].raw = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 5\r\n\r\noops\n";
         fake_start(&f);
         space_client *c = client_for(&f, 5000);
@@ -502,7 +451,7 @@ static void test_malformed_answers(void **state) {
         int n = snprintf(h, 64, "HTTP/1.1 200 OK\r\nX-Pad: ");
         memset(h + n, 'a', big);
         memcpy(h + n + big, "\r\n\r\n", 5);
-        f.replies[2].raw = keep(h);
+        fake_reply_take(&f, 2, h, 0);
         f.replies[2].close_after = true;
         fake_start(&f);
         space_client *c = client_for(&f, 5000);
@@ -520,7 +469,6 @@ static void test_size_limits(void **state) {
         (void)state;
         printf("checks: a file read over its max and an event line over SPACE_MAX_EVENT give -E2BIG\n");
         struct fake_server f = { .nreplies = 3 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
         f.replies[1].raw = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
                            "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789";
         /* one NDJSON line longer than the limit, never terminated */
@@ -528,21 +476,16 @@ static void test_size_limits(void **state) {
         char *ev = malloc(big + 200);
         int n = snprintf(ev, 200, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", big);
         memset(ev + n, 'a', big);
-        f.replies[2].raw = keep(ev);
-        f.replies[2].raw_len = (size_t)n + big;
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_take(&f, 2, ev, (size_t)n + big);
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         char *data = NULL;
         size_t len = 0;
         assert_int_equal(space_file_read(s, "/root/a b", 10, &data, &len), -E2BIG);
         assert_null(data);
         struct space_exec_result res;
         assert_int_equal(space_attach(s, 5, &(struct space_attach_opts){ SPACE_ATTACH_OPTS_INIT, .follow = true }, &res), -E2BIG);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         assert_int_equal(strncmp(f.requests[1], "GET /v1/sessions/ses_0123456789abcdef/files?path=/root/a%20b HTTP/1.1", 69), 0);
         assert_int_equal(strncmp(f.requests[2], "GET /v1/sessions/ses_0123456789abcdef/processes/5/output?offset=0&follow=1 ", 75), 0);
         fake_free(&f);
@@ -552,7 +495,7 @@ static void test_timeout(void **state) {
         (void)state;
         printf("checks: an ordinary request gives -ETIMEDOUT when the daemon doesn't answer in time\n");
         struct fake_server f = { .nreplies = 1 };
-        f.replies[0].raw = json_resp("200 OK", "{}");
+        fake_reply_json(&f, 0, "200 OK", "{}");
         f.replies[0].delay_ms = 1500;
         fake_start(&f);
         space_client *c = client_for(&f, 200);
@@ -568,17 +511,14 @@ static void test_files(void **state) {
         (void)state;
         printf("checks: upload from an fd sends the file with mode and parents; download writes to an fd; stat and list parse\n");
         struct fake_server f = { .nreplies = 5 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = json_resp("201 Created", "{\"written\":11}");
+        fake_reply_json(&f, 1, "201 Created", "{\"written\":11}");
         f.replies[2].raw = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
                            "6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n";
-        f.replies[3].raw = json_resp("200 OK", "{\"type\":\"file\",\"size\":11,\"mode\":420,\"uid\":0,\"gid\":0,\"mtime\":1700000000}");
-        f.replies[4].raw = json_resp("200 OK", "{\"entries\":[{\"name\":\"a\",\"type\":\"file\",\"size\":1,\"mode\":\"0755\",\"mtime\":1},"
-                                               "{\"name\":\"d\",\"type\":\"dir\",\"size\":0,\"mode\":493,\"mtime\":2}]}");
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_json(&f, 3, "200 OK", "{\"type\":\"file\",\"size\":11,\"mode\":420,\"uid\":0,\"gid\":0,\"mtime\":1700000000}");
+        fake_reply_json(&f, 4, "200 OK", "{\"entries\":[{\"name\":\"a\",\"type\":\"file\",\"size\":1,\"mode\":\"0755\",\"mtime\":1},"
+                                         "{\"name\":\"d\",\"type\":\"dir\",\"size\":0,\"mode\":493,\"mtime\":2}]}");
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         char tmpl[] = "/tmp/space-client-test-XXXXXX";
         int fd = mkstemp(tmpl);
         assert_true(fd >= 0);
@@ -611,12 +551,10 @@ static void test_files(void **state) {
         assert_int_equal(ents[0].st.mode, 0755);
         assert_string_equal(ents[1].st.type, "dir");
         free(ents);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         assert_int_equal(strncmp(f.requests[1], "PUT /v1/sessions/ses_0123456789abcdef/files?path=/root/x.txt&mode=0600&parents=1 HTTP/1.1", 89), 0);
         assert_non_null(strstr(f.requests[1], "Content-Length: 11\r\n"));
-        assert_string_equal(strstr(f.requests[1], "\r\n\r\n") + 4, "hello world");
+        assert_string_equal(fake_request_body(&f, 1), "hello world");
         fake_free(&f);
 }
 
@@ -624,22 +562,17 @@ static void test_early_answer(void **state) {
         (void)state;
         printf("checks: an upload the daemon refuses early (413, then close) reports the 413, not EPIPE\n");
         struct fake_server f = { .nreplies = 2 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = json_resp("413 Payload Too Large", "{\"error\":{\"code\":\"too_large\",\"message\":\"upload over 256 MiB\"}}");
+        fake_reply_json(&f, 1, "413 Payload Too Large", "{\"error\":{\"code\":\"too_large\",\"message\":\"upload over 256 MiB\"}}");
         f.replies[1].after_head = true;
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         size_t n = 16u << 20;
         char *big = calloc(1, n);
         assert_non_null(big);
         assert_int_equal(space_file_write(s, "/root/big", big, n, 0, false), -E2BIG);
         assert_string_equal(space_client_last_error(c), "upload over 256 MiB");
         free(big);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         fake_free(&f);
 }
 
@@ -647,17 +580,14 @@ static void test_list_pages_and_attach_end(void **state) {
         (void)state;
         printf("checks: a truncated listing is fetched page by page; attach's end event gives the resume offset; 403/507 map\n");
         struct fake_server f = { .nreplies = 6 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = json_resp("200 OK", "{\"entries\":[{\"name\":\"a\",\"type\":\"file\"},{\"name\":\"b c\",\"type\":\"file\"}],\"truncated\":true}");
-        f.replies[2].raw = json_resp("200 OK", "{\"entries\":[{\"name\":\"d\",\"type\":\"dir\"}],\"truncated\":false}");
-        f.replies[3].raw = chunked_resp("200 OK", "{\"type\":\"attach\",\"offset\":4,\"end\":9,\"running\":true}\n",
-                                        "{\"type\":\"stdout\",\"data\":\"hello\"}\n{\"type\":\"end\",\"running\":true,\"offset\":9}\n", NULL);
-        f.replies[4].raw = json_resp("403 Forbidden", "{\"error\":{\"code\":\"forbidden\",\"message\":\"no\"}}");
-        f.replies[5].raw = json_resp("507 Insufficient Storage", "{\"error\":{\"code\":\"no_space\",\"message\":\"disk quota\"}}");
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_json(&f, 1, "200 OK", "{\"entries\":[{\"name\":\"a\",\"type\":\"file\"},{\"name\":\"b c\",\"type\":\"file\"}],\"truncated\":true}");
+        fake_reply_json(&f, 2, "200 OK", "{\"entries\":[{\"name\":\"d\",\"type\":\"dir\"}],\"truncated\":false}");
+        fake_reply_chunked(&f, 3, "200 OK", "{\"type\":\"attach\",\"offset\":4,\"end\":9,\"running\":true}\n",
+                                  "{\"type\":\"stdout\",\"data\":\"hello\"}\n{\"type\":\"end\",\"running\":true,\"offset\":9}\n", NULL);
+        fake_reply_json(&f, 4, "403 Forbidden", "{\"error\":{\"code\":\"forbidden\",\"message\":\"no\"}}");
+        fake_reply_json(&f, 5, "507 Insufficient Storage", "{\"error\":{\"code\":\"no_space\",\"message\":\"disk quota\"}}");
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         struct space_dirent *ents = NULL;
         size_t n = 0;
         assert_int_equal(space_file_list(s, "/root", &ents, &n), 0);
@@ -674,9 +604,7 @@ static void test_list_pages_and_attach_end(void **state) {
         assert_int_equal(space_file_remove(s, "/etc", true), -EACCES);
         assert_int_equal(space_file_write(s, "/root/x", "x", 1, 0, false), -ENOSPC);
         assert_string_equal(space_client_last_error(c), "disk quota");
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         static const char want2[] = "GET /v1/sessions/ses_0123456789abcdef/files/list?path=/root&after=b%20c HTTP/1.1\r\n";
         static const char want4[] = "DELETE /v1/sessions/ses_0123456789abcdef/files?path=/etc&recursive=1 HTTP/1.1\r\n";
         assert_int_equal(strncmp(f.requests[2], want2, sizeof want2 - 1), 0);
@@ -694,10 +622,10 @@ static void test_template_build(void **state) {
         (void)state;
         printf("checks: template build streams progress and ends with the template; an error event fails it\n");
         struct fake_server f = { .nreplies = 2 };
-        f.replies[0].raw = chunked_resp("200 OK", "{\"type\":\"progress\",\"message\":\"debootstrap bookworm\"}\n",
-                                        "{\"type\":\"progress\",\"message\":\"unpacking\"}\n",
-                                        "{\"type\":\"done\",\"template\":{\"name\":\"py\",\"size_bytes\":1234,\"created_at\":\"x\"}}\n", NULL);
-        f.replies[1].raw = chunked_resp("200 OK", "{\"type\":\"error\",\"error\":{\"code\":\"bad_request\",\"message\":\"no such suite\"}}\n", NULL);
+        fake_reply_chunked(&f, 0, "200 OK", "{\"type\":\"progress\",\"message\":\"debootstrap bookworm\"}\n",
+                                  "{\"type\":\"progress\",\"message\":\"unpacking\"}\n",
+                                  "{\"type\":\"done\",\"template\":{\"name\":\"py\",\"size_bytes\":1234,\"created_at\":\"x\"}}\n", NULL);
+        fake_reply_chunked(&f, 1, "200 OK", "{\"type\":\"error\",\"error\":{\"code\":\"bad_request\",\"message\":\"no such suite\"}}\n", NULL);
         fake_start(&f);
         space_client *c = client_for(&f, 5000);
         int nprog = 0;
@@ -727,7 +655,7 @@ static void test_template_build(void **state) {
                          -EINVAL);
         space_client_free(c);
         fake_stop(&f);
-        const char *body = strstr(f.requests[0], "\r\n\r\n") + 4;
+        const char *body = fake_request_body(&f, 0);
         assert_string_equal(body, "{\"name\":\"py\",\"debootstrap\":{\"suite\":\"bookworm\",\"packages\":[\"python3\",\"curl\"]}}");
         fake_free(&f);
 }
@@ -736,15 +664,12 @@ static void test_processes(void **state) {
         (void)state;
         printf("checks: the process list parses (argv, running, exit code, signal) and signal sends its body\n");
         struct fake_server f = { .nreplies = 3 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = json_resp("200 OK", "{\"processes\":[{\"pid\":5,\"argv\":[\"sleep\",\"9\"],\"running\":true,\"exit_code\":null,"
-                                               "\"signal\":null,\"started_ms\":1,\"output_bytes\":0},{\"pid\":6,\"argv\":[\"true\"],"
-                                               "\"running\":false,\"exit_code\":0,\"timed_out\":true,\"started_ms\":2,\"output_bytes\":10}]}");
-        f.replies[2].raw = json_resp("200 OK", "{}");
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_json(&f, 1, "200 OK", "{\"processes\":[{\"pid\":5,\"argv\":[\"sleep\",\"9\"],\"running\":true,\"exit_code\":null,"
+                                         "\"signal\":null,\"started_ms\":1,\"output_bytes\":0},{\"pid\":6,\"argv\":[\"true\"],"
+                                         "\"running\":false,\"exit_code\":0,\"timed_out\":true,\"started_ms\":2,\"output_bytes\":10}]}");
+        fake_reply_json(&f, 2, "200 OK", "{}");
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         struct space_process *p = NULL;
         size_t n = 0;
         assert_int_equal(space_process_list(s, &p, &n), 0);
@@ -761,10 +686,8 @@ static void test_processes(void **state) {
         space_process_list_free(p, n);
         assert_int_equal(space_signal(s, 5, 15), 0);
         assert_int_equal(space_signal(s, 5, 0), -EINVAL);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
-        assert_string_equal(strstr(f.requests[2], "\r\n\r\n") + 4, "{\"signal\":15}");
+        close_session(&f, s, c);
+        assert_string_equal(fake_request_body(&f, 2), "{\"signal\":15}");
         fake_free(&f);
 }
 
@@ -782,9 +705,9 @@ static void test_session_token(void **state) {
         (void)state;
         printf("checks: create sends snapshot/interval/retention, keeps the token, and sends it on the session's requests\n");
         struct fake_server f = { .nreplies = 4 };
-        f.replies[0].raw = json_resp("201 Created", SESSION_TOK);
-        f.replies[1].raw = json_resp("201 Created", SNAP);
-        f.replies[2].raw = json_resp("401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"wrong token\"}}");
+        fake_reply_json(&f, 0, "201 Created", SESSION_TOK);
+        fake_reply_json(&f, 1, "201 Created", SNAP);
+        fake_reply_json(&f, 2, "401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"wrong token\"}}");
         f.replies[3].raw = "HTTP/1.1 204 No Content\r\n\r\n";
         fake_start(&f);
         space_client *c = client_for(&f, 5000);
@@ -819,7 +742,7 @@ static void test_session_token(void **state) {
         space_session_free(s);
         space_client_free(c);
         fake_stop(&f);
-        const char *body = strstr(f.requests[0], "\r\n\r\n") + 4;
+        const char *body = fake_request_body(&f, 0);
         assert_non_null(strstr(body, "\"snapshot\":\"snap_00000000000000a1\""));
         assert_non_null(strstr(body, "\"snapshot_interval_ms\":0"));
         assert_non_null(strstr(body, "\"retention\":3"));
@@ -838,19 +761,16 @@ static void test_lifecycle_and_fork(void **state) {
         (void)state;
         printf("checks: pause/resume/restore refresh the handle; fork returns handles with their own tokens; 409 maps\n");
         struct fake_server f = { .nreplies = 6 };
-        f.replies[0].raw = json_resp("200 OK", SESSION);
-        f.replies[1].raw = json_resp("200 OK", "{\"id\":\"ses_0123456789abcdef\",\"state\":\"paused\",\"sandbox_id\":null,"
-                                               "\"head_snapshot\":\"snap_00000000000000a2\"}");
-        f.replies[2].raw = json_resp("409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"session is paused\"}}");
-        f.replies[3].raw = json_resp("200 OK", SESSION);
-        f.replies[4].raw = json_resp("200 OK", SESSION);
-        f.replies[5].raw = json_resp("201 Created", "{\"sessions\":[{\"id\":\"ses_000000000000000b\",\"state\":\"running\","
-                                                    "\"token\":\"tokB\",\"parent_session\":\"ses_0123456789abcdef\"},"
-                                                    "{\"id\":\"ses_000000000000000c\",\"state\":\"running\",\"token\":\"tokC\"}]}");
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
-        space_session *s = NULL;
-        assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
+        fake_reply_json(&f, 1, "200 OK", "{\"id\":\"ses_0123456789abcdef\",\"state\":\"paused\",\"sandbox_id\":null,"
+                                         "\"head_snapshot\":\"snap_00000000000000a2\"}");
+        fake_reply_json(&f, 2, "409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"session is paused\"}}");
+        fake_reply_json(&f, 3, "200 OK", SESSION);
+        fake_reply_json(&f, 4, "200 OK", SESSION);
+        fake_reply_json(&f, 5, "201 Created", "{\"sessions\":[{\"id\":\"ses_000000000000000b\",\"state\":\"running\","
+                                              "\"token\":\"tokB\",\"parent_session\":\"ses_0123456789abcdef\"},"
+                                              "{\"id\":\"ses_000000000000000c\",\"state\":\"running\",\"token\":\"tokC\"}]}");
+        space_client *c;
+        space_session *s = open_session(&f, &c);
         assert_null(space_session_token(s));
         assert_int_equal(space_session_pause(s), 0);
         assert_non_null(strstr(space_session_json(s), "\"paused\""));
@@ -875,9 +795,7 @@ static void test_lifecycle_and_fork(void **state) {
         assert_string_equal(space_session_id(v[1]), "ses_000000000000000c");
         assert_string_equal(space_session_token(v[1]), "tokC");
         space_session_array_free(v, n);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        close_session(&f, s, c);
         assert_int_equal(strncmp(f.requests[3], "POST /v1/sessions/ses_0123456789abcdef/resume HTTP/1.1", 54), 0);
         assert_non_null(strstr(f.requests[4], "{\"snapshot\":\"snap_00000000000000a1\"}"));
         assert_non_null(strstr(f.requests[5], "{\"snapshot\":\"snap_00000000000000a1\",\"count\":2}"));
@@ -888,16 +806,16 @@ static void test_events_connect_gc(void **state) {
         (void)state;
         printf("checks: event pages (after/limit/next/more), append, connect with a token, snapshot list, gc\n");
         struct fake_server f = { .nreplies = 6 };
-        f.replies[0].raw = json_resp("200 OK", "{\"id\":\"ses_0123456789abcdef\",\"state\":\"running\",\"processes\":[{\"pid\":7}]}");
-        f.replies[1].raw = json_resp("200 OK", "{\"events\":[{\"seq\":5,\"time\":\"T5\",\"kind\":\"lifecycle\","
-                                               "\"data\":{\"event\":\"created\",\"snapshot\":null}},"
-                                               "{\"seq\":6,\"time\":\"T6\",\"kind\":\"agent\",\"data\":{\"a\":[1,2]}}],"
-                                               "\"next\":6,\"more\":true}");
-        f.replies[2].raw = json_resp("201 Created", "{\"seq\":7}");
-        f.replies[3].raw = json_resp("200 OK", "{\"snapshots\":[" "{\"id\":\"snap_1\",\"reason\":\"rolling\"},{\"id\":\"snap_2\","
-                                               "\"parent\":\"snap_1\",\"reason\":\"pause\"}]}");
-        f.replies[4].raw = json_resp("200 OK", "{\"objects_removed\":12,\"bytes_freed\":34567}");
-        f.replies[5].raw = json_resp("401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"bad token\"}}");
+        fake_reply_json(&f, 0, "200 OK", "{\"id\":\"ses_0123456789abcdef\",\"state\":\"running\",\"processes\":[{\"pid\":7}]}");
+        fake_reply_json(&f, 1, "200 OK", "{\"events\":[{\"seq\":5,\"time\":\"T5\",\"kind\":\"lifecycle\","
+                                         "\"data\":{\"event\":\"created\",\"snapshot\":null}},"
+                                         "{\"seq\":6,\"time\":\"T6\",\"kind\":\"agent\",\"data\":{\"a\":[1,2]}}],"
+                                         "\"next\":6,\"more\":true}");
+        fake_reply_json(&f, 2, "201 Created", "{\"seq\":7}");
+        fake_reply_json(&f, 3, "200 OK", "{\"snapshots\":[" "{\"id\":\"snap_1\",\"reason\":\"rolling\"},{\"id\":\"snap_2\","
+                                         "\"parent\":\"snap_1\",\"reason\":\"pause\"}]}");
+        fake_reply_json(&f, 4, "200 OK", "{\"objects_removed\":12,\"bytes_freed\":34567}");
+        fake_reply_json(&f, 5, "401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"bad token\"}}");
         fake_start(&f);
         space_client *c = client_for(&f, 5000);
         space_session *s = NULL;
@@ -961,31 +879,31 @@ static void test_connect_refused(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_teardown(test_addr_parse, teardown),
-                cmocka_unit_test_teardown(test_default_host, teardown),
-                cmocka_unit_test_teardown(test_keepalive, teardown),
-                cmocka_unit_test_teardown(test_reconnect_after_server_close, teardown),
-                cmocka_unit_test_teardown(test_connection_close_header, teardown),
-                cmocka_unit_test_teardown(test_create_request, teardown),
-                cmocka_unit_test_teardown(test_inspect_fields, teardown),
-                cmocka_unit_test_teardown(test_exec_stream, teardown),
-                cmocka_unit_test_teardown(test_exec_signal_and_binary_stdin, teardown),
-                cmocka_unit_test_teardown(test_exec_background, teardown),
-                cmocka_unit_test_teardown(test_exec_errors, teardown),
-                cmocka_unit_test_teardown(test_error_mapping, teardown),
-                cmocka_unit_test_teardown(test_malformed_answers, teardown),
-                cmocka_unit_test_teardown(test_size_limits, teardown),
-                cmocka_unit_test_teardown(test_timeout, teardown),
-                cmocka_unit_test_teardown(test_files, teardown),
-                cmocka_unit_test_teardown(test_early_answer, teardown),
-                cmocka_unit_test_teardown(test_list_pages_and_attach_end, teardown),
-                cmocka_unit_test_teardown(test_template_build, teardown),
-                cmocka_unit_test_teardown(test_processes, teardown),
-                cmocka_unit_test_teardown(test_connect_refused, teardown),
-                cmocka_unit_test_teardown(test_session_token, teardown),
-                cmocka_unit_test_teardown(test_api_token, teardown),
-                cmocka_unit_test_teardown(test_lifecycle_and_fork, teardown),
-                cmocka_unit_test_teardown(test_events_connect_gc, teardown),
+                cmocka_unit_test(test_addr_parse),
+                cmocka_unit_test(test_default_host),
+                cmocka_unit_test(test_keepalive),
+                cmocka_unit_test(test_reconnect_after_server_close),
+                cmocka_unit_test(test_connection_close_header),
+                cmocka_unit_test(test_create_request),
+                cmocka_unit_test(test_inspect_fields),
+                cmocka_unit_test(test_exec_stream),
+                cmocka_unit_test(test_exec_signal_and_binary_stdin),
+                cmocka_unit_test(test_exec_background),
+                cmocka_unit_test(test_exec_errors),
+                cmocka_unit_test(test_error_mapping),
+                cmocka_unit_test(test_malformed_answers),
+                cmocka_unit_test(test_size_limits),
+                cmocka_unit_test(test_timeout),
+                cmocka_unit_test(test_files),
+                cmocka_unit_test(test_early_answer),
+                cmocka_unit_test(test_list_pages_and_attach_end),
+                cmocka_unit_test(test_template_build),
+                cmocka_unit_test(test_processes),
+                cmocka_unit_test(test_connect_refused),
+                cmocka_unit_test(test_session_token),
+                cmocka_unit_test(test_api_token),
+                cmocka_unit_test(test_lifecycle_and_fork),
+                cmocka_unit_test(test_events_connect_gc),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
