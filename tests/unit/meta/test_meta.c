@@ -896,6 +896,45 @@ static void test_reopen(void **state) {
         assert_int_equal(meta_check(f->m), 0);
 }
 
+static void test_relaxed(void **state) {
+        struct fx *f = *state;
+        printf("# relaxed commits (no fsync) are still atomic and survive the handle's end\n");
+        mk_session(f->m, "ses_1", "t1", META_SESSION_CREATING);
+        assert_int_equal(meta_set_relaxed(f->m, true), 0);
+        assert_int_equal(meta_event_append(f->m, "ses_1", "exec", "{\"n\":1}", 7, NULL), 0);
+        assert_int_equal(meta_begin(f->m), 0);
+        assert_int_equal(meta_event_append(f->m, "ses_1", "exec", "{\"n\":2}", 7, NULL), 0);
+        assert_int_equal(meta_session_set_state(f->m, "ses_1", 0, META_SESSION_RUNNING, NULL), 0);
+        assert_int_equal(meta_rollback(f->m), 0);
+        assert_int_equal(meta_set_relaxed(f->m, false), 0);
+        printf("# a rolled back relaxed transaction left nothing; the relaxed append is there\n");
+        reopen(f);
+        struct meta_event *ev = NULL;
+        size_t n = 0;
+        assert_int_equal(meta_event_list(f->m, "ses_1", 0, 10, &ev, &n), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(ev[0].payload, "{\"n\":1}");
+        meta_events_free(ev, n);
+        struct meta_session s;
+        assert_int_equal(meta_session_get(f->m, "ses_1", &s), 0);
+        assert_int_equal(s.state, META_SESSION_CREATING);
+        meta_session_clear(&s);
+        printf("# relaxed, then a full commit after it: both there, in order\n");
+        assert_int_equal(meta_set_relaxed(f->m, true), 0);
+        assert_int_equal(meta_event_append(f->m, "ses_1", "exec", "{\"n\":3}", 7, NULL), 0);
+        assert_int_equal(meta_set_relaxed(f->m, false), 0);
+        assert_int_equal(meta_session_set_state(f->m, "ses_1", 0, META_SESSION_RUNNING, NULL), 0);
+        reopen(f);
+        assert_int_equal(meta_event_list(f->m, "ses_1", 0, 10, &ev, &n), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(ev[1].payload, "{\"n\":3}");
+        meta_events_free(ev, n);
+        assert_int_equal(meta_session_get(f->m, "ses_1", &s), 0);
+        assert_int_equal(s.state, META_SESSION_RUNNING);
+        meta_session_clear(&s);
+        assert_int_equal(meta_check(f->m), 0);
+}
+
 static void count_all(struct meta *m, size_t *sessions, size_t *snaps, int64_t *last_seq) {
         struct meta_session *v = NULL;
         assert_int_equal(meta_session_list(m, NULL, &v, sessions), 0);
@@ -1013,6 +1052,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_events, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hosts_tokens, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_relaxed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_two_handles, setup, teardown),
         };
