@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -369,6 +370,34 @@ static void test_pids_limit(void **state) {
         box_destroy(&b);
 }
 
+static void test_set_limits(void **state) {
+        printf("# set_limits gives a sandbox made with the defaults what create would have given it\n");
+        struct box b = { 0 };
+        box_create(&b, NULL);
+        assert_string_equal(run_ok(&b, "echo before"), "before");
+        struct rt_limits l = { .memory_bytes = 48u << 20, .pids = 24, .nofile = 512, .cpu_millis = 500 };
+        assert_int_equal(ops->set_limits(b.sb, &l), 0);
+        char root[64];
+        struct statfs sf;
+        PJ(root, "/proc/%d/root/tmp", (int)ops->init_pid(b.sb));
+        assert_int_equal(statfs(root, &sf), 0);
+        printf("# /tmp is %llu bytes\n", (unsigned long long)sf.f_blocks * (unsigned long long)sf.f_bsize);
+        assert_int_equal((uint64_t)sf.f_blocks * (uint64_t)sf.f_bsize, 48u << 20);
+        assert_string_equal(run_ok(&b, "ulimit -n"), "512");
+        char out[OUT_MAX];
+        int st = run(&b, "exec test-init hog 200", out);
+        assert_true(WIFSIGNALED(st));
+        assert_int_equal(WTERMSIG(st), SIGKILL);
+        int n = atoi(run_ok(&b, "exec test-init forkbomb"));
+        printf("# fork bomb made %d children under the new pids.max 24\n", n);
+        assert_true(n > 0 && n < 24);
+        printf("# a disk limit can't be added afterwards: refused, nothing changed\n");
+        l.disk_bytes = 64u << 20;
+        assert_int_equal(ops->set_limits(b.sb, &l), -EOPNOTSUPP);
+        assert_string_equal(run_ok(&b, "echo after"), "after");
+        box_destroy(&b);
+}
+
 static void test_freeze_thaw(void **state) {
         printf("# freeze stops the sandbox (no answer while frozen), thaw resumes it\n");
         struct box b = { 0 };
@@ -568,6 +597,7 @@ int main(void) {
                 cmocka_unit_test(test_isolation),
                 cmocka_unit_test(test_memory_limit),
                 cmocka_unit_test(test_pids_limit),
+                cmocka_unit_test(test_set_limits),
                 cmocka_unit_test(test_freeze_thaw),
                 cmocka_unit_test(test_init_death),
                 cmocka_unit_test(test_create_failures),
