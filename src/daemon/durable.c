@@ -3119,7 +3119,18 @@ void dur_shutdown(struct daemon *d) {
                                 j->has_parent = s->head[0] != '\0';
                                 j->parent = s->head_hash;
                                 j->sreason = STORE_REASON_ROLLING;
+                                /* A runtime with memory snapshots keeps the processes across
+                                 * the restart: checkpointed like a pause, whatever changed. */
+                                if (s->rt->memory_snapshots && s->rt->checkpoint &&
+                                    asprintf(&j->mem_dir, "%s/checkpoint", s->dir) >= 0) {
+                                        j->memory = true;
+                                        j->check_dirty = false;
+                                        ses_quiesce(s, 503, "the daemon is shutting down");
+                                }
                                 work_capture(j);
+                                if (j->memory)
+                                        log_info("%s: memory at shutdown: %s", s->id,
+                                                 j->has_memory ? "checkpointed" : j->mem_err);
                                 if (j->r < 0 || (j->dirty && snapshot_commit(s, j, META_REASON_ROLLING, "spaced stopped",
                                                                              NULL, NULL) < 0)) {
                                         log_warn("%s: final snapshot failed (%s): its sandbox is left running", s->id,
