@@ -123,8 +123,7 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
         snprintf(sdir, sizeof sdir, "%s/store-%s", work, label);
         if (box_create(&b, ops, NULL) < 0 || rt_mkdir_p(d1, 0755) < 0 || rt_mkdir_p(d2, 0755) < 0)
                 goto out;
-        if (ops->checkpoint(b.sb, d1, true) < 0 || mvc_hello(ops->init_fd(b.sb), BENCH_TIMEOUT_MS) < 0 ||
-            box_exec(&b, change) < 0 || ops->checkpoint(b.sb, d2, false) < 0) {
+        if (ops->checkpoint(b.sb, d1, true) < 0 || box_exec(&b, change) < 0 || ops->checkpoint(b.sb, d2, false) < 0) {
                 fprintf(stderr, "bench-microvm: %s: %s\n", label, runtime_last_error());
                 goto out;
         }

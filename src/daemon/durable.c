@@ -789,10 +789,12 @@ static void memory_capture(struct job *j) {
 }
 
 static void work_capture(struct job *j) {
-        /* No snapshot yet and nothing written: recovery from the template gives the same. */
-        if (j->check_dirty && !j->has_parent && dir_empty(j->dir))
+        /* No snapshot yet and nothing written: recovery from the template gives the same.
+         * (A live checkpoint is what brings the files to the layer: it can't tell.) */
+        bool files_tell = !(j->memory && j->thaw);
+        if (files_tell && j->check_dirty && !j->has_parent && dir_empty(j->dir))
                 return;
-        if (j->check_dirty && j->since_ns > 0) {
+        if (files_tell && j->check_dirty && j->since_ns > 0) {
                 bool dirty = true;
                 int r = dl_dirty(j->dir, j->since_ns, &dirty);
                 if (r < 0)
@@ -992,20 +994,24 @@ static int capture_begin(struct action *a, enum meta_snapshot_reason reason, boo
         j->parent = s->head_hash;
         j->sreason = store_reason_of(reason);
         snprintf(j->label, sizeof j->label, "%s", a->label);
-        /* Memory goes with pause, and with a snapshot that asks for it (docs/runtime-gvisor.md:
-         * a checkpoint that lets the sandbox go on is not reliable in the runsc we have, so
-         * the sandbox stops and snapshot_done restarts it from the image). The sandbox is
-         * checkpointed in a worker: stop listening to it here first, its socket and pid go
-         * away. */
-        if ((!thaw || a->with_memory) && j->sb && s->rt->memory_snapshots && s->rt->checkpoint) {
-                j->thaw = false;
+        /* Memory goes with pause, with a snapshot that asks for it, and with every
+         * snapshot of a driver whose checkpoint lets the sandbox go on (live_checkpoint:
+         * docs/runtime-microvm.md). Otherwise (docs/runtime-gvisor.md: a checkpoint that
+         * lets the sandbox go on is not reliable in the runsc we have) the sandbox stops
+         * and snapshot_done restarts it from the image; it is checkpointed in a worker:
+         * stop listening to it here first, its socket and pid go away. */
+        bool live = thaw && s->rt->live_checkpoint;
+        if ((!thaw || a->with_memory || live) && j->sb && s->rt->memory_snapshots && s->rt->checkpoint) {
+                if (!live)
+                        j->thaw = false;
                 if (asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0) {
                         j->mem_dir = NULL;
                         job_free(j);
                         return -ENOMEM;
                 }
                 j->memory = true;
-                ses_quiesce(s, 503, thaw ? "the session is taking a memory snapshot" : "the session is being paused");
+                if (!live)
+                        ses_quiesce(s, 503, thaw ? "the session is taking a memory snapshot" : "the session is being paused");
         }
         return job_submit(j);
 }
@@ -1108,8 +1114,10 @@ static void retention_apply(struct session *s) {
 static void snapshot_done(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
+        /* A checkpoint without live_checkpoint stopped the sandbox */
+        bool stopped = j->memory && !j->thaw;
         if (j->r < 0) {
-                if (j->memory) {
+                if (stopped) {
                         pause_failed(a, j, "snapshot failed", j->err);
                         return;
                 }
@@ -1124,19 +1132,17 @@ static void snapshot_done(struct job *j) {
         struct meta_snapshot m;
         int r = snapshot_commit(s, j, a->reason, a->label, NULL, &m);
         if (r < 0) {
-                if (j->memory) {
+                if (stopped) {
                         pause_failed(a, j, "recording the snapshot failed", merr(s->d));
                         return;
                 }
                 act_fail(a, 500, "recording the snapshot failed: %s", merr(s->d));
                 return;
         }
-        if (j->memory) {
-                /* The checkpoint stopped the sandbox: a new one continues from the image just
-                 * stored (a restart on purpose, in the event log). */
+        if (j->memory)
                 memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
+        if (stopped) /* a new one continues from the image just stored (a restart on purpose) */
                 recover_queue(s, s->sbx_id, "restarted from its memory snapshot", true);
-        }
         log_info("%s: snapshot %s (%s): %" PRIu64 " bytes new, %" PRIu64 " files read, frozen %" PRIu64
                  " us, capture %" PRIu64 " us",
                  s->id, m.id, meta_snapshot_reason_name(a->reason), j->stats.bytes_written, j->stats.files_read,

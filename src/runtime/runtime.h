@@ -54,6 +54,11 @@ struct rt_sandbox; /* driver-private */
 struct runtime_ops {
         const char *name;
         bool memory_snapshots;
+        /* checkpoint(…, leave_running = true) works: the daemon then puts a memory image
+         * in every snapshot of a running session (manual, rolling, fork), not only in
+         * pause's; and since the files only reach upper_dir through a checkpoint, it does
+         * not skip a rolling snapshot because upper_dir looks unchanged (microvm). */
+        bool live_checkpoint;
         /* Host-level preparation once per daemon start (cgroup parents, …). */
         int (*host_init)(const char *data_dir);
         /* Makes a running sandbox whose PID 1 is spec->init_path, connected to the caller by
@@ -82,8 +87,9 @@ struct runtime_ops {
          * of dir brings them back. The image is meant for the snapshot store: keep it
          * uncompressed and page-aligned so that content-defined chunking dedups a second
          * checkpoint that changed little. leave_running: the sandbox goes on afterwards
-         * (init_fd() may have changed: the caller re-reads it and waits for HELLO again);
-         * otherwise it is stopped and only destroy() is left to call. A driver that cannot
+         * with the same init_fd() and connection (requests in flight carry on; no new
+         * HELLO), frozen again if it was frozen; otherwise it is stopped and only
+         * destroy() is left to call. A driver that cannot
          * go on reliably refuses leave_running with -EOPNOTSUPP (gvisor). Whatever the file
          * layer (upper_dir) needs to match the image is flushed before it returns. */
         int (*checkpoint)(struct rt_sandbox *sb, const char *dir, bool leave_running);

@@ -269,28 +269,32 @@ static int strdup_to(const char *s, char **ret) {
         return 0;
 }
 
+const char *mv_template_dir(const char *lower_dirs) {
+        const char *c = strrchr(lower_dirs, ':');
+        return c ? c + 1 : lower_dirs;
+}
+
+/* A template is immutable once built, so its path plus the identity of its directory
+ * name the image. */
 int mv_image_key(const char *lower_dirs, char *buf, size_t n) {
+        const char *tpl = mv_template_dir(lower_dirs);
         uint64_t h = 1469598103934665603ull;
-        h = fnv1a(h, lower_dirs, strlen(lower_dirs));
-        _cleanup_free_ char *copy = strdup(lower_dirs);
-        if (!copy)
-                return -ENOMEM;
-        for (char *save = NULL, *p = strtok_r(copy, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
-                struct stat st;
-                if (stat(p, &st) < 0)
-                        return -errno;
-                uint64_t id[3] = { st.st_dev, st.st_ino, (uint64_t)st.st_ctim.tv_sec };
-                h = fnv1a(h, id, sizeof id);
-        }
+        h = fnv1a(h, tpl, strlen(tpl));
+        struct stat st;
+        if (stat(tpl, &st) < 0)
+                return -errno;
+        uint64_t id[3] = { st.st_dev, st.st_ino, (uint64_t)st.st_ctim.tv_sec };
+        h = fnv1a(h, id, sizeof id);
         snprintf(buf, n, "%016llx", (unsigned long long)h);
         return 0;
 }
 
-int mv_template_image(const char *guest_dir, const char *lower_dirs, const char *run_dir, char **ret) {
+int mv_template_image(const char *guest_dir, const char *lower_dirs, char **ret) {
         char key[32], dir[MV_MAX_PATH], path[MV_MAX_PATH + 64];
+        const char *src = mv_template_dir(lower_dirs);
         int r = mv_image_key(lower_dirs, key, sizeof key);
         if (r < 0) {
-                runtime_set_error("microvm: template layers %s: %s", lower_dirs, strerror(-r));
+                runtime_set_error("microvm: template %s: %s", src, strerror(-r));
                 return r;
         }
         snprintf(dir, sizeof dir, "%s/images", guest_dir);
@@ -308,24 +312,6 @@ int mv_template_image(const char *guest_dir, const char *lower_dirs, const char 
         if (access(path, R_OK) == 0)
                 return strdup_to(path, ret);
 
-        const char *src = lower_dirs;
-        char mnt[MV_MAX_PATH + 16];
-        bool mounted = false;
-        if (strchr(lower_dirs, ':')) {
-                /* several layers: mkfs reads their merged view */
-                snprintf(mnt, sizeof mnt, "%s/lower", run_dir);
-                _cleanup_free_ char *opts = NULL;
-                if (asprintf(&opts, "lowerdir=%s", lower_dirs) < 0)
-                        return -ENOMEM;
-                (void)mkdir(mnt, 0700);
-                if (mount("overlay", mnt, "overlay", MS_RDONLY, opts) < 0) {
-                        r = -errno;
-                        runtime_set_error("microvm: mount the template layers: %s", strerror(-r));
-                        return r;
-                }
-                mounted = true;
-                src = mnt;
-        }
         tree_bytes = tree_inodes = 0;
         if (nftw(src, tree_add, 64, FTW_PHYS | FTW_MOUNT) != 0)
                 r = -EIO;
@@ -340,8 +326,6 @@ int mv_template_image(const char *guest_dir, const char *lower_dirs, const char 
                                  "-L", "space-lower" };
                 r = mkfs_from(src, tmp, size, opts, ELEMENTSOF(opts));
         }
-        if (mounted)
-                (void)umount2(mnt, MNT_DETACH), (void)rmdir(mnt);
         if (r == 0 && (chown(tmp, 0, 0) < 0 || rename(tmp, path) < 0))
                 r = -errno;
         if (r < 0) {
@@ -364,8 +348,9 @@ static bool dir_empty(const char *path) {
         return true;
 }
 
-/* ext4 of `mib` MiB holding upper/ (from `upper`, or empty) and work/, as qcow2 at dst. */
-static int make_disk(const char *upper, const char *scratch, uint64_t mib, const char *dst) {
+/* ext4 of `mib` MiB holding upper/ (the seed trees merged, bottom first, or empty) and
+ * work/, as qcow2 at dst. */
+static int make_disk(const char *const *seeds, size_t n, const char *scratch, uint64_t mib, const char *dst) {
         char raw[MV_MAX_PATH + 16], stage[MV_MAX_PATH + 16], sub[MV_MAX_PATH + 32], size[32];
         snprintf(raw, sizeof raw, "%s/disk.raw", scratch);
         snprintf(stage, sizeof stage, "%s/stage", scratch);
@@ -381,11 +366,18 @@ static int make_disk(const char *upper, const char *scratch, uint64_t mib, const
         snprintf(sub, sizeof sub, "%s/upper", stage);
         if (r == 0 && (mkdir(sub, 0755) < 0 || chown(sub, RT_ID_BASE, RT_ID_BASE) < 0))
                 r = -errno;
-        if (r == 0 && upper) {
-                if (mount(upper, sub, NULL, MS_BIND | MS_REC, NULL) < 0)
+        if (r == 0 && n == 1) {
+                if (mount(seeds[0], sub, NULL, MS_BIND | MS_REC, NULL) < 0)
                         r = -errno;
                 else
                         bound = true;
+        }
+        /* several: copied over each other, so a higher one's files and whiteouts win */
+        for (size_t i = 0; r == 0 && n > 1 && i < n; i++) {
+                char from[MV_MAX_PATH + 8];
+                snprintf(from, sizeof from, "%s/.", seeds[i]);
+                char *argv[] = { "cp", "-a", "--remove-destination", from, sub, NULL };
+                r = mv_run(argv, false, NULL, 0);
         }
         if (r == 0) {
                 char *opts[] = { "-E", "root_owner=0:0,lazy_itable_init=0,lazy_journal_init=0", "-L", "space-session" };
@@ -402,9 +394,35 @@ static int make_disk(const char *upper, const char *scratch, uint64_t mib, const
         return r;
 }
 
-int mv_session_disk(const char *guest_dir, const char *upper_dir, const char *run_dir, uint64_t mib, const char *dst) {
+#define MV_MAX_SEEDS 32
+
+int mv_session_disk(const char *guest_dir, const char *lower_dirs, const char *upper_dir, const char *run_dir,
+                    uint64_t mib, const char *dst) {
+        /* The session's files: the layers above the template (snapshot layers the daemon
+         * stacks there, top first) and upper_dir over them; bottom first here. */
+        const char *seeds[MV_MAX_SEEDS];
+        size_t n = 0;
+        _cleanup_free_ char *copy = strdup(lower_dirs);
+        if (!copy)
+                return -ENOMEM;
+        char *tpl = (char *)mv_template_dir(copy);
+        if (tpl != copy) {
+                tpl[-1] = 0;
+                char *layers[MV_MAX_SEEDS];
+                size_t nl = 0;
+                for (char *save = NULL, *p = strtok_r(copy, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+                        if (nl == MV_MAX_SEEDS - 1)
+                                return -E2BIG;
+                        layers[nl++] = p;
+                }
+                while (nl > 0)
+                        if (!dir_empty(layers[--nl]))
+                                seeds[n++] = layers[nl];
+        }
         if (upper_dir && !dir_empty(upper_dir))
-                return make_disk(upper_dir, run_dir, mib, dst);
+                seeds[n++] = upper_dir;
+        if (n > 0)
+                return make_disk(seeds, n, run_dir, mib, dst);
         /* An empty disk is the same for everyone: made once, copied. */
         char blank[MV_MAX_PATH + 64];
         snprintf(blank, sizeof blank, "%s/blank-%llu.qcow2", guest_dir, (unsigned long long)mib);
@@ -416,7 +434,7 @@ int mv_session_disk(const char *guest_dir, const char *upper_dir, const char *ru
                         return -errno;
                 if (access(blank, R_OK) != 0) {
                         snprintf(tmp, sizeof tmp, "%s.tmp", blank);
-                        int r = make_disk(NULL, run_dir, mib, tmp);
+                        int r = make_disk(NULL, 0, run_dir, mib, tmp);
                         if (r == 0 && rename(tmp, blank) < 0)
                                 r = -errno;
                         if (r < 0) {

@@ -296,7 +296,8 @@ static int ctl(struct rt_sandbox *sb, char cmd, int timeout_ms) {
 }
 
 /* Drops whatever an earlier connection left on the init port (frames the guest sent just
- * before a checkpoint) until the HELLO of the new one is next. */
+ * before a checkpoint) until the HELLO of the new one is next, and waits until all of
+ * it has arrived (a checkpoint taken right after must not hold part of it in QEMU). */
 static int await_hello(struct rt_sandbox *sb, int timeout_ms) {
         int64_t deadline = now_ms() + timeout_ms;
         for (;;) {
@@ -311,9 +312,21 @@ static int await_hello(struct rt_sandbox *sb, int timeout_ms) {
                         return k < 0 ? -errno : -ECONNRESET;
                 static const uint8_t magic[4] = { 'S', 'P', 'C', '1' };
                 size_t have = (size_t)k;
-                if (have >= 6 && memcmp(h, magic, 4) == 0 && h[5] == PROTO_HELLO)
-                        return 0;
-                if (have < 6 && memcmp(h, magic, MIN(have, 4)) == 0) {
+                if (have == sizeof h && memcmp(h, magic, 4) == 0 && h[5] == PROTO_HELLO) {
+                        struct proto_hdr hd;
+                        if (proto_hdr_decode(h, &hd) < 0 || hd.len > PROTO_MAX_JSON)
+                                return -EPROTO;
+                        _cleanup_free_ uint8_t *frame = malloc(PROTO_HDR_SIZE + hd.len);
+                        if (!frame)
+                                return -ENOMEM;
+                        ssize_t got = recv(sb->init_sock, frame, PROTO_HDR_SIZE + hd.len, MSG_PEEK | MSG_DONTWAIT);
+                        if (got == (ssize_t)(PROTO_HDR_SIZE + hd.len))
+                                return 0;
+                        struct timespec ts = { 0, 2000000 };
+                        nanosleep(&ts, NULL);
+                        continue;
+                }
+                if (have < sizeof h && memcmp(h, magic, MIN(have, 4)) == 0) {
                         /* a HELLO may be arriving: wait for more bytes */
                         struct timespec ts = { 0, 2000000 };
                         nanosleep(&ts, NULL);
@@ -729,7 +742,7 @@ static int start_vm(struct rt_sandbox *sb, const struct rt_spec *spec, const cha
                         runtime_set_error("microvm: disk limit %llu MiB out of range", (unsigned long long)mib);
                         return -EINVAL;
                 }
-                r = mv_session_disk(sb->guest_dir, spec->upper_dir, sb->run_dir, mib, disk);
+                r = mv_session_disk(sb->guest_dir, spec->lower_dirs, spec->upper_dir, sb->run_dir, mib, disk);
                 if (r < 0) {
                         if (!runtime_last_error()[0])
                                 runtime_set_error("microvm: session disk: %s", strerror(-r));
@@ -796,13 +809,13 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         if (r == 0)
                 r = mv_host_init(NULL);
         if (r == 0 && (r = mv_image_key(spec->lower_dirs, sb->image_key, sizeof sb->image_key)) < 0)
-                runtime_set_error("microvm: template layers %s: %s", spec->lower_dirs, strerror(-r));
+                runtime_set_error("microvm: template %s: %s", mv_template_dir(spec->lower_dirs), strerror(-r));
         if (r == 0 && spec->restore_dir && strcmp(meta.image, sb->image_key) != 0) {
-                runtime_set_error("microvm: image %s was made from other template layers", spec->restore_dir);
+                runtime_set_error("microvm: image %s was made from another template", spec->restore_dir);
                 r = -EINVAL;
         }
         if (r == 0)
-                r = mv_template_image(sb->guest_dir, spec->lower_dirs, spec->run_dir, &sb->image);
+                r = mv_template_image(sb->guest_dir, spec->lower_dirs, &sb->image);
         char p[MV_MAX_PATH + 32];
         snprintf(p, sizeof p, "%s/initrd.cpio", spec->run_dir);
         if (r == 0 && (r = mv_initramfs(sb->guest_dir, spec->init_path, p)) < 0)
@@ -819,7 +832,8 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 mv_destroy(sb);
                 return r;
         }
-        bool fresh = !spec->restore_dir && !(spec->upper_dir && dir_has_files(spec->upper_dir));
+        bool fresh = !spec->restore_dir && !strchr(spec->lower_dirs, ':') &&
+                     !(spec->upper_dir && dir_has_files(spec->upper_dir));
         char warm[MV_MAX_PATH + 128] = "";
         if (fresh && warm_enabled() && warm_dir(sb, spec, warm, sizeof warm) == 0 && meta_read(warm, &meta) == 0) {
                 /* warm start: the template's booted VM, restored */
@@ -843,15 +857,9 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 char tmp[MV_MAX_PATH + 160];
                 snprintf(tmp, sizeof tmp, "%s.tmp%d", warm, (int)getpid());
                 (void)rt_rm_rf(tmp);
-                uint8_t h[PROTO_HDR_SIZE];
-                struct proto_hdr hd;
-                char junk[512];
-                /* this boot's HELLO is superseded by the checkpoint's */
-                r = recv(sb->init_sock, h, sizeof h, MSG_WAITALL) == (ssize_t)sizeof h ? 0 : -EIO;
-                if (r == 0 && (r = proto_hdr_decode(h, &hd)) == 0 && hd.len <= sizeof junk &&
-                    recv(sb->init_sock, junk, hd.len, MSG_WAITALL) != (ssize_t)hd.len)
-                        r = -EIO;
-                if (r == 0 && (r = rt_mkdir_p(tmp, 0755)) == 0) {
+                /* this boot's HELLO stays queued for the caller: the checkpoint lets the
+                 * connection go on */
+                if ((r = rt_mkdir_p(tmp, 0755)) == 0) {
                         char *saved_upper = sb->upper_dir;
                         sb->upper_dir = NULL; /* nothing to export: the guest wrote nothing yet */
                         r = mv_checkpoint(sb, tmp, true);
@@ -994,8 +1002,8 @@ static int mv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
                 sb->stopped = true;
                 return 0;
         }
-        if ((r = qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL)) < 0 || (r = connect_init(sb, MV_QMP_TIMEOUT_MS)) < 0 ||
-            (sb->frozen && (r = qmp_cmd(sb, "{\"execute\":\"stop\"}", NULL)) < 0)) {
+        /* The same QEMU goes on: the init port's connection was never interrupted. */
+        if (!sb->frozen && (r = qmp_cmd(sb, "{\"execute\":\"cont\"}", NULL)) < 0) {
                 if (!runtime_last_error()[0])
                         fail(sb, "resume after checkpoint", r);
                 return r;
@@ -1017,6 +1025,7 @@ static int mv_reclaim(const char *id, const char *run_dir) {
 const struct runtime_ops rt_microvm_ops = {
         .name = "microvm",
         .memory_snapshots = true,
+        .live_checkpoint = true,
         .host_init = mv_host_init,
         .create = mv_create,
         .adopt = NULL,

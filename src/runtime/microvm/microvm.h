@@ -17,13 +17,18 @@ int mv_run(char *const argv[], bool unshift_ids, const int *fds, size_t nfds);
 #define MV_RUN_FD_PATH(i) ("/proc/self/fd/1" #i) /* i: a literal 0..7, base 10 */
 /* newc cpio: /init = init_path, guest_dir/modules/ *.ko under /modules, /dev/console. */
 int mv_initramfs(const char *guest_dir, const char *init_path, const char *dst);
-/* Names the ext4 image of a set of template layers (16 hex digits). */
+/* The template: the last (lowest) of the overlay lower dirs; the ones above it are
+ * session files (snapshot layers the daemon stacks over the template). */
+const char *mv_template_dir(const char *lower_dirs);
+/* Names the ext4 image of the template of lower_dirs (16 hex digits). */
 int mv_image_key(const char *lower_dirs, char *buf, size_t n);
-/* guest_dir/images/KEY.ext4, built (mkfs.ext4 -d, ids unshifted) unless cached. */
-int mv_template_image(const char *guest_dir, const char *lower_dirs, const char *run_dir, char **ret);
-/* A qcow2 session disk of `mib` MiB at dst: ext4 with upper/ (a copy of upper_dir when it
- * has files, else empty) and work/. */
-int mv_session_disk(const char *guest_dir, const char *upper_dir, const char *run_dir, uint64_t mib, const char *dst);
+/* guest_dir/images/KEY.ext4 of that template, built (mkfs.ext4 -d, ids unshifted) unless
+ * cached. */
+int mv_template_image(const char *guest_dir, const char *lower_dirs, char **ret);
+/* A qcow2 session disk of `mib` MiB at dst: ext4 with upper/ (the layers above the
+ * template and upper_dir merged, when they have files, else empty) and work/. */
+int mv_session_disk(const char *guest_dir, const char *lower_dirs, const char *upper_dir, const char *run_dir,
+                    uint64_t mib, const char *dst);
 /* Replaces upper_dir's contents with the upper/ of a (consistent) session disk. */
 int mv_export_upper(const char *disk_qcow2, const char *run_dir, const char *upper_dir);
 /* Reflink, else a sparse copy. */

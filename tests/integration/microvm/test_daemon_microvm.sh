@@ -31,15 +31,16 @@ grows() { # session: the counter file grows within 2 s
 
 mkdir -p "$T/root"
 tar -C "$T/root" -xf "$TARBALL"
-start_daemon --runtime microvm || exit 1
+start_daemon || exit 1
 api -X POST http://x/v1/templates -d "{\"name\":\"deb\",\"from_dir\":\"$T/root\"}" >/dev/null
 rm -rf "$T/root"
 
 # ---- create, exec, isolation ----
-R=$(api -X POST http://x/v1/sessions -d '{"template":"deb","memory":"256M","snapshot_interval_ms":0}')
+R=$(api -X POST http://x/v1/sessions -d '{"template":"deb","runtime":"microvm","memory":"256M","snapshot_interval_ms":0}')
 A=$(echo "$R" | jget id)
 UA=http://x/v1/sessions/$A
-check "a session on the microvm runtime is running" test "$(echo "$R" | jget state)/$(echo "$R" | jget runtime)" = "running/microvm"
+check "a session asking for the microvm runtime (the daemon's default is ns) is running" test "$(echo "$R" | jget state)/$(echo "$R" | jget runtime)" = "running/microvm"
+check "... and says it has memory snapshots" test "$(echo "$R" | jget capabilities memory_snapshots)" = true
 check "python3 prints 42 inside the VM" test "$(sh_in "$A" "python3 -c 'print(6*7)'")" = 42
 KV=$(sh_in "$A" 'uname -r')
 check "the guest runs its own kernel ($KV)" test -n "$(echo "$KV" | grep cloud-amd64)"

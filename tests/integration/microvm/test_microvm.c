@@ -33,6 +33,8 @@
 static const struct runtime_ops *ops;
 static char data[256], work[256];
 static struct rt_sandbox *live[4];
+/* A snapshot layer the daemon stacks over the template (lower_dirs "layer:template"). */
+static const char *extra_layer;
 
 struct vm {
         char id[64], upper[512], run[512];
@@ -58,8 +60,11 @@ static int64_t vm_start(struct vm *v, const char *name, const char *restore_dir)
         PJ(v->id, "sbx_mv%s%d", name, (int)getpid());
         PJ(v->upper, "%s/%s/upper", work, name);
         PJ(v->run, "%s/%s/run", work, name);
-        char lower[512], wd[512];
-        PJ(lower, "%s/templates/base/rootfs", data);
+        char lower[1100], wd[512];
+        if (extra_layer)
+                PJ(lower, "%s:%s/templates/base/rootfs", extra_layer, data);
+        else
+                PJ(lower, "%s/templates/base/rootfs", data);
         PJ(wd, "%s/%s/work", work, name);
         assert_int_equal(rt_mkdir_p(v->upper, 0755), 0);
         assert_int_equal(rt_mkdir_p(wd, 0700), 0);
@@ -213,8 +218,8 @@ static void test_checkpoint_restore_fork(void **state) {
                 printf("# checkpoint: %s\n", runtime_last_error());
         assert_int_equal(r, 0);
         printf("# checkpoint (leave running) took %lld ms\n", (long long)(mvc_now_ms() - t0));
-        v.fd = ops->init_fd(v.sb);
-        assert_int_equal(mvc_hello(v.fd, VM_TIMEOUT_MS), 0);
+        printf("# the same connection goes on (no new HELLO), the VM frozen again until thawed\n");
+        assert_int_equal(ops->init_fd(v.sb), v.fd);
         assert_int_equal(ops->thaw(v.sb), 0);
         char p[700], buf[256];
         PJ(p, "%s/root/hello.txt", v.upper);
@@ -276,7 +281,7 @@ static void test_checkpoint_restore_fork(void **state) {
 
 static void test_upper_into_guest(void **state) {
         (void)state;
-        printf("# booting with files in upper_dir (no memory image): the guest sees them\n");
+        printf("# booting with files in upper_dir and in a layer over the template (no memory image): the guest sees them\n");
         char p[600];
         PJ(p, "%s/seed/upper/root", work);
         assert_int_equal(rt_mkdir_p(p, 0755), 0);
@@ -286,9 +291,26 @@ static void test_upper_into_guest(void **state) {
         fputs("seeded\n", f);
         fclose(f);
         assert_int_equal(chown(p, RT_ID_BASE, RT_ID_BASE), 0);
+        char layer[512];
+        PJ(layer, "%s/layer", work);
+        PJ(p, "%s/root", layer);
+        assert_int_equal(rt_mkdir_p(p, 0755), 0);
+        PJ(p, "%s/root/layered.txt", layer);
+        f = fopen(p, "we");
+        assert_non_null(f);
+        fputs("from the layer\n", f);
+        fclose(f);
+        PJ(p, "%s/root/seeded.txt", layer); /* upper_dir's copy must win */
+        f = fopen(p, "we");
+        assert_non_null(f);
+        fputs("older\n", f);
+        fclose(f);
+        extra_layer = layer;
         struct vm v;
         vm_start(&v, "seed", NULL);
+        extra_layer = NULL;
         assert_string_equal(sh(&v, "cat /root/seeded.txt"), "seeded");
+        assert_string_equal(sh(&v, "cat /root/layered.txt"), "from the layer");
         assert_string_equal(sh(&v, "stat -c %u /root/seeded.txt"), "0");
         assert_string_equal(sh(&v, "python3 -c 'print(6*7)'"), "42");
         vm_destroy(&v);
