@@ -379,6 +379,19 @@ static int call_json(space_client *c, struct call *k, struct json **ret) {
         return r;
 }
 
+/* Runs k to its end: on success, *ret_body (when given) takes the answer's text and, when
+ * ret is given, the answer must be JSON and *ret gets it parsed. */
+static int call_once(space_client *c, struct call *k, struct json **ret, char **ret_body) {
+        int r = ret ? call_json(c, k, ret) : call_run(c, k);
+        if (r >= 0 && ret_body)
+                *ret_body = TAKE_PTR(k->body_in.data);
+        call_done(k);
+        return r < 0 ? r : 0;
+}
+
+/* A JSON request body, for the call initializers below. */
+#define JSON_BODY(p, n) .content_type = "application/json", .body = (p), .body_len = (n)
+
 static bool id_ok(const char *id) {
         size_t n = id ? strlen(id) : 0;
         if (n == 0 || n > MAX_ID)
@@ -402,6 +415,40 @@ static int session_target(struct buf *t, const space_session *s, const char *suf
         if (r >= 0 && !buf_cstr(t))
                 r = -ENOMEM;
         return r;
+}
+
+static bool path_ok(const char *p) { return p && p[0] && strlen(p) < 4096; }
+
+/* session_target for a call on s; path, when given, must be a valid file path. */
+static int session_target_ok(space_session *s, struct buf *t, const char *suffix, const char *path,
+                             const char *extra) {
+        if (path && !path_ok(path))
+                return fail(s->c, -EINVAL, "invalid path");
+        int r = session_target(t, s, suffix, path, extra);
+        if (r >= 0)
+                return 0;
+        if (path)
+                return fail(s->c, r == -ENOMEM ? r : -ENAMETOOLONG, "path too long");
+        return fail(s->c, r, "building the request: %s", strerror(-r));
+}
+
+/* A request on the session, as call_once: k (method, body, sinks) to "/v1/sessions/{id}<suffix>",
+ * with "?path=<path><extra>" when path is given. */
+static int session_call(space_session *s, struct call *k, const char *suffix, const char *path, const char *extra,
+                        struct json **ret, char **ret_body) {
+        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
+        int r = session_target_ok(s, &t, suffix, path, extra);
+        if (r < 0)
+                return r;
+        k->target = t.data;
+        k->ses = s;
+        return call_once(s->c, k, ret, ret_body);
+}
+
+/* Closes the request object; an encoding error is the call's. */
+static int request_end(space_client *c, struct json_writer *w) {
+        json_w_obj_end(w);
+        return w->err ? fail(c, w->err, "encoding the request: %s", strerror(-w->err)) : 0;
 }
 
 /* ---- small JSON readers ---------------------------------------------------------- */
@@ -449,7 +496,26 @@ static void get_time(const struct json *obj, const char *key, char *str, size_t 
                 snprintf(str, n, "%s", "");
 }
 
-static void fill_session_info(const struct json *o, struct space_session_info *si) {
+/* The array at key of an answer as n records, each filled by fill: a new array (of one
+ * zeroed record when n is 0). what names the answer in the error. */
+static int json_records(space_client *c, const struct json *j, const char *key, const char *what, size_t elsz,
+                        void (*fill)(const struct json *, void *), void **ret, size_t *ret_n) {
+        const struct json *arr = json_get(j, key);
+        if (json_type(arr) != JSON_ARRAY)
+                return fail(c, -EBADMSG, "%s without a \"%s\" array", what, key);
+        size_t n = json_len(arr);
+        char *v = calloc(n ? n : 1, elsz);
+        if (!v)
+                return fail(c, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++)
+                fill(json_at(arr, i), v + i * elsz);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+static void fill_session_info(const struct json *o, void *ret) {
+        struct space_session_info *si = ret;
         *si = (struct space_session_info){ 0 };
         copy_str(si->id, sizeof si->id, o, "id");
         copy_str(si->sandbox_id, sizeof si->sandbox_id, o, "sandbox_id");
@@ -485,14 +551,7 @@ static void fill_session_info(const struct json *o, struct space_session_info *s
 int space_get_json(space_client *c, const char *path, char **ret_json) {
         if (!path || path[0] != '/')
                 return fail(c, -EINVAL, "invalid API path");
-        struct call k = { .method = "GET", .target = path };
-        int r = call_run(c, &k);
-        if (r >= 0) {
-                *ret_json = TAKE_PTR(k.body_in.data);
-                r = 0;
-        }
-        call_done(&k);
-        return r;
+        return call_once(c, &(struct call){ .method = "GET", .target = path }, NULL, ret_json);
 }
 
 int space_health(space_client *c, char **ret_json) { return space_get_json(c, "/v1/health", ret_json); }
@@ -504,16 +563,8 @@ int space_pool_set(space_client *c, const char *template_name, unsigned size, ch
         char target[96], body[48];
         snprintf(target, sizeof target, "/v1/pool/%s", template_name);
         int n = snprintf(body, sizeof body, "{\"size\":%u}", size);
-        struct call k = { .method = "PUT", .target = target, .content_type = "application/json", .body = body,
-                          .body_len = (size_t)n };
-        int r = call_run(c, &k);
-        if (r >= 0) {
-                if (ret_json)
-                        *ret_json = TAKE_PTR(k.body_in.data);
-                r = 0;
-        }
-        call_done(&k);
-        return r;
+        return call_once(c, &(struct call){ .method = "PUT", .target = target, JSON_BODY(body, (size_t)n) }, NULL,
+                         ret_json);
 }
 
 /* ---- sessions -------------------------------------------------------------------- */
@@ -596,6 +647,16 @@ static int session_refresh(space_session *s, const char *body) {
         return 0;
 }
 
+/* Runs k, whose answer is a session object, into a new handle. */
+static int session_answer(space_client *c, struct call *k, space_session **ret) {
+        _cleanup_json_ struct json *j = NULL;
+        _cleanup_free_ char *text = NULL;
+        int r = call_once(c, k, &j, &text);
+        if (r < 0)
+                return r;
+        return session_from_json(c, j, text, ret);
+}
+
 int space_session_new(space_session **ret, space_client *c, const struct space_session_opts *o) {
         if (o && (o->version < 1 || o->version > SPACE_SESSION_OPTS_VERSION))
                 return fail(c, -EINVAL, "unknown space_session_opts version");
@@ -639,17 +700,11 @@ int space_session_new(space_session **ret, space_client *c, const struct space_s
                 json_w_key(&w, "disk");
                 json_w_uint(&w, o->disk);
         }
-        json_w_obj_end(&w);
-        if (w.err)
-                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
-        struct call k = { .method = "POST", .target = "/v1/sessions", .content_type = "application/json",
-                          .body = b.data, .body_len = b.len };
-        _cleanup_json_ struct json *j = NULL;
-        int r = call_json(c, &k, &j);
-        if (r >= 0)
-                r = session_from_json(c, j, k.body_in.data, ret);
-        call_done(&k);
-        return r < 0 ? r : 0;
+        int r = request_end(c, &w);
+        if (r < 0)
+                return r;
+        return session_answer(c, &(struct call){ .method = "POST", .target = "/v1/sessions", JSON_BODY(b.data, b.len) },
+                              ret);
 }
 
 int space_session_open(space_session **ret, space_client *c, const char *id) {
@@ -657,13 +712,7 @@ int space_session_open(space_session **ret, space_client *c, const char *id) {
                 return fail(c, -EINVAL, "invalid session id '%s'", id ? id : "");
         char target[128];
         snprintf(target, sizeof target, "/v1/sessions/%s", id);
-        struct call k = { .method = "GET", .target = target };
-        _cleanup_json_ struct json *j = NULL;
-        int r = call_json(c, &k, &j);
-        if (r >= 0)
-                r = session_from_json(c, j, k.body_in.data, ret);
-        call_done(&k);
-        return r < 0 ? r : 0;
+        return session_answer(c, &(struct call){ .method = "GET", .target = target }, ret);
 }
 
 space_session *space_session_free(space_session *s) {
@@ -694,18 +743,12 @@ int space_session_connect(space_session **ret, space_client *c, const char *id, 
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
         json_w_kstr(&w, "token", token);
-        json_w_obj_end(&w);
-        if (w.err)
-                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
-        struct call k = { .method = "POST", .target = target, .content_type = "application/json",
-                          .body = b.data, .body_len = b.len };
-        _cleanup_json_ struct json *j = NULL;
+        int r = request_end(c, &w);
+        if (r < 0)
+                return r;
         space_session *s = NULL;
-        int r = call_json(c, &k, &j);
-        if (r >= 0)
-                r = session_from_json(c, j, k.body_in.data, &s);
+        r = session_answer(c, &(struct call){ .method = "POST", .target = target, JSON_BODY(b.data, b.len) }, &s);
         explicit_bzero(b.data, b.len);
-        call_done(&k);
         if (r < 0)
                 return r;
         if (strcmp(s->id, id) != 0) {
@@ -725,18 +768,14 @@ const char *space_session_id(const space_session *s) { return s->id; }
 const char *space_session_json(const space_session *s) { return s->json; }
 
 int space_session_inspect(space_session *s, struct space_session_info *ret) {
-        char target[128];
-        snprintf(target, sizeof target, "/v1/sessions/%s", s->id);
-        struct call k = { .method = "GET", .target = target, .ses = s };
         _cleanup_json_ struct json *j = NULL;
-        int r = call_json(s->c, &k, &j);
-        if (r >= 0) {
-                r = session_refresh(s, k.body_in.data);
-                if (r >= 0 && ret)
-                        fill_session_info(j, ret);
-        }
-        call_done(&k);
-        return r < 0 ? r : 0;
+        _cleanup_free_ char *text = NULL;
+        int r = session_call(s, &(struct call){ .method = "GET" }, NULL, NULL, NULL, &j, &text);
+        if (r >= 0)
+                r = session_refresh(s, text);
+        if (r >= 0 && ret)
+                fill_session_info(j, ret);
+        return r;
 }
 
 static int delete_session(space_client *c, const char *id, const space_session *s) {
@@ -744,39 +783,24 @@ static int delete_session(space_client *c, const char *id, const space_session *
                 return fail(c, -EINVAL, "invalid session id '%s'", id ? id : "");
         char target[128];
         snprintf(target, sizeof target, "/v1/sessions/%s", id);
-        struct call k = { .method = "DELETE", .target = target, .ses = s };
-        int r = call_run(c, &k);
-        call_done(&k);
-        return r < 0 ? r : 0;
+        return call_once(c, &(struct call){ .method = "DELETE", .target = target, .ses = s }, NULL, NULL);
 }
 
 int space_session_delete_id(space_client *c, const char *id) { return delete_session(c, id, NULL); }
 int space_session_delete(space_session *s) { return delete_session(s->c, s->id, s); }
 
 int space_session_list(space_client *c, struct space_session_info **ret, size_t *ret_n) {
-        struct call k = { .method = "GET", .target = "/v1/sessions" };
         _cleanup_json_ struct json *j = NULL;
-        int r = call_json(c, &k, &j);
-        call_done(&k);
+        int r = call_once(c, &(struct call){ .method = "GET", .target = "/v1/sessions" }, &j, NULL);
         if (r < 0)
                 return r;
-        const struct json *arr = json_get(j, "sessions");
-        if (json_type(arr) != JSON_ARRAY)
-                return fail(c, -EBADMSG, "session list without a \"sessions\" array");
-        size_t n = json_len(arr);
-        struct space_session_info *v = calloc(n ? n : 1, sizeof *v);
-        if (!v)
-                return fail(c, -ENOMEM, "out of memory");
-        for (size_t i = 0; i < n; i++)
-                fill_session_info(json_at(arr, i), &v[i]);
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return json_records(c, j, "sessions", "session list", sizeof **ret, fill_session_info, (void **)ret, ret_n);
 }
 
 /* ---- durable sessions ------------------------------------------------------------ */
 
-static void fill_snapshot(const struct json *o, struct space_snapshot_info *si) {
+static void fill_snapshot(const struct json *o, void *ret) {
+        struct space_snapshot_info *si = ret;
         *si = (struct space_snapshot_info){ 0 };
         copy_str(si->id, sizeof si->id, o, "id");
         copy_str(si->session, sizeof si->session, o, "session");
@@ -793,37 +817,14 @@ static void fill_snapshot(const struct json *o, struct space_snapshot_info *si) 
         si->memory = json_get_bool(o, "memory", false);
 }
 
-/* A JSON request on the session: POST/GET "/v1/sessions/{id}<suffix>" with body (may be
- * NULL); *ret gets the parsed answer and *ret_body its text when they are given. */
-static int session_call(space_session *s, const char *method, const char *suffix, const struct buf *body,
-                        struct json **ret, char **ret_body) {
-        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, suffix, NULL, NULL);
-        if (r < 0)
-                return fail(s->c, r, "building the request: %s", strerror(-r));
-        struct call k = { .method = method, .target = t.data, .ses = s };
-        if (body) {
-                k.content_type = "application/json";
-                k.body = body->data ? body->data : "{}";
-                k.body_len = body->data ? body->len : 2;
-        }
-        _cleanup_json_ struct json *j = NULL;
-        r = call_json(s->c, &k, &j);
-        if (r >= 0) {
-                if (ret)
-                        *ret = TAKE_PTR(j);
-                if (ret_body)
-                        *ret_body = TAKE_PTR(k.body_in.data);
-        }
-        call_done(&k);
-        return r < 0 ? r : 0;
-}
-
 /* A lifecycle call whose answer is the session object: refreshes the handle. */
 static int lifecycle(space_session *s, const char *suffix, const struct buf *body) {
         _cleanup_json_ struct json *j = NULL;
         _cleanup_free_ char *text = NULL;
-        int r = session_call(s, "POST", suffix, body, &j, &text);
+        struct call k = { .method = "POST" };
+        if (body)
+                k = (struct call){ .method = "POST", JSON_BODY(body->data, body->len) };
+        int r = session_call(s, &k, suffix, NULL, NULL, &j, &text);
         if (r < 0)
                 return r;
         if (json_type(j) != JSON_OBJECT)
@@ -845,11 +846,12 @@ int space_snapshot_create_memory(space_session *s, const char *label, bool memor
                 json_w_kstr(&w, "label", label);
         if (memory)
                 json_w_kbool(&w, "memory", true);
-        json_w_obj_end(&w);
-        if (w.err)
-                return fail(s->c, w.err, "encoding the request: %s", strerror(-w.err));
+        int r = request_end(s->c, &w);
+        if (r < 0)
+                return r;
         _cleanup_json_ struct json *j = NULL;
-        int r = session_call(s, "POST", "/snapshots", &b, &j, NULL);
+        r = session_call(s, &(struct call){ .method = "POST", JSON_BODY(b.data, b.len) }, "/snapshots", NULL, NULL, &j,
+                         NULL);
         if (r < 0)
                 return r;
         if (!id_ok(json_get_str(j, "id")))
@@ -861,27 +863,17 @@ int space_snapshot_create_memory(space_session *s, const char *label, bool memor
 
 int space_snapshot_list(space_session *s, struct space_snapshot_info **ret, size_t *ret_n) {
         _cleanup_json_ struct json *j = NULL;
-        int r = session_call(s, "GET", "/snapshots", NULL, &j, NULL);
+        int r = session_call(s, &(struct call){ .method = "GET" }, "/snapshots", NULL, NULL, &j, NULL);
         if (r < 0)
                 return r;
-        const struct json *arr = json_get(j, "snapshots");
-        if (json_type(arr) != JSON_ARRAY)
-                return fail(s->c, -EBADMSG, "snapshot list without a \"snapshots\" array");
-        size_t n = json_len(arr);
-        struct space_snapshot_info *v = calloc(n ? n : 1, sizeof *v);
-        if (!v)
-                return fail(s->c, -ENOMEM, "out of memory");
-        for (size_t i = 0; i < n; i++)
-                fill_snapshot(json_at(arr, i), &v[i]);
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return json_records(s->c, j, "snapshots", "snapshot list", sizeof **ret, fill_snapshot, (void **)ret, ret_n);
 }
 
 int space_session_get_json(space_session *s, const char *suffix, char **ret_json) {
         if (!suffix || (suffix[0] && suffix[0] != '/' && suffix[0] != '?'))
                 return fail(s->c, -EINVAL, "invalid API path");
-        return session_call(s, "GET", suffix, NULL, NULL, ret_json);
+        _cleanup_json_ struct json *j = NULL; /* the answer must be JSON */
+        return session_call(s, &(struct call){ .method = "GET" }, suffix, NULL, NULL, &j, ret_json);
 }
 
 int space_session_pause(space_session *s) { return lifecycle(s, "/pause", NULL); }
@@ -894,10 +886,8 @@ int space_session_restore(space_session *s, const char *snap) {
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
         json_w_kstr(&w, "snapshot", snap);
-        json_w_obj_end(&w);
-        if (w.err)
-                return fail(s->c, w.err, "encoding the request: %s", strerror(-w.err));
-        return lifecycle(s, "/restore", &b);
+        int r = request_end(s->c, &w);
+        return r < 0 ? r : lifecycle(s, "/restore", &b);
 }
 
 int space_session_fork(space_session *s, const struct space_fork_opts *o, space_session ***ret, size_t *ret_n) {
@@ -915,11 +905,12 @@ int space_session_fork(space_session *s, const struct space_fork_opts *o, space_
         if (o && o->snapshot)
                 json_w_kstr(&w, "snapshot", o->snapshot);
         json_w_kint(&w, "count", count);
-        json_w_obj_end(&w);
-        if (w.err)
-                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
+        int r = request_end(c, &w);
+        if (r < 0)
+                return r;
         _cleanup_json_ struct json *j = NULL;
-        int r = session_call(s, "POST", "/fork", &b, &j, NULL);
+        r = session_call(s, &(struct call){ .method = "POST", JSON_BODY(b.data, b.len) }, "/fork", NULL, NULL, &j,
+                         NULL);
         if (r < 0)
                 return r;
         const struct json *arr = json_get(j, "sessions");
@@ -965,7 +956,7 @@ int space_event_list(space_session *s, uint64_t after, unsigned limit, struct sp
         if (limit)
                 snprintf(suffix + m, sizeof suffix - (size_t)m, "&limit=%u", limit);
         _cleanup_json_ struct json *j = NULL;
-        int r = session_call(s, "GET", suffix, NULL, &j, NULL);
+        int r = session_call(s, &(struct call){ .method = "GET" }, suffix, NULL, NULL, &j, NULL);
         if (r < 0)
                 return r;
         const struct json *arr = json_get(j, "events");
@@ -1025,11 +1016,12 @@ int space_event_append(space_session *s, const char *kind, const char *data_json
                 json_w_value(&w, data);
         else
                 json_w_raw(&w, "{}", 2);
-        json_w_obj_end(&w);
-        if (w.err)
-                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
+        int r = request_end(c, &w);
+        if (r < 0)
+                return r;
         _cleanup_json_ struct json *j = NULL;
-        int r = session_call(s, "POST", "/events", &b, &j, NULL);
+        r = session_call(s, &(struct call){ .method = "POST", JSON_BODY(b.data, b.len) }, "/events", NULL, NULL, &j,
+                         NULL);
         if (r < 0)
                 return r;
         if (ret_seq)
@@ -1038,11 +1030,8 @@ int space_event_append(space_session *s, const char *kind, const char *data_json
 }
 
 int space_gc(space_client *c, struct space_gc_result *ret) {
-        struct call k = { .method = "POST", .target = "/v1/gc", .content_type = "application/json", .body = "{}",
-                          .body_len = 2 };
         _cleanup_json_ struct json *j = NULL;
-        int r = call_json(c, &k, &j);
-        call_done(&k);
+        int r = call_once(c, &(struct call){ .method = "POST", .target = "/v1/gc", JSON_BODY("{}", 2) }, &j, NULL);
         if (r < 0)
                 return r;
         if (ret)
@@ -1181,13 +1170,13 @@ int space_exec(space_session *s, const struct space_exec_opts *o, struct space_e
                             strerror(-w.err));
 
         _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, "/exec", NULL, NULL);
+        int r = session_target_ok(s, &t, "/exec", NULL, NULL);
         if (r < 0)
-                return fail(c, r, "building the request: %s", strerror(-r));
+                return r;
         struct exec_state st = { .c = c, .on_output = o->on_output, .on_start = o->on_start, .ud = o->userdata,
                                  .tmp = BUF_INIT(SPACE_MAX_EVENT) };
-        struct call k = { .method = "POST", .target = t.data, .ses = s, .content_type = "application/json",
-                          .body = b.data, .body_len = b.len, .stream = !o->background };
+        struct call k = { .method = "POST", .target = t.data, .ses = s, JSON_BODY(b.data, b.len),
+                          .stream = !o->background };
         _cleanup_json_ struct json *j = NULL;
         if (o->background) {
                 r = call_json(c, &k, &j);
@@ -1223,16 +1212,11 @@ int space_attach(space_session *s, int pid, const struct space_attach_opts *o, s
         char extra[96];
         snprintf(extra, sizeof extra, "/processes/%d/output?offset=%" PRIu64 "&follow=%d", pid, o ? o->offset : 0,
                  o && o->follow ? 1 : 0);
-        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, extra, NULL, NULL);
-        if (r < 0)
-                return fail(c, r, "building the request: %s", strerror(-r));
         struct exec_state st = { .c = c, .on_output = o ? o->on_output : NULL, .ud = o ? o->userdata : NULL,
                                  .tmp = BUF_INIT(SPACE_MAX_EVENT) };
         st.res.pid = pid;
-        struct call k = { .method = "GET", .target = t.data, .ses = s, .stream = true, .on_event = exec_event, .ud = &st };
-        r = call_run(c, &k);
-        call_done(&k);
+        int r = session_call(s, &(struct call){ .method = "GET", .stream = true, .on_event = exec_event, .ud = &st },
+                             extra, NULL, NULL, NULL, NULL);
         buf_free(&st.tmp);
         if (r < 0)
                 return r;
@@ -1245,19 +1229,11 @@ int space_signal(space_session *s, int pid, int sig) {
         space_client *c = s->c;
         if (pid <= 0 || sig <= 0 || sig > 64)
                 return fail(c, -EINVAL, "invalid pid or signal");
-        char extra[64];
+        char extra[64], body[32];
         snprintf(extra, sizeof extra, "/processes/%d/signal", pid);
-        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, extra, NULL, NULL);
-        if (r < 0)
-                return fail(c, r, "building the request: %s", strerror(-r));
-        char body[32];
         int n = snprintf(body, sizeof body, "{\"signal\":%d}", sig);
-        struct call k = { .method = "POST", .target = t.data, .ses = s, .content_type = "application/json",
-                          .body = body, .body_len = (size_t)n };
-        r = call_run(c, &k);
-        call_done(&k);
-        return r < 0 ? r : 0;
+        return session_call(s, &(struct call){ .method = "POST", JSON_BODY(body, (size_t)n) }, extra, NULL, NULL, NULL,
+                            NULL);
 }
 
 void space_process_list_free(struct space_process *p, size_t n) {
@@ -1271,14 +1247,8 @@ void space_process_list_free(struct space_process *p, size_t n) {
 
 int space_process_list(space_session *s, struct space_process **ret, size_t *ret_n) {
         space_client *c = s->c;
-        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, "/processes", NULL, NULL);
-        if (r < 0)
-                return fail(c, r, "building the request: %s", strerror(-r));
-        struct call k = { .method = "GET", .target = t.data, .ses = s };
         _cleanup_json_ struct json *j = NULL;
-        r = call_json(c, &k, &j);
-        call_done(&k);
+        int r = session_call(s, &(struct call){ .method = "GET" }, "/processes", NULL, NULL, &j, NULL);
         if (r < 0)
                 return r;
         const struct json *arr = json_get(j, "processes");
@@ -1324,19 +1294,15 @@ int space_process_list(space_session *s, struct space_process **ret, size_t *ret
 
 /* ---- files ----------------------------------------------------------------------- */
 
-static bool path_ok(const char *p) { return p && p[0] && strlen(p) < 4096; }
-
 static int upload(space_session *s, const char *path, const void *data, size_t len, int fd, unsigned mode,
                   bool parents, uint64_t *ret_written) {
         space_client *c = s->c;
-        if (!path_ok(path))
-                return fail(c, -EINVAL, "invalid path");
         char extra[48];
         snprintf(extra, sizeof extra, "&mode=%04o%s", mode ? mode & 07777 : 0644, parents ? "&parents=1" : "");
         _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, "/files", path, extra);
+        int r = session_target_ok(s, &t, "/files", path, extra);
         if (r < 0)
-                return fail(c, r == -E2BIG ? -ENAMETOOLONG : r, "path too long");
+                return r;
         struct call k = { .method = "PUT", .target = t.data, .ses = s, .content_type = "application/octet-stream",
                           .body = data ? data : (fd < 0 ? "" : NULL), .body_len = len, .body_from_fd = fd >= 0, .body_fd = fd };
         _cleanup_json_ struct json *j = NULL;
@@ -1390,15 +1356,13 @@ int space_file_upload_fd(space_session *s, const char *path, int fd, unsigned mo
 }
 
 int space_file_read(space_session *s, const char *path, size_t max, char **ret, size_t *ret_len) {
-        space_client *c = s->c;
-        if (!path_ok(path))
-                return fail(c, -EINVAL, "invalid path");
         _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, "/files", path, NULL);
+        int r = session_target_ok(s, &t, "/files", path, NULL);
         if (r < 0)
-                return fail(c, -ENAMETOOLONG, "path too long");
+                return r;
+        /* not session_call: the length of the (binary) answer is wanted too */
         struct call k = { .method = "GET", .target = t.data, .ses = s, .max = max ? max : SPACE_MAX_RESPONSE };
-        r = call_run(c, &k);
+        r = call_run(s->c, &k);
         if (r >= 0) {
                 *ret_len = k.body_in.len;
                 *ret = TAKE_PTR(k.body_in.data);
@@ -1408,57 +1372,32 @@ int space_file_read(space_session *s, const char *path, size_t max, char **ret, 
 }
 
 int space_file_download_fd(space_session *s, const char *path, int fd, uint64_t *ret_bytes) {
-        space_client *c = s->c;
-        if (!path_ok(path))
-                return fail(c, -EINVAL, "invalid path");
-        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, "/files", path, NULL);
-        if (r < 0)
-                return fail(c, -ENAMETOOLONG, "path too long");
         /* a big file may take a while, but each read is still bounded by the timeout */
-        struct call k = { .method = "GET", .target = t.data, .ses = s, .to_fd = true, .out_fd = fd };
-        r = call_run(c, &k);
+        struct call k = { .method = "GET", .to_fd = true, .out_fd = fd };
+        int r = session_call(s, &k, "/files", path, NULL, NULL, NULL);
         if (r >= 0 && ret_bytes)
                 *ret_bytes = k.out_bytes;
-        call_done(&k);
-        return r < 0 ? r : 0;
+        return r;
 }
 
 int space_file_remove(space_session *s, const char *path, bool recursive) {
-        space_client *c = s->c;
-        if (!path_ok(path))
-                return fail(c, -EINVAL, "invalid path");
-        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, "/files", path, recursive ? "&recursive=1" : NULL);
-        if (r < 0)
-                return fail(c, -ENAMETOOLONG, "path too long");
-        struct call k = { .method = "DELETE", .target = t.data, .ses = s };
-        r = call_run(c, &k);
-        call_done(&k);
-        return r < 0 ? r : 0;
+        return session_call(s, &(struct call){ .method = "DELETE" }, "/files", path, recursive ? "&recursive=1" : NULL,
+                            NULL, NULL);
 }
 
 int space_file_mkdir(space_session *s, const char *path, bool parents) {
-        space_client *c = s->c;
         if (!path_ok(path))
-                return fail(c, -EINVAL, "invalid path");
-        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, "/files/mkdir", NULL, NULL);
-        if (r < 0)
-                return fail(c, r, "building the request: %s", strerror(-r));
+                return fail(s->c, -EINVAL, "invalid path");
         _cleanup_buf_ struct buf b = BUF_INIT(16384);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
         json_w_kstr(&w, "path", path);
         json_w_kbool(&w, "parents", parents);
-        json_w_obj_end(&w);
-        if (w.err)
-                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
-        struct call k = { .method = "POST", .target = t.data, .ses = s, .content_type = "application/json",
-                          .body = b.data, .body_len = b.len };
-        r = call_run(c, &k);
-        call_done(&k);
-        return r < 0 ? r : 0;
+        int r = request_end(s->c, &w);
+        if (r < 0)
+                return r;
+        return session_call(s, &(struct call){ .method = "POST", JSON_BODY(b.data, b.len) }, "/files/mkdir", NULL, NULL,
+                            NULL, NULL);
 }
 
 static void fill_stat(const struct json *o, struct space_stat *st) {
@@ -1472,17 +1411,8 @@ static void fill_stat(const struct json *o, struct space_stat *st) {
 }
 
 int space_file_stat(space_session *s, const char *path, struct space_stat *ret) {
-        space_client *c = s->c;
-        if (!path_ok(path))
-                return fail(c, -EINVAL, "invalid path");
-        _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target(&t, s, "/files/stat", path, NULL);
-        if (r < 0)
-                return fail(c, -ENAMETOOLONG, "path too long");
-        struct call k = { .method = "GET", .target = t.data, .ses = s };
         _cleanup_json_ struct json *j = NULL;
-        r = call_json(c, &k, &j);
-        call_done(&k);
+        int r = session_call(s, &(struct call){ .method = "GET" }, "/files/stat", path, NULL, &j, NULL);
         if (r < 0)
                 return r;
         fill_stat(j, ret);
@@ -1510,16 +1440,8 @@ int space_file_list(space_session *s, const char *path, struct space_dirent **re
                                 return fail(c, -ENOMEM, "out of memory");
                         }
                 }
-                _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-                r = session_target(&t, s, "/files/list", path, extra.data);
-                if (r < 0) {
-                        free(v);
-                        return fail(c, -ENAMETOOLONG, "path too long");
-                }
-                struct call k = { .method = "GET", .target = t.data, .ses = s };
                 _cleanup_json_ struct json *j = NULL;
-                r = call_json(c, &k, &j);
-                call_done(&k);
+                r = session_call(s, &(struct call){ .method = "GET" }, "/files/list", path, extra.data, &j, NULL);
                 if (r < 0) {
                         free(v);
                         return r;
@@ -1566,7 +1488,8 @@ int space_file_list(space_session *s, const char *path, struct space_dirent **re
 
 static bool name_ok(const char *n) { return id_ok(n); }
 
-static void fill_template(const struct json *o, struct space_template_info *t) {
+static void fill_template(const struct json *o, void *ret) {
+        struct space_template_info *t = ret;
         *t = (struct space_template_info){ 0 };
         copy_str(t->name, sizeof t->name, o, "name");
         t->size_bytes = get_u64(o, "size_bytes");
@@ -1574,24 +1497,11 @@ static void fill_template(const struct json *o, struct space_template_info *t) {
 }
 
 int space_template_list(space_client *c, struct space_template_info **ret, size_t *ret_n) {
-        struct call k = { .method = "GET", .target = "/v1/templates" };
         _cleanup_json_ struct json *j = NULL;
-        int r = call_json(c, &k, &j);
-        call_done(&k);
+        int r = call_once(c, &(struct call){ .method = "GET", .target = "/v1/templates" }, &j, NULL);
         if (r < 0)
                 return r;
-        const struct json *arr = json_get(j, "templates");
-        if (json_type(arr) != JSON_ARRAY)
-                return fail(c, -EBADMSG, "template list without a \"templates\" array");
-        size_t n = json_len(arr);
-        struct space_template_info *v = calloc(n ? n : 1, sizeof *v);
-        if (!v)
-                return fail(c, -ENOMEM, "out of memory");
-        for (size_t i = 0; i < n; i++)
-                fill_template(json_at(arr, i), &v[i]);
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return json_records(c, j, "templates", "template list", sizeof **ret, fill_template, (void **)ret, ret_n);
 }
 
 struct build_state {
@@ -1653,14 +1563,13 @@ int space_template_build(space_client *c, const struct space_template_build_opts
                         json_w_kstr(&w, "mirror", o->mirror);
                 json_w_obj_end(&w);
         }
-        json_w_obj_end(&w);
-        if (w.err)
-                return fail(c, w.err, "encoding the request: %s", strerror(-w.err));
+        int r = request_end(c, &w);
+        if (r < 0)
+                return r;
         struct build_state st = { .c = c, .on_progress = o->on_progress, .ud = o->userdata };
-        struct call k = { .method = "POST", .target = "/v1/templates", .content_type = "application/json",
-                          .body = b.data, .body_len = b.len, .stream = true, .on_event = build_event, .ud = &st };
-        int r = call_run(c, &k);
-        call_done(&k);
+        r = call_once(c, &(struct call){ .method = "POST", .target = "/v1/templates", JSON_BODY(b.data, b.len),
+                                         .stream = true, .on_event = build_event, .ud = &st },
+                      NULL, NULL);
         if (r < 0)
                 return r;
         if (!st.done)
@@ -1675,8 +1584,5 @@ int space_template_delete(space_client *c, const char *name) {
                 return fail(c, -EINVAL, "invalid template name '%s'", name ? name : "");
         char target[192];
         snprintf(target, sizeof target, "/v1/templates/%s", name);
-        struct call k = { .method = "DELETE", .target = target };
-        int r = call_run(c, &k);
-        call_done(&k);
-        return r < 0 ? r : 0;
+        return call_once(c, &(struct call){ .method = "DELETE", .target = target }, NULL, NULL);
 }
