@@ -113,14 +113,14 @@ static long long image_size(const char *dir) {
 /* The process the checkpoints hold: mb MiB of random bytes (the worst case for the
  * image's compression, and what dedup has to work with), and on SIGUSR1 1 MiB of it
  * rewritten with new random bytes. */
-static const char *const holder_py =
-        "import os,signal,time\n"
-        "b=bytearray(os.urandom(%u<<20))\n"
-        "def ch(s,f):\n"
-        "  o=len(b)//2; b[o:o+(1<<20)]=os.urandom(1<<20); open('/tmp/changed','w').write('1')\n"
-        "signal.signal(signal.SIGUSR1,ch)\n"
-        "open('/tmp/ready','w').write(str(os.getpid()))\n"
-        "while True: time.sleep(1)\n";
+#define HOLDER_PY  \
+        "import os,signal,time\n"  \
+        "b=bytearray(os.urandom(%u<<20))\n"  \
+        "def ch(s,f):\n"  \
+        "  o=len(b)//2; b[o:o+(1<<20)]=os.urandom(1<<20); open('/tmp/changed','w').write('1')\n"  \
+        "signal.signal(signal.SIGUSR1,ch)\n"  \
+        "open('/tmp/ready','w').write(str(os.getpid()))\n"  \
+        "while True: time.sleep(1)\n"
 
 static int64_t since(int64_t t0) {
         return mvc_now_ms() - t0;
@@ -132,7 +132,7 @@ static void bench_size(const struct runtime_ops *gv, unsigned mb) {
         char img1[700], img2[700], py[1024], cmd[1400], out[256];
         snprintf(img1, sizeof img1, "%s/img-%u-1", work, mb);
         snprintf(img2, sizeof img2, "%s/img-%u-2", work, mb);
-        snprintf(py, sizeof py, holder_py, mb);
+        snprintf(py, sizeof py, HOLDER_PY, mb);
         snprintf(cmd, sizeof cmd, "cat >/root/holder.py <<'EOF'\n%sEOF\n"
                                   "python3 /root/holder.py >/dev/null 2>&1 &\n"
                                   "for i in $(seq 600); do [ -e /tmp/ready ] && exit 0; sleep 0.1; done; exit 1",
