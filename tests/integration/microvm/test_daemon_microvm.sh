@@ -3,7 +3,8 @@
 # microvm runtime runs python3 from the Debian base tree, its files go both ways through
 # the file API and show in a snapshot diff, QEMU sits in its own cgroup as a non-root
 # user, a background counter survives pause -> resume and two forks, killing QEMU brings
-# the session back from its newest snapshot, and delete leaves nothing behind.
+# the session back from its newest snapshot, its processes survive a daemon restart, and
+# delete leaves nothing behind.
 # Usage: test_daemon_microvm.sh SPACED_BINARY   (space-init and space-store next to it)
 . "$(dirname "$0")/../daemon/lib.sh" mvd "${1:-}"
 
@@ -90,6 +91,15 @@ wait_state "$A" running 600
 check "after QEMU was killed the session is running again, recovered once" test "$(api "$UA" | jget recoveries)" = 1
 check "... with the newest snapshot's files" test "$(sh_in "$A" 'cat /root/crash.txt')" = before-crash
 check "... on a new QEMU" test "$(api "$UA" | jget init_pid)" != "$QPID"
+
+# ---- a daemon restart: the VM is checkpointed at shutdown and restored at start ----
+QPIDS="$(api "$UA" | jget init_pid) $(api "http://x/v1/sessions/$F1" | jget init_pid) $(api "http://x/v1/sessions/$F2" | jget init_pid)"
+kill -TERM "$PID"
+gone "$PID"
+for q in $QPIDS; do check "spaced stopped: QEMU $q is gone" gone "$q"; done
+start_daemon || exit 1
+wait_state "$A" running 600
+check "after the restart the counter goes on (processes restored from the shutdown checkpoint)" grows "$A"
 
 # ---- delete leaves nothing ----
 for s in "$A" "$F1" "$F2"; do
