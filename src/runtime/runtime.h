@@ -37,7 +37,9 @@ struct rt_spec {
          * earlier checkpoint() of this driver wrote, copied back out of the store. create()
          * then restores those processes instead of booting space-init afresh; upper_dir
          * already holds the files of the same snapshot. NULL = boot. -EINVAL if the image
-         * is not one this driver (or this version of it) wrote. */
+         * is not one this driver (or this version of it) wrote. The directory is the
+         * caller's scratch copy: create() may change files in it (gvisor rebuilds its state
+         * file there); the daemon keeps it at SANDBOX_DIR/checkpoint and removes it after. */
         const char *restore_dir;
 };
 
