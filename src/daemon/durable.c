@@ -106,6 +106,7 @@ struct job {
         struct store_hash result;
         struct store_hash root;
         struct store_op_stats stats;
+        struct store_op_stats pre_stats;       /* capture: the pass before the freeze */
         int64_t frozen_at_ns;
         uint64_t freeze_t0;
         bool thawed;
@@ -788,6 +789,24 @@ static void memory_capture(struct job *j) {
                 log_warn("%s: removing %s: %s", j->session, j->mem_dir, strerror(-rr));
 }
 
+/* A capture of the running sandbox before the freeze: it reads, hashes, compresses and
+ * stores what changed while the sandbox runs on, and leaves a stat cache, so that the
+ * frozen capture after it (with it as parent) only stats every entry and reads what
+ * changed in between. The record itself is dropped once the frozen one exists. */
+static bool precapture(struct job *j, struct store_hash *ret) {
+        struct store_op_stats st = { 0 };
+        struct store_capture_opts o = { .session = j->session, .label = "before the freeze", .reason = j->sreason,
+                                        .stats = &st, .base = j->layer.set ? &j->layer.rec : NULL };
+        int r = store_capture(j->d->store, j->dir, j->has_parent ? &j->parent : NULL, &o, ret);
+        if (r < 0) {
+                log_debug("%s: capture before the freeze: %s (the frozen one reads everything)", j->session,
+                          strerror(-r));
+                return false;
+        }
+        j->pre_stats = st;
+        return true;
+}
+
 static void work_capture(struct job *j) {
         /* No snapshot yet and nothing written: recovery from the template gives the same.
          * (A live checkpoint is what brings the files to the layer: it can't tell.) */
@@ -803,6 +822,8 @@ static void work_capture(struct job *j) {
                         return;
         }
         j->dirty = true;
+        struct store_hash pre;
+        bool has_pre = j->sb && j->thaw && !j->memory && precapture(j, &pre);
         uint64_t t0 = mono_us();
         j->freeze_t0 = t0;
         /* A checkpoint stops the sandbox itself, and must find it running (the driver
@@ -838,9 +859,18 @@ static void work_capture(struct job *j) {
         uint64_t t1 = mono_us();
         for (int i = 0; i < DUR_CAPTURE_TRIES && r == -EAGAIN; i++) {
                 memset(&j->stats, 0, sizeof j->stats);
-                r = store_capture(j->d->store, j->dir, j->has_parent ? &j->parent : NULL, &o, &j->result);
+                r = store_capture(j->d->store, j->dir, has_pre ? &pre : j->has_parent ? &j->parent : NULL, &o,
+                                  &j->result);
         }
         uint64_t t2 = mono_us();
+        if (has_pre) {
+                (void)store_snapshot_forget(j->d->store, &pre);
+                /* what this snapshot added to the store: most of it came with the first pass */
+                j->stats.objects_written += j->pre_stats.objects_written;
+                j->stats.bytes_written += j->pre_stats.bytes_written;
+                j->stats.files_read += j->pre_stats.files_read;
+                j->stats.bytes_read += j->pre_stats.bytes_read;
+        }
         if (j->sb && j->thaw && !j->thawed) {
                 int tr = j->rt->thaw(j->sb);
                 if (tr < 0)

@@ -221,8 +221,11 @@ int layers_start(const char *data_dir, struct store *st, const struct store_hash
                 *ret_how = LAYER_PLAIN;
                 return 0;
         }
-        /* the same tree: nothing to write but the root's metadata and the stat cache */
-        r = store_materialize(st, snap, upper, &(struct store_materialize_opts){ .base = &l.rec, .stats = stats });
+        /* The same tree: nothing to write but the root's metadata. No stat cache: it would
+         * hold the root alone, and saving one waits out the file system's timestamp
+         * granularity (~20 ms) on the path of every fork. */
+        r = store_materialize(st, snap, upper,
+                              &(struct store_materialize_opts){ .base = &l.rec, .stats = stats, .no_stat_cache = true });
         if (r < 0)
                 return r;
         *ret = l;
