@@ -1,34 +1,21 @@
 #!/bin/bash
 # Integration test of snapshot layers (docs/sessions.md, "Snapshot layers"): forks share
 # one read-only layer of their snapshot under a nearly empty writable layer; whiteouts,
-# opaque directories, renames, hard links and xattrs made over a layer are in the next
+# opaque directories, renames, chmod and hard links made over a layer are in the next
 # snapshot; recovery and restore start over a layer (the difference only, when it can be
 # expressed); a re-attached sandbox is still captured over its layer; GC keeps layers in
 # use and removes the others. Every check compares what the session shows.
 # Usage: test_layers.sh SPACED_BINARY   (space-init must sit next to it)
 . "$(dirname "$0")/lib.sh" layers "${1:-}"
 
-sh_in() { # session, shell command -> its stdout
-        api -X POST "http://x/v1/sessions/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$2")" | stdout_of
-}
-state_of() { api "http://x/v1/sessions/$1" | jget state; }
-wait_state() { # session, state, tenths of a second
-        for _ in $(seq "$3"); do
-                [ "$(state_of "$1")" = "$2" ] && return 0
-                sleep 0.1
-        done
-        return 1
-}
 same() { [ "$1" = "$2" ] && return 0; diff <(echo "$1") <(echo "$2") | head -n 20; return 1; }
 sbx_of() { api "http://x/v1/sessions/$1" | jget sandbox_id; }
-# where spaced keeps writable layers: DATA, or DATA/vol with the disk quota volume
-under_layers() { for d in "$DATA/vol/$1" "$DATA/$1"; do [ -e "$d" ] && { echo "$d"; return; }; done; echo "$DATA/$1"; }
 # Everything the session shows under /root and /bin: names, types, modes, file sizes and
 # contents (busybox has no stat, so ls -ln and cat; a directory's size depends on the
 # file system, which differs between a layer and a writable layer on the quota volume).
 view() { sh_in "$1" 'cd / && ls -lnR root bin | grep -v "^total" | tr -s " " | cut -d" " -f1,5,9- | sed "s/^\(d[^ ]*\) [0-9]*/\1/"; cat root/ws/* root/ws/*/* 2>/dev/null'; }
 n_layers() { ls "$DATA/layers" 2>/dev/null | grep -cv '^\.' ; }
-upper_entries() { find "$(under_layers "sandboxes/$(sbx_of "$1")")/upper" -mindepth 1 | wc -l; }
+upper_entries() { find "$L/sandboxes/$(sbx_of "$1")/upper" -mindepth 1 | wc -l; }
 recover() { # session: kill -9 its init, wait for the new one
         local ipid
         ipid=$(api "http://x/v1/sessions/$1" | jget init_pid)
@@ -61,7 +48,7 @@ F1=$(echo "$R" | jget sessions 0 id)
 F2=$(echo "$R" | jget sessions 1 id)
 check "two forks run on one snapshot layer" test "$(n_layers)" = 1
 check "their writable layers hold nothing" test "$(upper_entries "$F1")/$(upper_entries "$F2")" = "0/0"
-check "each sandbox records its layer" test -s "$(under_layers "sandboxes/$(sbx_of "$F1")")/layer"
+check "each sandbox records its layer" test -s "$L/sandboxes/$(sbx_of "$F1")/layer"
 check "the forks show the snapshot (a template file removed included)" same "$(view "$F1")" "$AVIEW"
 check "... and the same in both" same "$(view "$F2")" "$AVIEW"
 R=$(api -X POST "$UA/fork" -d "{\"snapshot\":\"$S1\"}")
@@ -91,7 +78,7 @@ check "... which holds what the lost writable layer held ($N entries)" same "$N"
 
 # ---- pause and resume on the parked layer, over its snapshot layer ----
 api -X POST "$UF1/pause" >/dev/null
-check "a paused session over a layer keeps the record of its layer in the parked one" test -s "$(under_layers "parked/$F1")/layer"
+check "a paused session over a layer keeps the record of its layer in the parked one" test -s "$L/parked/$F1/layer"
 api -X POST "$UF1/resume" >/dev/null
 check "resume reuses the parked layer and shows the same files" test "$(grep -c "$F1: resume: reused parked layer" "$LOG")/$(view "$F1")" = "1/$F1VIEW"
 
