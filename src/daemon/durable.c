@@ -789,6 +789,11 @@ static void memory_capture(struct job *j) {
                 log_warn("%s: removing %s: %s", j->session, j->mem_dir, strerror(-rr));
 }
 
+/* The snapshot layer j's upper dir lies on, for a capture over it; NULL: capture alone. */
+static const struct store_hash *capture_base(const struct job *j) {
+        return j->layer.set && !(j->rt && j->rt->merged_upper) ? &j->layer.rec : NULL;
+}
+
 /* A capture of the running sandbox before the freeze: it reads, hashes, compresses and
  * stores what changed while the sandbox runs on, and leaves a stat cache, so that the
  * frozen capture after it (with it as parent) only stats every entry and reads what
@@ -796,7 +801,7 @@ static void memory_capture(struct job *j) {
 static bool precapture(struct job *j, struct store_hash *ret) {
         struct store_op_stats st = { 0 };
         struct store_capture_opts o = { .session = j->session, .label = "before the freeze", .reason = j->sreason,
-                                        .stats = &st, .base = j->layer.set ? &j->layer.rec : NULL };
+                                        .stats = &st, .base = capture_base(j) };
         int r = store_capture(j->d->store, j->dir, j->has_parent ? &j->parent : NULL, &o, ret);
         if (r < 0) {
                 log_debug("%s: capture before the freeze: %s (the frozen one reads everything)", j->session,
@@ -853,7 +858,7 @@ static void work_capture(struct job *j) {
                 .stats = &j->stats,
                 .progress = capture_progress,
                 .userdata = j,
-                .base = j->layer.set ? &j->layer.rec : NULL,
+                .base = capture_base(j),
         };
         int r = -EAGAIN;
         uint64_t t1 = mono_us();

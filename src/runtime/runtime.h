@@ -61,6 +61,11 @@ struct runtime_ops {
          * pause's; and since the files only reach upper_dir through a checkpoint, it does
          * not skip a rolling snapshot because upper_dir looks unchanged (microvm). */
         bool live_checkpoint;
+        /* upper_dir comes back holding every file above the template, the lower layers
+         * above it merged in (microvm exports the guest's disk), not as an overlayfs upper
+         * layer over them: the daemon then captures it alone, never over its snapshot
+         * layer (docs/sessions.md, "Snapshot layers"). */
+        bool merged_upper;
         /* Host-level preparation once per daemon start (cgroup parents, …). */
         int (*host_init)(const char *data_dir);
         /* Makes a running sandbox whose PID 1 is spec->init_path, connected to the caller by

@@ -1026,6 +1026,7 @@ const struct runtime_ops rt_microvm_ops = {
         .name = "microvm",
         .memory_snapshots = true,
         .live_checkpoint = true,
+        .merged_upper = true,
         .host_init = mv_host_init,
         .create = mv_create,
         .adopt = NULL,
