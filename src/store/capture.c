@@ -1127,7 +1127,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         root.cacheable = !scache_racy(st.st_ctim.tv_sec, (uint32_t)st.st_ctim.tv_nsec, c.start_ns);
         if (parent && !o->no_stat_cache) {
                 const struct scache_rec *cr = scache_find(c.cache, "");
-                root.same_names = cr && cr->ino == root.st.ino && cr->ctime_sec == root.st.ctime_sec &&
+                root.same_names = !c.overlay && cr && cr->ino == root.st.ino && cr->ctime_sec == root.st.ctime_sec &&
                                   cr->ctime_nsec == root.st.ctime_nsec && cr->mtime_sec == root.st.mtime_sec &&
                                   cr->mtime_nsec == root.st.mtime_nsec;
         }

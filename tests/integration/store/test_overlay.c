@@ -211,6 +211,23 @@ static void test_layers(void **state) {
         path_of(p, sizeof p, "U4");
         assert_int_equal(store_materialize(s, &s0, p, &(struct store_materialize_opts){ .base = &s1 }), -EXDEV);
 
+        printf("two passes (spaced's rolling snapshots): a capture with the sandbox running, changes, then one\n"
+               "with the first as parent equals a capture that reads everything\n");
+        struct store_hash first, second, full;
+        path_of(p, sizeof p, "U1");
+        co.stats = NULL;
+        assert_int_equal(store_capture(s, p, &s2, &co, &first), 0);
+        /* same size, written right after the first pass: only ctime/mtime tell */
+        write_text("M1/tdir1/f", "rewrittEn");
+        special_changes("M1", 3);
+        assert_int_equal(store_capture(s, p, &first, &co, &second), 0);
+        struct store_capture_opts full_o = { .base = &s0, .no_stat_cache = true };
+        assert_int_equal(store_capture(s, p, NULL, &full_o, &full), 0);
+        struct store_hash r2 = root_of(s, &second, NULL), rf = root_of(s, &full, NULL);
+        assert_true(store_hash_eq(&r2, &rf));
+        struct store_hash r_first = root_of(s, &first, NULL);
+        assert_false(store_hash_eq(&r_first, &r2));
+
         umount_at("M1");
         s = store_free(s);
 }
