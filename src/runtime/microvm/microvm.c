@@ -696,6 +696,21 @@ static int warm_dir(const struct rt_sandbox *sb, const struct rt_spec *spec, cha
         return 0;
 }
 
+/* A new warm image supersedes the template's older ones (another space-init, an
+ * older image version): they would never be used again. */
+static void warm_prune(const struct rt_sandbox *sb, const char *keep) {
+        char dir[MV_MAX_PATH + 16], mine[64];
+        snprintf(dir, sizeof dir, "%s/warm", sb->guest_dir);
+        snprintf(mine, sizeof mine, "-%s-%lluM-", sb->image_key, (unsigned long long)sb->memory_mib);
+        const char *base = strrchr(keep, '/');
+        base = base ? base + 1 : keep;
+        _cleanup_closedir_ DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d)))
+                if (strstr(de->d_name, mine) && !strstr(de->d_name, ".tmp") && strcmp(de->d_name, base) != 0)
+                        (void)rt_rm_rf_at(dirfd(d), de->d_name);
+}
+
 static bool warm_enabled(void) {
         const char *e = getenv("SPACE_MICROVM_WARM");
         return !(e && strcmp(e, "0") == 0);
@@ -872,6 +887,8 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                                 r = -errno;
                                 runtime_set_error("microvm: warm image %s: %s", warm, strerror(-r));
                         }
+                        if (r == 0)
+                                warm_prune(sb, warm);
                         (void)rt_rm_rf(tmp);
                 }
         }
