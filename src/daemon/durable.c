@@ -66,7 +66,7 @@ struct action {
         char memory_err[256];                 /* why it boots from files instead */
 };
 
-enum job_kind { JOB_CAPTURE, JOB_LAYER, JOB_FORK, JOB_GC, JOB_RM, JOB_DESTROY };
+enum job_kind { JOB_CAPTURE, JOB_LAYER, JOB_FORK, JOB_GC, JOB_RM, JOB_DESTROY, JOB_CREATE };
 
 struct job {
         struct wjob wj;
@@ -99,6 +99,11 @@ struct job {
         struct meta_hash *live;
         size_t n_live;
         struct store_gc_result gc;
+        /* create (on d->starter): the spec and the strings it points into */
+        struct rt_spec spec;
+        char *lower, *upper, *work, *run;
+        bool restore_failed;                   /* booted from files after the restore failed */
+        uint64_t create_t0_ms;
         /* results */
         int r;
         char err[512];
@@ -682,6 +687,12 @@ static void act_fail(struct action *a, int status, const char *fmt, ...) {
 /* ---------------- jobs ---------------- */
 
 static void job_free(struct job *j) {
+        if (j->sb && j->kind == JOB_CREATE && j->rt->destroy(j->sb) < 0) /* made, then nobody took it */
+                log_warn("%s: destroying an unused sandbox: %s", j->session, runtime_last_error());
+        free(j->lower);
+        free(j->upper);
+        free(j->work);
+        free(j->run);
         free(j->dir);
         free(j->mem_dir);
         free(j->live);
@@ -994,9 +1005,33 @@ static void work_gc(struct job *j) {
         }
 }
 
+/* The runtime's create, on a starter thread. A failed restore of processes boots from
+ * the files of the same snapshot instead (they are in the upper dir already). */
+static void work_create(struct job *j) {
+        j->r = j->rt->create(&j->spec, &j->sb);
+        if (j->r < 0 && j->spec.restore_dir) {
+                snprintf(j->mem_err, sizeof j->mem_err, "restoring the processes failed: %.150s",
+                         runtime_last_error());
+                j->restore_failed = true;
+                j->spec.restore_dir = NULL;
+                j->r = j->rt->create(&j->spec, &j->sb);
+        }
+        if (j->r < 0) {
+                j->sb = NULL;
+                const char *e = runtime_last_error();
+                snprintf(j->err, sizeof j->err, "%s", *e ? e : strerror(-j->r));
+        }
+        if (j->mem_dir) {
+                int rr = rt_rm_rf(j->mem_dir);
+                if (rr < 0 && rr != -ENOENT)
+                        log_warn("%s: removing %s: %s", j->session, j->mem_dir, strerror(-rr));
+        }
+}
+
 static void job_work(struct wjob *wj) {
         struct job *j = (struct job *)wj;
         switch (j->kind) {
+        case JOB_CREATE: work_create(j); break;
         case JOB_CAPTURE: work_capture(j); break;
         case JOB_LAYER: work_layer(j); break;
         case JOB_FORK: work_fork(j); break;
@@ -1399,14 +1434,15 @@ static int layer_lower(struct session *s, char **lower) {
         return 0;
 }
 
+static void start_create_done(struct job *j);
+
 static void start_created(struct action *a) {
         struct session *s = a->s;
         struct daemon *d = s->d;
-        _cleanup_free_ char *lower = NULL, *upper = NULL, *work = NULL, *run = NULL;
+        _cleanup_free_ char *lower = NULL;
         int r = template_rootfs_path(d->data_dir, s->template, &lower);
-        if (r < 0 || asprintf(&upper, "%s/upper", s->dir) < 0 || asprintf(&work, "%s/work", s->dir) < 0 ||
-            asprintf(&run, "%s/run", s->dir) < 0) {
-                start_fail(a, "template %s: %s", s->template, strerror(r < 0 ? -r : ENOMEM));
+        if (r < 0) {
+                start_fail(a, "template %s: %s", s->template, strerror(-r));
                 return;
         }
         if (!template_exists(d->data_dir, s->template)) {
@@ -1422,51 +1458,62 @@ static void start_created(struct action *a) {
                 start_fail(a, "the snapshot layer: %s", strerror(-r));
                 return;
         }
-        struct rt_spec spec = {
+        struct job *j = job_new(s, a, JOB_CREATE, start_create_done);
+        if (!j || asprintf(&j->upper, "%s/upper", s->dir) < 0 || asprintf(&j->work, "%s/work", s->dir) < 0 ||
+            asprintf(&j->run, "%s/run", s->dir) < 0 ||
+            (a->want_memory && asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0)) {
+                if (j)
+                        job_free(j);
+                start_fail(a, "out of memory");
+                return;
+        }
+        j->rt = s->rt;
+        j->lower = TAKE_PTR(lower);
+        j->spec = (struct rt_spec){
                 .id = s->sbx_id,
-                .lower_dirs = lower,
-                .upper_dir = upper,
-                .work_dir = work,
-                .run_dir = run,
+                .lower_dirs = j->lower,
+                .upper_dir = j->upper,
+                .work_dir = j->work,
+                .run_dir = j->run,
                 .init_path = d->init_path,
                 .limits = session_limits(s),
                 .network = s->network,
+                .restore_dir = a->want_memory ? j->mem_dir : NULL,
         };
-        _cleanup_free_ char *mem_dir = NULL;
-        if (a->want_memory && asprintf(&mem_dir, "%s/checkpoint", s->dir) < 0)
-                mem_dir = NULL;
-        spec.restore_dir = a->want_memory ? mem_dir : NULL;
-        uint64_t t0 = srv_now_ms();
-        r = s->rt->create(&spec, &s->sb);
-        if (r < 0 && spec.restore_dir) {
-                /* The files of the same snapshot are there: boot from them rather than fail. */
-                snprintf(a->memory_err, sizeof a->memory_err, "restoring the processes failed: %.150s",
-                         runtime_last_error());
-                log_warn("%s: %s; booting from the files", s->id, a->memory_err);
-                a->want_memory = false;
-                spec.restore_dir = NULL;
-                r = s->rt->create(&spec, &s->sb);
+        /* The id is copied: the session's own may change before the job is done. */
+        snprintf(j->label, sizeof j->label, "%s", s->sbx_id);
+        j->spec.id = j->label;
+        j->create_t0_ms = srv_now_ms();
+        if ((r = wk_submit(d->starter, &j->wj)) < 0) {
+                job_free(j);
+                start_fail(a, "starting the sandbox: %s", strerror(-r));
+                return;
         }
-        if (mem_dir) {
-                int rr = rt_rm_rf(mem_dir);
-                if (rr < 0 && rr != -ENOENT)
-                        log_warn("%s: removing %s: %s", s->id, mem_dir, strerror(-rr));
+        s->job = j;
+}
+
+static void start_create_done(struct job *j) {
+        struct action *a = j->act;
+        struct session *s = a->s;
+        if (j->restore_failed) {
+                snprintf(a->memory_err, sizeof a->memory_err, "%s", j->mem_err);
+                log_warn("%s: %s; booted from the files", s->id, a->memory_err);
+                a->want_memory = false;
         }
         if (s->rt->memory_snapshots && s->head[0])
                 memory_event(s, a->want_memory ? "restored" : "booted", s->head, NULL,
                              a->want_memory ? NULL : a->memory_err);
-        if (r < 0) {
-                s->sb = NULL;
-                const char *e = runtime_last_error();
-                start_fail(a, "creating the sandbox failed: %s", *e ? e : strerror(-r));
+        if (j->r < 0) {
+                start_fail(a, "creating the sandbox failed: %s", j->err);
                 return;
         }
+        s->sb = TAKE_PTR(j->sb);
         if (a->want_memory)
-                log_info("%s: processes of %s restored in %" PRIu64 " ms", s->id, s->head, srv_now_ms() - t0);
+                log_info("%s: processes of %s restored in %" PRIu64 " ms", s->id, s->head, srv_now_ms() - j->create_t0_ms);
         /* The layer holds exactly the head snapshot up to now (create only set the owner
          * of its root): later changes are what the next rolling snapshot looks for. */
         s->clean_since_ns = now_ns();
-        log_debug("%s: sandbox %s made in %" PRIu64 " ms", s->id, s->sbx_id, srv_now_ms() - t0);
+        log_debug("%s: sandbox %s made in %" PRIu64 " ms", s->id, s->sbx_id, srv_now_ms() - j->create_t0_ms);
         start_watch(a);
 }
 
@@ -2843,6 +2890,12 @@ static void job_event(struct loop_src *src, uint32_t revents) {
         wk_dispatch(d->workers);
 }
 
+static void starter_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct daemon *d = (struct daemon *)((char *)src - offsetof(struct daemon, starter_src));
+        wk_dispatch(d->starter);
+}
+
 static void reaper_event(struct loop_src *src, uint32_t revents) {
         (void)revents;
         struct daemon *d = (struct daemon *)((char *)src - offsetof(struct daemon, reaper_src));
@@ -2877,11 +2930,22 @@ int dur_open(struct daemon *d) {
         d->reaper_src.cb = reaper_event;
         if ((r = loop_add(d->loop, &d->reaper_src, EPOLLIN)) < 0)
                 return r;
+        if ((r = wk_new(SPACED_STARTERS, &d->starter)) < 0)
+                return r;
+        d->starter_src.fd = wk_fd(d->starter);
+        d->starter_src.cb = starter_event;
+        if ((r = loop_add(d->loop, &d->starter_src, EPOLLIN)) < 0)
+                return r;
         d->next_gc_ms = srv_now_ms() + SPACED_GC_INTERVAL_MS;
         return 0;
 }
 
 void dur_close(struct daemon *d) {
+        if (d->starter) {
+                wk_drain(d->starter);
+                loop_del(d->loop, &d->starter_src);
+                d->starter = wk_free(d->starter);
+        }
         if (d->reaper) {
                 wk_drain(d->reaper);
                 loop_del(d->loop, &d->reaper_src);
@@ -3141,6 +3205,7 @@ void dur_settle(struct daemon *d, int timeout_ms) {
 void dur_shutdown(struct daemon *d) {
         /* Actions in progress finish their store work first (answers to clients that are
          * still connected go out with the loop's last run). */
+        wk_drain(d->starter); /* sandboxes being made are made (and re-attached next start) */
         wk_drain(d->workers);
         wk_drain(d->reaper); /* deletes under way finish and answer */
         unsigned kept = 0, stopped = 0;

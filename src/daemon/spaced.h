@@ -71,6 +71,7 @@
 #define SPACED_GC_INTERVAL_MS (10 * 60 * 1000)
 #define SPACED_SETTLE_MS 5000            /* a restart serves once sessions are back, or after this */
 #define SPACED_WORKERS 2                  /* threads for captures, materializations, GC */
+#define SPACED_STARTERS 2                 /* threads for sandbox creates */
 
 struct daemon;
 struct session;
@@ -265,6 +266,9 @@ struct daemon {
         struct loop_src job_src;  /* completions from the workers */
         struct workers *reaper;   /* one thread that destroys deleted sessions' sandboxes */
         struct loop_src reaper_src;
+        struct workers *starter;  /* threads that run the runtime's create (runsc and QEMU
+                                   * take seconds: never on the loop thread) */
+        struct loop_src starter_src;
         uint64_t next_gc_ms;
         bool gc_running;
         struct conn_waiter *gc_waiters[16];
