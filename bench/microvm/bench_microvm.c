@@ -127,93 +127,114 @@ static void bench_create(const struct runtime_ops *ops, const char *what, const 
         report(ops->name, what, ms, n, fail);
 }
 
-static uint64_t store_dir(struct store *st, const char *dir, const struct store_hash *parent, struct store_hash *ret) {
+#define BENCH_MAX_CHUNKINGS 8
+/* the chunkings the second snapshot is stored with, each in a fresh store (0: CDC) */
+static uint32_t chunkings[BENCH_MAX_CHUNKINGS] = { 0, STORE_FIXED_CHUNK_IMAGE };
+static size_t n_chunkings = 2;
+static bool second_only;
+
+static uint64_t store_dir(struct store *st, const char *dir, const struct store_hash *parent, uint32_t chunk,
+                          struct store_hash *ret, uint64_t *ret_objects) {
         struct store_op_stats stats = { 0 };
-        struct store_capture_opts o = { .session = "bench", .reason = STORE_REASON_MANUAL, .stats = &stats };
+        struct store_capture_opts o = { .session = "bench", .reason = STORE_REASON_MANUAL, .fixed_chunk = chunk,
+                                        .stats = &stats };
         if (store_capture(st, dir, parent, &o, ret) < 0)
                 return 0;
+        if (ret_objects)
+                *ret_objects = stats.objects_written;
         return stats.bytes_written;
 }
 
-/* checkpoint, change, checkpoint: what the second adds to a store holding the first */
+/* What the second image's file `name` alone adds to a fresh store holding the first's. */
+static uint64_t file_share(const char *d1, const char *d2, const char *name, uint32_t chunk) {
+        char m1[720], m2[720], f[800], t[800], sdir[720];
+        snprintf(m1, sizeof m1, "%s-only", d1);
+        snprintf(m2, sizeof m2, "%s-only", d2);
+        snprintf(sdir, sizeof sdir, "%s-only-store", d1);
+        uint64_t second = 0;
+        bool ok = rt_mkdir_p(m1, 0755) == 0 && rt_mkdir_p(m2, 0755) == 0;
+        snprintf(f, sizeof f, "%s/%s", d1, name);
+        snprintf(t, sizeof t, "%s/%s", m1, name);
+        ok = ok && (access(f, F_OK) != 0 || link(f, t) == 0);
+        snprintf(f, sizeof f, "%s/%s", d2, name);
+        snprintf(t, sizeof t, "%s/%s", m2, name);
+        ok = ok && (access(f, F_OK) != 0 || link(f, t) == 0);
+        struct store *st = NULL;
+        struct store_opts so = { STORE_OPTS_INIT, .create = true };
+        if (ok && store_open(sdir, &so, &st) == 0) {
+                struct store_hash g1, g2;
+                (void)store_dir(st, m1, NULL, chunk, &g1, NULL);
+                second = store_dir(st, m2, &g1, chunk, &g2, NULL);
+                store_free(st);
+        }
+        rt_rm_rf(m1);
+        rt_rm_rf(m2);
+        rt_rm_rf(sdir);
+        return second;
+}
+
+/* checkpoint, change, checkpoint: what the second adds to a store holding the first, for
+ * each chunking, and which of the image's files it comes from */
 static void bench_second_snapshot(const struct runtime_ops *ops, const char *label, const char *change) {
         struct box b = { 0 };
         char d1[700], d2[700], sdir[700];
         snprintf(d1, sizeof d1, "%s/dedup-%s-1", work, label);
         snprintf(d2, sizeof d2, "%s/dedup-%s-2", work, label);
-        snprintf(sdir, sizeof sdir, "%s/store-%s", work, label);
         if (box_create(&b, ops, NULL) < 0 || rt_mkdir_p(d1, 0755) < 0 || rt_mkdir_p(d2, 0755) < 0)
                 goto out;
         if (ops->checkpoint(b.sb, d1, true) < 0 || box_exec(&b, change) < 0 || ops->checkpoint(b.sb, d2, false) < 0) {
                 fprintf(stderr, "bench-microvm: %s: %s\n", label, runtime_last_error());
                 goto out;
         }
-        struct store *st = NULL;
-        struct store_opts so = { STORE_OPTS_INIT, .create = true };
-        if (store_open(sdir, &so, &st) == 0) {
+        /* data bytes of the memory files (holes of a sparse RAM file not counted) */
+        long long mem = 0;
+        static const char *const names[] = { "memory", "ram" };
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                struct stat m;
+                char mp[720];
+                snprintf(mp, sizeof mp, "%s/%s", d1, names[i]);
+                if (stat(mp, &m) == 0)
+                        mem += (long long)m.st_blocks * 512;
+        }
+        for (size_t k = 0; k < n_chunkings; k++) {
+                uint32_t chunk = chunkings[k];
+                snprintf(sdir, sizeof sdir, "%s/store-%s-%u", work, label, chunk);
+                struct store *st = NULL;
+                struct store_opts so = { STORE_OPTS_INIT, .create = true };
+                if (store_open(sdir, &so, &st) < 0)
+                        continue;
                 struct store_hash h1, h2;
-                uint64_t first = store_dir(st, d1, NULL, &h1), second = store_dir(st, d2, &h1, &h2);
-                /* the memory's share: each image's memory files alone (the device-state
-                 * stream and, when the driver keeps RAM apart, the RAM file), in a fresh
-                 * store */
-                uint64_t mem_second = 0;
-                char m1[720], m2[720], f[740], t[740], sdir2[720];
-                snprintf(m1, sizeof m1, "%s-mem", d1);
-                snprintf(m2, sizeof m2, "%s-mem", d2);
-                snprintf(sdir2, sizeof sdir2, "%s-mem", sdir);
-                struct store *st2 = NULL;
-                bool ok = rt_mkdir_p(m1, 0755) == 0 && rt_mkdir_p(m2, 0755) == 0;
-                static const char *const mem_files[] = { "memory", "ram" };
-                for (size_t i = 0; i < ELEMENTSOF(mem_files); i++) {
-                        snprintf(f, sizeof f, "%s/%s", d1, mem_files[i]);
-                        snprintf(t, sizeof t, "%s/%s", m1, mem_files[i]);
-                        if (access(f, F_OK) == 0)
-                                ok = ok && link(f, t) == 0;
-                        snprintf(f, sizeof f, "%s/%s", d2, mem_files[i]);
-                        snprintf(t, sizeof t, "%s/%s", m2, mem_files[i]);
-                        if (access(f, F_OK) == 0)
-                                ok = ok && link(f, t) == 0;
-                }
-                if (ok && store_open(sdir2, &so, &st2) == 0) {
-                        struct store_hash g1, g2;
-                        (void)store_dir(st2, m1, NULL, &g1);
-                        mem_second = store_dir(st2, m2, &g1, &g2);
-                        store_free(st2);
-                }
-                rt_rm_rf(m1);
-                rt_rm_rf(m2);
-                rt_rm_rf(sdir2);
-                /* data bytes of the memory files (holes of a sparse RAM file not counted) */
-                long long mem = 0;
-                static const char *const names[] = { "memory", "ram" };
-                for (size_t i = 0; i < ELEMENTSOF(names); i++) {
-                        struct stat m;
-                        char mp[720];
-                        snprintf(mp, sizeof mp, "%s/%s", d1, names[i]);
-                        if (stat(mp, &m) == 0)
-                                mem += (long long)m.st_blocks * 512;
-                }
+                uint64_t o1 = 0, o2 = 0;
+                uint64_t first = store_dir(st, d1, NULL, chunk, &h1, &o1), second = store_dir(st, d2, &h1, chunk, &h2, &o2);
+                store_free(st);
+                rt_rm_rf(sdir);
+                /* the second snapshot's bytes by file: the device-state stream, the RAM file
+                 * and the disk overlay; the rest is the image's small files */
+                uint64_t state = file_share(d1, d2, "memory", chunk), ram = file_share(d1, d2, "ram", chunk),
+                         disk = file_share(d1, d2, "disk.qcow2", chunk);
                 printf("{\"bench\":\"microvm\",\"driver\":\"%s\",\"accel\":\"%s\",\"what\":\"second snapshot\","
-                       "\"change\":\"%s\",\"memory_image_data_bytes\":%lld,\"first_stored_bytes\":%llu,"
-                       "\"second_stored_bytes\":%llu,\"second_memory_bytes\":%llu,\"ratio_pct\":%.2f}\n",
-                       ops->name, accel_of(ops->name), label, mem, (unsigned long long)first,
-                       (unsigned long long)second, (unsigned long long)mem_second,
+                       "\"change\":\"%s\",\"chunking\":\"%s\",\"chunk_bytes\":%u,\"memory_image_data_bytes\":%lld,"
+                       "\"first_stored_bytes\":%llu,\"first_objects\":%llu,\"second_stored_bytes\":%llu,"
+                       "\"second_objects\":%llu,\"second_state_bytes\":%llu,\"second_ram_bytes\":%llu,"
+                       "\"second_disk_bytes\":%llu,\"second_memory_bytes\":%llu,\"ratio_pct\":%.2f}\n",
+                       ops->name, accel_of(ops->name), label, chunk ? "fixed" : "cdc", chunk, mem,
+                       (unsigned long long)first, (unsigned long long)o1, (unsigned long long)second,
+                       (unsigned long long)o2, (unsigned long long)state, (unsigned long long)ram,
+                       (unsigned long long)disk, (unsigned long long)(state + ram),
                        first ? 100.0 * (double)second / (double)first : 0.0);
                 fflush(stdout);
-                store_free(st);
         }
 out:
         box_destroy(&b);
         rt_rm_rf(d1);
         rt_rm_rf(d2);
-        rt_rm_rf(sdir);
 }
 
 static void bench_snapshots(const struct runtime_ops *ops, unsigned runs) {
         /* pause = checkpoint with the VM stopped; resume = restore to first exec */
         int64_t pause_ms[BENCH_MAX_RUNS], resume_ms[BENCH_MAX_RUNS], fork_ms[BENCH_MAX_RUNS];
         size_t np = 0, nr = 0, nf = 0, fail = 0;
-        for (unsigned i = 0; i < runs; i++) {
+        for (unsigned i = 0; i < runs && !second_only; i++) {
                 struct box b = { 0 }, c = { 0 };
                 char img[700], files[700];
                 snprintf(img, sizeof img, "%s/img-%u", work, i);
@@ -256,9 +277,11 @@ static void bench_snapshots(const struct runtime_ops *ops, unsigned runs) {
                 rt_rm_rf(img);
                 rt_rm_rf(files);
         }
-        report(ops->name, "pause (checkpoint, VM stopped)", pause_ms, np, fail);
-        report(ops->name, "resume (restore to first exec)", resume_ms, nr, fail);
-        report(ops->name, "fork x3 (three restores to first exec)", fork_ms, nf, fail);
+        if (!second_only) {
+                report(ops->name, "pause (checkpoint, VM stopped)", pause_ms, np, fail);
+                report(ops->name, "resume (restore to first exec)", resume_ms, nr, fail);
+                report(ops->name, "fork x3 (three restores to first exec)", fork_ms, nf, fail);
+        }
         if (!ops->live_checkpoint) { /* two images of one running sandbox need leave_running */
                 printf("{\"bench\":\"microvm\",\"driver\":\"%s\",\"what\":\"second snapshot\",\"skipped\":"
                        "\"no live checkpoint\"}\n",
@@ -296,22 +319,67 @@ static void bench_freeze(const struct runtime_ops *ops, unsigned runs) {
         report(ops->name, "thaw to first exec", t, n, fail);
 }
 
+/* "0,16384,65536": chunkings for the second-snapshot measurement (0: CDC) */
+static int parse_chunkings(const char *arg) {
+        _cleanup_free_ char *copy = strdup(arg);
+        if (!copy)
+                return -ENOMEM;
+        size_t n = 0;
+        char *save = NULL;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                char *end;
+                unsigned long v = strtoul(tok, &end, 0);
+                if (*end || v > STORE_FIXED_CHUNK_MAX || n == BENCH_MAX_CHUNKINGS ||
+                    (v && (v < STORE_FIXED_CHUNK_MIN || (v & (v - 1)))))
+                        return -EINVAL;
+                chunkings[n++] = (uint32_t)v;
+        }
+        if (n == 0)
+                return -EINVAL;
+        n_chunkings = n;
+        return 0;
+}
+
 int main(int argc, char **argv) {
         unsigned runs = 3;
+        const char *only_driver = NULL;
         int c;
         static const struct option opts[] = { { "runs", required_argument, NULL, 'n' },
+                                              { "chunk", required_argument, NULL, 'c' },
+                                              { "driver", required_argument, NULL, 'd' },
+                                              { "second-only", no_argument, NULL, 's' },
                                               { "help", no_argument, NULL, 'h' },
                                               {} };
-        while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "n:c:d:sh", opts, NULL)) >= 0) {
                 if (c == 'n') {
                         runs = (unsigned)atoi(optarg);
                         if (runs < 1 || runs > BENCH_MAX_RUNS) {
                                 fprintf(stderr, "bench-microvm: --runs 1..%d\n", BENCH_MAX_RUNS);
                                 return 2;
                         }
+                } else if (c == 'c') {
+                        if (parse_chunkings(optarg) < 0) {
+                                fprintf(stderr,
+                                        "bench-microvm: --chunk: up to %d comma-separated sizes, each 0 (CDC) or a "
+                                        "power of two from %u to %u\n",
+                                        BENCH_MAX_CHUNKINGS, STORE_FIXED_CHUNK_MIN, STORE_FIXED_CHUNK_MAX);
+                                return 2;
+                        }
+                } else if (c == 'd') {
+                        only_driver = optarg;
+                } else if (c == 's') {
+                        second_only = true;
                 } else {
-                        printf("usage: bench-microvm [--runs N]   (root; SPACE_TEST_DATA: data dir with the base "
-                               "template, default /var/tmp/space-microvm-test)\n");
+                        printf("usage: bench-microvm [--runs N] [--driver ns|gvisor|microvm] [--second-only]\n"
+                               "                     [--chunk SIZES]\n"
+                               "  --driver       run one driver only (default: all the table has)\n"
+                               "  --second-only  only the second-snapshot measurement (no timings)\n"
+                               "  --chunk        comma-separated chunkings the second snapshot is stored with,\n"
+                               "                 each in a fresh store: 0 = content-defined, else a fixed size\n"
+                               "                 (power of two, %u..%u); default 0,%u (what spaced uses)\n"
+                               "  (root; SPACE_TEST_DATA: data dir with the base template, default\n"
+                               "   /var/tmp/space-microvm-test)\n",
+                               STORE_FIXED_CHUNK_MIN, STORE_FIXED_CHUNK_MAX, STORE_FIXED_CHUNK_IMAGE);
                         return c == 'h' ? 0 : 2;
                 }
         }
@@ -332,13 +400,15 @@ int main(int argc, char **argv) {
         static const char *const names[] = { "ns", "gvisor", "microvm" };
         for (size_t i = 0; i < ELEMENTSOF(names); i++) {
                 const struct runtime_ops *ops = runtime_find(names[i]);
-                if (!ops)
+                if (!ops || (only_driver && strcmp(only_driver, names[i])))
                         continue;
                 if (ops->host_init && ops->host_init(data) < 0) {
                         fprintf(stderr, "bench-microvm: %s: %s\n", names[i], runtime_last_error());
                         continue;
                 }
-                if (strcmp(names[i], "microvm") == 0) {
+                if (second_only) {
+                        /* the timings are skipped */
+                } else if (strcmp(names[i], "microvm") == 0) {
                         setenv("SPACE_MICROVM_WARM", "0", 1);
                         bench_create(ops, "cold boot to first exec", NULL, runs);
                         unsetenv("SPACE_MICROVM_WARM");
@@ -347,7 +417,8 @@ int main(int argc, char **argv) {
                         bench_create(ops, "create from warm image to first exec", NULL, runs);
                 } else
                         bench_create(ops, "create to first exec", NULL, runs);
-                bench_freeze(ops, runs);
+                if (!second_only)
+                        bench_freeze(ops, runs);
                 if (ops->memory_snapshots && ops->checkpoint)
                         bench_snapshots(ops, runs);
         }

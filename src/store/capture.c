@@ -350,7 +350,8 @@ static int read_region(struct capture *c, struct cnode *n, int fd, uint8_t *buf,
                 }
                 if (start == end)
                         break;
-                size_t cut = cdc_cut(buf + start, end - start, eof);
+                size_t cut = c->o->fixed_chunk ? fixed_cut(pos, end - start, c->o->fixed_chunk)
+                                               : cdc_cut(buf + start, end - start, eof);
                 r = emit_chunk(c, n, &run, buf + start, pos, cut, single);
                 if (r < 0)
                         break;
@@ -1052,6 +1053,9 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                                   STORE_MAX_LABEL);
         if ((unsigned)o->reason >= _STORE_REASON_MAX)
                 return store_fail(-EINVAL, "unknown snapshot reason %d", (int)o->reason);
+        if (fixed_chunk_check(o->fixed_chunk) < 0)
+                return store_fail(-EINVAL, "fixed chunk size %u is not a power of two from %u to %u bytes",
+                                  o->fixed_chunk, STORE_FIXED_CHUNK_MIN, STORE_FIXED_CHUNK_MAX);
         struct capture c = { .s = s, .rootfd = -EBADF, .o = o, .start_ns = store_now_ns(), .op = store_op_id(),
                              .caller = pthread_self() };
         pthread_mutex_init(&c.mu, NULL);
@@ -1114,7 +1118,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                         goto out;
         }
         if (parent) {
-                r = scache_load(s, parent, st.st_dev, st.st_ino, &c.cache);
+                r = scache_load(s, parent, st.st_dev, st.st_ino, o->fixed_chunk, &c.cache);
                 if (r < 0)
                         c.cache = NULL; /* an unreadable cache only costs reading everything */
                 root.old = &prec.root;
@@ -1155,7 +1159,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                 store_set_detail(c.errmsg);
                 goto out;
         }
-        struct scache_builder sc = { .b = BUF_INIT(0) };
+        struct scache_builder sc = { .b = BUF_INIT(0), .fixed_chunk = o->fixed_chunk };
         r = flatten_all(&root);
         if (r == 0)
                 r = build(&c, &root, &sc);

@@ -1,7 +1,9 @@
 /* Content-defined chunking with a gear rolling hash and normalized cut masks (the FastCDC
  * idea): cut points depend only on nearby bytes, so an insert in the middle of a file
  * moves the chunk boundaries near it and leaves the rest of the chunks unchanged. The gear
- * table and masks are part of the on-disk format: changing them changes every hash. */
+ * table and masks are part of the on-disk format: changing them changes every hash. Also
+ * fixed-size cuts, the option for images changed in place (store_capture_opts.fixed_chunk). */
+#include <errno.h>
 #include <pthread.h>
 
 #include "store/store-internal.h"
@@ -48,4 +50,20 @@ size_t cdc_cut(const uint8_t *data, size_t len, bool eof) {
                         return i + 1;
         }
         return n;
+}
+
+/* Fixed-size chunking, for images rewritten in place (VM RAM): cuts at absolute file
+ * offsets, so a region that starts after a hole stays aligned with the same file's pages
+ * in the next capture. */
+size_t fixed_cut(uint64_t pos, size_t len, uint32_t size) {
+        size_t to_edge = size - (size_t)(pos & (size - 1));
+        return MIN(len, to_edge);
+}
+
+int fixed_chunk_check(uint32_t size) {
+        if (size == 0)
+                return 0;
+        if (size < STORE_FIXED_CHUNK_MIN || size > STORE_FIXED_CHUNK_MAX || (size & (size - 1)))
+                return -EINVAL;
+        return 0;
 }

@@ -74,7 +74,10 @@ int scache_save(struct store *s, const struct store_hash *snap, uint64_t dev, ui
         uint8_t h[32];
         memcpy(h, SC_MAGIC, 4);
         h[4] = SC_VERSION;
-        h[5] = h[6] = h[7] = 0;
+        /* the chunking, as log2 of the fixed size (0: content-defined); readers before it
+         * saw 0 here, so their caches read as content-defined, which they were */
+        h[5] = w->fixed_chunk ? (uint8_t)__builtin_ctz(w->fixed_chunk) : 0;
+        h[6] = h[7] = 0;
         put_le64(h + 8, dev);
         put_le64(h + 16, ino);
         put_le64(h + 24, w->n);
@@ -104,7 +107,8 @@ int scache_save(struct store *s, const struct store_hash *snap, uint64_t dev, ui
         return 0;
 }
 
-int scache_load(struct store *s, const struct store_hash *snap, uint64_t dev, uint64_t ino, struct scache **ret) {
+int scache_load(struct store *s, const struct store_hash *snap, uint64_t dev, uint64_t ino, uint32_t fixed_chunk,
+                struct scache **ret) {
         char name[128];
         cache_name(snap, dev, ino, name);
         *ret = NULL;
@@ -130,7 +134,8 @@ int scache_load(struct store *s, const struct store_hash *snap, uint64_t dev, ui
         store_sha256(c->data, len - 32, &sum);
         const uint8_t *p = c->data;
         uint64_t n = get_le64(p + 24);
-        if (memcmp(sum.b, p + len - 32, 32) || memcmp(p, SC_MAGIC, 4) || p[4] != SC_VERSION || get_le64(p + 8) != dev ||
+        if (memcmp(sum.b, p + len - 32, 32) || memcmp(p, SC_MAGIC, 4) || p[4] != SC_VERSION ||
+            p[5] != (fixed_chunk ? __builtin_ctz(fixed_chunk) : 0) || get_le64(p + 8) != dev ||
             get_le64(p + 16) != ino || n > (len - 64) / (2 + SC_REC_FIXED)) {
                 scache_free(c);
                 return 0;

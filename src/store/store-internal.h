@@ -255,6 +255,11 @@ int ovl_count(struct store *s, const struct t_entry *e, uint64_t op, unsigned de
 /* ---- content-defined chunking ---- */
 /* Length of the next chunk of data[0..len); eof says no more bytes follow. */
 size_t cdc_cut(const uint8_t *data, size_t len, bool eof);
+/* Fixed-size chunking: length of the chunk at file offset pos, len bytes available (≥ 1):
+ * up to the next multiple of size (a valid store_capture_opts.fixed_chunk). */
+size_t fixed_cut(uint64_t pos, size_t len, uint32_t size);
+/* 0 for 0 (content-defined) and valid fixed sizes, else -EINVAL. */
+int fixed_chunk_check(uint32_t size);
 
 /* ---- thread pool ---- */
 struct pool;
@@ -339,14 +344,18 @@ struct scache_rec {
         uint32_t ctime_nsec, mtime_nsec;
         uint64_t size;
 };
-/* NULL cache (returns 0 with *ret NULL) when there is none for this snapshot and root. */
-int scache_load(struct store *s, const struct store_hash *snap, uint64_t dev, uint64_t ino, struct scache **ret);
+/* NULL cache (returns 0 with *ret NULL) when there is none for this snapshot and root, or
+ * when it was written for another chunking (fixed_chunk, 0 = content-defined): a file
+ * unchanged since then would keep the other chunking's boundaries. */
+int scache_load(struct store *s, const struct store_hash *snap, uint64_t dev, uint64_t ino, uint32_t fixed_chunk,
+                struct scache **ret);
 const struct scache_rec *scache_find(const struct scache *c, const char *path);
 struct scache *scache_free(struct scache *c);
 /* Builder */
 struct scache_builder {
         struct buf b;
         uint64_t n;
+        uint32_t fixed_chunk;  /* the chunking of the snapshot's files (0: content-defined) */
 };
 int scache_add(struct scache_builder *w, const char *path, const struct scache_rec *r);
 int scache_save(struct store *s, const struct store_hash *snap, uint64_t dev, uint64_t ino, struct scache_builder *w);

@@ -29,6 +29,14 @@
 #define STORE_CHUNK_MAX (512u << 10)
 /* Memory images are cut at fixed offsets of this size. */
 #define STORE_MEMORY_CHUNK (256u << 10)
+/* Fixed-size chunking of a capture (store_capture_opts.fixed_chunk): a power of two in
+ * this range. Below 4 KiB the index (32 bytes a chunk) and per-chunk costs outgrow the
+ * page a change dirties; above 64 KiB a scattered page costs too much again. */
+#define STORE_FIXED_CHUNK_MIN (4u << 10)
+#define STORE_FIXED_CHUNK_MAX (64u << 10)
+/* What spaced uses for checkpoint directories (VM RAM and disk images rewritten in place
+ * at scattered pages); chosen by measurement, docs/store.md. */
+#define STORE_FIXED_CHUNK_IMAGE (16u << 10)
 
 struct store_hash {
         uint8_t b[STORE_HASH_LEN];
@@ -102,6 +110,15 @@ struct store_capture_opts {
         enum store_reason reason;
         const struct store_hash *memory;  /* memory image to attach, or NULL */
         bool no_stat_cache;               /* read every file even if the parent's cache says unchanged */
+        /* 0: content-defined chunking (cuts follow content, so inserts shift little). Else
+         * files are cut at every multiple of this many bytes of file offset (a power of
+         * two, STORE_FIXED_CHUNK_MIN..MAX, else -EINVAL): for images changed in place at
+         * scattered pages, where a dirty 4 KiB page then costs one such chunk instead of a
+         * ~128 KiB content-defined one. The format is the same; only boundaries differ, so
+         * the same content captured both ways has different chunk lists (store_diff calls
+         * such a file modified). The parent's stat cache is used only if it was written by
+         * a capture with the same chunking. */
+        uint32_t fixed_chunk;
         /* dir is an overlayfs upper layer over the files of this snapshot (mounted as the
          * lower layer just below it, with redirect_dir, metacopy and index off): the
          * capture is of the merged view, what the two layers show together. Only dir is
