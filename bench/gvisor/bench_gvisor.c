@@ -90,10 +90,13 @@ static int box_create(struct box *b, const struct runtime_ops *ops, uint64_t mem
         return box_restore(b, ops, NULL, NULL, mem);
 }
 
+/* the chunking checkpoint images are stored with (0: content-defined, spaced's for gvisor) */
+static uint32_t chunking;
+
 static int store_dir(const char *dir, struct store_op_stats *stats, struct store_hash *ret) {
         *stats = (struct store_op_stats){ 0 };
         struct store_capture_opts o = { .session = "bench", .label = "memory", .reason = STORE_REASON_PAUSE,
-                                        .stats = stats };
+                                        .fixed_chunk = chunking, .stats = stats };
         return store_capture(st, dir, NULL, &o, ret);
 }
 
@@ -196,11 +199,11 @@ static void bench_size(const struct runtime_ops *gv, unsigned mb) {
                 fork3 = since(t0);
         for (int k = 0; k < 3; k++)
                 box_destroy(&f[k], false);
-        printf("{\"bench\":\"gvisor\",\"process_mb\":%u,\"checkpoint_ms\":%lld,\"image_bytes\":%lld,"
+        printf("{\"bench\":\"gvisor\",\"process_mb\":%u,\"chunk_bytes\":%u,\"checkpoint_ms\":%lld,\"image_bytes\":%lld,"
                "\"store_ms\":%lld,\"stored_bytes\":%llu,\"join_ms\":%lld,\"restore_ms\":%lld,"
                "\"second_checkpoint_ms\":%lld,\"second_image_bytes\":%lld,\"second_store_ms\":%lld,"
                "\"second_stored_bytes\":%llu,\"second_vs_first_pct\":%.1f,\"fork3_ms\":%lld}\n",
-               mb, (long long)ck1, img1_bytes, (long long)store1,
+               mb, chunking, (long long)ck1, img1_bytes, (long long)store1,
                (unsigned long long)s1.bytes_written, (long long)join, (long long)rest, (long long)ck2,
                img2_bytes, (long long)store2, (unsigned long long)s2.bytes_written,
                s1.bytes_written ? 100.0 * (double)s2.bytes_written / (double)s1.bytes_written : 0.0,
@@ -248,10 +251,20 @@ int main(int argc, char **argv) {
         unsigned sizes[8] = { 10, 100, 500 }, n_sizes = 3;
         int c;
         static const struct option opts[] = { { "sizes", required_argument, NULL, 's' },
+                                              { "chunk", required_argument, NULL, 'c' },
                                               { "help", no_argument, NULL, 'h' },
                                               {} };
-        while ((c = getopt_long(argc, argv, "s:h", opts, NULL)) >= 0) {
-                if (c == 's') {
+        while ((c = getopt_long(argc, argv, "s:c:h", opts, NULL)) >= 0) {
+                if (c == 'c') {
+                        char *end;
+                        unsigned long v = strtoul(optarg, &end, 0);
+                        if (*end || (v && (v < STORE_FIXED_CHUNK_MIN || v > STORE_FIXED_CHUNK_MAX || (v & (v - 1))))) {
+                                fprintf(stderr, "bench-gvisor: --chunk: 0 (CDC) or a power of two from %u to %u\n",
+                                        STORE_FIXED_CHUNK_MIN, STORE_FIXED_CHUNK_MAX);
+                                return 2;
+                        }
+                        chunking = (uint32_t)v;
+                } else if (c == 's') {
                         n_sizes = 0;
                         for (char *t = strtok(optarg, ","); t && n_sizes < ELEMENTSOF(sizes); t = strtok(NULL, ",")) {
                                 unsigned v = (unsigned)atoi(t);
@@ -262,8 +275,14 @@ int main(int argc, char **argv) {
                                 sizes[n_sizes++] = v;
                         }
                 } else {
-                        printf("usage: bench-gvisor [--sizes MB,MB,...]   (default 10,100,500; root; "
-                               "SPACE_TEST_DATA: data dir with the base template, default /var/tmp/space-gvisor-bench)\n");
+                        printf("usage: bench-gvisor [--sizes MB,MB,...] [--chunk BYTES]\n"
+                               "  --sizes  process sizes (default 10,100,500)\n"
+                               "  --chunk  chunking the images are stored with: 0 = content-defined, else a fixed\n"
+                               "           size (power of two, %u..%u); default 0 (what spaced uses\n"
+                               "           for gvisor; fixed chunks do not dedup its state file)\n"
+                               "  (root; SPACE_TEST_DATA: data dir with the base template, default "
+                               "/var/tmp/space-gvisor-bench)\n",
+                               STORE_FIXED_CHUNK_MIN, STORE_FIXED_CHUNK_MAX);
                         return c == 'h' ? 0 : 2;
                 }
         }

@@ -5,6 +5,7 @@
  * table has it) run the steps they support for reference. JSON lines on stdout; says
  * which accelerator QEMU used. Root; run by hand (docs/performance.md). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,49 @@ static uint64_t file_share(const char *d1, const char *d2, const char *name, uin
         return second;
 }
 
+struct ram_diff {
+        uint64_t pages;          /* 4 KiB pages of the RAM file that differ */
+        uint64_t pages_zero;     /* of those, all zero in the second image */
+        uint64_t windows;        /* chunk-sized windows holding a differing page */
+        uint64_t data_windows;   /* chunk-sized windows of the second file holding data (its chunk list) */
+};
+
+/* Where the RAM files of two images differ, page by page (holes read as zeros). */
+static int ram_compare(const char *d1, const char *d2, uint32_t chunk, struct ram_diff *ret) {
+        char p1[720], p2[720];
+        snprintf(p1, sizeof p1, "%s/ram", d1);
+        snprintf(p2, sizeof p2, "%s/ram", d2);
+        _cleanup_close_ int a = open(p1, O_RDONLY | O_CLOEXEC), b = open(p2, O_RDONLY | O_CLOEXEC);
+        struct stat sa, sb;
+        if (a < 0 || b < 0 || fstat(a, &sa) < 0 || fstat(b, &sb) < 0)
+                return -errno;
+        struct ram_diff r = { 0 };
+        static uint8_t x[4096], y[4096], zero[4096];
+        uint64_t size = (uint64_t)MAX(sa.st_size, sb.st_size), last_window = UINT64_MAX, last_data = UINT64_MAX;
+        for (uint64_t off = 0; off < size; off += sizeof x) {
+                ssize_t k1 = pread(a, x, sizeof x, (off_t)off), k2 = pread(b, y, sizeof y, (off_t)off);
+                if (k1 < 0 || k2 < 0)
+                        return -errno;
+                memset(x + k1, 0, sizeof x - (size_t)k1);
+                memset(y + k2, 0, sizeof y - (size_t)k2);
+                uint64_t w = off / chunk;
+                if (memcmp(y, zero, sizeof y) && w != last_data) {
+                        r.data_windows++;
+                        last_data = w;
+                }
+                if (!memcmp(x, y, sizeof x))
+                        continue;
+                r.pages++;
+                r.pages_zero += !memcmp(y, zero, sizeof y);
+                if (w != last_window) {
+                        r.windows++;
+                        last_window = w;
+                }
+        }
+        *ret = r;
+        return 0;
+}
+
 /* checkpoint, change, checkpoint: what the second adds to a store holding the first, for
  * each chunking, and which of the image's files it comes from */
 static void bench_second_snapshot(const struct runtime_ops *ops, const char *label, const char *change) {
@@ -212,16 +256,21 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
                  * and the disk overlay; the rest is the image's small files */
                 uint64_t state = file_share(d1, d2, "memory", chunk), ram = file_share(d1, d2, "ram", chunk),
                          disk = file_share(d1, d2, "disk.qcow2", chunk);
+                struct ram_diff rd = { 0 };
+                (void)ram_compare(d1, d2, chunk ? chunk : STORE_CHUNK_AVG, &rd);
                 printf("{\"bench\":\"microvm\",\"driver\":\"%s\",\"accel\":\"%s\",\"what\":\"second snapshot\","
                        "\"change\":\"%s\",\"chunking\":\"%s\",\"chunk_bytes\":%u,\"memory_image_data_bytes\":%lld,"
                        "\"first_stored_bytes\":%llu,\"first_objects\":%llu,\"second_stored_bytes\":%llu,"
                        "\"second_objects\":%llu,\"second_state_bytes\":%llu,\"second_ram_bytes\":%llu,"
-                       "\"second_disk_bytes\":%llu,\"second_memory_bytes\":%llu,\"ratio_pct\":%.2f}\n",
+                       "\"second_disk_bytes\":%llu,\"second_memory_bytes\":%llu,\"ram_pages_changed\":%llu,"
+                       "\"ram_pages_changed_to_zero\":%llu,\"ram_chunks_changed\":%llu,\"ram_chunks\":%llu,"
+                       "\"ratio_pct\":%.2f}\n",
                        ops->name, accel_of(ops->name), label, chunk ? "fixed" : "cdc", chunk, mem,
                        (unsigned long long)first, (unsigned long long)o1, (unsigned long long)second,
                        (unsigned long long)o2, (unsigned long long)state, (unsigned long long)ram,
-                       (unsigned long long)disk, (unsigned long long)(state + ram),
-                       first ? 100.0 * (double)second / (double)first : 0.0);
+                       (unsigned long long)disk, (unsigned long long)(state + ram), (unsigned long long)rd.pages,
+                       (unsigned long long)rd.pages_zero, (unsigned long long)rd.windows,
+                       (unsigned long long)rd.data_windows, first ? 100.0 * (double)second / (double)first : 0.0);
                 fflush(stdout);
         }
 out:
@@ -376,10 +425,10 @@ int main(int argc, char **argv) {
                                "  --second-only  only the second-snapshot measurement (no timings)\n"
                                "  --chunk        comma-separated chunkings the second snapshot is stored with,\n"
                                "                 each in a fresh store: 0 = content-defined, else a fixed size\n"
-                               "                 (power of two, %u..%u); default 0,%u (what spaced uses)\n"
+                               "                 (power of two, %u..%u); default 0,%u (spaced uses %u for microvm)\n"
                                "  (root; SPACE_TEST_DATA: data dir with the base template, default\n"
                                "   /var/tmp/space-microvm-test)\n",
-                               STORE_FIXED_CHUNK_MIN, STORE_FIXED_CHUNK_MAX, STORE_FIXED_CHUNK_IMAGE);
+                               STORE_FIXED_CHUNK_MIN, STORE_FIXED_CHUNK_MAX, STORE_FIXED_CHUNK_IMAGE, STORE_FIXED_CHUNK_IMAGE);
                         return c == 'h' ? 0 : 2;
                 }
         }

@@ -786,10 +786,11 @@ static void memory_capture(struct job *j) {
                 (void)rt_rm_rf(j->mem_dir);
                 return;
         }
-        /* Images rewritten in place at scattered pages (VM RAM, disk images): fixed-size
+        /* Images rewritten in place at scattered pages (microvm's RAM and disk): fixed-size
          * chunks, so a dirty page costs 16 KiB, not a ~128 KiB content-defined chunk. */
         struct store_capture_opts o = { .session = j->session, .label = "memory", .reason = j->sreason,
-                                        .fixed_chunk = STORE_FIXED_CHUNK_IMAGE, .stats = &j->mem_stats };
+                                        .fixed_chunk = j->rt->image_in_place ? STORE_FIXED_CHUNK_IMAGE : 0,
+                                        .stats = &j->mem_stats };
         r = -EAGAIN;
         for (int i = 0; i < DUR_CAPTURE_TRIES && r == -EAGAIN; i++)
                 r = store_capture(j->d->store, j->mem_dir, NULL, &o, &j->memory_snap);

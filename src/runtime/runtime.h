@@ -66,6 +66,13 @@ struct runtime_ops {
          * layer over them: the daemon then captures it alone, never over its snapshot
          * layer (docs/sessions.md, "Snapshot layers"). */
         bool merged_upper;
+        /* A checkpoint's image files are rewritten in place: a page that did not change
+         * stays at the same file offset (microvm's RAM file and qcow2 disk). The daemon then
+         * stores them with fixed-size chunks (store_capture_opts.fixed_chunk), which a
+         * scattered dirty page costs far less than a content-defined chunk. Not for
+         * serialized streams whose contents move (gvisor's state file: fixed chunks there
+         * dedup nothing, docs/performance.md). */
+        bool image_in_place;
         /* Host-level preparation once per daemon start (cgroup parents, …). */
         int (*host_init)(const char *data_dir);
         /* Makes a running sandbox whose PID 1 is spec->init_path, connected to the caller by

@@ -1044,6 +1044,7 @@ const struct runtime_ops rt_microvm_ops = {
         .memory_snapshots = true,
         .live_checkpoint = true,
         .merged_upper = true,
+        .image_in_place = true,
         .host_init = mv_host_init,
         .create = mv_create,
         .adopt = NULL,
