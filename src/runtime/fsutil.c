@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include "common/macros.h"
 
 int rt_write_file(const char *path, const char *s) {
@@ -192,6 +194,13 @@ int rt_match_upper_root(const char *lower_dirs, const char *upper) {
         if ((ust.st_uid != st.st_uid || ust.st_gid != st.st_gid) && chown(upper, st.st_uid, st.st_gid) < 0)
                 return -errno;
         if ((ust.st_mode & 07777) != (st.st_mode & 07777) && chmod(upper, st.st_mode & 07777) < 0)
+                return -errno;
+        return 0;
+}
+
+int rt_child_setids(uid_t uid, gid_t gid) {
+        if (syscall(SYS_setresgid, gid, gid, gid) < 0 || syscall(SYS_setgroups, 0, NULL) < 0 ||
+            syscall(SYS_setresuid, uid, uid, uid) < 0)
                 return -errno;
         return 0;
 }

@@ -32,3 +32,9 @@ bool rt_id_valid(const char *id);
  * root: gives upper those of the top template layer (owned by RT_ID_BASE), or root
  * inside could not create anything in "/". */
 int rt_match_upper_root(const char *lower_dirs, const char *upper);
+
+/* Sets real, effective and saved uid/gid and drops supplementary groups with the raw
+ * system calls. For a child made by a raw clone3() in a multithreaded daemon: glibc's
+ * set*id() would signal the daemon's other threads (which the child does not have) and
+ * can wait forever on one that was half-created at the clone. -errno on failure. */
+int rt_child_setids(uid_t uid, gid_t gid);

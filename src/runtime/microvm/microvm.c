@@ -483,8 +483,7 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
                 if (read(MV_FD_SYNC, &c, 1) != 1)
                         _exit(125); /* the parent gave up */
                 close(MV_FD_SYNC);
-                if (unpriv && (setgroups(0, NULL) < 0 || setresgid(MV_QEMU_UID, MV_QEMU_UID, MV_QEMU_UID) < 0 ||
-                               setresuid(MV_QEMU_UID, MV_QEMU_UID, MV_QEMU_UID) < 0))
+                if (unpriv && rt_child_setids(MV_QEMU_UID, MV_QEMU_UID) < 0)
                         _exit(126);
                 execvp(argv[0], (char *const *)argv);
                 _exit(127);

@@ -238,12 +238,8 @@ _noreturn_ static void ns_child(const struct child_args *in) {
         if (chdir(a.rootfs) < 0)
                 child_fail(&a, "chdir rootfs", errno);
 
-        if (setresgid(0, 0, 0) < 0)
-                child_fail(&a, "setresgid", errno);
-        if (setgroups(0, NULL) < 0)
-                child_fail(&a, "setgroups", errno);
-        if (setresuid(0, 0, 0) < 0)
-                child_fail(&a, "setresuid", errno);
+        if ((r = rt_child_setids(0, 0)) < 0)
+                child_fail(&a, "set ids", -r);
         /* After the parent moved us into our cgroup: that group becomes our cgroup root. */
         if (unshare(CLONE_NEWCGROUP) < 0)
                 child_fail(&a, "unshare cgroup namespace", errno);
@@ -309,6 +305,21 @@ static int64_t now_ms(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The first line of /proc/PID/FILE, without its newline. */
+static int proc_read(pid_t pid, const char *file, char *out, size_t size) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, out, size - 1);
+        if (n < 0)
+                return -errno;
+        out[n] = '\0';
+        out[strcspn(out, "\n")] = '\0';
+        return 0;
 }
 
 static int write_id_map(pid_t pid, const char *file) {
@@ -708,7 +719,13 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                         continue;
                 if (pr <= 0) {
                         r = pr < 0 ? -errno : -ETIMEDOUT;
-                        what = "wait for sandbox setup";
+                        /* Where the child is helps: still setting up (wchan), or exec'd
+                         * already while another process holds a copy of its sync socket. */
+                        char comm[32] = "?", wchan[64] = "?";
+                        (void)proc_read(sb->pid, "comm", comm, sizeof comm);
+                        (void)proc_read(sb->pid, "wchan", wchan, sizeof wchan);
+                        runtime_set_error("ns: wait for sandbox setup: %s (child %s, in %s)", strerror(-r), comm, wchan);
+                        what = NULL;
                         goto fail;
                 }
                 ssize_t n = read(sync[0], (char *)&ce + got, sizeof ce - got);

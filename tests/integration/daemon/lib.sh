@@ -26,6 +26,10 @@ LOG=$T/spaced.log
 PID=
 
 cleanup() {
+        if [ "$FAIL" -gt 0 ] && [ -f "$LOG" ]; then # what spaced said, for a CI log
+                echo "# spaced's warnings and errors (last 40):"
+                grep -E ' (warn|error): ' "$LOG" | tail -n 40 | sed 's/^/#   /'
+        fi
         if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
                 kill -TERM "$PID"
                 for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done

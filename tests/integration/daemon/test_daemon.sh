@@ -184,7 +184,7 @@ check "... and only its sandbox is on disk" test "$(ls "$L/sandboxes")" = "$(api
 
 # SIGTERM stops every sandbox (the sessions stay, for the next start).
 for _ in 1 2 3; do api -X POST http://x/v1/sessions -d '{"template":"mini"}' >/dev/null; done
-check "four sessions run" test "$(api http://x/v1/health | jget sessions)" = 4
+H=$(api http://x/v1/health); check "four sessions run" test "$(echo "$H" | jget sessions)" = 4 || echo "# health: $H"
 kill -TERM "$PID"
 wait "$PID"
 RC=$?
