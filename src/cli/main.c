@@ -95,6 +95,23 @@ static int show_help(const struct cmd *cmd) {
 
 #define COMMON_LONG_OPTS { "help", no_argument, NULL, 'h' }, { "host", required_argument, NULL, 'H' }
 
+/* Commands whose only own option is --json: parses it and the common ones (--host,
+ * --help). -1: go on; otherwise the exit code to return. */
+static int parse_json_opts(const struct cmd *cmd, int argc, char **argv, const char **host, bool *json) {
+        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
+        int c;
+        start_opts();
+        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+                switch (c) {
+                case 'j': *json = true; break;
+                case 'H': *host = optarg; break;
+                case 'h': return show_help(cmd);
+                default: return EXIT_USAGE;
+                }
+        }
+        return -1;
+}
+
 static int open_client(space_client **ret, const char *host) {
         const char *h = host ? host : g_host;
         int r = space_client_new(ret, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = h, .token = g_token });
@@ -698,20 +715,12 @@ static const struct cmd cmd_ps = { "ps",
         "  -h, --help            show this help\n" };
 
 static int do_ps(int argc, char **argv) {
-        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
         const struct cmd *cmd = &cmd_ps;
         const char *host = NULL;
         bool json = false;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
-                switch (c) {
-                case 'j': json = true; break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        if (rc0 >= 0)
+                return rc0;
         if (optind >= argc)
                 return usage_error(cmd->name, "missing sandbox id");
         if (optind + 1 < argc)
@@ -779,20 +788,12 @@ static const struct cmd cmd_inspect = { "inspect",
         "  -h, --help            show this help\n" };
 
 static int do_inspect(int argc, char **argv) {
-        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
         const struct cmd *cmd = &cmd_inspect;
         const char *host = NULL;
         bool raw = false;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
-                switch (c) {
-                case 'j': raw = true; break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        int rc0 = parse_json_opts(cmd, argc, argv, &host, &raw);
+        if (rc0 >= 0)
+                return rc0;
         if (optind >= argc)
                 return usage_error(cmd->name, "missing sandbox id");
         if (optind + 1 < argc)
@@ -1340,19 +1341,12 @@ static const struct cmd cmd_health = { "health",
         "  -h, --help            show this help\n" };
 
 static int do_health(int argc, char **argv) {
-        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
         const struct cmd *cmd = &cmd_health;
         const char *host = NULL;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
-                switch (c) {
-                case 'j': break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        bool json = false; /* accepted; health prints JSON either way */
+        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        if (rc0 >= 0)
+                return rc0;
         if (optind < argc)
                 return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
         space_client *cl = NULL;
@@ -1561,19 +1555,11 @@ out:
 
 /* pause, resume: the same shape, one call per id */
 static int lifecycle_cmd(const struct cmd *cmd, int (*fn)(space_session *), int argc, char **argv) {
-        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
         const char *host = NULL;
         bool json = false;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
-                switch (c) {
-                case 'j': json = true; break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        if (rc0 >= 0)
+                return rc0;
         if (optind >= argc)
                 return usage_error(cmd->name, "missing session id");
         space_client *cl = NULL;
@@ -1647,20 +1633,12 @@ static const struct cmd cmd_restore = { "restore",
         "  -h, --help            show this help\n" };
 
 static int do_restore(int argc, char **argv) {
-        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
         const struct cmd *cmd = &cmd_restore;
         const char *host = NULL;
         bool json = false;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
-                switch (c) {
-                case 'j': json = true; break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        if (rc0 >= 0)
+                return rc0;
         if (argc - optind < 2)
                 return usage_error(cmd->name, argc - optind == 0 ? "missing session id and snapshot" : "missing snapshot");
         if (argc - optind > 2)
@@ -1998,20 +1976,12 @@ static const struct cmd cmd_gc = { "gc",
         "  -h, --help            show this help\n" };
 
 static int do_gc(int argc, char **argv) {
-        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
         const struct cmd *cmd = &cmd_gc;
         const char *host = NULL;
         bool json = false;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
-                switch (c) {
-                case 'j': json = true; break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        if (rc0 >= 0)
+                return rc0;
         if (optind < argc)
                 return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
         space_client *cl = NULL;
@@ -2049,20 +2019,12 @@ static const struct cmd cmd_pool = { "pool",
         "  -h, --help            show this help\n" };
 
 static int do_pool(int argc, char **argv) {
-        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
         const struct cmd *cmd = &cmd_pool;
         const char *host = NULL;
         bool json = false;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
-                switch (c) {
-                case 'j': json = true; break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        if (rc0 >= 0)
+                return rc0;
         if (argc - optind > 1)
                 return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
         char name[80] = "";
