@@ -357,7 +357,7 @@ int space_template_list(space_client *c, struct space_template_info **ret, size_
 
 typedef void (*space_progress_fn)(void *userdata, const char *message);
 
-#define SPACE_TEMPLATE_BUILD_OPTS_VERSION 1
+#define SPACE_TEMPLATE_BUILD_OPTS_VERSION 2 /* 1 (no runtime) is still accepted */
 struct space_template_build_opts {
         unsigned version;      /* SPACE_TEMPLATE_BUILD_OPTS_VERSION */
         const char *name;
@@ -369,6 +369,9 @@ struct space_template_build_opts {
         const char *mirror;    /* with debootstrap: Debian mirror URL; NULL: the daemon's */
         space_progress_fn on_progress;
         void *userdata;
+        /* version 2: the template's default runtime ("ns", "gvisor", "microvm"): sessions
+         * made from it run on it unless their create names one. NULL: spaced's default. */
+        const char *runtime;
 };
 #define SPACE_TEMPLATE_BUILD_OPTS_INIT .version = SPACE_TEMPLATE_BUILD_OPTS_VERSION
 

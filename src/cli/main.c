@@ -1120,7 +1120,7 @@ static const struct cmd cmd_template = { "template",
         "Manage the templates sandboxes start from.\n"
         "\n"
         "Commands:\n"
-        "  build NAME [--from-dir DIR | --from-tar FILE | --debootstrap SUITE [--packages a,b]]\n"
+        "  build NAME [--from-dir DIR | --from-tar FILE | --debootstrap SUITE [--packages a,b]] [--runtime R]\n"
         "  ls [--json]\n"
         "  rm NAME\n"
         "\n"
@@ -1129,6 +1129,7 @@ static const struct cmd cmd_template = { "template",
 static const struct cmd cmd_template_build = { "template build",
         "Usage: space template build [OPTIONS] NAME [--from-dir DIR | --from-tar FILE |\n"
         "                            --debootstrap SUITE [--packages a,b] [--mirror URL]]\n"
+        "                            [--runtime ns|gvisor|microvm]\n"
         "\n"
         "Build a template on the daemon's host from a directory, a tar file, or a Debian\n"
         "suite through debootstrap (the daemon caches debootstrap output). Without a\n"
@@ -1143,6 +1144,8 @@ static const struct cmd cmd_template_build = { "template build",
         "      --debootstrap SUITE   install Debian SUITE (e.g. bookworm), minbase variant\n"
         "      --packages a,b        extra packages for --debootstrap\n"
         "      --mirror URL          Debian mirror for --debootstrap\n"
+        "      --runtime NAME        the template's default runtime: sessions made from it\n"
+        "                            run on NAME unless their create names one\n"
         "      --json                print the template object at the end (progress to stderr)\n"
         "      --host ADDR           daemon address (default: $SPACE_HOST)\n"
         "  -h, --help                show this help\n" };
@@ -1177,7 +1180,7 @@ static int do_template_build(int argc, char **argv) {
         static const struct option lopts[] = {
                 { "from-dir", required_argument, NULL, 'D' }, { "from-tar", required_argument, NULL, 'T' },
                 { "debootstrap", required_argument, NULL, 'B' }, { "packages", required_argument, NULL, 'P' },
-                { "mirror", required_argument, NULL, 'M' },
+                { "mirror", required_argument, NULL, 'M' }, { "runtime", required_argument, NULL, 'R' },
                 { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 },
         };
         const struct cmd *cmd = &cmd_template_build;
@@ -1193,6 +1196,7 @@ static int do_template_build(int argc, char **argv) {
                 case 'B': bo.debootstrap_suite = optarg; break;
                 case 'P': packages = optarg; break;
                 case 'M': bo.mirror = optarg; break;
+                case 'R': bo.runtime = optarg; break;
                 case 'j': json = true; break;
                 case 'H': host = optarg; break;
                 case 'h': return show_help(cmd);

@@ -1533,8 +1533,9 @@ static int build_event(void *ud, const struct json *ev) {
 }
 
 int space_template_build(space_client *c, const struct space_template_build_opts *o, struct space_template_info *ret) {
-        if (!o || o->version != SPACE_TEMPLATE_BUILD_OPTS_VERSION)
+        if (!o || o->version < 1 || o->version > SPACE_TEMPLATE_BUILD_OPTS_VERSION)
                 return fail(c, -EINVAL, "missing or unknown space_template_build_opts version");
+        const char *runtime = o->version >= 2 ? o->runtime : NULL;
         if (!name_ok(o->name))
                 return fail(c, -EINVAL, "invalid template name '%s'", o->name ? o->name : "");
         int sources = !!o->from_dir + !!o->from_tar + !!o->debootstrap_suite;
@@ -1546,6 +1547,8 @@ int space_template_build(space_client *c, const struct space_template_build_opts
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
         json_w_kstr(&w, "name", o->name);
+        if (runtime)
+                json_w_kstr(&w, "runtime", runtime);
         if (o->from_dir)
                 json_w_kstr(&w, "from_dir", o->from_dir);
         if (o->from_tar)

@@ -41,6 +41,7 @@ struct tpl_job {
         struct template_source src;
         char *path, *suite, *packages, *mirror;
         char *data_dir;
+        char runtime[META_RUNTIME_MAX + 1]; /* its default runtime, "" = none */
 };
 
 /* ---- sizes (cached: a walk of a large tree is not free) ---- */
@@ -97,11 +98,14 @@ static int template_info(struct daemon *d, const char *name, uint64_t *size, tim
         return 0;
 }
 
-static void write_template(struct json_writer *w, const char *name, uint64_t size, time_t created) {
-        char ts[40];
+static void write_template(struct json_writer *w, const char *data_dir, const char *name, uint64_t size,
+                           time_t created) {
+        char ts[40], rt[META_RUNTIME_MAX + 1];
         util_rfc3339(created, ts, sizeof ts);
         json_w_obj_begin(w);
         json_w_kstr(w, "name", name);
+        /* Sessions made from it run on this unless they ask for another; null: spaced's default. */
+        json_w_kstr(w, "runtime", template_runtime_get(data_dir, name, rt, sizeof rt) == 0 ? rt : NULL);
         json_w_key(w, "size_bytes");
         json_w_uint(w, size);
         json_w_kstr(w, "created_at", ts);
@@ -125,7 +129,7 @@ void api_template_list(struct conn *c) {
                 time_t created = 0;
                 if (tpl_building(c->d, *n) || template_info(c->d, *n, &size, &created) < 0)
                         continue;
-                write_template(&w, *n, size, created);
+                write_template(&w, c->d->data_dir, *n, size, created);
         }
         json_w_arr_end(&w);
         json_w_obj_end(&w);
@@ -213,6 +217,8 @@ static void *tpl_worker(void *p) {
                 _cleanup_free_ char *root = NULL;
                 if (template_rootfs_path(j->data_dir, j->name, &root) == 0)
                         size = tree_size(root);
+                if (j->runtime[0] && (r = template_runtime_set(j->data_dir, j->name, j->runtime)) < 0)
+                        snprintf(msg, sizeof msg, "recording the default runtime: %s", strerror(-r));
         }
         send_rec(j, TPL_REC_DONE, r, size, msg);
         return NULL;
@@ -277,7 +283,7 @@ static void tpl_pipe_event(struct loop_src *src, uint32_t revents) {
                         log_info("template %s: built (%llu bytes)", j->name, (unsigned long long)rec.size_bytes);
                         json_w_kstr(&w, "type", "done");
                         json_w_key(&w, "template");
-                        write_template(&w, j->name, rec.size_bytes, time(NULL));
+                        write_template(&w, j->data_dir, j->name, rec.size_bytes, time(NULL));
                 }
                 json_w_obj_end(&w);
                 if (j->conn) {
@@ -318,6 +324,12 @@ void api_template_build(struct conn *c) {
         const char *name = json_get_str(body, "name");
         if (!name || !template_name_valid(name)) {
                 conn_reply_error(c, 400, "name must match [a-z0-9][a-z0-9._-]{0,63}");
+                return;
+        }
+        const struct json *rtv = json_get(body, "runtime");
+        const char *rt_name = rtv && json_type(rtv) != JSON_NULL ? json_str(rtv) : NULL;
+        if (rtv && json_type(rtv) != JSON_NULL && (!rt_name || !runtime_find(rt_name))) {
+                conn_reply_error(c, 400, "unknown runtime \"%.40s\" (ns, gvisor, microvm)", rt_name ? rt_name : "(not a string)");
                 return;
         }
         const char *from_dir = json_get_str(body, "from_dir"), *from_tar = json_get_str(body, "from_tar");
@@ -391,6 +403,7 @@ void api_template_build(struct conn *c) {
         j->wfd = d->tpl_wfd;
         j->base = base;
         snprintf(j->name, sizeof j->name, "%s", name);
+        snprintf(j->runtime, sizeof j->runtime, "%s", rt_name ? rt_name : "");
         j->data_dir = strdup(d->data_dir);
         j->path = dup_opt(from_dir ? from_dir : from_tar);
         j->suite = dup_opt(suite);

@@ -2631,8 +2631,14 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
                 return 0;
         }
         /* The runtime: asked for, else the source snapshot's session's (its memory image
-         * is that driver's), else the daemon's default. */
+         * is that driver's), else the template's default, else the daemon's. */
         const struct runtime_ops *rt = rt_from_snap ? rt_from_snap : d->rt;
+        char tpl_rt[META_RUNTIME_MAX + 1];
+        if (!rt_from_snap && template_runtime_get(d->data_dir, tpl, tpl_rt, sizeof tpl_rt) == 0 &&
+            !(rt = runtime_find(tpl_rt))) {
+                conn_reply_error(c, 409, "template %s names runtime \"%s\", which this spaced does not have", tpl, tpl_rt);
+                return 0;
+        }
         if ((v = json_get(body, "runtime")) && json_type(v) != JSON_NULL) {
                 const char *name = json_str(v);
                 if (!name || !(rt = runtime_find(name))) {

@@ -915,6 +915,59 @@ int template_list(const char *data_dir, char ***ret) {
         return 0;
 }
 
+static int runtime_file(const char *data_dir, const char *name, char *buf, size_t size) {
+        if (!data_dir || !*data_dir || !template_name_valid(name))
+                return -EINVAL;
+        if (snprintf(buf, size, "%s/templates/%s/runtime", data_dir, name) >= (int)size)
+                return -ENAMETOOLONG;
+        return 0;
+}
+
+int template_runtime_get(const char *data_dir, const char *name, char *buf, size_t size) {
+        char path[PATH_BUF], v[64];
+        int r = runtime_file(data_dir, name, path, sizeof path);
+        if (r < 0)
+                return r;
+        ssize_t n = rt_read_file(path, v, sizeof v);
+        if (n < 0)
+                return (int)n;
+        v[strcspn(v, "\n")] = '\0';
+        if (!*v)
+                return -ENOENT;
+        if (strlen(v) >= size)
+                return -ENAMETOOLONG;
+        memcpy(buf, v, strlen(v) + 1);
+        return 0;
+}
+
+int template_runtime_set(const char *data_dir, const char *name, const char *runtime) {
+        char path[PATH_BUF], tmp[PATH_BUF + 8], line[64];
+        int r = runtime_file(data_dir, name, path, sizeof path);
+        if (r < 0)
+                return r;
+        if (!runtime || !*runtime)
+                return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+        if (strlen(runtime) >= sizeof line - 1 || strchr(runtime, '\n'))
+                return -EINVAL;
+        snprintf(line, sizeof line, "%s\n", runtime);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        size_t len = strlen(line);
+        if (write(fd, line, len) != (ssize_t)len) {
+                r = errno ? -errno : -EIO;
+                (void)unlink(tmp);
+                return r;
+        }
+        if (rename(tmp, path) < 0) {
+                r = -errno;
+                (void)unlink(tmp);
+                return r;
+        }
+        return 0;
+}
+
 int template_remove(const char *data_dir, const char *name) {
         if (!data_dir || !*data_dir || !template_name_valid(name))
                 return -EINVAL;

@@ -49,6 +49,12 @@ int template_list(const char *data_dir, char ***ret);
 void template_list_free(char **list);
 /* Removes NAME (renamed away first, then deleted). The daemon checks it is unused. */
 int template_remove(const char *data_dir, const char *name);
+/* A template's default runtime (what a session made from it runs on unless the create
+ * names one): DATA/templates/NAME/runtime. get: -ENOENT when it has none. set: runtime
+ * NULL or "" removes it; the name is not checked against the drivers here. */
+int template_runtime_get(const char *data_dir, const char *name, char *buf, size_t size);
+int template_runtime_set(const char *data_dir, const char *name, const char *runtime);
+
 /* Builds "base" (debootstrap bookworm minbase + python3) unless it exists. */
 int template_ensure_base(const char *data_dir, template_progress_fn cb, void *userdata);
 

@@ -139,8 +139,19 @@ sp exec "$nsid" -- sh -c 'echo ns >/root/who' </dev/null
 expect_eq "files stay apart (gvisor)" "$(sp exec "$gvid" -- cat /root/who </dev/null)" "gv"
 expect_eq "files stay apart (ns)" "$(sp exec "$nsid" -- cat /root/who </dev/null)" "ns"
 
+say "a template's default runtime: sessions from it run on it unless they ask"
+sp template build base-gv --from-dir "$DATA/templates/base/rootfs" --runtime gvisor </dev/null >/dev/null &&
+        pass "template base-gv built with runtime gvisor" || fail "template build --runtime gvisor"
+expect_eq "the template list shows its runtime" \
+        "$(sp template ls --json </dev/null | python3 -c 'import json,sys; print([t.get("runtime") for t in json.load(sys.stdin)["templates"] if t["name"]=="base-gv"])')" "['gvisor']"
+tdef=$(new_sandbox --template base-gv --snapshot-interval 0) || fail "create from base-gv"
+expect_eq "a create that names no runtime runs on the template's" "$(field "$tdef" runtime)" "gvisor"
+tns=$(new_sandbox --template base-gv --runtime ns --snapshot-interval 0) || fail "create from base-gv --runtime ns"
+expect_eq "a create that names one runs on that one" "$(field "$tns" runtime)" "ns"
+expect_eq "an unknown runtime is refused at build" "$(sp template build base-bad --from-dir "$DATA/templates/base/rootfs" --runtime nope </dev/null >/dev/null 2>&1; echo $?)" "1"
+
 say "delete everything; nothing of runsc is left"
-all="$id $forks $f4 $nsid $gvid"
+all="$id $forks $f4 $nsid $gvid $tdef $tns"
 for s in $all; do sp rm "$s" </dev/null >/dev/null || fail "rm $s"; done
 # mine SBX...: those of the sandboxes this test made that runsc still lists
 mine() { "$RUNSC" --root="$DATA/runsc" list 2>/dev/null | awk 'NR > 1 { print $1 }' | grep -Fx -f "$TMPD/sbx"; }
@@ -149,4 +160,5 @@ none_left() { [ -z "$(mine)" ]; }
 wait_until 10 none_left
 left=$(mine)
 expect_eq "runsc lists none of this test's containers" "$left" ""
+sp template rm base-gv </dev/null >/dev/null || fail "template rm base-gv"
 finish
