@@ -99,6 +99,9 @@ two
 dddd
 deleted"
 sh_in "$P" 'echo changed > /root/w/a; rm /root/w/b; echo three > /root/w/c; echo DDDD > /root/w/d' >/dev/null
+# Older than the store's racy window (as before the pause above): otherwise the capture's
+# second, frozen pass reads the just-written files again and the count below depends on timing.
+sleep 0.3
 PS=$(api -X POST "$UP/snapshots" | jget id)
 sh_in "$P" 'echo later > /root/w/a' >/dev/null
 api -X POST "$UP/restore" -d "{\"snapshot\":\"$PS\"}" >/dev/null
