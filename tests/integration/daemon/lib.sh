@@ -2,7 +2,8 @@
 # ../microvm/test_daemon_microvm.sh: skip checks, a temporary data directory torn down on
 # exit, tap-like checks, curl/JSON helpers, session helpers, starting spaced, and a tiny
 # template root (static busybox, or host binaries with their libraries).
-# Usage: . lib.sh NAME SPACED_BINARY   (sets SPACED BIN T DATA S LOG PID PASS FAIL SKIP L)
+# Usage: . lib.sh NAME SPACED_BINARY   (sets SPACED BIN T DATA S LOG PID PASS FAIL SKIP L);
+# a script ends with `finish LABEL`.
 set -u
 SPACED=${2:?usage: $1 SPACED}
 BIN=$(dirname "$SPACED")
@@ -26,10 +27,6 @@ LOG=$T/spaced.log
 PID=
 
 cleanup() {
-        if [ "$FAIL" -gt 0 ] && [ -f "$LOG" ]; then # what spaced said, for a CI log
-                echo "# spaced's warnings and errors (last 40):"
-                grep -E ' (warn|error): ' "$LOG" | tail -n 40 | sed 's/^/#   /'
-        fi
         if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
                 kill -TERM "$PID"
                 for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
@@ -131,4 +128,23 @@ make_rootfs() {
                         done
                 done
         fi
+}
+
+# The end of every script: no sanitizer report in spaced's log, the log's tail when a
+# check failed (for a CI log), the summary line "LABEL: N passed, N failed"; returns the
+# script's status.
+finish() {
+        local san="ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer"
+        if grep -q "$san" "$LOG" 2>/dev/null; then
+                bad "sanitizer reports in the daemon log"
+                grep -A20 "$san" "$LOG" | head -60
+        else
+                ok "no sanitizer report in the daemon log"
+        fi
+        if [ "$FAIL" -ne 0 ] && [ -f "$LOG" ]; then
+                echo "--- spaced log (last 80 lines)"
+                tail -n 80 "$LOG"
+        fi
+        echo "$1: $PASS passed, $FAIL failed"
+        [ "$FAIL" -eq 0 ]
 }

@@ -155,5 +155,4 @@ for s in "$A" "$F"; do as "$TA" -X DELETE "$TCP/v1/sessions/$s" >/dev/null; done
 as "$TB" -X DELETE "$UB" >/dev/null
 check "alpha deletes its own session" test "$(as_code "$TA" "$UA")" = 404
 
-echo "# $PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+finish "auth"

@@ -178,15 +178,4 @@ PID=
 check "at the end SIGTERM leaves no mount under the data dir" test -z "$(grep -F "$DATA" /proc/self/mountinfo)"
 check "... and no loop device on the image" test -z "$(losetup -j "$DATA/vol.img")"
 
-if grep -q "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$LOG"; then
-        bad "sanitizer reports in the daemon log"
-        grep -A20 "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$LOG" | head -60
-else
-        ok "no sanitizer report in the daemon log"
-fi
-if [ "$FAIL" -ne 0 ]; then
-        echo "--- spaced log (last 60 lines)"
-        tail -n 60 "$LOG"
-fi
-echo "disk: $PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+finish disk

@@ -268,15 +268,4 @@ start_daemon || exit 1
 check "after SIGTERM and a start the session runs with its last change" test "$(wait_state "$A" running 30 && sh_in "$A" 'cat /root/stop.txt')" = "before stop"
 check "its log says it restarted" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events"][-3]["data"].get("event"))')" = restarted
 
-if grep -q "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$LOG"; then
-        bad "sanitizer reports in the daemon log"
-        grep -A20 "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$LOG" | head -60
-else
-        ok "no sanitizer report in the daemon log"
-fi
-if [ "$FAIL" -ne 0 ]; then
-        echo "--- spaced log (last 80 lines)"
-        tail -n 80 "$LOG"
-fi
-echo "durable: $PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+finish durable
