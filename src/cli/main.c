@@ -93,6 +93,23 @@ static int show_help(const struct cmd *cmd) {
         return EXIT_SUCCESS;
 }
 
+/* The count of the arguments after the options: at least min, at most max (-1: any).
+ * Too few prints "missing <all>" when none was given, else "missing <rest>"; too many
+ * names the first one over. False after printing the usage error. */
+static bool args_ok(const struct cmd *cmd, int argc, char **argv, int min, int max, const char *all, const char *rest) {
+        int n = argc - optind;
+        if (n < min) {
+                const char *what = n == 0 ? all : rest;
+                usage_error(cmd->name, "missing %s", what ? what : "arguments");
+                return false;
+        }
+        if (max >= 0 && n > max) {
+                usage_error(cmd->name, "unexpected argument '%s'", argv[optind + max]);
+                return false;
+        }
+        return true;
+}
+
 #define COMMON_LONG_OPTS { "help", no_argument, NULL, 'h' }, { "host", required_argument, NULL, 'H' }
 
 /* Commands whose only own option is --json: parses it and the common ones (--host,
@@ -313,8 +330,8 @@ static int do_create(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
+                return EXIT_USAGE;
         if (nenv)
                 so.env = env;
         space_client *cl = NULL;
@@ -542,10 +559,8 @@ static int do_logs(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (argc - optind < 2)
-                return usage_error(cmd->name, argc - optind == 0 ? "missing sandbox id and pid" : "missing pid");
-        if (argc - optind > 2)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 2]);
+        if (!args_ok(cmd, argc, argv, 2, 2, "sandbox id and pid", "pid"))
+                return EXIT_USAGE;
         int pid;
         if (parse_pid(argv[optind + 1], &pid) < 0)
                 return usage_error(cmd->name, "invalid pid '%s'", argv[optind + 1]);
@@ -601,15 +616,12 @@ static int do_kill(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        int n = argc - optind;
-        if (n < 2)
-                return usage_error(cmd->name, n == 0 ? "missing sandbox id and pid" : "missing pid");
-        if (n > 3)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 3]);
+        if (!args_ok(cmd, argc, argv, 2, 3, "sandbox id and pid", "pid"))
+                return EXIT_USAGE;
         int pid, sig = SIGTERM;
         if (parse_pid(argv[optind + 1], &pid) < 0)
                 return usage_error(cmd->name, "invalid pid '%s'", argv[optind + 1]);
-        if (n == 3) {
+        if (argc - optind == 3) {
                 const char *sname = argv[optind + 2];
                 if (sname[0] == '-')
                         sname++; /* "-9", "-KILL" like kill(1) */
@@ -662,8 +674,8 @@ static int do_ls(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
+                return EXIT_USAGE;
         space_client *cl = NULL;
         int r = open_client(&cl, host);
         if (r)
@@ -721,10 +733,8 @@ static int do_ps(int argc, char **argv) {
         int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
         if (rc0 >= 0)
                 return rc0;
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing sandbox id");
-        if (optind + 1 < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 1, 1, "sandbox id", NULL))
+                return EXIT_USAGE;
         space_client *cl = NULL;
         int r = open_client(&cl, host);
         if (r)
@@ -794,10 +804,8 @@ static int do_inspect(int argc, char **argv) {
         int rc0 = parse_json_opts(cmd, argc, argv, &host, &raw);
         if (rc0 >= 0)
                 return rc0;
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing sandbox id");
-        if (optind + 1 < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 1, 1, "sandbox id", NULL))
+                return EXIT_USAGE;
         space_client *cl = NULL;
         int r = open_client(&cl, host);
         if (r)
@@ -834,8 +842,8 @@ static int do_rm(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing sandbox id");
+        if (!args_ok(cmd, argc, argv, 1, -1, "sandbox id", NULL))
+                return EXIT_USAGE;
         space_client *cl = NULL;
         int r = open_client(&cl, host);
         if (r)
@@ -1037,10 +1045,8 @@ static int do_cp(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (argc - optind < 2)
-                return usage_error(cmd->name, argc - optind == 0 ? "missing source and destination" : "missing destination");
-        if (argc - optind > 2)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 2]);
+        if (!args_ok(cmd, argc, argv, 2, 2, "source and destination", "destination"))
+                return EXIT_USAGE;
         struct cli_cp_arg src, dst;
         if (cli_parse_cp_arg(argv[optind], &src) < 0)
                 return usage_error(cmd->name, "'%s': a sandbox path must be ID:/absolute/path", argv[optind]);
@@ -1203,10 +1209,8 @@ static int do_template_build(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing template name");
-        if (optind + 1 < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 1, 1, "template name", NULL))
+                return EXIT_USAGE;
         bo.name = argv[optind];
         int sources = !!bo.from_dir + !!bo.from_tar + !!bo.debootstrap_suite;
         if (sources > 1)
@@ -1265,8 +1269,8 @@ static int do_template_ls(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
+                return EXIT_USAGE;
         space_client *cl = NULL;
         int r = open_client(&cl, host);
         if (r)
@@ -1313,8 +1317,8 @@ static int do_template_rm(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing template name");
+        if (!args_ok(cmd, argc, argv, 1, -1, "template name", NULL))
+                return EXIT_USAGE;
         space_client *cl = NULL;
         int r = open_client(&cl, host);
         if (r)
@@ -1351,8 +1355,8 @@ static int do_health(int argc, char **argv) {
         int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
         if (rc0 >= 0)
                 return rc0;
-        if (optind < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
+                return EXIT_USAGE;
         space_client *cl = NULL;
         int r = open_client(&cl, host);
         if (r)
@@ -1462,10 +1466,8 @@ static int do_snapshot(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing session id");
-        if (optind + 1 < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 1, 1, "session id", NULL))
+                return EXIT_USAGE;
         space_client *cl;
         space_session *s;
         int r = open_both(host, argv[optind], &cl, &s);
@@ -1515,10 +1517,8 @@ static int do_snapshots(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing session id");
-        if (optind + 1 < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 1, 1, "session id", NULL))
+                return EXIT_USAGE;
         space_client *cl;
         space_session *s;
         int r = open_both(host, argv[optind], &cl, &s);
@@ -1564,8 +1564,8 @@ static int lifecycle_cmd(const struct cmd *cmd, int (*fn)(space_session *), int 
         int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
         if (rc0 >= 0)
                 return rc0;
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing session id");
+        if (!args_ok(cmd, argc, argv, 1, -1, "session id", NULL))
+                return EXIT_USAGE;
         space_client *cl = NULL;
         int r = open_client(&cl, host);
         if (r)
@@ -1643,10 +1643,8 @@ static int do_restore(int argc, char **argv) {
         int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
         if (rc0 >= 0)
                 return rc0;
-        if (argc - optind < 2)
-                return usage_error(cmd->name, argc - optind == 0 ? "missing session id and snapshot" : "missing snapshot");
-        if (argc - optind > 2)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 2]);
+        if (!args_ok(cmd, argc, argv, 2, 2, "session id and snapshot", "snapshot"))
+                return EXIT_USAGE;
         space_client *cl;
         space_session *s;
         int r = open_both(host, argv[optind], &cl, &s);
@@ -1706,10 +1704,8 @@ static int do_fork(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing session id");
-        if (optind + 1 < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 1, 1, "session id", NULL))
+                return EXIT_USAGE;
         space_client *cl;
         space_session *s;
         int r = open_both(host, argv[optind], &cl, &s);
@@ -1816,10 +1812,8 @@ static int do_events(int argc, char **argv) {
         }
         if (follow && limit)
                 return usage_error(cmd->name, "--follow and --limit don't go together");
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing session id");
-        if (optind + 1 < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 1, 1, "session id", NULL))
+                return EXIT_USAGE;
         space_client *cl;
         space_session *s;
         int r = open_both(host, argv[optind], &cl, &s);
@@ -1888,10 +1882,8 @@ static int do_event(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing session id");
-        if (optind + 1 < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 1, 1, "session id", NULL))
+                return EXIT_USAGE;
         if (!data)
                 return usage_error(cmd->name, "missing --data JSON");
         if (strlen(data) > SPACE_MAX_EVENT_DATA)
@@ -1947,10 +1939,8 @@ static int do_connect(int argc, char **argv) {
                 default: return EXIT_USAGE;
                 }
         }
-        if (optind >= argc)
-                return usage_error(cmd->name, "missing session id");
-        if (optind + 1 < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 1, 1, "session id", NULL))
+                return EXIT_USAGE;
         if (!token || !*token)
                 return usage_error(cmd->name, "missing --token (or SPACE_SESSION_TOKEN)");
         space_client *cl = NULL;
@@ -1986,8 +1976,8 @@ static int do_gc(int argc, char **argv) {
         int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
         if (rc0 >= 0)
                 return rc0;
-        if (optind < argc)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
+                return EXIT_USAGE;
         space_client *cl = NULL;
         int r = open_client(&cl, host);
         if (r)
@@ -2029,8 +2019,8 @@ static int do_pool(int argc, char **argv) {
         int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
         if (rc0 >= 0)
                 return rc0;
-        if (argc - optind > 1)
-                return usage_error(cmd->name, "unexpected argument '%s'", argv[optind + 1]);
+        if (!args_ok(cmd, argc, argv, 0, 1, NULL, NULL))
+                return EXIT_USAGE;
         char name[80] = "";
         unsigned long size = 0;
         if (optind < argc) {
