@@ -112,20 +112,45 @@ static bool args_ok(const struct cmd *cmd, int argc, char **argv, int min, int m
 
 #define COMMON_LONG_OPTS { "help", no_argument, NULL, 'h' }, { "host", required_argument, NULL, 'H' }
 
-/* Commands whose only own option is --json: parses it and the common ones (--host,
- * --help). -1: go on; otherwise the exit code to return. */
-static int parse_json_opts(const struct cmd *cmd, int argc, char **argv, const char **host, bool *json) {
-        static const struct option lopts[] = { { "json", no_argument, NULL, 'j' }, COMMON_LONG_OPTS, { 0 } };
+/* What parse_simple_opts accepts besides --host and --help. */
+enum {
+        SIMPLE_JSON = 1 << 0,     /* --json */
+        SIMPLE_QUIET = 1 << 1,    /* -q, --quiet */
+        SIMPLE_IN_ORDER = 1 << 2, /* options end at the first argument (kill's "-9" is one) */
+};
+
+struct simple_opts {
+        const char *host;
+        bool json, quiet;
+};
+
+/* Commands whose own options are at most --json and --quiet: parses those accept names and
+ * the common ones (--host, --help). -1: go on, *ret filled; otherwise the exit code to
+ * return. */
+static int parse_simple_opts(const struct cmd *cmd, int argc, char **argv, unsigned accept, struct simple_opts *ret) {
+        struct option lopts[5] = { 0 };
+        size_t n = 0;
+        if (accept & SIMPLE_JSON)
+                lopts[n++] = (struct option){ "json", no_argument, NULL, 'j' };
+        if (accept & SIMPLE_QUIET)
+                lopts[n++] = (struct option){ "quiet", no_argument, NULL, 'q' };
+        lopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+        lopts[n] = (struct option){ "host", required_argument, NULL, 'H' };
+        char sopts[8];
+        snprintf(sopts, sizeof sopts, "%s:%sh", accept & SIMPLE_IN_ORDER ? "+" : "", accept & SIMPLE_QUIET ? "q" : "");
+        struct simple_opts o = { 0 };
         int c;
         start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
+        while ((c = next_opt(cmd, argc, argv, sopts, lopts)) != -1) {
                 switch (c) {
-                case 'j': *json = true; break;
-                case 'H': *host = optarg; break;
+                case 'j': o.json = true; break;
+                case 'q': o.quiet = true; break;
+                case 'H': o.host = optarg; break;
                 case 'h': return show_help(cmd);
                 default: return EXIT_USAGE;
                 }
         }
+        *ret = o;
         return -1;
 }
 
@@ -604,18 +629,11 @@ static const struct cmd cmd_kill = { "kill",
         "  -h, --help            show this help\n" };
 
 static int do_kill(int argc, char **argv) {
-        static const struct option lopts[] = { COMMON_LONG_OPTS, { 0 } };
         const struct cmd *cmd = &cmd_kill;
-        const char *host = NULL;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, "+:h", lopts)) != -1) {
-                switch (c) {
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_IN_ORDER, &o);
+        if (rc0 >= 0)
+                return rc0;
         if (!args_ok(cmd, argc, argv, 2, 3, "sandbox id and pid", "pid"))
                 return EXIT_USAGE;
         int pid, sig = SIGTERM;
@@ -629,7 +647,7 @@ static int do_kill(int argc, char **argv) {
                         return usage_error(cmd->name, "unknown signal '%s'", argv[optind + 2]);
         }
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
         space_session *s = NULL;
@@ -657,30 +675,18 @@ static const struct cmd cmd_ls = { "ls",
         "  -h, --help            show this help\n" };
 
 static int do_ls(int argc, char **argv) {
-        static const struct option lopts[] = {
-                { "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' }, COMMON_LONG_OPTS, { 0 },
-        };
         const struct cmd *cmd = &cmd_ls;
-        const char *host = NULL;
-        bool json = false, quiet = false;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":qh", lopts)) != -1) {
-                switch (c) {
-                case 'j': json = true; break;
-                case 'q': quiet = true; break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON | SIMPLE_QUIET, &o);
+        if (rc0 >= 0)
+                return rc0;
         if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
                 return EXIT_USAGE;
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
-        if (json) {
+        if (o.json) {
                 r = get_json_and_print(cl, "/v1/sessions");
                 space_client_free(cl);
                 return r;
@@ -693,11 +699,11 @@ static int do_ls(int argc, char **argv) {
                 space_client_free(cl);
                 return r;
         }
-        if (!quiet)
+        if (!o.quiet)
                 printf("%-22s %-10s %-12s %-10s %-5s %-6s %s\n", "ID", "STATE", "TEMPLATE", "MEMORY", "CPUS", "PIDS",
                        "CREATED");
         for (size_t i = 0; i < n; i++) {
-                if (quiet) {
+                if (o.quiet) {
                         printf("%s\n", v[i].id);
                         continue;
                 }
@@ -728,15 +734,14 @@ static const struct cmd cmd_ps = { "ps",
 
 static int do_ps(int argc, char **argv) {
         const struct cmd *cmd = &cmd_ps;
-        const char *host = NULL;
-        bool json = false;
-        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON, &o);
         if (rc0 >= 0)
                 return rc0;
         if (!args_ok(cmd, argc, argv, 1, 1, "sandbox id", NULL))
                 return EXIT_USAGE;
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
         space_session *s = NULL;
@@ -745,7 +750,7 @@ static int do_ps(int argc, char **argv) {
                 space_client_free(cl);
                 return r;
         }
-        if (json) {
+        if (o.json) {
                 _cleanup_free_ char *text = NULL;
                 int e = space_session_get_json(s, "/processes", &text);
                 r = e < 0 ? api_fail(cl, e) : print_raw_json(text);
@@ -799,21 +804,20 @@ static const struct cmd cmd_inspect = { "inspect",
 
 static int do_inspect(int argc, char **argv) {
         const struct cmd *cmd = &cmd_inspect;
-        const char *host = NULL;
-        bool raw = false;
-        int rc0 = parse_json_opts(cmd, argc, argv, &host, &raw);
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON, &o);
         if (rc0 >= 0)
                 return rc0;
         if (!args_ok(cmd, argc, argv, 1, 1, "sandbox id", NULL))
                 return EXIT_USAGE;
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
         space_session *s = NULL;
         r = open_session(cl, argv[optind], &s);
         if (r == 0)
-                r = raw ? print_raw_json(space_session_json(s)) : print_pretty_json(space_session_json(s));
+                r = o.json ? print_raw_json(space_session_json(s)) : print_pretty_json(space_session_json(s));
         space_session_free(s);
         space_client_free(cl);
         return r;
@@ -830,22 +834,15 @@ static const struct cmd cmd_rm = { "rm",
         "  -h, --help            show this help\n" };
 
 static int do_rm(int argc, char **argv) {
-        static const struct option lopts[] = { COMMON_LONG_OPTS, { 0 } };
         const struct cmd *cmd = &cmd_rm;
-        const char *host = NULL;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
-                switch (c) {
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, 0, &o);
+        if (rc0 >= 0)
+                return rc0;
         if (!args_ok(cmd, argc, argv, 1, -1, "sandbox id", NULL))
                 return EXIT_USAGE;
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
         int status = EXIT_SUCCESS;
@@ -1252,30 +1249,18 @@ static int do_template_build(int argc, char **argv) {
 }
 
 static int do_template_ls(int argc, char **argv) {
-        static const struct option lopts[] = {
-                { "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' }, COMMON_LONG_OPTS, { 0 },
-        };
         const struct cmd *cmd = &cmd_template_ls;
-        const char *host = NULL;
-        bool json = false, quiet = false;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":qh", lopts)) != -1) {
-                switch (c) {
-                case 'j': json = true; break;
-                case 'q': quiet = true; break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON | SIMPLE_QUIET, &o);
+        if (rc0 >= 0)
+                return rc0;
         if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
                 return EXIT_USAGE;
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
-        if (json) {
+        if (o.json) {
                 r = get_json_and_print(cl, "/v1/templates");
                 space_client_free(cl);
                 return r;
@@ -1288,10 +1273,10 @@ static int do_template_ls(int argc, char **argv) {
                 space_client_free(cl);
                 return r;
         }
-        if (!quiet)
+        if (!o.quiet)
                 printf("%-24s %-10s %s\n", "NAME", "SIZE", "CREATED");
         for (size_t i = 0; i < n; i++) {
-                if (quiet) {
+                if (o.quiet) {
                         printf("%s\n", v[i].name);
                         continue;
                 }
@@ -1305,22 +1290,15 @@ static int do_template_ls(int argc, char **argv) {
 }
 
 static int do_template_rm(int argc, char **argv) {
-        static const struct option lopts[] = { COMMON_LONG_OPTS, { 0 } };
         const struct cmd *cmd = &cmd_template_rm;
-        const char *host = NULL;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":h", lopts)) != -1) {
-                switch (c) {
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, 0, &o);
+        if (rc0 >= 0)
+                return rc0;
         if (!args_ok(cmd, argc, argv, 1, -1, "template name", NULL))
                 return EXIT_USAGE;
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
         int status = EXIT_SUCCESS;
@@ -1350,15 +1328,15 @@ static const struct cmd cmd_health = { "health",
 
 static int do_health(int argc, char **argv) {
         const struct cmd *cmd = &cmd_health;
-        const char *host = NULL;
-        bool json = false; /* accepted; health prints JSON either way */
-        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        struct simple_opts o;
+        /* --json is accepted; health prints JSON either way */
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON, &o);
         if (rc0 >= 0)
                 return rc0;
         if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
                 return EXIT_USAGE;
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
         r = get_json_and_print(cl, "/v1/health");
@@ -1500,31 +1478,19 @@ static const struct cmd cmd_snapshots = { "snapshots",
         "  -h, --help            show this help\n" };
 
 static int do_snapshots(int argc, char **argv) {
-        static const struct option lopts[] = {
-                { "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' }, COMMON_LONG_OPTS, { 0 },
-        };
         const struct cmd *cmd = &cmd_snapshots;
-        const char *host = NULL;
-        bool json = false, quiet = false;
-        int c;
-        start_opts();
-        while ((c = next_opt(cmd, argc, argv, ":qh", lopts)) != -1) {
-                switch (c) {
-                case 'j': json = true; break;
-                case 'q': quiet = true; break;
-                case 'H': host = optarg; break;
-                case 'h': return show_help(cmd);
-                default: return EXIT_USAGE;
-                }
-        }
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON | SIMPLE_QUIET, &o);
+        if (rc0 >= 0)
+                return rc0;
         if (!args_ok(cmd, argc, argv, 1, 1, "session id", NULL))
                 return EXIT_USAGE;
         space_client *cl;
         space_session *s;
-        int r = open_both(host, argv[optind], &cl, &s);
+        int r = open_both(o.host, argv[optind], &cl, &s);
         if (r)
                 return r;
-        if (json) {
+        if (o.json) {
                 _cleanup_free_ char *text = NULL;
                 int e = space_session_get_json(s, "/snapshots", &text);
                 r = e < 0 ? api_fail(cl, e) : print_raw_json(text);
@@ -1537,10 +1503,10 @@ static int do_snapshots(int argc, char **argv) {
                 r = api_fail(cl, e);
                 goto out;
         }
-        if (!quiet)
+        if (!o.quiet)
                 printf("%-22s %-24s %-8s %-10s %-10s %s\n", "ID", "CREATED", "REASON", "ADDED", "SIZE", "LABEL");
         for (size_t i = 0; i < n; i++) {
-                if (quiet) {
+                if (o.quiet) {
                         printf("%s\n", v[i].id);
                         continue;
                 }
@@ -1559,15 +1525,14 @@ out:
 
 /* pause, resume: the same shape, one call per id */
 static int lifecycle_cmd(const struct cmd *cmd, int (*fn)(space_session *), int argc, char **argv) {
-        const char *host = NULL;
-        bool json = false;
-        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON, &o);
         if (rc0 >= 0)
                 return rc0;
         if (!args_ok(cmd, argc, argv, 1, -1, "session id", NULL))
                 return EXIT_USAGE;
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
         int status = EXIT_SUCCESS;
@@ -1585,7 +1550,7 @@ static int lifecycle_cmd(const struct cmd *cmd, int (*fn)(space_session *), int 
                 if (e < 0) {
                         errorf("%s: %s", argv[i], *space_client_last_error(cl) ? space_client_last_error(cl) : space_strerror(e));
                         status = EXIT_FAILURE;
-                } else if (json) {
+                } else if (o.json) {
                         print_raw_json(space_session_json(s));
                 } else {
                         printf("%s\n", argv[i]);
@@ -1638,22 +1603,21 @@ static const struct cmd cmd_restore = { "restore",
 
 static int do_restore(int argc, char **argv) {
         const struct cmd *cmd = &cmd_restore;
-        const char *host = NULL;
-        bool json = false;
-        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON, &o);
         if (rc0 >= 0)
                 return rc0;
         if (!args_ok(cmd, argc, argv, 2, 2, "session id and snapshot", "snapshot"))
                 return EXIT_USAGE;
         space_client *cl;
         space_session *s;
-        int r = open_both(host, argv[optind], &cl, &s);
+        int r = open_both(o.host, argv[optind], &cl, &s);
         if (r)
                 return r;
         int e = space_session_restore(s, argv[optind + 1]);
         if (e < 0)
                 r = api_fail(cl, e);
-        else if (json)
+        else if (o.json)
                 print_raw_json(space_session_json(s));
         else
                 printf("%s\n", space_session_id(s));
@@ -1971,22 +1935,21 @@ static const struct cmd cmd_gc = { "gc",
 
 static int do_gc(int argc, char **argv) {
         const struct cmd *cmd = &cmd_gc;
-        const char *host = NULL;
-        bool json = false;
-        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON, &o);
         if (rc0 >= 0)
                 return rc0;
         if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
                 return EXIT_USAGE;
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
         struct space_gc_result g;
         int e = space_gc(cl, &g);
         if (e < 0) {
                 r = api_fail(cl, e);
-        } else if (json) {
+        } else if (o.json) {
                 printf("{\"objects_removed\":%" PRIu64 ",\"bytes_freed\":%" PRIu64 "}\n", g.objects_removed, g.bytes_freed);
         } else {
                 char size[32];
@@ -2014,9 +1977,8 @@ static const struct cmd cmd_pool = { "pool",
 
 static int do_pool(int argc, char **argv) {
         const struct cmd *cmd = &cmd_pool;
-        const char *host = NULL;
-        bool json = false;
-        int rc0 = parse_json_opts(cmd, argc, argv, &host, &json);
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON, &o);
         if (rc0 >= 0)
                 return rc0;
         if (!args_ok(cmd, argc, argv, 0, 1, NULL, NULL))
@@ -2037,7 +1999,7 @@ static int do_pool(int argc, char **argv) {
                 name[eq - arg] = '\0';
         }
         space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        int r = open_client(&cl, o.host);
         if (r)
                 return r;
         char *out = NULL;
@@ -2045,7 +2007,7 @@ static int do_pool(int argc, char **argv) {
         if (e < 0)
                 r = api_fail(cl, e);
         else
-                r = json ? print_raw_json(out) : print_pretty_json(out);
+                r = o.json ? print_raw_json(out) : print_pretty_json(out);
         free(out);
         space_client_free(cl);
         return r;
