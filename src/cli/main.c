@@ -204,6 +204,23 @@ static int open_session(space_client *c, const char *id, space_session **ret) {
         return 0;
 }
 
+/* Client + session handle for commands on one session; prints the error itself. */
+static int open_both(const char *host, const char *id, space_client **ret_c, space_session **ret_s) {
+        space_client *cl = NULL;
+        int r = open_client(&cl, host);
+        if (r)
+                return r;
+        space_session *s = NULL;
+        r = open_session(cl, id, &s);
+        if (r) {
+                space_client_free(cl);
+                return r;
+        }
+        *ret_c = cl;
+        *ret_s = s;
+        return 0;
+}
+
 static int write_all(int fd, const void *data, size_t n) {
         const char *p = data;
         while (n > 0) {
@@ -506,16 +523,11 @@ static int do_exec(int argc, char **argv) {
         eo.on_output = on_exec_output;
         eo.userdata = &broken_pipe;
 
-        space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(host, id, &cl, &s);
         if (r)
                 return r;
-        space_session *s = NULL;
-        r = open_session(cl, id, &s);
-        if (r) {
-                space_client_free(cl);
-                return r;
-        }
         struct space_exec_result res = { 0 };
         r = space_exec(s, &eo, &res);
         int status;
@@ -592,16 +604,11 @@ static int do_logs(int argc, char **argv) {
         bool broken_pipe = false;
         ao.on_output = on_exec_output;
         ao.userdata = &broken_pipe;
-        space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(host, argv[optind], &cl, &s);
         if (r)
                 return r;
-        space_session *s = NULL;
-        r = open_session(cl, argv[optind], &s);
-        if (r) {
-                space_client_free(cl);
-                return r;
-        }
         struct space_exec_result res = { 0 };
         r = space_attach(s, pid, &ao, &res);
         int status = EXIT_SUCCESS;
@@ -646,16 +653,13 @@ static int do_kill(int argc, char **argv) {
                 if (cli_parse_signal(sname, &sig) < 0)
                         return usage_error(cmd->name, "unknown signal '%s'", argv[optind + 2]);
         }
-        space_client *cl = NULL;
-        int r = open_client(&cl, o.host);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(o.host, argv[optind], &cl, &s);
         if (r)
                 return r;
-        space_session *s = NULL;
-        r = open_session(cl, argv[optind], &s);
-        if (r == 0) {
-                int e = space_signal(s, pid, sig);
-                r = e < 0 ? api_fail(cl, e) : EXIT_SUCCESS;
-        }
+        int e = space_signal(s, pid, sig);
+        r = e < 0 ? api_fail(cl, e) : EXIT_SUCCESS;
         space_session_free(s);
         space_client_free(cl);
         return r;
@@ -740,16 +744,11 @@ static int do_ps(int argc, char **argv) {
                 return rc0;
         if (!args_ok(cmd, argc, argv, 1, 1, "sandbox id", NULL))
                 return EXIT_USAGE;
-        space_client *cl = NULL;
-        int r = open_client(&cl, o.host);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(o.host, argv[optind], &cl, &s);
         if (r)
                 return r;
-        space_session *s = NULL;
-        r = open_session(cl, argv[optind], &s);
-        if (r) {
-                space_client_free(cl);
-                return r;
-        }
         if (o.json) {
                 _cleanup_free_ char *text = NULL;
                 int e = space_session_get_json(s, "/processes", &text);
@@ -810,14 +809,12 @@ static int do_inspect(int argc, char **argv) {
                 return rc0;
         if (!args_ok(cmd, argc, argv, 1, 1, "sandbox id", NULL))
                 return EXIT_USAGE;
-        space_client *cl = NULL;
-        int r = open_client(&cl, o.host);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(o.host, argv[optind], &cl, &s);
         if (r)
                 return r;
-        space_session *s = NULL;
-        r = open_session(cl, argv[optind], &s);
-        if (r == 0)
-                r = o.json ? print_raw_json(space_session_json(s)) : print_pretty_json(space_session_json(s));
+        r = o.json ? print_raw_json(space_session_json(s)) : print_pretty_json(space_session_json(s));
         space_session_free(s);
         space_client_free(cl);
         return r;
@@ -1052,16 +1049,11 @@ static int do_cp(int argc, char **argv) {
         if (src.remote == dst.remote)
                 return usage_error(cmd->name, src.remote ? "copying between sandboxes is not supported"
                                                          : "one side must be a sandbox path (ID:/path)");
-        space_client *cl = NULL;
-        int r = open_client(&cl, host);
+        space_client *cl;
+        space_session *s;
+        int r = open_both(host, src.remote ? src.id : dst.id, &cl, &s);
         if (r)
                 return r;
-        space_session *s = NULL;
-        r = open_session(cl, src.remote ? src.id : dst.id, &s);
-        if (r) {
-                space_client_free(cl);
-                return r;
-        }
         char target[PATH_MAX];
         if (src.remote) {
                 struct space_stat rst;
@@ -1345,23 +1337,6 @@ static int do_health(int argc, char **argv) {
 }
 
 /* ---- durable sessions ------------------------------------------------------------ */
-
-/* Client + session handle for commands on one session; prints the error itself. */
-static int open_both(const char *host, const char *id, space_client **ret_c, space_session **ret_s) {
-        space_client *cl = NULL;
-        int r = open_client(&cl, host);
-        if (r)
-                return r;
-        space_session *s = NULL;
-        r = open_session(cl, id, &s);
-        if (r) {
-                space_client_free(cl);
-                return r;
-        }
-        *ret_c = cl;
-        *ret_s = s;
-        return 0;
-}
 
 static int write_token_file(const char *path, const char *token) {
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
