@@ -53,9 +53,18 @@ static int usage_error(const char *cmd, const char *fmt, ...) {
 }
 
 /* The library's message, or the errno text when it has none. */
-static int api_fail(space_client *c, int r) {
+static const char *api_message(space_client *c, int r) {
         const char *m = c ? space_client_last_error(c) : "";
-        return errorf("%s", m && *m ? m : space_strerror(r));
+        return m && *m ? m : space_strerror(r);
+}
+
+static int api_fail(space_client *c, int r) {
+        return errorf("%s", api_message(c, r));
+}
+
+/* A failure on one of the ids a command was given (it goes on with the others). */
+static int api_fail_on(space_client *c, const char *id, int r) {
+        return errorf("%s: %s", id, api_message(c, r));
 }
 
 /* ---- option parsing -------------------------------------------------------------- */
@@ -861,7 +870,7 @@ static int do_rm(int argc, char **argv) {
                         e = space_session_delete_id(cl, argv[i]);
                 }
                 if (e < 0) {
-                        errorf("%s: %s", argv[i], *space_client_last_error(cl) ? space_client_last_error(cl) : space_strerror(e));
+                        api_fail_on(cl, argv[i], e);
                         status = EXIT_FAILURE;
                 } else {
                         printf("%s\n", argv[i]);
@@ -1297,7 +1306,7 @@ static int do_template_rm(int argc, char **argv) {
         for (int i = optind; i < argc; i++) {
                 int e = space_template_delete(cl, argv[i]);
                 if (e < 0) {
-                        errorf("%s: %s", argv[i], *space_client_last_error(cl) ? space_client_last_error(cl) : space_strerror(e));
+                        api_fail_on(cl, argv[i], e);
                         status = EXIT_FAILURE;
                 } else {
                         printf("%s\n", argv[i]);
@@ -1523,7 +1532,7 @@ static int lifecycle_cmd(const struct cmd *cmd, int (*fn)(space_session *), int 
                         e = fn(s);
                 }
                 if (e < 0) {
-                        errorf("%s: %s", argv[i], *space_client_last_error(cl) ? space_client_last_error(cl) : space_strerror(e));
+                        api_fail_on(cl, argv[i], e);
                         status = EXIT_FAILURE;
                 } else if (o.json) {
                         print_raw_json(space_session_json(s));
