@@ -278,6 +278,21 @@ static int exit_status_of(const struct space_exec_result *res) {
         return res->exit_code & 0xff;
 }
 
+/* One --env K=V into env (MAX_ENV entries at most, NULL-terminated by its zeroed tail).
+ * False after printing the usage error. */
+static bool add_env(const struct cmd *cmd, const char *env[static MAX_ENV + 1], size_t *n, const char *kv) {
+        if (!cli_env_ok(kv)) {
+                usage_error(cmd->name, "invalid environment entry '%s' (want K=V)", kv);
+                return false;
+        }
+        if (*n >= MAX_ENV) {
+                usage_error(cmd->name, "more than %d --env entries", MAX_ENV);
+                return false;
+        }
+        env[(*n)++] = kv;
+        return true;
+}
+
 /* ---- create ---------------------------------------------------------------------- */
 
 static int write_token_file(const char *path, const char *token);
@@ -368,11 +383,8 @@ static int do_create(int argc, char **argv) {
                         so.pids = (int64_t)u;
                         break;
                 case 'e':
-                        if (!cli_env_ok(optarg))
-                                return usage_error(cmd->name, "invalid environment entry '%s' (want K=V)", optarg);
-                        if (nenv >= MAX_ENV)
-                                return usage_error(cmd->name, "more than %d --env entries", MAX_ENV);
-                        env[nenv++] = optarg;
+                        if (!add_env(cmd, env, &nenv, optarg))
+                                return EXIT_USAGE;
                         break;
                 case 'n': so.network = true; break;
                 case 'j': json = true; break;
@@ -482,11 +494,8 @@ static int do_exec(int argc, char **argv) {
                 case 'i': interactive = true; break;
                 case 'w': eo.cwd = optarg; break;
                 case 'e':
-                        if (!cli_env_ok(optarg))
-                                return usage_error(cmd->name, "invalid environment entry '%s' (want K=V)", optarg);
-                        if (nenv >= MAX_ENV)
-                                return usage_error(cmd->name, "more than %d --env entries", MAX_ENV);
-                        env[nenv++] = optarg;
+                        if (!add_env(cmd, env, &nenv, optarg))
+                                return EXIT_USAGE;
                         break;
                 case 'T':
                         if (cli_parse_positive(optarg, CLI_MAX_TIMEOUT_S, &tmo) < 0)
