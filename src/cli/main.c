@@ -262,9 +262,16 @@ static int print_pretty_json(const char *json) {
         return EXIT_SUCCESS;
 }
 
-static int get_json_and_print(space_client *c, const char *path) {
+/* --json prints what the daemon sent, on one line; without it, indented for people. */
+static int print_json(const char *json, bool raw) {
+        return raw ? print_raw_json(json) : print_pretty_json(json);
+}
+
+/* GETs path (under session s when given, else of the daemon) and prints the answer as it
+ * came. */
+static int get_json_and_print(space_client *c, space_session *s, const char *path) {
         _cleanup_free_ char *json = NULL;
-        int r = space_get_json(c, path, &json);
+        int r = s ? space_session_get_json(s, path, &json) : space_get_json(c, path, &json);
         if (r < 0)
                 return api_fail(c, r);
         return print_raw_json(json);
@@ -709,7 +716,7 @@ static int do_ls(int argc, char **argv) {
         if (r)
                 return r;
         if (o.json) {
-                r = get_json_and_print(cl, "/v1/sessions");
+                r = get_json_and_print(cl, NULL, "/v1/sessions");
                 space_client_free(cl);
                 return r;
         }
@@ -768,9 +775,7 @@ static int do_ps(int argc, char **argv) {
         if (r)
                 return r;
         if (o.json) {
-                _cleanup_free_ char *text = NULL;
-                int e = space_session_get_json(s, "/processes", &text);
-                r = e < 0 ? api_fail(cl, e) : print_raw_json(text);
+                r = get_json_and_print(cl, s, "/processes");
         } else {
                 struct space_process *p = NULL;
                 size_t n = 0;
@@ -832,7 +837,7 @@ static int do_inspect(int argc, char **argv) {
         int r = open_both(o.host, argv[optind], &cl, &s);
         if (r)
                 return r;
-        r = o.json ? print_raw_json(space_session_json(s)) : print_pretty_json(space_session_json(s));
+        r = print_json(space_session_json(s), o.json);
         space_session_free(s);
         space_client_free(cl);
         return r;
@@ -1271,7 +1276,7 @@ static int do_template_ls(int argc, char **argv) {
         if (r)
                 return r;
         if (o.json) {
-                r = get_json_and_print(cl, "/v1/templates");
+                r = get_json_and_print(cl, NULL, "/v1/templates");
                 space_client_free(cl);
                 return r;
         }
@@ -1349,7 +1354,7 @@ static int do_health(int argc, char **argv) {
         int r = open_client(&cl, o.host);
         if (r)
                 return r;
-        r = get_json_and_print(cl, "/v1/health");
+        r = get_json_and_print(cl, NULL, "/v1/health");
         space_client_free(cl);
         return r;
 }
@@ -1484,9 +1489,7 @@ static int do_snapshots(int argc, char **argv) {
         if (r)
                 return r;
         if (o.json) {
-                _cleanup_free_ char *text = NULL;
-                int e = space_session_get_json(s, "/snapshots", &text);
-                r = e < 0 ? api_fail(cl, e) : print_raw_json(text);
+                r = get_json_and_print(cl, s, "/snapshots");
                 goto out;
         }
         struct space_snapshot_info *v = NULL;
@@ -1909,7 +1912,7 @@ static int do_connect(int argc, char **argv) {
         if (e < 0)
                 r = api_fail(cl, e);
         else
-                r = json ? print_raw_json(space_session_json(s)) : print_pretty_json(space_session_json(s));
+                r = print_json(space_session_json(s), json);
         space_session_free(s);
         space_client_free(cl);
         return r;
@@ -2000,7 +2003,7 @@ static int do_pool(int argc, char **argv) {
         if (e < 0)
                 r = api_fail(cl, e);
         else
-                r = o.json ? print_raw_json(out) : print_pretty_json(out);
+                r = print_json(out, o.json);
         free(out);
         space_client_free(cl);
         return r;
