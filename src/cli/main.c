@@ -692,6 +692,35 @@ static int do_kill(int argc, char **argv) {
 
 /* ---- ls / ps / inspect / rm ------------------------------------------------------ */
 
+/* A command that prints a list: with --json the daemon's document at json_path, else the
+ * table print_rows makes of the rows it fetches (their ids only with --quiet). */
+struct list_cmd {
+        const struct cmd *cmd;
+        bool on_session;       /* takes a session id; json_path is under it */
+        const char *json_path;
+        int (*print_rows)(space_client *c, space_session *s, bool quiet);
+};
+
+static int run_list_cmd(const struct list_cmd *lc, int argc, char **argv) {
+        const struct cmd *cmd = lc->cmd;
+        struct simple_opts o;
+        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON | SIMPLE_QUIET, &o);
+        if (rc0 >= 0)
+                return rc0;
+        int nargs = lc->on_session ? 1 : 0;
+        if (!args_ok(cmd, argc, argv, nargs, nargs, "session id", NULL))
+                return EXIT_USAGE;
+        space_client *cl = NULL;
+        space_session *s = NULL;
+        int r = lc->on_session ? open_both(o.host, argv[optind], &cl, &s) : open_client(&cl, o.host);
+        if (r)
+                return r;
+        r = o.json ? get_json_and_print(cl, s, lc->json_path) : lc->print_rows(cl, s, o.quiet);
+        space_session_free(s);
+        space_client_free(cl);
+        return r;
+}
+
 static const struct cmd cmd_ls = { "ls",
         "Usage: space ls [OPTIONS]\n"
         "\n"
@@ -703,36 +732,18 @@ static const struct cmd cmd_ls = { "ls",
         "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
         "  -h, --help            show this help\n" };
 
-static int do_ls(int argc, char **argv) {
-        const struct cmd *cmd = &cmd_ls;
-        struct simple_opts o;
-        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON | SIMPLE_QUIET, &o);
-        if (rc0 >= 0)
-                return rc0;
-        if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
-                return EXIT_USAGE;
-        space_client *cl = NULL;
-        int r = open_client(&cl, o.host);
-        if (r)
-                return r;
-        if (o.json) {
-                r = get_json_and_print(cl, NULL, "/v1/sessions");
-                space_client_free(cl);
-                return r;
-        }
+static int print_session_rows(space_client *cl, space_session *s, bool quiet) {
+        (void)s;
         struct space_session_info *v = NULL;
         size_t n = 0;
         int e = space_session_list(cl, &v, &n);
-        if (e < 0) {
-                r = api_fail(cl, e);
-                space_client_free(cl);
-                return r;
-        }
-        if (!o.quiet)
+        if (e < 0)
+                return api_fail(cl, e);
+        if (!quiet)
                 printf("%-22s %-10s %-12s %-10s %-5s %-6s %s\n", "ID", "STATE", "TEMPLATE", "MEMORY", "CPUS", "PIDS",
                        "CREATED");
         for (size_t i = 0; i < n; i++) {
-                if (o.quiet) {
+                if (quiet) {
                         printf("%s\n", v[i].id);
                         continue;
                 }
@@ -747,8 +758,12 @@ static int do_ls(int argc, char **argv) {
                        pids, v[i].created_at);
         }
         free(v);
-        space_client_free(cl);
         return EXIT_SUCCESS;
+}
+
+static int do_ls(int argc, char **argv) {
+        static const struct list_cmd lc = { &cmd_ls, false, "/v1/sessions", print_session_rows };
+        return run_list_cmd(&lc, argc, argv);
 }
 
 static const struct cmd cmd_ps = { "ps",
@@ -1263,35 +1278,17 @@ static int do_template_build(int argc, char **argv) {
         return r;
 }
 
-static int do_template_ls(int argc, char **argv) {
-        const struct cmd *cmd = &cmd_template_ls;
-        struct simple_opts o;
-        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON | SIMPLE_QUIET, &o);
-        if (rc0 >= 0)
-                return rc0;
-        if (!args_ok(cmd, argc, argv, 0, 0, NULL, NULL))
-                return EXIT_USAGE;
-        space_client *cl = NULL;
-        int r = open_client(&cl, o.host);
-        if (r)
-                return r;
-        if (o.json) {
-                r = get_json_and_print(cl, NULL, "/v1/templates");
-                space_client_free(cl);
-                return r;
-        }
+static int print_template_rows(space_client *cl, space_session *s, bool quiet) {
+        (void)s;
         struct space_template_info *v = NULL;
         size_t n = 0;
         int e = space_template_list(cl, &v, &n);
-        if (e < 0) {
-                r = api_fail(cl, e);
-                space_client_free(cl);
-                return r;
-        }
-        if (!o.quiet)
+        if (e < 0)
+                return api_fail(cl, e);
+        if (!quiet)
                 printf("%-24s %-10s %s\n", "NAME", "SIZE", "CREATED");
         for (size_t i = 0; i < n; i++) {
-                if (o.quiet) {
+                if (quiet) {
                         printf("%s\n", v[i].name);
                         continue;
                 }
@@ -1300,8 +1297,12 @@ static int do_template_ls(int argc, char **argv) {
                 printf("%-24s %-10s %s\n", v[i].name, size, v[i].created_at);
         }
         free(v);
-        space_client_free(cl);
         return EXIT_SUCCESS;
+}
+
+static int do_template_ls(int argc, char **argv) {
+        static const struct list_cmd lc = { &cmd_template_ls, false, "/v1/templates", print_template_rows };
+        return run_list_cmd(&lc, argc, argv);
 }
 
 static int do_template_rm(int argc, char **argv) {
@@ -1475,34 +1476,16 @@ static const struct cmd cmd_snapshots = { "snapshots",
         "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
         "  -h, --help            show this help\n" };
 
-static int do_snapshots(int argc, char **argv) {
-        const struct cmd *cmd = &cmd_snapshots;
-        struct simple_opts o;
-        int rc0 = parse_simple_opts(cmd, argc, argv, SIMPLE_JSON | SIMPLE_QUIET, &o);
-        if (rc0 >= 0)
-                return rc0;
-        if (!args_ok(cmd, argc, argv, 1, 1, "session id", NULL))
-                return EXIT_USAGE;
-        space_client *cl;
-        space_session *s;
-        int r = open_both(o.host, argv[optind], &cl, &s);
-        if (r)
-                return r;
-        if (o.json) {
-                r = get_json_and_print(cl, s, "/snapshots");
-                goto out;
-        }
+static int print_snapshot_rows(space_client *cl, space_session *s, bool quiet) {
         struct space_snapshot_info *v = NULL;
         size_t n = 0;
         int e = space_snapshot_list(s, &v, &n);
-        if (e < 0) {
-                r = api_fail(cl, e);
-                goto out;
-        }
-        if (!o.quiet)
+        if (e < 0)
+                return api_fail(cl, e);
+        if (!quiet)
                 printf("%-22s %-24s %-8s %-10s %-10s %s\n", "ID", "CREATED", "REASON", "ADDED", "SIZE", "LABEL");
         for (size_t i = 0; i < n; i++) {
-                if (o.quiet) {
+                if (quiet) {
                         printf("%s\n", v[i].id);
                         continue;
                 }
@@ -1513,10 +1496,12 @@ static int do_snapshots(int argc, char **argv) {
                        v[i].label);
         }
         free(v);
-out:
-        space_session_free(s);
-        space_client_free(cl);
-        return r;
+        return EXIT_SUCCESS;
+}
+
+static int do_snapshots(int argc, char **argv) {
+        static const struct list_cmd lc = { &cmd_snapshots, true, "/snapshots", print_snapshot_rows };
+        return run_list_cmd(&lc, argc, argv);
 }
 
 /* pause, resume: the same shape, one call per id */
