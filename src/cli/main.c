@@ -267,6 +267,14 @@ static int print_json(const char *json, bool raw) {
         return raw ? print_raw_json(json) : print_pretty_json(json);
 }
 
+/* A session a command made or changed: its object with --json, else its id. */
+static void print_session(space_session *s, bool json) {
+        if (json)
+                print_raw_json(space_session_json(s));
+        else
+                printf("%s\n", space_session_id(s));
+}
+
 /* GETs path (under session s when given, else of the daemon) and prints the answer as it
  * came. */
 static int get_json_and_print(space_client *c, space_session *s, const char *path) {
@@ -422,10 +430,7 @@ static int do_create(int argc, char **argv) {
                 else
                         r = errorf("spaced returned no token for %s", space_session_id(s));
         }
-        if (json)
-                print_raw_json(space_session_json(s));
-        else
-                printf("%s\n", space_session_id(s));
+        print_session(s, json);
         space_session_free(s);
         space_client_free(cl);
         return r;
@@ -1598,10 +1603,8 @@ static int do_restore(int argc, char **argv) {
         int e = space_session_restore(s, argv[optind + 1]);
         if (e < 0)
                 r = api_fail(cl, e);
-        else if (o.json)
-                print_raw_json(space_session_json(s));
         else
-                printf("%s\n", space_session_id(s));
+                print_session(s, o.json);
         space_session_free(s);
         space_client_free(cl);
         return r;
