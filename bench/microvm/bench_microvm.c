@@ -133,12 +133,14 @@ static void bench_create(const struct runtime_ops *ops, const char *what, const 
 static uint32_t chunkings[BENCH_MAX_CHUNKINGS] = { 0, STORE_FIXED_CHUNK_IMAGE };
 static size_t n_chunkings = 2;
 static bool second_only;
+static const char *keep_dir;  /* --keep: the second-snapshot images are moved here */
+static const char *before_cmd; /* --before: run in the VM before the first checkpoint */
 
 static uint64_t store_dir(struct store *st, const char *dir, const struct store_hash *parent, uint32_t chunk,
-                          struct store_hash *ret, uint64_t *ret_objects) {
+                          bool delta, struct store_hash *ret, uint64_t *ret_objects) {
         struct store_op_stats stats = { 0 };
         struct store_capture_opts o = { .session = "bench", .reason = STORE_REASON_MANUAL, .fixed_chunk = chunk,
-                                        .stats = &stats };
+                                        .no_delta = !delta, .stats = &stats };
         if (store_capture(st, dir, parent, &o, ret) < 0)
                 return 0;
         if (ret_objects)
@@ -147,7 +149,7 @@ static uint64_t store_dir(struct store *st, const char *dir, const struct store_
 }
 
 /* What the second image's file `name` alone adds to a fresh store holding the first's. */
-static uint64_t file_share(const char *d1, const char *d2, const char *name, uint32_t chunk) {
+static uint64_t file_share(const char *d1, const char *d2, const char *name, uint32_t chunk, bool delta) {
         char m1[720], m2[720], f[800], t[800], sdir[720];
         snprintf(m1, sizeof m1, "%s-only", d1);
         snprintf(m2, sizeof m2, "%s-only", d2);
@@ -164,8 +166,8 @@ static uint64_t file_share(const char *d1, const char *d2, const char *name, uin
         struct store_opts so = { STORE_OPTS_INIT, .create = true };
         if (ok && store_open(sdir, &so, &st) == 0) {
                 struct store_hash g1, g2;
-                (void)store_dir(st, m1, NULL, chunk, &g1, NULL);
-                second = store_dir(st, m2, &g1, chunk, &g2, NULL);
+                (void)store_dir(st, m1, NULL, chunk, delta, &g1, NULL);
+                second = store_dir(st, m2, &g1, chunk, delta, &g2, NULL);
                 store_free(st);
         }
         rt_rm_rf(m1);
@@ -226,7 +228,8 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
         snprintf(d2, sizeof d2, "%s/dedup-%s-2", work, label);
         if (box_create(&b, ops, NULL) < 0 || rt_mkdir_p(d1, 0755) < 0 || rt_mkdir_p(d2, 0755) < 0)
                 goto out;
-        if (ops->checkpoint(b.sb, d1, true) < 0 || box_exec(&b, change) < 0 || ops->checkpoint(b.sb, d2, false) < 0) {
+        if ((before_cmd && box_exec(&b, before_cmd) < 0) || ops->checkpoint(b.sb, d1, true) < 0 ||
+            box_exec(&b, change) < 0 || ops->checkpoint(b.sb, d2, false) < 0) {
                 fprintf(stderr, "bench-microvm: %s: %s\n", label, runtime_last_error());
                 goto out;
         }
@@ -240,8 +243,12 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
                 if (stat(mp, &m) == 0)
                         mem += (long long)m.st_blocks * 512;
         }
-        for (size_t k = 0; k < n_chunkings; k++) {
-                uint32_t chunk = chunkings[k];
+        /* deltas apply to fixed chunks only: CDC once, fixed sizes with and without */
+        for (size_t k2 = 0; k2 < 2 * n_chunkings; k2++) {
+                uint32_t chunk = chunkings[k2 / 2];
+                bool delta = k2 % 2 == 0;
+                if (chunk == 0 && delta)
+                        continue;
                 snprintf(sdir, sizeof sdir, "%s/store-%s-%u", work, label, chunk);
                 struct store *st = NULL;
                 struct store_opts so = { STORE_OPTS_INIT, .create = true };
@@ -249,23 +256,26 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
                         continue;
                 struct store_hash h1, h2;
                 uint64_t o1 = 0, o2 = 0;
-                uint64_t first = store_dir(st, d1, NULL, chunk, &h1, &o1), second = store_dir(st, d2, &h1, chunk, &h2, &o2);
+                uint64_t first = store_dir(st, d1, NULL, chunk, delta, &h1, &o1),
+                         second = store_dir(st, d2, &h1, chunk, delta, &h2, &o2);
                 store_free(st);
                 rt_rm_rf(sdir);
                 /* the second snapshot's bytes by file: the device-state stream, the RAM file
                  * and the disk overlay; the rest is the image's small files */
-                uint64_t state = file_share(d1, d2, "memory", chunk), ram = file_share(d1, d2, "ram", chunk),
-                         disk = file_share(d1, d2, "disk.qcow2", chunk);
+                uint64_t state = file_share(d1, d2, "memory", chunk, delta),
+                         ram = file_share(d1, d2, "ram", chunk, delta),
+                         disk = file_share(d1, d2, "disk.qcow2", chunk, delta);
                 struct ram_diff rd = { 0 };
                 (void)ram_compare(d1, d2, chunk ? chunk : STORE_CHUNK_AVG, &rd);
                 printf("{\"bench\":\"microvm\",\"driver\":\"%s\",\"accel\":\"%s\",\"what\":\"second snapshot\","
-                       "\"change\":\"%s\",\"chunking\":\"%s\",\"chunk_bytes\":%u,\"memory_image_data_bytes\":%lld,"
+                       "\"change\":\"%s\",\"before\":\"%s\",\"chunking\":\"%s\",\"chunk_bytes\":%u,\"deltas\":%s,\"memory_image_data_bytes\":%lld,"
                        "\"first_stored_bytes\":%llu,\"first_objects\":%llu,\"second_stored_bytes\":%llu,"
                        "\"second_objects\":%llu,\"second_state_bytes\":%llu,\"second_ram_bytes\":%llu,"
                        "\"second_disk_bytes\":%llu,\"second_memory_bytes\":%llu,\"ram_pages_changed\":%llu,"
                        "\"ram_pages_changed_to_zero\":%llu,\"ram_chunks_changed\":%llu,\"ram_chunks\":%llu,"
                        "\"ratio_pct\":%.2f}\n",
-                       ops->name, accel_of(ops->name), label, chunk ? "fixed" : "cdc", chunk, mem,
+                       ops->name, accel_of(ops->name), label, before_cmd ? before_cmd : "", chunk ? "fixed" : "cdc", chunk,
+                       delta ? "true" : "false", mem,
                        (unsigned long long)first, (unsigned long long)o1, (unsigned long long)second,
                        (unsigned long long)o2, (unsigned long long)state, (unsigned long long)ram,
                        (unsigned long long)disk, (unsigned long long)(state + ram), (unsigned long long)rd.pages,
@@ -275,6 +285,15 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
         }
 out:
         box_destroy(&b);
+        if (keep_dir) {
+                char k1[700], k2[700];
+                snprintf(k1, sizeof k1, "%s/%s-1", keep_dir, label);
+                snprintf(k2, sizeof k2, "%s/%s-2", keep_dir, label);
+                rt_rm_rf(k1);
+                rt_rm_rf(k2);
+                if (rt_mkdir_p(keep_dir, 0755) < 0 || rename(d1, k1) < 0 || rename(d2, k2) < 0)
+                        fprintf(stderr, "bench-microvm: --keep %s: %m\n", keep_dir);
+        }
         rt_rm_rf(d1);
         rt_rm_rf(d2);
 }
@@ -397,9 +416,11 @@ int main(int argc, char **argv) {
                                               { "chunk", required_argument, NULL, 'c' },
                                               { "driver", required_argument, NULL, 'd' },
                                               { "second-only", no_argument, NULL, 's' },
+                                              { "keep", required_argument, NULL, 'k' },
+                                              { "before", required_argument, NULL, 'b' },
                                               { "help", no_argument, NULL, 'h' },
                                               {} };
-        while ((c = getopt_long(argc, argv, "n:c:d:sh", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "n:c:d:sk:b:h", opts, NULL)) >= 0) {
                 if (c == 'n') {
                         runs = (unsigned)atoi(optarg);
                         if (runs < 1 || runs > BENCH_MAX_RUNS) {
@@ -418,14 +439,22 @@ int main(int argc, char **argv) {
                         only_driver = optarg;
                 } else if (c == 's') {
                         second_only = true;
+                } else if (c == 'k') {
+                        keep_dir = optarg;
+                } else if (c == 'b') {
+                        before_cmd = optarg;
                 } else {
                         printf("usage: bench-microvm [--runs N] [--driver ns|gvisor|microvm] [--second-only]\n"
-                               "                     [--chunk SIZES]\n"
+                               "                     [--chunk SIZES] [--keep DIR] [--before CMD]\n"
                                "  --driver       run one driver only (default: all the table has)\n"
                                "  --second-only  only the second-snapshot measurement (no timings)\n"
                                "  --chunk        comma-separated chunkings the second snapshot is stored with,\n"
                                "                 each in a fresh store: 0 = content-defined, else a fixed size\n"
                                "                 (power of two, %u..%u); default 0,%u (spaced uses %u for microvm)\n"
+                               "  --before       run CMD (sh -c) in the VM before the first of the two\n"
+                               "                 checkpoints (e.g. 'true': the shell's pages are then cached)\n"
+                               "  --keep         keep the two images of each second-snapshot change in\n"
+                               "                 DIR/CHANGE-1 and DIR/CHANGE-2 (same file system as /var/tmp)\n"
                                "  (root; SPACE_TEST_DATA: data dir with the base template, default\n"
                                "   /var/tmp/space-microvm-test)\n",
                                STORE_FIXED_CHUNK_MIN, STORE_FIXED_CHUNK_MAX, STORE_FIXED_CHUNK_IMAGE, STORE_FIXED_CHUNK_IMAGE);

@@ -123,6 +123,8 @@ struct job {
         bool has_memory;                       /* the result holds one */
         char *mem_dir;
         struct store_hash memory_snap;
+        bool has_mem_parent;                   /* capture: the head's memory image, the parent */
+        struct store_hash mem_parent;          /* of memory_snap (changed chunks stored as deltas) */
         struct store_op_stats mem_stats;
         char mem_err[256];                     /* capture: why there is none */
         uint64_t checkpoint_us;
@@ -787,13 +789,23 @@ static void memory_capture(struct job *j) {
                 return;
         }
         /* Images rewritten in place at scattered pages (microvm's RAM and disk): fixed-size
-         * chunks, so a dirty page costs 16 KiB, not a ~128 KiB content-defined chunk. */
+         * chunks, so a dirty page costs one chunk, not a ~128 KiB content-defined one, and
+         * with the last image as parent that chunk is stored as its difference. */
         struct store_capture_opts o = { .session = j->session, .label = "memory", .reason = j->sreason,
                                         .fixed_chunk = j->rt->image_in_place ? STORE_FIXED_CHUNK_IMAGE : 0,
                                         .stats = &j->mem_stats };
         r = -EAGAIN;
         for (int i = 0; i < DUR_CAPTURE_TRIES && r == -EAGAIN; i++)
-                r = store_capture(j->d->store, j->mem_dir, NULL, &o, &j->memory_snap);
+                r = store_capture(j->d->store, j->mem_dir, j->has_mem_parent ? &j->mem_parent : NULL, &o,
+                                  &j->memory_snap);
+        if (r < 0 && j->has_mem_parent) {
+                /* the head's image is only a reference for deltas: without it, store it whole */
+                log_warn("%s: storing the memory image against the last one: %s; storing it whole", j->session,
+                         strerror(-r));
+                r = -EAGAIN;
+                for (int i = 0; i < DUR_CAPTURE_TRIES && r == -EAGAIN; i++)
+                        r = store_capture(j->d->store, j->mem_dir, NULL, &o, &j->memory_snap);
+        }
         if (r < 0)
                 snprintf(j->mem_err, sizeof j->mem_err, "storing the memory image: %s", strerror(-r));
         else
@@ -1083,6 +1095,12 @@ static int capture_begin(struct action *a, enum meta_snapshot_reason reason, boo
                         return -ENOMEM;
                 }
                 j->memory = true;
+                /* the head's image as parent: an in-place image's changed chunks are then
+                 * stored as deltas to it (docs/store.md) */
+                struct meta_snapshot hm;
+                j->has_mem_parent = s->rt->image_in_place && s->head[0] &&
+                                    meta_snapshot_get(s->d->meta, s->head, &hm) == 0 && hm.memory_hash[0] &&
+                                    store_hash_from_hex(hm.memory_hash, &j->mem_parent) == 0;
                 if (!live)
                         ses_quiesce(s, 503, thaw ? "the session is taking a memory snapshot" : "the session is being paused");
         }

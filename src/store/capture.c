@@ -223,6 +223,7 @@ struct file_job {
 struct run_task {
         struct pool_task task;
         struct capture *c;
+        const struct t_entry *old; /* the parent's version of the file, when deltas are wanted */
         size_t n, len;
         struct t_chunk *slots[RUN_MAX];
         uint8_t data[];
@@ -249,22 +250,45 @@ static void task_done(struct capture *c) {
         pool_notify(c->s->pool);
 }
 
+/* The parent's chunk at exactly [off, off + len), or NULL (chunks are sorted by offset). */
+static const struct t_chunk *old_chunk_at(const struct t_entry *old, uint64_t off, uint32_t len) {
+        size_t lo = 0, hi = old->nchunks;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                const struct t_chunk *k = &old->chunks[mid];
+                if (k->off == off)
+                        return k->len == len ? k : NULL;
+                if (k->off < off)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return NULL;
+}
+
 static void run_run(struct pool_task *pt) {
         struct run_task *t = (struct run_task *)pt;
         struct capture *c = t->c;
         if (!atomic_load(&c->err)) {
                 struct blk_obj v[RUN_MAX];
-                size_t o = 0;
-                for (size_t i = 0; i < t->n; i++) {
-                        v[i] = (struct blk_obj){ .data = t->data + o, .len = t->slots[i]->len };
-                        o += t->slots[i]->len;
+                size_t o = 0, k = 0;
+                int r = 0;
+                for (size_t i = 0; i < t->n && r >= 0; i++) {
+                        struct t_chunk *slot = t->slots[i];
+                        const uint8_t *d = t->data + o;
+                        o += slot->len;
+                        store_sha256(d, slot->len, &slot->hash);
+                        /* a chunk rewritten in place: maybe only its difference to the old one */
+                        const struct t_chunk *prev = t->old ? old_chunk_at(t->old, slot->off, slot->len) : NULL;
+                        if (prev && (r = txn_put_delta(c->txn, d, slot->len, &slot->hash, &prev->hash, c->op)) != 0)
+                                continue;
+                        v[k] = (struct blk_obj){ .data = d, .len = slot->len, .hash = slot->hash };
+                        k++;
                 }
-                int r = txn_put_run(c->txn, OBJ_CHUNK, v, t->n);
+                if (r >= 0 && k)
+                        r = txn_put_run(c->txn, OBJ_CHUNK, v, k, true);
                 if (r < 0)
                         cap_fail(c, r);
-                else
-                        for (size_t i = 0; i < t->n; i++)
-                                t->slots[i]->hash = v[i].hash;
         }
         free(t);
         pool_budget_give(c->s->pool, RUN_CAP);
@@ -298,6 +322,7 @@ static int emit_chunk(struct capture *c, struct cnode *n, struct run_task **run,
                 }
                 t->task.fn = run_run;
                 t->c = c;
+                t->old = c->o->fixed_chunk && !c->o->no_delta && n->old && n->old->type == T_REG ? n->old : NULL;
                 t->n = t->len = 0;
                 *run = t;
         }

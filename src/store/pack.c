@@ -62,7 +62,7 @@ static int blk_hdr_parse(const uint8_t *p, struct blk_hdr *ret) {
                 return store_fail(-EBADMSG, "bad block magic");
         struct blk_hdr h = { .codec = p[4], .nobj = get_le16(p + 6), .plain_len = get_le32(p + 8),
                              .stored_len = get_le32(p + 12) };
-        if (h.codec > BLOCK_ZSTD || p[5])
+        if (h.codec > BLOCK_DELTA || p[5])
                 return store_fail(-EBADMSG, "invalid block codec");
         if (h.nobj == 0 || h.nobj > BLOCK_MAX_OBJECTS)
                 return store_fail(-EBADMSG, "block claims %u objects (limit %u)", h.nobj, BLOCK_MAX_OBJECTS);
@@ -70,6 +70,8 @@ static int blk_hdr_parse(const uint8_t *p, struct blk_hdr *ret) {
                 return store_fail(-EBADMSG, "block claims %u bytes (limit %u)", h.plain_len, STORE_MAX_OBJECT);
         if (h.codec == BLOCK_RAW && h.stored_len != h.plain_len)
                 return store_fail(-EBADMSG, "raw block with differing lengths");
+        if (h.codec == BLOCK_DELTA && (h.nobj != 1 || h.stored_len <= DELTA_HEAD))
+                return store_fail(-EBADMSG, "delta block with %u objects or no frame", h.nobj);
         h.size = BLOCK_HEADER + (uint64_t)h.nobj * BLOCK_OBJ + h.stored_len;
         *ret = h;
         return 0;
@@ -113,9 +115,10 @@ static int idx_decode(const uint8_t *idx, size_t n, uint64_t data_end, struct pa
                 uint64_t bk = get_le64(q + 32);
                 e->kind = (uint8_t)(bk >> 56);
                 e->block = bk & ((UINT64_C(1) << 48) - 1);
+                e->delta = (bk & IDX_DELTA) != 0;
                 e->off = get_le32(q + 40);
                 e->len = get_le32(q + 44);
-                if (bk & (UINT64_C(0xff) << 48) || e->kind >= _OBJ_KIND_MAX)
+                if (bk & (UINT64_C(0xff) << 48) & ~IDX_DELTA || e->kind >= _OBJ_KIND_MAX)
                         return store_fail(-EBADMSG, "index entry %zu: reserved bits set", i);
                 if (e->block < PACK_HEADER || e->block + BLOCK_HEADER > data_end)
                         return store_fail(-EBADMSG, "index entry %zu points outside the blocks", i);
@@ -138,7 +141,7 @@ static int pack_load_index(int fd, uint64_t size, struct pack *p) {
                 return store_fail(k < 0 ? (int)k : -EIO, "cannot read the trailer");
         if (memcmp(t, PACK_TRAILER_MAGIC, 4) || memcmp(t + 56, PACK_END_MAGIC, 8))
                 return store_fail(-EBADMSG, "no trailer at the end: torn or truncated");
-        if (t[4] != PACK_VERSION || t[5] || t[6] || t[7] || get_le32(t + 20))
+        if ((t[4] != PACK_VERSION && t[4] != PACK_VERSION_DELTA) || t[5] || t[6] || t[7] || get_le32(t + 20))
                 return store_fail(-EBADMSG, "trailer of an unsupported version");
         uint64_t idx_off = get_le64(t + 8);
         uint32_t n = get_le32(t + 16);
@@ -200,10 +203,10 @@ static int pack_rebuild(int fd, uint64_t size, struct pack *p) {
                         sum += get_le32(tab + i * BLOCK_OBJ);
                         ok = ok && tab[i * BLOCK_OBJ + 4] < _OBJ_KIND_MAX;
                 }
-                if (!ok || sum != h.plain_len)
+                if (!ok || sum != h.plain_len || (h.codec == BLOCK_DELTA && tab[4] != OBJ_CHUNK))
                         break;
                 uint8_t *stored = malloc(h.stored_len ? h.stored_len : 1);
-                uint8_t *plain = h.codec == BLOCK_ZSTD ? malloc(h.plain_len ? h.plain_len : 1) : stored;
+                uint8_t *plain = h.codec != BLOCK_RAW ? malloc(h.plain_len ? h.plain_len : 1) : stored;
                 if (!stored || !plain) {
                         free(stored);
                         if (plain != stored)
@@ -211,8 +214,13 @@ static int pack_rebuild(int fd, uint64_t size, struct pack *p) {
                         r = -ENOMEM;
                         break;
                 }
-                ok = pread_full(fd, stored, h.stored_len, off + BLOCK_HEADER + tl) == (ssize_t)h.stored_len &&
-                     (h.codec == BLOCK_RAW || z_decompress(stored, h.stored_len, plain, h.plain_len) == 0);
+                ok = pread_full(fd, stored, h.stored_len, off + BLOCK_HEADER + tl) == (ssize_t)h.stored_len;
+                /* a delta's plain bytes need its base, maybe in another pack: its frame must
+                 * decode, and its hash is the one it records (checked on every read) */
+                if (ok && h.codec == BLOCK_DELTA)
+                        ok = z_decompress(stored + DELTA_HEAD, h.stored_len - DELTA_HEAD, plain, h.plain_len) == 0;
+                else if (ok && h.codec == BLOCK_ZSTD)
+                        ok = z_decompress(stored, h.stored_len, plain, h.plain_len) == 0;
                 uint32_t o = 0;
                 for (unsigned i = 0; ok && i < h.nobj; i++) {
                         uint32_t len = get_le32(tab + i * BLOCK_OBJ);
@@ -227,7 +235,11 @@ static int pack_rebuild(int fd, uint64_t size, struct pack *p) {
                                 sc.cap = nc;
                         }
                         struct pack_ent *e = &sc.e[sc.n++];
-                        store_sha256(plain + o, len, &e->hash);
+                        if (h.codec == BLOCK_DELTA)
+                                memcpy(e->hash.b, stored + STORE_HASH_LEN, STORE_HASH_LEN);
+                        else
+                                store_sha256(plain + o, len, &e->hash);
+                        e->delta = h.codec == BLOCK_DELTA;
                         e->block = off;
                         e->off = o;
                         e->len = len;
@@ -277,7 +289,7 @@ static int pack_load(struct store *s, const char *name, struct pack **ret) {
         uint8_t hb[PACK_HEADER];
         if (pread_full(fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb || memcmp(hb, PACK_MAGIC, 4))
                 return store_fail(-EMEDIUMTYPE, "not a pack (bad magic)");
-        if (hb[4] != PACK_VERSION)
+        if (hb[4] != PACK_VERSION && hb[4] != PACK_VERSION_DELTA)
                 return store_fail(-EMEDIUMTYPE, "pack format version %u is not supported", hb[4]);
         struct pack *p = calloc(1, sizeof *p);
         if (!p)
@@ -641,10 +653,45 @@ uint64_t store_op_id(void) {
         return atomic_fetch_add(&next, 1);
 }
 
-/* Reads and decodes block hdr at off: *plain (malloc'd) holds plain_len bytes. With want
- * (a raw block), only [want_off, want_off + want_len) is read. */
-static int block_load(int fd, const struct pack *p, uint64_t off, struct blk_hdr *ret_h, uint8_t **ret_tab,
-                      uint8_t **ret_plain, uint64_t *bytes_read) {
+/* Delta blocks being resolved by this thread: a base must be stored plain. */
+static _Thread_local unsigned delta_depth;
+
+/* The plain bytes of a delta block's object: its frame's content XOR its base (read
+ * through the store, hash-checked). payload is the block's stored bytes. */
+static int delta_apply(struct store *s, const uint8_t *payload, uint32_t stored_len, uint8_t *plain, uint32_t plain_len,
+                       uint64_t op, uint64_t *bytes_read) {
+        char hex[STORE_HEX_LEN + 1];
+        struct store_hash base;
+        memcpy(base.b, payload, STORE_HASH_LEN);
+        store_hash_to_hex(&base, hex);
+        if (delta_depth >= STORE_DELTA_DEPTH)
+                return store_fail(-EBADMSG, "it is the base of a delta and itself a delta (depth limit %u)",
+                                  STORE_DELTA_DEPTH);
+        int r = z_decompress(payload + DELTA_HEAD, stored_len - DELTA_HEAD, plain, plain_len);
+        if (r < 0)
+                return r;
+        _cleanup_free_ void *bp = NULL;
+        size_t bl = 0;
+        delta_depth++;
+        r = obj_read_op(s, &base, OBJ_CHUNK, op, &bp, &bl, bytes_read);
+        delta_depth--;
+        if (r < 0) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", store_error_detail());
+                return store_fail(r == -ENOMEM ? r : -EBADMSG, "its delta base: %s", why);
+        }
+        if (bl != plain_len)
+                return store_fail(-EBADMSG, "its delta base %s has %zu bytes, not %u", hex, bl, plain_len);
+        const uint8_t *b = bp;
+        for (uint32_t i = 0; i < plain_len; i++)
+                plain[i] ^= b[i];
+        return 0;
+}
+
+/* Reads and decodes block hdr at off: *plain (malloc'd) holds plain_len bytes (a delta's
+ * resolved through its base, read with op). */
+static int block_load(struct store *s, int fd, const struct pack *p, uint64_t off, uint64_t op, struct blk_hdr *ret_h,
+                      uint8_t **ret_tab, uint8_t **ret_plain, uint64_t *bytes_read) {
         uint8_t hb[BLOCK_HEADER];
         ssize_t k = pread_full(fd, hb, sizeof hb, off);
         if (k < 0)
@@ -677,6 +724,9 @@ static int block_load(int fd, const struct pack *p, uint64_t off, struct blk_hdr
                 sum += get_le32(buf + i * BLOCK_OBJ);
         if (sum != h.plain_len)
                 return store_fail(-EBADMSG, "its block at %llu has a table that does not add up", (unsigned long long)off);
+        if (h.codec == BLOCK_DELTA && buf[4] != OBJ_CHUNK)
+                return store_fail(-EBADMSG, "its delta block at %llu holds a %s", (unsigned long long)off,
+                                  obj_kind_name(buf[4] < _OBJ_KIND_MAX ? (enum obj_kind)buf[4] : OBJ_CHUNK));
         uint8_t *plain = malloc(h.plain_len + 1);
         if (!plain)
                 return -ENOMEM;
@@ -685,6 +735,14 @@ static int block_load(int fd, const struct pack *p, uint64_t off, struct blk_hdr
                 if (r < 0) {
                         free(plain);
                         return store_fail(r, "its block at %llu does not decompress", (unsigned long long)off);
+                }
+        } else if (h.codec == BLOCK_DELTA) {
+                r = delta_apply(s, buf + tl, h.stored_len, plain, h.plain_len, op, bytes_read);
+                if (r < 0) {
+                        char why[600];
+                        snprintf(why, sizeof why, "%s", store_error_detail());
+                        free(plain);
+                        return store_fail(r, "its delta block at %llu: %s", (unsigned long long)off, why);
                 }
         } else
                 memcpy(plain, buf + tl, h.plain_len);
@@ -741,7 +799,7 @@ static int pack_read_ent(struct store *s, struct pack *p, const struct pack_ent 
         }
         struct blk_hdr h;
         uint8_t *plain;
-        int r = block_load(fd, p, e->block, &h, NULL, &plain, bytes_read);
+        int r = block_load(s, fd, p, e->block, op, &h, NULL, &plain, bytes_read);
         if (r < 0)
                 return r;
         if ((uint64_t)e->off + e->len > h.plain_len) {
@@ -896,7 +954,7 @@ int pack_read_block(struct store *s, struct pack *p, const struct pack_ent *cons
                 return fd;
         struct blk_hdr h;
         _cleanup_free_ uint8_t *tab = NULL, *plain = NULL;
-        int r = block_load(fd, p, ents[0]->block, &h, &tab, &plain, bytes_read);
+        int r = block_load(s, fd, p, ents[0]->block, 0, &h, &tab, &plain, bytes_read);
         if (r == -ENOMEM)
                 return r;
         char blockwhy[512] = "";
@@ -928,6 +986,35 @@ int pack_read_block(struct store *s, struct pack *p, const struct pack_ent *cons
                         return x;
         }
         return 0;
+}
+
+int pack_delta_base(struct store *s, struct pack *p, const struct pack_ent *e, struct store_hash *ret) {
+        if (!e->delta)
+                return 0;
+        int fd = pack_fd(s, p);
+        if (fd < 0)
+                return fd;
+        uint8_t b[BLOCK_HEADER + BLOCK_OBJ + STORE_HASH_LEN];
+        struct blk_hdr h;
+        if (pread_full(fd, b, sizeof b, e->block) != (ssize_t)sizeof b)
+                return store_fail(-EBADMSG, "its block at %llu is cut short", (unsigned long long)e->block);
+        int r = blk_hdr_parse(b, &h);
+        if (r < 0)
+                return r;
+        if (h.codec != BLOCK_DELTA)
+                return 0;
+        memcpy(ret->b, b + BLOCK_HEADER + BLOCK_OBJ, STORE_HASH_LEN);
+        return 1;
+}
+
+int obj_delta_base(struct store *s, const struct store_hash *h, struct store_hash *ret) {
+        struct pack *p;
+        struct pack_ent e;
+        if (!packs_lookup(s, h, &p, &e))
+                return -ENOENT;
+        int r = pack_delta_base(s, p, &e, ret);
+        pack_put(p);
+        return r;
 }
 
 int pack_raw_block(struct store *s, struct pack *p, uint64_t block, void **ret, size_t *ret_len) {
@@ -967,6 +1054,7 @@ struct pw_pack {
         struct pack_ent *e;
         size_t n, cap;
         bool sealed, published, loaded;
+        bool delta;  /* holds a delta block: PACK_VERSION_DELTA */
 };
 
 struct small_meta {
@@ -1070,7 +1158,7 @@ static int pw_start_pack(struct pack_writer *w) {
 /* Reserves room for a block of len bytes and records its objects' index entries. The
  * caller writes the block at *ret_off of (*ret)->fd. */
 static int pw_reserve(struct pack_writer *w, size_t len, const struct blk_obj *v, const struct pack_ent *const *src,
-                      size_t n, struct pw_pack **ret, uint64_t *ret_off) {
+                      size_t n, bool delta, struct pw_pack **ret, uint64_t *ret_off) {
         pthread_mutex_lock(&w->mu);
         int r = 0;
         if (!w->cur || (w->cur->off > PACK_HEADER && w->cur->off + len > PACK_TARGET) ||
@@ -1093,12 +1181,13 @@ static int pw_reserve(struct pack_writer *w, size_t len, const struct blk_obj *v
                         struct pack_ent *e = &p->e[p->n++];
                         if (v) {
                                 *e = (struct pack_ent){ .hash = v[i].hash, .block = p->off, .off = o, .len = v[i].len,
-                                                        .kind = v[i].kind };
+                                                        .kind = v[i].kind, .delta = delta };
                                 o += v[i].len;
                         } else {
                                 *e = *src[i];
                                 e->block = p->off;
                         }
+                        p->delta = p->delta || e->delta;
                 }
                 *ret = p;
                 *ret_off = p->off;
@@ -1182,16 +1271,41 @@ int pw_add_block(struct pack_writer *w, const struct blk_obj *v, size_t n, bool 
         struct iovec iov[2] = { { hdr, hl }, { codec == BLOCK_ZSTD ? packed : (void *)plain, stored } };
         struct pw_pack *p;
         uint64_t off;
-        int r = pw_reserve(w, hl + stored, v, NULL, n, &p, &off);
+        int r = pw_reserve(w, hl + stored, v, NULL, n, false, &p, &off);
         if (r < 0)
                 return r;
         return pw_write(w, p, iov, 2, off, hl + stored);
 }
 
+int pw_add_delta(struct pack_writer *w, const struct store_hash *h, const struct store_hash *base, const void *frame,
+                 size_t frame_len, uint32_t plain_len) {
+        if (frame_len == 0 || frame_len + DELTA_HEAD > ZSTD_compressBound(STORE_MAX_OBJECT) || plain_len > STORE_MAX_OBJECT)
+                return -EINVAL;
+        uint8_t hdr[BLOCK_HEADER + BLOCK_OBJ + DELTA_HEAD];
+        memcpy(hdr, BLOCK_MAGIC, 4);
+        hdr[4] = BLOCK_DELTA;
+        hdr[5] = 0;
+        put_le16(hdr + 6, 1);
+        put_le32(hdr + 8, plain_len);
+        put_le32(hdr + 12, (uint32_t)(DELTA_HEAD + frame_len));
+        put_le32(hdr + BLOCK_HEADER, plain_len);
+        hdr[BLOCK_HEADER + 4] = OBJ_CHUNK;
+        memcpy(hdr + BLOCK_HEADER + BLOCK_OBJ, base->b, STORE_HASH_LEN);
+        memcpy(hdr + BLOCK_HEADER + BLOCK_OBJ + STORE_HASH_LEN, h->b, STORE_HASH_LEN);
+        struct iovec iov[2] = { { hdr, sizeof hdr }, { (void *)frame, frame_len } };
+        struct blk_obj o = { .len = plain_len, .kind = OBJ_CHUNK, .hash = *h };
+        struct pw_pack *p;
+        uint64_t off;
+        int r = pw_reserve(w, sizeof hdr + frame_len, &o, NULL, 1, true, &p, &off);
+        if (r < 0)
+                return r;
+        return pw_write(w, p, iov, 2, off, sizeof hdr + frame_len);
+}
+
 int pw_add_raw_block(struct pack_writer *w, const void *blk, size_t len, const struct pack_ent *const *ents, size_t n) {
         struct pw_pack *p;
         uint64_t off;
-        int r = pw_reserve(w, len, NULL, ents, n, &p, &off);
+        int r = pw_reserve(w, len, NULL, ents, n, false, &p, &off);
         if (r < 0)
                 return r;
         struct iovec iov = { (void *)blk, len };
@@ -1281,14 +1395,14 @@ int pw_seal(struct pack_writer *w) {
                 for (size_t i = 0; i < p->n; i++) {
                         uint8_t *q = idx + i * PACK_IDX_ENTRY;
                         memcpy(q, p->e[i].hash.b, STORE_HASH_LEN);
-                        put_le64(q + 32, p->e[i].block | (uint64_t)p->e[i].kind << 56);
+                        put_le64(q + 32, p->e[i].block | (uint64_t)p->e[i].kind << 56 | (p->e[i].delta ? IDX_DELTA : 0));
                         put_le32(q + 40, p->e[i].off);
                         put_le32(q + 44, p->e[i].len);
                 }
                 uint8_t *t = idx + ilen;
                 memset(t, 0, PACK_TRAILER);
                 memcpy(t, PACK_TRAILER_MAGIC, 4);
-                t[4] = PACK_VERSION;
+                t[4] = p->delta ? PACK_VERSION_DELTA : PACK_VERSION;
                 put_le64(t + 8, p->off);
                 put_le32(t + 16, (uint32_t)p->n);
                 struct store_hash sum;
@@ -1296,6 +1410,8 @@ int pw_seal(struct pack_writer *w) {
                 memcpy(t + 24, sum.b, STORE_HASH_LEN);
                 memcpy(t + 56, PACK_END_MAGIC, 8);
                 r = pwrite_full(p->fd, idx, ilen + PACK_TRAILER, p->off);
+                if (r == 0 && p->delta)
+                        r = pwrite_full(p->fd, &t[4], 1, 4); /* the header's version too */
                 if (r == 0 && fsync(p->fd) < 0)
                         r = -errno;
                 if (r < 0)

@@ -94,7 +94,21 @@ struct packset;
 #define BLOCK_SMALL (32u << 10)    /* objects below this share blocks with their neighbours */
 #define PACK_TARGET (64u << 20)    /* a writer starts a new pack past this size */
 #define PACK_TEMP_PREFIX ".t-"     /* packs/.t-TXNID-N.pack */
-enum { BLOCK_RAW = 0, BLOCK_ZSTD = 1 };
+enum { BLOCK_RAW = 0, BLOCK_ZSTD = 1, BLOCK_DELTA = 2 };
+/* A delta block holds one chunk as the XOR of it and a base chunk of the same length:
+ * payload = base hash [32] · the chunk's hash [32] · one zstd frame of (chunk XOR base).
+ * The chunk keeps the name of its plain bytes; only how it is stored differs. A base is
+ * always stored plain (chain depth STORE_DELTA_DEPTH = 1), so a read costs at most one
+ * more object. Packs holding delta blocks carry version PACK_VERSION_DELTA (older readers
+ * refuse them whole rather than calling them damaged), and their index entries flag
+ * deltas (IDX_DELTA) so GC finds the bases of live deltas without reading every block. */
+#define PACK_VERSION_DELTA 2
+#define DELTA_HEAD 64
+#define IDX_DELTA (UINT64_C(1) << 48)
+#define STORE_DELTA_DEPTH 1
+/* A delta is stored only when it is at most this fraction of the chunk compressed alone:
+ * a delta costs a second object read on restore, so it must clearly pay. */
+#define DELTA_MAX_SHARE 2 /* delta ≤ plain / 2 */
 
 struct pack_ent {
         struct store_hash hash;
@@ -102,6 +116,7 @@ struct pack_ent {
         uint32_t off;    /* offset in the block's plain bytes */
         uint32_t len;
         uint8_t kind;
+        bool delta;      /* a delta block (IDX_DELTA) */
 };
 
 struct pack {
@@ -135,6 +150,11 @@ int pack_read_block(struct store *s, struct pack *p, const struct pack_ent *cons
 /* Index entries of p grouped by block, in file order: calls fn once per block. */
 int pack_for_each_block(struct pack *p, int (*fn)(void *ud, struct pack *p, const struct pack_ent *const *ents, size_t n),
                         void *ud);
+/* The base of a delta object: 1 and *ret set when e (of p) is stored as a delta, 0 when
+ * it is stored plain, <0 when its block cannot be read. */
+int pack_delta_base(struct store *s, struct pack *p, const struct pack_ent *e, struct store_hash *ret);
+/* The same by hash, through whichever pack holds h; -ENOENT when none does. */
+int obj_delta_base(struct store *s, const struct store_hash *h, struct store_hash *ret);
 /* Copies a block as it is on disk (header through payload) into *ret. */
 int pack_raw_block(struct store *s, struct pack *p, uint64_t block, void **ret, size_t *ret_len);
 int packs_init(struct packset *ps);
@@ -154,6 +174,9 @@ struct blk_obj {
         struct store_hash hash;
 };
 int pw_add_block(struct pack_writer *w, const struct blk_obj *v, size_t n, bool compress);
+/* Appends a delta block: chunk h (plain_len bytes) = base XOR the zstd frame's content. */
+int pw_add_delta(struct pack_writer *w, const struct store_hash *h, const struct store_hash *base, const void *frame,
+                 size_t frame_len, uint32_t plain_len);
 /* Appends a block copied from another pack (GC). */
 int pw_add_raw_block(struct pack_writer *w, const void *blk, size_t len, const struct pack_ent *const *ents, size_t n);
 /* Adds a small object to the shared open block (flushed when full or at seal). */
@@ -321,8 +344,16 @@ int txn_begin(struct store *s, const struct store_hash *pins, size_t npins, stru
 int txn_put(struct txn *t, enum obj_kind kind, const void *plain, size_t len, const struct store_hash *known,
             struct store_hash *ret);
 /* Stores the objects of v (a run of neighbours, e.g. consecutive chunks of one file) in
- * one block, those not stored yet; fills in each hash and kind. Thread-safe. */
-int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n);
+ * one block, those not stored yet; fills in each hash (unless hashed: set already) and
+ * kind. Thread-safe. */
+int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n, bool hashed);
+/* Stores chunk data (hash h) as a delta against prev (the chunk at the same place in the
+ * parent snapshot; its base if prev is itself a delta) when that is clearly smaller than
+ * the chunk compressed alone. 1: stored (or stored already by another thread of this
+ * transaction); 0: not done, store it the ordinary way (already stored, no usable base,
+ * not worth it); <0 error. op: the caller's operation, for the block cache. */
+int txn_put_delta(struct txn *t, const void *data, size_t len, const struct store_hash *h,
+                  const struct store_hash *prev, uint64_t op);
 /* Makes every object durable and visible, then writes the record and lists it. */
 int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_stats *st, struct store_hash *ret);
 /* Objects only (memory images): durable and visible, no record. */

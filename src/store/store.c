@@ -264,7 +264,7 @@ struct txn {
         struct hset mine;  /* written by this transaction: kind + 1 */
         struct hset hits;  /* found already stored: must still be there at commit */
         struct pack_writer *w;
-        atomic_uint_least64_t objects_written, objects_reused, trees_written;
+        atomic_uint_least64_t objects_written, objects_reused, trees_written, deltas_written;
 };
 
 int txn_begin(struct store *s, const struct store_hash *pins, size_t npins, struct txn **ret) {
@@ -352,6 +352,7 @@ void txn_stats(struct txn *t, struct store_op_stats *st) {
         st->bytes_written += t->w ? pw_bytes(t->w) : 0;
         st->objects_reused += atomic_load(&t->objects_reused);
         st->trees_written += atomic_load(&t->trees_written);
+        st->deltas_written += atomic_load(&t->deltas_written);
 }
 
 /* 1: h is new and now ours to write; 0: stored already (or claimed by another thread). */
@@ -418,7 +419,7 @@ int txn_put(struct txn *t, enum obj_kind kind, const void *plain, size_t len, co
         return 0;
 }
 
-int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n) {
+int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n, bool hashed) {
         if (n > BLOCK_MAX_OBJECTS)
                 return -EINVAL;
         _cleanup_free_ struct blk_obj *fresh = calloc(n ? n : 1, sizeof *fresh);
@@ -429,7 +430,8 @@ int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n) 
         for (size_t i = 0; i < n; i++) {
                 if (v[i].len > STORE_MAX_OBJECT)
                         return -E2BIG;
-                store_sha256(v[i].data, v[i].len, &v[i].hash);
+                if (!hashed)
+                        store_sha256(v[i].data, v[i].len, &v[i].hash);
                 v[i].kind = (uint8_t)kind;
                 int r = txn_claim(t, &v[i].hash, kind);
                 if (r < 0)
@@ -446,6 +448,59 @@ int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n) 
                 return store_fail(r, "cannot store a %s: %s", obj_kind_name(kind), strerror(-r));
         atomic_fetch_add(&t->objects_written, k);
         return 0;
+}
+
+int txn_put_delta(struct txn *t, const void *data, size_t len, const struct store_hash *h,
+                  const struct store_hash *prev, uint64_t op) {
+        if (store_hash_eq(h, prev) || len == 0 || len > STORE_MAX_OBJECT)
+                return 0;
+        pthread_mutex_lock(&t->mu);
+        bool seen = hset_get(&t->mine, h) || hset_get(&t->hits, h);
+        pthread_mutex_unlock(&t->mu);
+        int r = seen ? 1 : obj_exists(t->s, h, false);
+        if (r != 0)
+                return r < 0 ? r : 0; /* stored already: the ordinary path counts the reuse */
+        /* the base is prev, or prev's own base: a base is never a delta */
+        struct store_hash base = *prev;
+        r = obj_delta_base(t->s, prev, &base);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return 0; /* no usable base (prev unreadable): store it plain */
+        _cleanup_free_ void *bp = NULL;
+        size_t bl = 0;
+        r = obj_read_op(t->s, &base, OBJ_CHUNK, op, &bp, &bl, NULL);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 || bl != len)
+                return 0;
+        size_t cap = ZSTD_compressBound(len);
+        _cleanup_free_ uint8_t *x = malloc(len), *frame = malloc(cap), *alone = malloc(cap);
+        if (!x || !frame || !alone)
+                return -ENOMEM;
+        const uint8_t *a = data, *b = bp;
+        for (size_t i = 0; i < len; i++)
+                x[i] = a[i] ^ b[i];
+        size_t dz = 0, pz = 0;
+        if ((r = z_compress(x, len, frame, cap, t->s->level, &dz)) < 0 ||
+            (r = z_compress(data, len, alone, cap, t->s->level, &pz)) < 0)
+                return r;
+        if (pz == 0 || pz > len)
+                pz = len; /* stored raw */
+        if (dz == 0 || (DELTA_HEAD + dz) * DELTA_MAX_SHARE > pz)
+                return 0;
+        r = txn_claim(t, h, OBJ_CHUNK);
+        if (r <= 0)
+                return r < 0 ? r : 1; /* another thread of ours took it meanwhile */
+        /* the base must outlive this capture's commit: a GC that took it fails the commit */
+        if ((r = txn_hit(t, &base)) < 0)
+                return r;
+        r = pw_add_delta(t->w, h, &base, frame, dz, (uint32_t)len);
+        if (r < 0)
+                return store_fail(r, "cannot store a chunk: %s", strerror(-r));
+        atomic_fetch_add(&t->objects_written, 1);
+        atomic_fetch_add(&t->deltas_written, 1);
+        return 1;
 }
 
 int txn_hit(struct txn *t, const struct store_hash *h) {
