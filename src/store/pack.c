@@ -107,7 +107,9 @@ void pack_put(struct pack *p) {
                 pack_destroy(p);
 }
 
-static int idx_decode(const uint8_t *idx, size_t n, uint64_t data_end, struct pack_ent *out) {
+static int idx_decode(const uint8_t *idx, size_t n, uint64_t data_end, uint8_t version, struct pack_ent *out) {
+        /* only packs of the delta version may flag deltas */
+        uint64_t reserved = (UINT64_C(0xff) << 48) & ~(version == PACK_VERSION_DELTA ? IDX_DELTA : 0);
         for (size_t i = 0; i < n; i++) {
                 const uint8_t *q = idx + i * PACK_IDX_ENTRY;
                 struct pack_ent *e = &out[i];
@@ -118,7 +120,7 @@ static int idx_decode(const uint8_t *idx, size_t n, uint64_t data_end, struct pa
                 e->delta = (bk & IDX_DELTA) != 0;
                 e->off = get_le32(q + 40);
                 e->len = get_le32(q + 44);
-                if (bk & (UINT64_C(0xff) << 48) & ~IDX_DELTA || e->kind >= _OBJ_KIND_MAX)
+                if (bk & reserved || e->kind >= _OBJ_KIND_MAX)
                         return store_fail(-EBADMSG, "index entry %zu: reserved bits set", i);
                 if (e->block < PACK_HEADER || e->block + BLOCK_HEADER > data_end)
                         return store_fail(-EBADMSG, "index entry %zu points outside the blocks", i);
@@ -131,8 +133,8 @@ static int idx_decode(const uint8_t *idx, size_t n, uint64_t data_end, struct pa
         return 0;
 }
 
-/* Reads and checks the trailer and index. */
-static int pack_load_index(int fd, uint64_t size, struct pack *p) {
+/* Reads and checks the trailer (of the header's version) and index. */
+static int pack_load_index(int fd, uint64_t size, uint8_t version, struct pack *p) {
         if (size < PACK_HEADER + PACK_TRAILER)
                 return store_fail(-EBADMSG, "no trailer (%llu bytes): torn or truncated", (unsigned long long)size);
         uint8_t t[PACK_TRAILER];
@@ -141,7 +143,7 @@ static int pack_load_index(int fd, uint64_t size, struct pack *p) {
                 return store_fail(k < 0 ? (int)k : -EIO, "cannot read the trailer");
         if (memcmp(t, PACK_TRAILER_MAGIC, 4) || memcmp(t + 56, PACK_END_MAGIC, 8))
                 return store_fail(-EBADMSG, "no trailer at the end: torn or truncated");
-        if ((t[4] != PACK_VERSION && t[4] != PACK_VERSION_DELTA) || t[5] || t[6] || t[7] || get_le32(t + 20))
+        if (t[4] != version || t[5] || t[6] || t[7] || get_le32(t + 20))
                 return store_fail(-EBADMSG, "trailer of an unsupported version");
         uint64_t idx_off = get_le64(t + 8);
         uint32_t n = get_le32(t + 16);
@@ -163,7 +165,7 @@ static int pack_load_index(int fd, uint64_t size, struct pack *p) {
         struct pack_ent *e = calloc(n ? n : 1, sizeof *e);
         if (!e)
                 return -ENOMEM;
-        int r = idx_decode(idx, n, idx_off, e);
+        int r = idx_decode(idx, n, idx_off, version, e);
         if (r < 0) {
                 free(e);
                 return r;
@@ -301,7 +303,7 @@ static int pack_load(struct store *s, const char *name, struct pack **ret) {
         p->fd = -1;
         pthread_mutex_init(&p->mu, NULL);
         atomic_init(&p->refs, 1);
-        int r = pack_load_index(fd, p->size, p);
+        int r = pack_load_index(fd, p->size, hb[4], p);
         if (r == -EBADMSG || r == -EIO) {
                 char why[512];
                 snprintf(why, sizeof why, "%s", store_error_detail());
