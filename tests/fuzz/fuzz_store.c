@@ -1,7 +1,9 @@
 /* Fuzz target: the snapshot store's decoders (src/store), what a corrupted or hostile
  * store directory reaches: tree, snapshot-record and memory-image decoding (codec.c) and
- * pack files (pack.c: trailer, index, block headers and tables, zstd payloads, the index
- * rebuilt from the blocks of a damaged pack, object reads, whole-block reads).
+ * pack files (pack.c: trailer, index, block headers and tables, zstd payloads, delta
+ * blocks and their bases in the same pack (seeds: a delta, and a delta on a delta, which
+ * the depth limit refuses), the index rebuilt from the blocks of a damaged pack, object
+ * reads, whole-block reads).
  * The first byte picks the mode: 0 tree, 1 snapshot record, 2 memory image (the rest is
  * the object), 3 a pack file as is, 4 a pack whose trailer and index checksum the harness
  * computes (byte 1 = index entries, taken from the end of the input), so inputs get past
