@@ -1,11 +1,15 @@
-/* Helpers every benchmark program in bench/ shares: a monotonic clock in ms, nearest-rank
- * percentiles, running a command and timing it, and the "create a session, run true in
- * it" round trip through libspace. Header-only: each bench is one program. */
+/* Helpers the benchmark programs in bench/ that go through libspace share: a monotonic
+ * clock in ms, nearest-rank percentiles, a series of timings and its JSON summary line,
+ * running a command (bwrap, the reference) and timing it, and the "create a session, run
+ * true in it" round trip. Header-only: each bench is one program. */
 #pragma once
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +33,62 @@ static inline double bench_pct(const double *v, size_t n, double p) {
         return v[(rank < 1 ? 1 : rank) - 1];
 }
 
+/* Timings (ms) of one thing measured, at most cap of them, and how many runs failed. */
+struct bench_series {
+        char what[160];
+        double *v;
+        size_t n, cap, failures;
+};
+
+/* NULL when out of memory. */
+static inline struct bench_series *bench_series_new(const char *what, size_t cap) {
+        struct bench_series *s = calloc(1, sizeof *s);
+        if (!s)
+                return NULL;
+        s->v = calloc(cap ? cap : 1, sizeof(double));
+        if (!s->v) {
+                free(s);
+                return NULL;
+        }
+        snprintf(s->what, sizeof s->what, "%s", what);
+        s->cap = cap;
+        return s;
+}
+
+static inline struct bench_series *bench_series_free(struct bench_series *s) {
+        if (s)
+                free(s->v);
+        free(s);
+        return NULL;
+}
+
+/* Past cap the timing is dropped: the series were sized for the runs planned. */
+static inline void bench_series_add(struct bench_series *s, double v) {
+        if (s->n < s->cap)
+                s->v[s->n++] = v;
+}
+
+/* One JSON line {"bench":bench,"what":...<extra>,"runs":N,"failures":N,"p50_ms":...,
+ * "p90_ms","p99_ms","mean_ms","min_ms","max_ms"} (no figures when no run succeeded);
+ * extra is ",\"key\":value..." or "". Sorts the timings. */
+static inline void bench_series_report(const char *bench, struct bench_series *s, const char *extra) {
+        if (s->n == 0) {
+                printf("{\"bench\":\"%s\",\"what\":\"%s\"%s,\"runs\":0,\"failures\":%zu}\n", bench, s->what, extra,
+                       s->failures);
+                fflush(stdout);
+                return;
+        }
+        qsort(s->v, s->n, sizeof(double), bench_cmp_double);
+        double sum = 0;
+        for (size_t i = 0; i < s->n; i++)
+                sum += s->v[i];
+        printf("{\"bench\":\"%s\",\"what\":\"%s\"%s,\"runs\":%zu,\"failures\":%zu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
+               "\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f}\n",
+               bench, s->what, extra, s->n, s->failures, bench_pct(s->v, s->n, 50), bench_pct(s->v, s->n, 90),
+               bench_pct(s->v, s->n, 99), sum / (double)s->n, s->v[0], s->v[s->n - 1]);
+        fflush(stdout);
+}
+
 /* Runs argv (PATH lookup), waits; its wall time in ms, or a negative errno (-ECHILD when
  * it did not exit 0). */
 static inline double bench_run_argv(char *const argv[]) {
@@ -46,6 +106,19 @@ static inline double bench_run_argv(char *const argv[]) {
                         return -errno;
         double t1 = bench_now_ms();
         return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? t1 - t0 : -ECHILD;
+}
+
+/* The reference: bubblewrap (the program bwrap) with every namespace unshared, running
+ * true; its wall time in ms or a negative errno. */
+static inline double bench_run_bwrap(const char *bwrap) {
+        char *argv[] = { (char *)bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true", NULL };
+        return bench_run_argv(argv);
+}
+
+/* The library's message for a failed call, or the errno text when it has none. */
+static inline const char *bench_client_err(space_client *c, int r) {
+        const char *e = space_client_last_error(c);
+        return *e ? e : strerror(-r);
 }
 
 /* One session from tmpl + `exec true` until its exit (*total, and *create for the create

@@ -16,35 +16,9 @@
 
 #define MAX_RUNS 100000
 
-
-
-
-struct series {
-        const char *what;
-        double *v;
-        size_t n;
-        size_t failures;
-};
-
-static void report(struct series *s, const char *extra) {
-        if (s->n == 0) {
-                printf("{\"bench\":\"create\",\"what\":\"%s\",\"runs\":0,\"failures\":%zu}\n", s->what, s->failures);
-                return;
-        }
-        qsort(s->v, s->n, sizeof(double), bench_cmp_double);
-        double sum = 0;
-        for (size_t i = 0; i < s->n; i++)
-                sum += s->v[i];
-        printf("{\"bench\":\"create\",\"what\":\"%s\",%s\"runs\":%zu,\"failures\":%zu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
-               "\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f}\n",
-               s->what, extra, s->n, s->failures, bench_pct(s->v, s->n, 50), bench_pct(s->v, s->n, 90), bench_pct(s->v, s->n, 99),
-               sum / (double)s->n, s->v[0], s->v[s->n - 1]);
-}
-
-/* One bwrap run; returns its wall time or a negative errno. */
-static double run_bwrap(const char *bwrap) {
-        char *argv[] = { (char *)bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true", NULL };
-        return bench_run_argv(argv);
+/* A series without runs has no template or host in its line. */
+static void report(struct bench_series *s, const char *extra) {
+        bench_series_report("create", s, s->n ? extra : "");
 }
 
 static void usage(FILE *f) {
@@ -102,22 +76,20 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench-create: bad daemon address: %s\n", strerror(-r));
                 return 1;
         }
-        struct series sp = { .what = "space: create + exec true", .v = calloc((size_t)runs, sizeof(double)) };
-        struct series cre = { .what = "space: create alone (POST /v1/sessions)", .v = calloc((size_t)runs, sizeof(double)) };
-        struct series ex = { .what = "space: exec true alone", .v = calloc((size_t)runs, sizeof(double)) };
-        struct series del = { .what = "space: delete", .v = calloc((size_t)runs, sizeof(double)) };
-        struct series bw = { .what = "bwrap --unshare-all --die-with-parent --ro-bind / / true",
-                             .v = calloc((size_t)runs, sizeof(double)) };
-        if (!sp.v || !cre.v || !ex.v || !del.v || !bw.v)
+        struct bench_series *sp = bench_series_new("space: create + exec true", (size_t)runs);
+        struct bench_series *cre = bench_series_new("space: create alone (POST /v1/sessions)", (size_t)runs);
+        struct bench_series *ex = bench_series_new("space: exec true alone", (size_t)runs);
+        struct bench_series *del = bench_series_new("space: delete", (size_t)runs);
+        struct bench_series *bw = bench_series_new("bwrap --unshare-all --die-with-parent --ro-bind / / true", (size_t)runs);
+        if (!sp || !cre || !ex || !del || !bw)
                 return 1;
         for (long i = 0; i < warmup; i++) {
                 double a, b, d;
                 if ((r = bench_run_space(cl, tmpl, &a, &b, &d)) < 0) {
-                        fprintf(stderr, "bench-create: warm-up run failed: %s\n",
-                                *space_client_last_error(cl) ? space_client_last_error(cl) : strerror(-r));
+                        fprintf(stderr, "bench-create: warm-up run failed: %s\n", bench_client_err(cl, r));
                         return 1;
                 }
-                if (bwrap && run_bwrap(bwrap) < 0) {
+                if (bwrap && bench_run_bwrap(bwrap) < 0) {
                         fprintf(stderr, "bench-create: '%s' failed; run with --no-bwrap to skip it\n", bwrap);
                         return 1;
                 }
@@ -126,41 +98,42 @@ int main(int argc, char **argv) {
                 double a, b, d;
                 r = bench_run_space(cl, tmpl, &a, &b, &d);
                 if (r < 0) {
-                        sp.failures++;
-                        fprintf(stderr, "bench-create: run %ld: %s\n", i,
-                                *space_client_last_error(cl) ? space_client_last_error(cl) : strerror(-r));
+                        sp->failures++;
+                        fprintf(stderr, "bench-create: run %ld: %s\n", i, bench_client_err(cl, r));
                 } else {
-                        sp.v[sp.n++] = a;
-                        cre.v[cre.n++] = b;
-                        ex.v[ex.n++] = a - b;
-                        del.v[del.n++] = d;
+                        bench_series_add(sp, a);
+                        bench_series_add(cre, b);
+                        bench_series_add(ex, a - b);
+                        bench_series_add(del, d);
                 }
                 if (bwrap) {
-                        double t = run_bwrap(bwrap);
+                        double t = bench_run_bwrap(bwrap);
                         if (t < 0)
-                                bw.failures++;
+                                bw->failures++;
                         else
-                                bw.v[bw.n++] = t;
+                                bench_series_add(bw, t);
                 }
         }
         char extra[160];
-        snprintf(extra, sizeof extra, "\"template\":\"%s\",\"host\":\"%s\",", tmpl, space_client_host(cl));
-        report(&sp, extra);
-        report(&cre, extra);
-        report(&ex, extra);
-        report(&del, extra);
+        snprintf(extra, sizeof extra, ",\"template\":\"%s\",\"host\":\"%s\"", tmpl, space_client_host(cl));
+        report(sp, extra);
+        report(cre, extra);
+        report(ex, extra);
+        report(del, extra);
         if (bwrap) {
-                report(&bw, "");
-                if (sp.n && bw.n)
+                report(bw, "");
+                if (sp->n && bw->n)
                         printf("{\"bench\":\"create\",\"what\":\"ratio space/bwrap\",\"p50\":%.2f,\"p90\":%.2f,\"p99\":%.2f}\n",
-                               bench_pct(sp.v, sp.n, 50) / bench_pct(bw.v, bw.n, 50), bench_pct(sp.v, sp.n, 90) / bench_pct(bw.v, bw.n, 90),
-                               bench_pct(sp.v, sp.n, 99) / bench_pct(bw.v, bw.n, 99));
+                               bench_pct(sp->v, sp->n, 50) / bench_pct(bw->v, bw->n, 50),
+                               bench_pct(sp->v, sp->n, 90) / bench_pct(bw->v, bw->n, 90),
+                               bench_pct(sp->v, sp->n, 99) / bench_pct(bw->v, bw->n, 99));
         }
-        free(sp.v);
-        free(cre.v);
-        free(ex.v);
-        free(del.v);
-        free(bw.v);
+        int failed = sp->failures || bw->failures;
+        bench_series_free(sp);
+        bench_series_free(cre);
+        bench_series_free(ex);
+        bench_series_free(del);
+        bench_series_free(bw);
         space_client_free(cl);
-        return sp.failures || bw.failures ? 1 : 0;
+        return failed ? 1 : 0;
 }

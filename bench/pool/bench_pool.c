@@ -41,61 +41,20 @@ struct cfg {
         bool refs;
 };
 
-
-
-
-struct series {
-        char what[160];
-        double *v;
-        size_t n, cap, failures;
-};
-
-static struct series *series_new(const char *what, size_t cap) {
-        struct series *s = calloc(1, sizeof *s);
-        if (!s || !(s->v = calloc(cap ? cap : 1, sizeof(double)))) {
+static struct bench_series *series_new(const char *what, size_t cap) {
+        struct bench_series *s = bench_series_new(what, cap);
+        if (!s) {
                 fprintf(stderr, "bench-pool: out of memory\n");
                 exit(1);
         }
-        snprintf(s->what, sizeof s->what, "%s", what);
-        s->cap = cap;
         return s;
 }
 
-static void series_add(struct series *s, double v) {
-        if (s->n < s->cap)
-                s->v[s->n++] = v;
-}
-
-/* One JSON line; extra is ",\"key\":value..." or "". */
-static void report(struct series *s, const char *extra) {
-        if (s->n == 0) {
-                printf("{\"bench\":\"pool\",\"what\":\"%s\"%s,\"runs\":0,\"failures\":%zu}\n", s->what, extra, s->failures);
-                fflush(stdout);
-                return;
-        }
-        qsort(s->v, s->n, sizeof(double), bench_cmp_double);
-        double sum = 0;
-        for (size_t i = 0; i < s->n; i++)
-                sum += s->v[i];
-        printf("{\"bench\":\"pool\",\"what\":\"%s\"%s,\"runs\":%zu,\"failures\":%zu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
-               "\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f}\n",
-               s->what, extra, s->n, s->failures, bench_pct(s->v, s->n, 50), bench_pct(s->v, s->n, 90), bench_pct(s->v, s->n, 99),
-               sum / (double)s->n, s->v[0], s->v[s->n - 1]);
-        fflush(stdout);
-}
-
-static const char *client_err(space_client *c, int r) {
-        const char *e = space_client_last_error(c);
-        return *e ? e : strerror(-r);
+static void report(struct bench_series *s, const char *extra) {
+        bench_series_report("pool", s, extra);
 }
 
 /* ---------------- references ---------------- */
-
-
-static double run_bwrap(void) {
-        char *argv[] = { "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true", NULL };
-        return bench_run_argv(argv);
-}
 
 static double run_runsc(void) {
         char *argv[] = { "runsc", "--network=none", "do", "true", NULL };
@@ -176,7 +135,7 @@ static int pool_get(space_client *c, const char *tmpl, struct pool_state *ret) {
 static int pool_fill(space_client *c, const char *tmpl, long size) {
         int r = space_pool_set(c, tmpl, (unsigned)size, NULL);
         if (r < 0) {
-                fprintf(stderr, "bench-pool: setting the pool: %s\n", client_err(c, r));
+                fprintf(stderr, "bench-pool: setting the pool: %s\n", bench_client_err(c, r));
                 return r;
         }
         for (int i = 0; i < POOL_WAIT_S * 10; i++) {
@@ -206,17 +165,17 @@ static void loadavg(char *out, size_t n) {
 
 /* runs creates one after the other; the references (when given) run between them.
  * alive: idle sandboxes that exist meanwhile (for the label). */
-static int sequential(space_client *c, const struct cfg *cf, bool pool_on, long runs, long alive, struct series *floor,
-                      struct series *bw, struct series *runsc) {
+static int sequential(space_client *c, const struct cfg *cf, bool pool_on, long runs, long alive, struct bench_series *floor,
+                      struct bench_series *bw, struct bench_series *runsc) {
         const char *mode = pool_on ? "on" : "off";
         if (pool_fill(c, cf->tmpl, pool_on ? cf->pool : 0) < 0)
                 return -1;
         char what[160];
         snprintf(what, sizeof what, "space: create + exec true");
-        struct series *tot = series_new(what, (size_t)runs);
-        struct series *cre = series_new("space: create alone (POST /v1/sessions)", (size_t)runs);
-        struct series *ex = series_new("space: first exec true alone", (size_t)runs);
-        struct series *del = series_new("space: delete (not counted above)", (size_t)runs);
+        struct bench_series *tot = series_new(what, (size_t)runs);
+        struct bench_series *cre = series_new("space: create alone (POST /v1/sessions)", (size_t)runs);
+        struct bench_series *ex = series_new("space: first exec true alone", (size_t)runs);
+        struct bench_series *del = series_new("space: delete (not counted above)", (size_t)runs);
         struct pool_state p0 = { 0 }, p1 = { 0 };
         for (long i = 0; i < cf->warmup; i++) {
                 double a;
@@ -231,22 +190,22 @@ static int sequential(space_client *c, const struct cfg *cf, bool pool_on, long 
                 int r = bench_run_space(c, cf->tmpl, &a, &b, &d);
                 if (r < 0) {
                         tot->failures++;
-                        fprintf(stderr, "bench-pool: run %ld (pool %s): %s\n", i, mode, client_err(c, r));
+                        fprintf(stderr, "bench-pool: run %ld (pool %s): %s\n", i, mode, bench_client_err(c, r));
                 } else {
-                        series_add(tot, a);
-                        series_add(cre, b);
-                        series_add(ex, a - b);
-                        series_add(del, d);
+                        bench_series_add(tot, a);
+                        bench_series_add(cre, b);
+                        bench_series_add(ex, a - b);
+                        bench_series_add(del, d);
                 }
                 /* The references, interleaved: they see the same load. */
                 if (floor && bw) {
                         double t = run_floor();
-                        t < 0 ? (void)floor->failures++ : series_add(floor, t);
-                        t = run_bwrap();
-                        t < 0 ? (void)bw->failures++ : series_add(bw, t);
+                        t < 0 ? (void)floor->failures++ : bench_series_add(floor, t);
+                        t = bench_run_bwrap("bwrap");
+                        t < 0 ? (void)bw->failures++ : bench_series_add(bw, t);
                         if (runsc && runsc_every && i % runsc_every == 0 && runsc->n < runsc->cap) {
                                 t = run_runsc();
-                                t < 0 ? (void)runsc->failures++ : series_add(runsc, t);
+                                t < 0 ? (void)runsc->failures++ : bench_series_add(runsc, t);
                         }
                 }
         }
@@ -298,7 +257,7 @@ static int concurrent(space_client *c, const struct cfg *cf, bool pool_on) {
         (void)pool_get(c, cf->tmpl, &p0);
         struct worker w[MAX_CLIENTS] = { 0 };
         long per = (cf->conc_runs + cf->clients - 1) / cf->clients;
-        struct series *tot = series_new("space: create + exec true", (size_t)(per * cf->clients));
+        struct bench_series *tot = series_new("space: create + exec true", (size_t)(per * cf->clients));
         double t0 = bench_now_ms();
         for (long i = 0; i < cf->clients; i++) {
                 w[i] = (struct worker){ .cf = cf, .runs = per, .v = calloc((size_t)per, sizeof(double)) };
@@ -310,7 +269,7 @@ static int concurrent(space_client *c, const struct cfg *cf, bool pool_on) {
         for (long i = 0; i < cf->clients; i++) {
                 pthread_join(w[i].th, NULL);
                 for (size_t k = 0; k < w[i].n; k++)
-                        series_add(tot, w[i].v[k]);
+                        bench_series_add(tot, w[i].v[k]);
                 tot->failures += w[i].failures;
                 free(w[i].v);
         }
@@ -453,7 +412,7 @@ static int density(space_client *c, const struct cfg *cf) {
                                                                               .template = cf->tmpl,
                                                                               .no_rolling_snapshots = true });
                 if (r < 0) {
-                        fprintf(stderr, "bench-pool: idle session %ld: %s\n", i, client_err(c, r));
+                        fprintf(stderr, "bench-pool: idle session %ld: %s\n", i, bench_client_err(c, r));
                         v[i] = NULL;
                         break;
                 }
@@ -513,7 +472,7 @@ struct rc_worker {
         pthread_t th;
         bool with_exec;
         double until;
-        struct series *s;
+        struct bench_series *s;
 };
 
 static void *rc_main(void *p) {
@@ -533,7 +492,7 @@ static void *rc_main(void *p) {
                 if (r < 0)
                         w->s->failures++;
                 else
-                        series_add(w->s, bench_now_ms() - t0);
+                        bench_series_add(w->s, bench_now_ms() - t0);
         }
         space_client_free(c);
         return NULL;
@@ -579,7 +538,7 @@ static int reconnects(space_client *c, const struct cfg *cf) {
         int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = cf->tmpl,
                                                                        .no_rolling_snapshots = true });
         if (r < 0) {
-                fprintf(stderr, "bench-pool: reconnect session: %s\n", client_err(c, r));
+                fprintf(stderr, "bench-pool: reconnect session: %s\n", bench_client_err(c, r));
                 return r;
         }
         const long clients[] = { 1, cf->clients };
@@ -588,7 +547,7 @@ static int reconnects(space_client *c, const struct cfg *cf) {
                         long nc = clients[k];
                         struct rc_worker w[MAX_CLIENTS];
                         size_t cap = (size_t)(cf->reconnect_s * 50000) + 16;
-                        struct series *all = series_new(e ? "reconnect: connect by id + token, then exec true"
+                        struct bench_series *all = series_new(e ? "reconnect: connect by id + token, then exec true"
                                                           : "reconnect: connect by id + token alone",
                                                         cap);
                         double t0 = bench_now_ms(), until = t0 + cf->reconnect_s * 1000;
@@ -601,17 +560,15 @@ static int reconnects(space_client *c, const struct cfg *cf) {
                         for (long i = 0; i < nc; i++) {
                                 pthread_join(w[i].th, NULL);
                                 for (size_t j = 0; j < w[i].s->n; j++)
-                                        series_add(all, w[i].s->v[j]);
+                                        bench_series_add(all, w[i].s->v[j]);
                                 all->failures += w[i].s->failures;
-                                free(w[i].s->v);
-                                free(w[i].s);
+                                bench_series_free(w[i].s);
                         }
                         double secs = (bench_now_ms() - t0) / 1000.0;
                         char extra[120];
                         snprintf(extra, sizeof extra, ",\"clients\":%ld,\"per_s\":%.0f", nc, (double)all->n / secs);
                         report(all, extra);
-                        free(all->v);
-                        free(all);
+                        bench_series_free(all);
                 }
         }
         (void)space_session_delete(s);
@@ -708,12 +665,12 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench-pool: bwrap not found; --no-refs to run without references\n");
                 return 2;
         }
-        struct series *floor = series_new("floor: clone3 into user+pid+mount+net+ipc+uts+cgroup namespaces + exec true",
+        struct bench_series *floor = series_new("floor: clone3 into user+pid+mount+net+ipc+uts+cgroup namespaces + exec true",
                                           (size_t)cf.runs * 2);
-        struct series *bw = series_new("bwrap --unshare-all --die-with-parent true", (size_t)cf.runs * 2);
-        struct series *rs = have_runsc ? series_new("runsc --network=none do true", (size_t)cf.runsc_runs) : NULL;
+        struct bench_series *bw = series_new("bwrap --unshare-all --die-with-parent true", (size_t)cf.runs * 2);
+        struct bench_series *rs = have_runsc ? series_new("runsc --network=none do true", (size_t)cf.runsc_runs) : NULL;
         int ret = 0;
-        struct series *f = cf.refs ? floor : NULL, *b = cf.refs ? bw : NULL;
+        struct bench_series *f = cf.refs ? floor : NULL, *b = cf.refs ? bw : NULL;
         if (sequential(c, &cf, false, cf.runs, 0, f, b, rs) < 0 || sequential(c, &cf, true, cf.runs, 0, f, b, NULL) < 0)
                 ret = 1;
         if (cf.refs) {
