@@ -15,27 +15,15 @@
 #include <unistd.h>
 
 #include "common/macros.h"
-#include "runtime/fsutil.h"
 #include "runtime/gvisor/image.h"
-#include "runtime/runtime.h"
-#include "runtime/template.h"
-#include "store/store.h"
-#include "mvclient.h"
+#include "../driver.h"
 
-#define BENCH_TIMEOUT_MS 180000
 #define BENCH_MAX_MB 4096
 
-static char data[400], work[512], init_path[512];
-static unsigned seq;
+static struct bench_env env = { .prog = "bench-gvisor", .tag = "bgv" };
 static struct store *st;
 
-struct box {
-        const struct runtime_ops *ops;
-        struct rt_sandbox *sb;
-        char id[64], dir[600], upper[640], run[640], wd[640];
-};
-
-static int box_sh(struct box *b, const char *cmd, char *out, size_t outn) {
+static int box_sh(struct bench_box *b, const char *cmd, char *out, size_t outn) {
         int code = -1;
         int r = mvc_sh(b->ops->init_fd(b->sb), cmd, false, out, outn, &code, BENCH_TIMEOUT_MS);
         if (r == 0 && code != 0)
@@ -43,50 +31,15 @@ static int box_sh(struct box *b, const char *cmd, char *out, size_t outn) {
         return r < 0 ? r : code == 0 ? 0 : -EIO;
 }
 
-/* Destroys the sandbox; keep_dir leaves its directory (the files a restore needs). */
-static void box_destroy(struct box *b, bool keep_dir) {
-        if (b->sb)
-                b->ops->destroy(b->sb);
-        b->sb = NULL;
-        if (!keep_dir && b->dir[0])
-                rt_rm_rf(b->dir);
-}
-
-/* The writable layer of src copied under dst's upper (cp -a keeps the shifted owners). */
-static int copy_upper(const char *from, const char *to) {
-        char cmd[1400];
-        snprintf(cmd, sizeof cmd, "cp -a '%s/.' '%s/'", from, to);
-        return system(cmd) == 0 ? 0 : -EIO;
-}
-
 /* A sandbox of ops; with src_upper, its writable layer starts as a copy of that one and
- * with image, its processes come from that checkpoint. Returns once init said HELLO. */
-static int box_restore(struct box *b, const struct runtime_ops *ops, const char *src_upper, const char *image,
+ * with image, its processes come from that checkpoint. */
+static int box_restore(struct bench_box *b, const struct runtime_ops *ops, const char *src_upper, const char *image,
                        uint64_t mem) {
-        *b = (struct box){ .ops = ops };
-        snprintf(b->id, sizeof b->id, "sbx_bgv%d_%u", (int)getpid(), seq++);
-        snprintf(b->dir, sizeof b->dir, "%s/%s", work, b->id);
-        snprintf(b->upper, sizeof b->upper, "%s/upper", b->dir);
-        snprintf(b->wd, sizeof b->wd, "%s/work", b->dir);
-        snprintf(b->run, sizeof b->run, "%s/run", b->dir);
-        if (rt_mkdir_p(b->upper, 0755) < 0 || rt_mkdir_p(b->wd, 0700) < 0 || rt_mkdir_p(b->run, 0700) < 0 ||
-            (src_upper && copy_upper(src_upper, b->upper) < 0))
-                return -EIO;
-        char lower[600];
-        snprintf(lower, sizeof lower, "%s/templates/base/rootfs", data);
-        struct rt_spec s = { .id = b->id, .lower_dirs = lower, .upper_dir = b->upper, .work_dir = b->wd,
-                             .run_dir = b->run, .init_path = init_path, .restore_dir = image,
-                             .limits = { .memory_bytes = mem } };
-        int r = ops->create(&s, &b->sb);
-        if (r < 0) {
-                fprintf(stderr, "bench-gvisor: %s create: %s\n", ops->name, runtime_last_error());
-                b->sb = NULL;
-                return r;
-        }
-        return mvc_hello(ops->init_fd(b->sb), BENCH_TIMEOUT_MS);
+        return bench_box_start(&env, b, ops,
+                               &(struct bench_box_spec){ .files = src_upper, .restore_dir = image, .memory = mem });
 }
 
-static int box_create(struct box *b, const struct runtime_ops *ops, uint64_t mem) {
+static int box_create(struct bench_box *b, const struct runtime_ops *ops, uint64_t mem) {
         return box_restore(b, ops, NULL, NULL, mem);
 }
 
@@ -131,10 +84,10 @@ static int64_t since(int64_t t0) {
 
 static void bench_size(const struct runtime_ops *gv, unsigned mb) {
         uint64_t mem = ((uint64_t)mb << 20) * 2 + (256ull << 20);
-        struct box b, r1;
+        struct bench_box b, r1;
         char img1[700], img2[700], py[1024], cmd[1400], out[256];
-        snprintf(img1, sizeof img1, "%s/img-%u-1", work, mb);
-        snprintf(img2, sizeof img2, "%s/img-%u-2", work, mb);
+        snprintf(img1, sizeof img1, "%s/img-%u-1", env.work, mb);
+        snprintf(img2, sizeof img2, "%s/img-%u-2", env.work, mb);
         snprintf(py, sizeof py, HOLDER_PY, mb);
         snprintf(cmd, sizeof cmd, "cat >/root/holder.py <<'EOF'\n%sEOF\n"
                                   "python3 /root/holder.py >/dev/null 2>&1 &\n"
@@ -159,7 +112,7 @@ static void bench_size(const struct runtime_ops *gv, unsigned mb) {
         if (store_dir(img1, &s1, &h1) < 0)
                 goto out;
         int64_t store1 = since(t1);
-        box_destroy(&b, true);
+        bench_box_destroy(&b, true);
         /* restore: to the first answered exec, with the holder still running. The state
          * file is rebuilt from the stored parts first, timed apart (create would do it). */
         t0 = mvc_now_ms();
@@ -186,9 +139,9 @@ static void bench_size(const struct runtime_ops *gv, unsigned mb) {
         if (store_dir(img2, &s2, &h2) < 0)
                 goto out;
         int64_t store2 = since(t1);
-        box_destroy(&r1, true);
+        bench_box_destroy(&r1, true);
         /* fork x3: three restores of the second image, each answering */
-        struct box f[3];
+        struct bench_box f[3];
         memset(f, 0, sizeof f);
         t0 = mvc_now_ms();
         ok = true;
@@ -198,7 +151,7 @@ static void bench_size(const struct runtime_ops *gv, unsigned mb) {
         if (ok)
                 fork3 = since(t0);
         for (int k = 0; k < 3; k++)
-                box_destroy(&f[k], false);
+                bench_box_destroy(&f[k], false);
         printf("{\"bench\":\"gvisor\",\"process_mb\":%u,\"chunk_bytes\":%u,\"checkpoint_ms\":%lld,\"image_bytes\":%lld,"
                "\"store_ms\":%lld,\"stored_bytes\":%llu,\"join_ms\":%lld,\"restore_ms\":%lld,"
                "\"second_checkpoint_ms\":%lld,\"second_image_bytes\":%lld,\"second_store_ms\":%lld,"
@@ -214,8 +167,8 @@ out:
                 printf("{\"bench\":\"gvisor\",\"process_mb\":%u,\"failed\":true,\"checkpoint_ms\":%lld,"
                        "\"restore_ms\":%lld,\"second_checkpoint_ms\":%lld}\n",
                        mb, (long long)ck1, (long long)rest, (long long)ck2);
-        box_destroy(&b, false);
-        box_destroy(&r1, false);
+        bench_box_destroy(&b, false);
+        bench_box_destroy(&r1, false);
         rt_rm_rf(img1);
         rt_rm_rf(img2);
 }
@@ -223,7 +176,7 @@ out:
 /* The ns reference: file-only pause (capture of the writable layer, sandbox destroyed) and
  * resume (a new sandbox on those files, to the first exec), with 1 MB of files written. */
 static void bench_ns(const struct runtime_ops *ns) {
-        struct box b, c;
+        struct bench_box b, c;
         int64_t pause = -1, resume = -1;
         struct store_op_stats s = { 0 };
         struct store_hash h;
@@ -233,18 +186,18 @@ static void bench_ns(const struct runtime_ops *ns) {
         int64_t t0 = mvc_now_ms();
         if (ns->freeze(b.sb) < 0 || store_dir(b.upper, &s, &h) < 0)
                 goto out;
-        box_destroy(&b, true);
+        bench_box_destroy(&b, true);
         pause = since(t0);
         t0 = mvc_now_ms();
         if (box_restore(&c, ns, b.upper, NULL, 0) == 0 && box_sh(&c, "test -s /root/blob", NULL, 0) == 0)
                 resume = since(t0);
-        box_destroy(&c, false);
+        bench_box_destroy(&c, false);
         printf("{\"bench\":\"gvisor\",\"reference\":\"ns file-only\",\"pause_ms\":%lld,\"stored_bytes\":%llu,"
                "\"resume_ms\":%lld,\"processes_kept\":false}\n",
                (long long)pause, (unsigned long long)s.bytes_written, (long long)resume);
         fflush(stdout);
 out:
-        box_destroy(&b, false);
+        bench_box_destroy(&b, false);
 }
 
 int main(int argc, char **argv) {
@@ -258,7 +211,7 @@ int main(int argc, char **argv) {
                 if (c == 'c') {
                         char *end;
                         unsigned long v = strtoul(optarg, &end, 0);
-                        if (*end || (v && (v < STORE_FIXED_CHUNK_MIN || v > STORE_FIXED_CHUNK_MAX || (v & (v - 1))))) {
+                        if (*end || !bench_chunk_ok(v)) {
                                 fprintf(stderr, "bench-gvisor: --chunk: 0 (CDC) or a power of two from %u to %u\n",
                                         STORE_FIXED_CHUNK_MIN, STORE_FIXED_CHUNK_MAX);
                                 return 2;
@@ -290,23 +243,20 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench-gvisor: needs root\n");
                 return 1;
         }
-        const char *d = getenv("SPACE_TEST_DATA");
-        snprintf(data, sizeof data, "%s", d ? d : "/var/tmp/space-gvisor-bench");
-        snprintf(init_path, sizeof init_path, "%s", SPACE_INIT_PATH);
-        if (rt_mkdir_p(data, 0755) < 0 || template_ensure_base(data, NULL, NULL) < 0) {
+        if (bench_env_init(&env, "/var/tmp/space-gvisor-bench") < 0) {
                 fprintf(stderr, "bench-gvisor: base template: %s\n", runtime_last_error());
                 return 1;
         }
         const struct runtime_ops *gv = runtime_find("gvisor"), *ns = runtime_find("ns");
-        if (!gv || gv->host_init(data) < 0 || ns->host_init(data) < 0) {
+        if (!gv || gv->host_init(env.data) < 0 || ns->host_init(env.data) < 0) {
                 fprintf(stderr, "bench-gvisor: %s\n", runtime_last_error());
                 return 1;
         }
-        snprintf(work, sizeof work, "%s/bench-gvisor-XXXXXX", data);
-        if (!mkdtemp(work))
+        snprintf(env.work, sizeof env.work, "%s/bench-gvisor-XXXXXX", env.data);
+        if (!mkdtemp(env.work))
                 return 1;
         char sdir[600];
-        snprintf(sdir, sizeof sdir, "%s/store", work);
+        snprintf(sdir, sizeof sdir, "%s/store", env.work);
         struct store_opts so = { STORE_OPTS_INIT, .create = true };
         if (store_open(sdir, &so, &st) < 0) {
                 fprintf(stderr, "bench-gvisor: store\n");
@@ -316,6 +266,6 @@ int main(int argc, char **argv) {
         for (unsigned i = 0; i < n_sizes; i++)
                 bench_size(gv, sizes[i]);
         store_free(st);
-        rt_rm_rf(work);
+        rt_rm_rf(env.work);
         return 0;
 }

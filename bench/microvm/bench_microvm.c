@@ -14,75 +14,28 @@
 #include <unistd.h>
 
 #include "common/macros.h"
-#include "runtime/fsutil.h"
-#include "runtime/runtime.h"
-#include "runtime/template.h"
-#include "store/store.h"
-#include "mvclient.h"
+#include "../driver.h"
 
-#define BENCH_TIMEOUT_MS 180000
 #define BENCH_MAX_RUNS 50
 
-static char data[512], work[512], init_path[512];
-static unsigned seq;
-
-struct box {
-        const struct runtime_ops *ops;
-        struct rt_sandbox *sb;
-        char id[64], upper[600], run[600], wd[600];
-};
+static struct bench_env env = { .prog = "bench-microvm", .tag = "bmv" };
 
 /* files: a tree copied into the new upper_dir first (a restore's upper_dir holds the
  * files of the same snapshot, runtime.h); NULL = empty. */
-static int box_create_files(struct box *b, const struct runtime_ops *ops, const char *restore_dir, const char *files);
+static int box_create_files(struct bench_box *b, const struct runtime_ops *ops, const char *restore_dir,
+                            const char *files) {
+        return bench_box_start(&env, b, ops,
+                               &(struct bench_box_spec){ .files = files, .restore_dir = restore_dir, .shift_owner = true });
+}
 
-static int box_create(struct box *b, const struct runtime_ops *ops, const char *restore_dir) {
+static int box_create(struct bench_box *b, const struct runtime_ops *ops, const char *restore_dir) {
         return box_create_files(b, ops, restore_dir, NULL);
 }
 
-static int copy_tree(const char *from, const char *to) {
-        char cmd[1400];
-        snprintf(cmd, sizeof cmd, "cp -a '%s/.' '%s/'", from, to);
-        return system(cmd) == 0 ? 0 : -EIO;
-}
-
-static int box_create_files(struct box *b, const struct runtime_ops *ops, const char *restore_dir, const char *files) {
-        b->ops = ops;
-        snprintf(b->id, sizeof b->id, "sbx_bmv%d_%u", (int)getpid(), seq++);
-        snprintf(b->upper, sizeof b->upper, "%s/%s/upper", work, b->id);
-        snprintf(b->wd, sizeof b->wd, "%s/%s/work", work, b->id);
-        snprintf(b->run, sizeof b->run, "%s/%s/run", work, b->id);
-        char lower[600];
-        snprintf(lower, sizeof lower, "%s/templates/base/rootfs", data);
-        if (rt_mkdir_p(b->upper, 0755) < 0 || rt_mkdir_p(b->wd, 0700) < 0 || rt_mkdir_p(b->run, 0700) < 0)
-                return -EIO;
-        /* ns keeps ids shifted in upper; the VM exports them shifted too */
-        (void)chown(b->upper, RT_ID_BASE, RT_ID_BASE);
-        if (files && copy_tree(files, b->upper) < 0)
-                return -EIO;
-        struct rt_spec s = { .id = b->id, .lower_dirs = lower, .upper_dir = b->upper, .work_dir = b->wd,
-                             .run_dir = b->run, .init_path = init_path, .restore_dir = restore_dir };
-        int r = ops->create(&s, &b->sb);
-        if (r < 0) {
-                fprintf(stderr, "bench-microvm: %s create: %s\n", ops->name, runtime_last_error());
-                return r;
-        }
-        return mvc_hello(ops->init_fd(b->sb), BENCH_TIMEOUT_MS);
-}
-
-static int box_exec(struct box *b, const char *cmd) {
+static int box_exec(struct bench_box *b, const char *cmd) {
         int code = -1;
         int r = mvc_sh(b->ops->init_fd(b->sb), cmd, false, NULL, 0, &code, BENCH_TIMEOUT_MS);
         return r < 0 ? r : code == 0 ? 0 : -EIO;
-}
-
-static void box_destroy(struct box *b) {
-        if (b->sb)
-                b->ops->destroy(b->sb);
-        b->sb = NULL;
-        char p[600];
-        snprintf(p, sizeof p, "%s/%s", work, b->id);
-        rt_rm_rf(p);
 }
 
 /* The accelerator matters to the microvm driver only. */
@@ -114,7 +67,7 @@ static void bench_create(const struct runtime_ops *ops, const char *what, const 
         int64_t ms[BENCH_MAX_RUNS];
         size_t n = 0, fail = 0;
         for (unsigned i = 0; i < runs; i++) {
-                struct box b = { 0 };
+                struct bench_box b = { 0 };
                 int64_t t0 = mvc_now_ms();
                 int r = box_create(&b, ops, restore_dir);
                 if (r == 0)
@@ -123,7 +76,7 @@ static void bench_create(const struct runtime_ops *ops, const char *what, const 
                         ms[n++] = mvc_now_ms() - t0;
                 else
                         fail++;
-                box_destroy(&b);
+                bench_box_destroy(&b, false);
         }
         report(ops->name, what, ms, n, fail);
 }
@@ -222,10 +175,10 @@ static int ram_compare(const char *d1, const char *d2, uint32_t chunk, struct ra
 /* checkpoint, change, checkpoint: what the second adds to a store holding the first, for
  * each chunking, and which of the image's files it comes from */
 static void bench_second_snapshot(const struct runtime_ops *ops, const char *label, const char *change) {
-        struct box b = { 0 };
+        struct bench_box b = { 0 };
         char d1[700], d2[700], sdir[700];
-        snprintf(d1, sizeof d1, "%s/dedup-%s-1", work, label);
-        snprintf(d2, sizeof d2, "%s/dedup-%s-2", work, label);
+        snprintf(d1, sizeof d1, "%s/dedup-%s-1", env.work, label);
+        snprintf(d2, sizeof d2, "%s/dedup-%s-2", env.work, label);
         if (box_create(&b, ops, NULL) < 0 || rt_mkdir_p(d1, 0755) < 0 || rt_mkdir_p(d2, 0755) < 0)
                 goto out;
         if ((before_cmd && box_exec(&b, before_cmd) < 0) || ops->checkpoint(b.sb, d1, true) < 0 ||
@@ -249,7 +202,7 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
                 bool delta = k2 % 2 == 0;
                 if (chunk == 0 && delta)
                         continue;
-                snprintf(sdir, sizeof sdir, "%s/store-%s-%u", work, label, chunk);
+                snprintf(sdir, sizeof sdir, "%s/store-%s-%u", env.work, label, chunk);
                 struct store *st = NULL;
                 struct store_opts so = { STORE_OPTS_INIT, .create = true };
                 if (store_open(sdir, &so, &st) < 0)
@@ -284,7 +237,7 @@ static void bench_second_snapshot(const struct runtime_ops *ops, const char *lab
                 fflush(stdout);
         }
 out:
-        box_destroy(&b);
+        bench_box_destroy(&b, false);
         if (keep_dir) {
                 char k1[700], k2[700];
                 snprintf(k1, sizeof k1, "%s/%s-1", keep_dir, label);
@@ -303,35 +256,35 @@ static void bench_snapshots(const struct runtime_ops *ops, unsigned runs) {
         int64_t pause_ms[BENCH_MAX_RUNS], resume_ms[BENCH_MAX_RUNS], fork_ms[BENCH_MAX_RUNS];
         size_t np = 0, nr = 0, nf = 0, fail = 0;
         for (unsigned i = 0; i < runs && !second_only; i++) {
-                struct box b = { 0 }, c = { 0 };
+                struct bench_box b = { 0 }, c = { 0 };
                 char img[700], files[700];
-                snprintf(img, sizeof img, "%s/img-%u", work, i);
-                snprintf(files, sizeof files, "%s/files-%u", work, i);
+                snprintf(img, sizeof img, "%s/img-%u", env.work, i);
+                snprintf(files, sizeof files, "%s/files-%u", env.work, i);
                 if (box_create(&b, ops, NULL) < 0 || box_exec(&b, "sleep 1000 & echo x > /root/x") < 0 ||
                     rt_mkdir_p(img, 0755) < 0) {
                         fail++;
-                        box_destroy(&b);
+                        bench_box_destroy(&b, false);
                         continue;
                 }
                 int64_t t0 = mvc_now_ms();
                 if (ops->checkpoint(b.sb, img, false) < 0) {
                         fprintf(stderr, "bench-microvm: checkpoint: %s\n", runtime_last_error());
                         fail++;
-                        box_destroy(&b);
+                        bench_box_destroy(&b, false);
                         continue;
                 }
                 pause_ms[np++] = mvc_now_ms() - t0;
-                if (rt_mkdir_p(files, 0755) < 0 || copy_tree(b.upper, files) < 0)
+                if (rt_mkdir_p(files, 0755) < 0 || bench_copy_tree(b.upper, files) < 0)
                         fail++;
-                box_destroy(&b);
+                bench_box_destroy(&b, false);
                 t0 = mvc_now_ms();
                 if (box_create_files(&c, ops, img, files) == 0 && box_exec(&c, "test -e /root/x") == 0)
                         resume_ms[nr++] = mvc_now_ms() - t0;
                 else
                         fail++;
-                box_destroy(&c);
+                bench_box_destroy(&c, false);
                 /* fork x3: three independent VMs from the same image, all answering */
-                struct box f[3] = { 0 };
+                struct bench_box f[3] = { 0 };
                 t0 = mvc_now_ms();
                 bool ok = true;
                 for (int k = 0; k < 3 && ok; k++)
@@ -341,7 +294,7 @@ static void bench_snapshots(const struct runtime_ops *ops, unsigned runs) {
                 else
                         fail++;
                 for (int k = 0; k < 3; k++)
-                        box_destroy(&f[k]);
+                        bench_box_destroy(&f[k], false);
                 rt_rm_rf(img);
                 rt_rm_rf(files);
         }
@@ -364,7 +317,7 @@ static void bench_snapshots(const struct runtime_ops *ops, unsigned runs) {
 static void bench_freeze(const struct runtime_ops *ops, unsigned runs) {
         int64_t f[BENCH_MAX_RUNS], t[BENCH_MAX_RUNS];
         size_t n = 0, fail = 0;
-        struct box b = { 0 };
+        struct bench_box b = { 0 };
         if (box_create(&b, ops, NULL) == 0)
                 for (unsigned i = 0; i < runs; i++) {
                         int64_t t0 = mvc_now_ms();
@@ -382,7 +335,7 @@ static void bench_freeze(const struct runtime_ops *ops, unsigned runs) {
                 }
         else
                 fail++;
-        box_destroy(&b);
+        bench_box_destroy(&b, false);
         report(ops->name, "freeze", f, n, fail);
         report(ops->name, "thaw to first exec", t, n, fail);
 }
@@ -397,8 +350,7 @@ static int parse_chunkings(const char *arg) {
         for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
                 char *end;
                 unsigned long v = strtoul(tok, &end, 0);
-                if (*end || v > STORE_FIXED_CHUNK_MAX || n == BENCH_MAX_CHUNKINGS ||
-                    (v && (v < STORE_FIXED_CHUNK_MIN || (v & (v - 1)))))
+                if (*end || n == BENCH_MAX_CHUNKINGS || !bench_chunk_ok(v))
                         return -EINVAL;
                 chunkings[n++] = (uint32_t)v;
         }
@@ -465,22 +417,19 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench-microvm: needs root\n");
                 return 1;
         }
-        const char *d = getenv("SPACE_TEST_DATA");
-        snprintf(data, sizeof data, "%s", d ? d : "/var/tmp/space-microvm-test");
-        snprintf(init_path, sizeof init_path, "%s", SPACE_INIT_PATH);
-        if (rt_mkdir_p(data, 0755) < 0 || template_ensure_base(data, NULL, NULL) < 0) {
+        if (bench_env_init(&env, "/var/tmp/space-microvm-test") < 0) {
                 fprintf(stderr, "bench-microvm: base template: %s\n", runtime_last_error());
                 return 1;
         }
-        snprintf(work, sizeof work, "/var/tmp/space-bench-mv-XXXXXX");
-        if (!mkdtemp(work))
+        snprintf(env.work, sizeof env.work, "/var/tmp/space-bench-mv-XXXXXX");
+        if (!mkdtemp(env.work))
                 return 1;
         static const char *const names[] = { "ns", "gvisor", "microvm" };
         for (size_t i = 0; i < ELEMENTSOF(names); i++) {
                 const struct runtime_ops *ops = runtime_find(names[i]);
                 if (!ops || (only_driver && strcmp(only_driver, names[i])))
                         continue;
-                if (ops->host_init && ops->host_init(data) < 0) {
+                if (ops->host_init && ops->host_init(env.data) < 0) {
                         fprintf(stderr, "bench-microvm: %s: %s\n", names[i], runtime_last_error());
                         continue;
                 }
@@ -500,6 +449,6 @@ int main(int argc, char **argv) {
                 if (ops->memory_snapshots && ops->checkpoint)
                         bench_snapshots(ops, runs);
         }
-        rt_rm_rf(work);
+        rt_rm_rf(env.work);
         return 0;
 }
