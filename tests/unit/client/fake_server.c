@@ -112,6 +112,7 @@ void fake_start(struct fake_server *f) {
         if (!mkdtemp(f->dir))
                 abort();
         snprintf(f->path, sizeof f->path, "%s/s.sock", f->dir);
+        snprintf(f->host, sizeof f->host, "unix:%s", f->path);
         f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_un sun = { .sun_family = AF_UNIX };
         strcpy(sun.sun_path, f->path);

@@ -21,6 +21,7 @@ struct fake_reply {
 struct fake_server {
         char dir[64];
         char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        char host[sizeof "unix:" + sizeof(((struct sockaddr_un *)0)->sun_path)]; /* "unix:" + path, for SPACE_HOST */
         int lfd;
         pthread_t thread;
         struct fake_reply replies[FAKE_MAX];

@@ -52,12 +52,10 @@ static void run_space(struct fake_server *f, const char *input, struct run *ret,
         if (input)
                 assert_int_equal(write(ifd, input, strlen(input)), (ssize_t)strlen(input));
         lseek(ifd, 0, SEEK_SET);
-        char host[200];
-        snprintf(host, sizeof host, "unix:%s", f->path);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-                setenv("SPACE_HOST", host, 1);
+                setenv("SPACE_HOST", f->host, 1);
                 dup2(input ? ifd : open("/dev/null", O_RDONLY), 0);
                 dup2(ofd, 1);
                 dup2(efd, 2);

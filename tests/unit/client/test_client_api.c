@@ -19,11 +19,11 @@
 
 /* ---- helpers ------------------------------------------------------------------- */
 
-static space_client *client_for(struct fake_server *f, int timeout_ms) {
+/* Starts f (its replies filled) and a client of it. */
+static space_client *start_client(struct fake_server *f, int timeout_ms) {
+        fake_start(f);
         space_client *c = NULL;
-        char host[200];
-        snprintf(host, sizeof host, "unix:%s", f->path);
-        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = host,
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = f->host,
                                                                            .timeout_ms = timeout_ms }),
                          0);
         return c;
@@ -38,16 +38,16 @@ static const char SESSION[] = "{\"id\":\"ses_0123456789abcdef\",\"sandbox_id\":\
  * client: the setup most tests share. */
 static space_session *open_session(struct fake_server *f, space_client **ret_c) {
         fake_reply_json(f, 0, "200 OK", SESSION);
-        fake_start(f);
-        space_client *c = client_for(f, 5000);
+        space_client *c = start_client(f, 5000);
         space_session *s = NULL;
         assert_int_equal(space_session_open(&s, c, "ses_0123456789abcdef"), 0);
         *ret_c = c;
         return s;
 }
 
-/* Frees what open_session made and waits for f to end. */
-static void close_session(struct fake_server *f, space_session *s, space_client *c) {
+/* Frees s (may be NULL) and c, and waits for f to end: what a test's requests are checked
+ * after. */
+static void finish(struct fake_server *f, space_session *s, space_client *c) {
         space_session_free(s);
         space_client_free(c);
         fake_stop(f);
@@ -123,13 +123,11 @@ static void test_api_token(void **state) {
         fake_reply_json(&f, 1, "401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"the bearer token is unknown or revoked\"}}");
         fake_reply_json(&f, 2, "200 OK", "{\"status\":\"ok\"}");
         fake_start(&f);
-        char host[200];
-        snprintf(host, sizeof host, "unix:%s", f.path);
         space_client *c = NULL, *e = NULL, *n = NULL;
         setenv("SPACE_TOKEN", "spt_fromenv", 1);
-        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = host,
+        assert_int_equal(space_client_new(&c, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = f.host,
                                                                            .token = "spt_option" }), 0);
-        assert_int_equal(space_client_new(&e, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = host }), 0);
+        assert_int_equal(space_client_new(&e, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = f.host }), 0);
         char *out = NULL;
         assert_int_equal(space_health(c, &out), 0);
         free(out);
@@ -137,7 +135,7 @@ static void test_api_token(void **state) {
         assert_int_equal(space_health(e, &out), -EPERM);
         assert_string_equal(space_client_last_error_code(e), "unauthorized");
         unsetenv("SPACE_TOKEN");
-        assert_int_equal(space_client_new(&n, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = host }), 0);
+        assert_int_equal(space_client_new(&n, &(struct space_client_opts){ SPACE_CLIENT_OPTS_INIT, .host = f.host }), 0);
         assert_int_equal(space_health(n, &out), 0);
         free(out);
         c = space_client_free(c);
@@ -171,8 +169,7 @@ static void test_keepalive(void **state) {
         struct fake_server f = { .nreplies = 2 };
         fake_reply_json(&f, 0, "200 OK", "{\"status\":\"ok\"}");
         fake_reply_json(&f, 1, "200 OK", "{\"sessions\":[]}");
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
+        space_client *c = start_client(&f, 5000);
         char *j = NULL;
         assert_int_equal(space_health(c, &j), 0);
         assert_string_equal(j, "{\"status\":\"ok\"}");
@@ -182,8 +179,7 @@ static void test_keepalive(void **state) {
         assert_int_equal(space_session_list(c, &v, &n), 0);
         assert_int_equal(n, 0);
         free(v);
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, NULL, c);
         assert_int_equal(f.connections, 1);
         assert_int_equal(strncmp(f.requests[0], "GET /v1/health HTTP/1.1\r\n", 25), 0);
         assert_int_equal(strncmp(f.requests[1], "GET /v1/sessions HTTP/1.1\r\n", 27), 0);
@@ -198,8 +194,7 @@ static void test_reconnect_after_server_close(void **state) {
         fake_reply_json(&f, 0, "200 OK", "{\"status\":\"ok\"}");
         f.replies[0].close_after = true;
         fake_reply_json(&f, 1, "200 OK", "{\"status\":\"ok\"}");
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
+        space_client *c = start_client(&f, 5000);
         char *j = NULL;
         assert_int_equal(space_health(c, &j), 0);
         free(j);
@@ -207,8 +202,7 @@ static void test_reconnect_after_server_close(void **state) {
         assert_int_equal(space_health(c, &j), 0);
         assert_string_equal(j, "{\"status\":\"ok\"}");
         free(j);
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, NULL, c);
         assert_int_equal(f.connections, 2);
         fake_free(&f);
 }
@@ -221,8 +215,7 @@ static void test_connection_close_header(void **state) {
         f.replies[0].close_after = true;
         f.replies[1].raw = "HTTP/1.0 200 OK\r\n\r\n{\"a\":1}"; /* no length: body runs to close */
         f.replies[1].close_after = true;
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
+        space_client *c = start_client(&f, 5000);
         char *j = NULL;
         assert_int_equal(space_health(c, &j), 0);
         assert_string_equal(j, "{}");
@@ -230,8 +223,7 @@ static void test_connection_close_header(void **state) {
         assert_int_equal(space_health(c, &j), 0);
         assert_string_equal(j, "{\"a\":1}");
         free(j);
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, NULL, c);
         assert_int_equal(f.connections, 2);
         fake_free(&f);
 }
@@ -241,8 +233,7 @@ static void test_create_request(void **state) {
         printf("checks: space_session_new sends template, memory, cpus, pids, disk, env, network and reads the id\n");
         struct fake_server f = { .nreplies = 1 };
         fake_reply_json(&f, 0, "201 Created", SESSION);
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
+        space_client *c = start_client(&f, 5000);
         space_session *s = NULL;
         const char *env[] = { "A=1", "B=x=y", NULL };
         assert_int_equal(space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = "base",
@@ -252,13 +243,11 @@ static void test_create_request(void **state) {
                          0);
         assert_string_equal(space_session_id(s), "ses_0123456789abcdef");
         assert_non_null(strstr(space_session_json(s), "sbx_0123456789abcdef"));
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, s, c);
         const char *req = f.requests[0];
         assert_int_equal(strncmp(req, "POST /v1/sessions HTTP/1.1\r\n", 28), 0);
         assert_non_null(strcasestr(req, "\r\nContent-Type: application/json\r\n"));
-        const char *body = strstr(req, "\r\n\r\n") + 4;
+        const char *body = fake_request_body(&f, 0);
         assert_non_null(strstr(body, "\"template\":\"base\""));
         assert_non_null(strstr(body, "\"memory\":67108864"));
         assert_non_null(strstr(body, "\"cpus\":1.5"));
@@ -288,7 +277,7 @@ static void test_inspect_fields(void **state) {
         assert_int_equal(si.init_pid, 4242);
         assert_true(si.alive);
         assert_false(si.oom_killed);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         fake_free(&f);
 }
 
@@ -335,10 +324,10 @@ static void test_exec_stream(void **state) {
         assert_int_equal(res.exit_code, 3);
         assert_int_equal(res.signal, 0);
         assert_int_equal(res.pid, 7);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         const char *req = f.requests[1];
         assert_int_equal(strncmp(req, "POST /v1/sessions/ses_0123456789abcdef/exec HTTP/1.1\r\n", 54), 0);
-        const char *body = strstr(req, "\r\n\r\n") + 4;
+        const char *body = fake_request_body(&f, 1);
         assert_non_null(strstr(body, "\"argv\":[\"sh\",\"-c\",\"exit 3\"]"));
         assert_non_null(strstr(body, "\"env\":{\"K\":\"V\"}"));
         assert_non_null(strstr(body, "\"cwd\":\"/root\""));
@@ -364,7 +353,7 @@ static void test_exec_signal_and_binary_stdin(void **state) {
         assert_true(res.exited);
         assert_int_equal(res.signal, 9);
         assert_true(res.timed_out);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         assert_non_null(strstr(f.requests[1], "\"stdin_b64\":\"/wA=\""));
         fake_free(&f);
 }
@@ -381,7 +370,7 @@ static void test_exec_background(void **state) {
         assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv, .background = true }, &res), 0);
         assert_int_equal(res.pid, 99);
         assert_false(res.exited);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         assert_non_null(strstr(f.requests[1], "\"background\":true"));
         fake_free(&f);
 }
@@ -405,7 +394,7 @@ static void test_exec_errors(void **state) {
         assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res), -ECONNRESET);
         assert_non_null(strstr(space_client_last_error(c), "before the command's exit"));
         assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = NULL }, &res), -EINVAL);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         fake_free(&f);
 }
 
@@ -417,8 +406,7 @@ static void test_error_mapping(void **state) {
         fake_reply_json(&f, 1, "409 Conflict", "{\"error\":{\"code\":\"conflict\",\"message\":\"in use\"}}");
         fake_reply_json(&f, 2, "400 Bad Request", "{\"error\":{\"code\":\"bad_request\",\"message\":\"bad\"}}");
         f.replies[3].raw = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 5\r\n\r\noops\n";
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
+        space_client *c = start_client(&f, 5000);
         space_session *s = NULL;
         assert_int_equal(space_session_open(&s, c, "ses_1"), -ENOENT);
         assert_null(s);
@@ -432,8 +420,7 @@ static void test_error_mapping(void **state) {
         /* refused locally, nothing sent */
         assert_int_equal(space_session_delete_id(c, "../x"), -EINVAL);
         assert_null(space_client_last_error_code(c));
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, NULL, c);
         assert_int_equal(strncmp(f.requests[1], "DELETE /v1/templates/base HTTP/1.1", 34), 0);
         fake_free(&f);
 }
@@ -453,15 +440,13 @@ static void test_malformed_answers(void **state) {
         memcpy(h + n + big, "\r\n\r\n", 5);
         fake_reply_take(&f, 2, h, 0);
         f.replies[2].close_after = true;
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
+        space_client *c = start_client(&f, 5000);
         char *j = NULL;
         assert_int_equal(space_health(c, &j), -EBADMSG);
         assert_int_equal(space_health(c, &j), -EBADMSG);
         assert_int_equal(space_health(c, &j), -E2BIG);
         assert_null(j);
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, NULL, c);
         fake_free(&f);
 }
 
@@ -485,7 +470,7 @@ static void test_size_limits(void **state) {
         assert_null(data);
         struct space_exec_result res;
         assert_int_equal(space_attach(s, 5, &(struct space_attach_opts){ SPACE_ATTACH_OPTS_INIT, .follow = true }, &res), -E2BIG);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         assert_int_equal(strncmp(f.requests[1], "GET /v1/sessions/ses_0123456789abcdef/files?path=/root/a%20b HTTP/1.1", 69), 0);
         assert_int_equal(strncmp(f.requests[2], "GET /v1/sessions/ses_0123456789abcdef/processes/5/output?offset=0&follow=1 ", 75), 0);
         fake_free(&f);
@@ -497,13 +482,11 @@ static void test_timeout(void **state) {
         struct fake_server f = { .nreplies = 1 };
         fake_reply_json(&f, 0, "200 OK", "{}");
         f.replies[0].delay_ms = 1500;
-        fake_start(&f);
-        space_client *c = client_for(&f, 200);
+        space_client *c = start_client(&f, 200);
         char *j = NULL;
         assert_int_equal(space_health(c, &j), -ETIMEDOUT);
         assert_non_null(strstr(space_client_last_error(c), "did not answer"));
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, NULL, c);
         fake_free(&f);
 }
 
@@ -551,7 +534,7 @@ static void test_files(void **state) {
         assert_int_equal(ents[0].st.mode, 0755);
         assert_string_equal(ents[1].st.type, "dir");
         free(ents);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         assert_int_equal(strncmp(f.requests[1], "PUT /v1/sessions/ses_0123456789abcdef/files?path=/root/x.txt&mode=0600&parents=1 HTTP/1.1", 89), 0);
         assert_non_null(strstr(f.requests[1], "Content-Length: 11\r\n"));
         assert_string_equal(fake_request_body(&f, 1), "hello world");
@@ -572,7 +555,7 @@ static void test_early_answer(void **state) {
         assert_int_equal(space_file_write(s, "/root/big", big, n, 0, false), -E2BIG);
         assert_string_equal(space_client_last_error(c), "upload over 256 MiB");
         free(big);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         fake_free(&f);
 }
 
@@ -604,7 +587,7 @@ static void test_list_pages_and_attach_end(void **state) {
         assert_int_equal(space_file_remove(s, "/etc", true), -EACCES);
         assert_int_equal(space_file_write(s, "/root/x", "x", 1, 0, false), -ENOSPC);
         assert_string_equal(space_client_last_error(c), "disk quota");
-        close_session(&f, s, c);
+        finish(&f, s, c);
         static const char want2[] = "GET /v1/sessions/ses_0123456789abcdef/files/list?path=/root&after=b%20c HTTP/1.1\r\n";
         static const char want4[] = "DELETE /v1/sessions/ses_0123456789abcdef/files?path=/etc&recursive=1 HTTP/1.1\r\n";
         assert_int_equal(strncmp(f.requests[2], want2, sizeof want2 - 1), 0);
@@ -626,8 +609,7 @@ static void test_template_build(void **state) {
                                   "{\"type\":\"progress\",\"message\":\"unpacking\"}\n",
                                   "{\"type\":\"done\",\"template\":{\"name\":\"py\",\"size_bytes\":1234,\"created_at\":\"x\"}}\n", NULL);
         fake_reply_chunked(&f, 1, "200 OK", "{\"type\":\"error\",\"error\":{\"code\":\"bad_request\",\"message\":\"no such suite\"}}\n", NULL);
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
+        space_client *c = start_client(&f, 5000);
         int nprog = 0;
         const char *pk[] = { "python3", "curl", NULL };
         struct space_template_info ti;
@@ -653,8 +635,7 @@ static void test_template_build(void **state) {
                                                                                       .from_dir = "/a", .from_tar = "/b" },
                                               &ti),
                          -EINVAL);
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, NULL, c);
         const char *body = fake_request_body(&f, 0);
         assert_string_equal(body, "{\"name\":\"py\",\"debootstrap\":{\"suite\":\"bookworm\",\"packages\":[\"python3\",\"curl\"]}}");
         fake_free(&f);
@@ -686,7 +667,7 @@ static void test_processes(void **state) {
         space_process_list_free(p, n);
         assert_int_equal(space_signal(s, 5, 15), 0);
         assert_int_equal(space_signal(s, 5, 0), -EINVAL);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         assert_string_equal(fake_request_body(&f, 2), "{\"signal\":15}");
         fake_free(&f);
 }
@@ -709,8 +690,7 @@ static void test_session_token(void **state) {
         fake_reply_json(&f, 1, "201 Created", SNAP);
         fake_reply_json(&f, 2, "401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"wrong token\"}}");
         f.replies[3].raw = "HTTP/1.1 204 No Content\r\n\r\n";
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
+        space_client *c = start_client(&f, 5000);
         space_session *s = NULL;
         assert_int_equal(space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT,
                                                                                  .snapshot = "snap_00000000000000a1",
@@ -739,9 +719,7 @@ static void test_session_token(void **state) {
         assert_int_equal(space_session_set_token(s, NULL), 0);
         assert_null(space_session_token(s));
         assert_int_equal(space_session_delete(s), 0);
-        space_session_free(s);
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, s, c);
         const char *body = fake_request_body(&f, 0);
         assert_non_null(strstr(body, "\"snapshot\":\"snap_00000000000000a1\""));
         assert_non_null(strstr(body, "\"snapshot_interval_ms\":0"));
@@ -795,7 +773,7 @@ static void test_lifecycle_and_fork(void **state) {
         assert_string_equal(space_session_id(v[1]), "ses_000000000000000c");
         assert_string_equal(space_session_token(v[1]), "tokC");
         space_session_array_free(v, n);
-        close_session(&f, s, c);
+        finish(&f, s, c);
         assert_int_equal(strncmp(f.requests[3], "POST /v1/sessions/ses_0123456789abcdef/resume HTTP/1.1", 54), 0);
         assert_non_null(strstr(f.requests[4], "{\"snapshot\":\"snap_00000000000000a1\"}"));
         assert_non_null(strstr(f.requests[5], "{\"snapshot\":\"snap_00000000000000a1\",\"count\":2}"));
@@ -816,8 +794,7 @@ static void test_events_connect_gc(void **state) {
                                          "\"parent\":\"snap_1\",\"reason\":\"pause\"}]}");
         fake_reply_json(&f, 4, "200 OK", "{\"objects_removed\":12,\"bytes_freed\":34567}");
         fake_reply_json(&f, 5, "401 Unauthorized", "{\"error\":{\"code\":\"unauthorized\",\"message\":\"bad token\"}}");
-        fake_start(&f);
-        space_client *c = client_for(&f, 5000);
+        space_client *c = start_client(&f, 5000);
         space_session *s = NULL;
         assert_int_equal(space_session_connect(&s, c, "ses_0123456789abcdef", "secretTOKEN"), 0);
         assert_string_equal(space_session_token(s), "secretTOKEN");
@@ -855,8 +832,7 @@ static void test_events_connect_gc(void **state) {
         assert_int_equal(space_session_connect(&s, c, "ses_0123456789abcdef", "other"), -EPERM);
         assert_null(s);
         assert_int_equal(space_session_connect(&s, c, "ses_0123456789abcdef", "has space"), -EINVAL);
-        space_client_free(c);
-        fake_stop(&f);
+        finish(&f, NULL, c);
         assert_int_equal(strncmp(f.requests[0], "POST /v1/sessions/ses_0123456789abcdef/connect HTTP/1.1", 55), 0);
         assert_non_null(strstr(f.requests[0], "{\"token\":\"secretTOKEN\"}"));
         assert_int_equal(strncmp(f.requests[1], "GET /v1/sessions/ses_0123456789abcdef/events?after=4&limit=2 HTTP/1.1", 69), 0);
