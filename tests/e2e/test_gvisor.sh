@@ -29,7 +29,7 @@ expect_eq "stat works (statx shim)" "$(sp exec "$id" -- stat -c '%U %a' /etc/pas
 expect_eq "files written inside are root's inside" "$(sp exec "$id" -- sh -c 'echo x >/root/f; python3 -c "import os; print(os.stat(\"/root/f\").st_uid)"' </dev/null)" "0"
 
 say "continuity: a counter every 100 ms, pause, resume"
-bg=$(sp exec -d "$id" -- sh -c 'i=0; while :; do i=$((i+1)); echo $i >/root/counter; echo "tick $i"; sleep 0.1; done' </dev/null)
+bg=$(sp exec -d "$id" -- sh -c 'i=0; while :; do i=$((i+1)); echo $i >/root/counter.new; mv /root/counter.new /root/counter; echo "tick $i"; sleep 0.1; done' </dev/null)
 [ "$bg" -gt 0 ] 2>/dev/null && pass "the counter runs as pid $bg" || fail "exec -d: '$bg'"
 sp exec -d "$id" -- sh -c 'cd /root && echo hello-from-gvisor >index.html && exec python3 -m http.server 8000 --bind 127.0.0.1' </dev/null >"$TMPD/web.pid"
 web=$(cat "$TMPD/web.pid")

@@ -64,7 +64,7 @@ echo "$DIFF" | sed 's/^/#   diff: /' | head -n 5
 check "the snapshot diff shows the file written inside" sh -c "echo '$DIFF' | grep -q 'root/inside.txt'"
 
 # ---- a background counter across pause -> resume and fork x2 ----
-api -X POST "$UA/exec" -d '{"argv":["sh","-c","i=0; while :; do i=$((i+1)); echo $i > /root/counter; sleep 0.2; done"],"background":true}' >/dev/null
+api -X POST "$UA/exec" -d '{"argv":["sh","-c","i=0; while :; do i=$((i+1)); echo $i > /root/counter.new; mv /root/counter.new /root/counter; sleep 0.2; done"],"background":true}' >/dev/null
 sleep 1
 R=$(api -X POST "$UA/pause" -w '\n%{http_code}')
 check "pause answers 200, paused" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | jget state)" = "200/paused"

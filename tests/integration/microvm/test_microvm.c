@@ -199,7 +199,7 @@ static void test_checkpoint_restore_fork(void **state) {
         int64_t ms = vm_start(&v, "snap", NULL);
         printf("# create (warm start when the template has one) to HELLO in %lld ms\n", (long long)ms);
         int code = -1;
-        assert_int_equal(mvc_sh(v.fd, "i=0; while :; do i=$((i+1)); echo $i > /root/counter; sleep 0.2; done",
+        assert_int_equal(mvc_sh(v.fd, "i=0; while :; do i=$((i+1)); echo $i > /root/counter.new; mv /root/counter.new /root/counter; sleep 0.2; done",
                                 true, NULL, 0, &code, VM_TIMEOUT_MS),
                          0);
         sh(&v, "echo hello from the guest > /root/hello.txt");
