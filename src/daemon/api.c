@@ -176,6 +176,20 @@ void api_health(struct conn *c) {
         json_w_kint(&w, "sessions", (int64_t)api_visible_sessions(c));
         json_w_kstr(&w, "runtime", c->d->rt->name);
         disk_health_json(c->d, &w);
+        /* decided at startup when microvm is available (a memo read); else probed once */
+        struct rt_accel_info ai;
+        if (rt_microvm_accel_info(&ai) == 0) {
+                json_w_key(&w, "microvm_accel");
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "name", ai.name);
+                json_w_kstr(&w, "reason", ai.reason);
+                if (ai.min_ips > 0) {
+                        json_w_kint(&w, "kernel_ips", ai.kernel_ips);
+                        json_w_kint(&w, "user_ips", ai.user_ips);
+                        json_w_kint(&w, "min_ips", ai.min_ips);
+                }
+                json_w_obj_end(&w);
+        }
         json_w_obj_end(&w);
         conn_reply_json(c, 200, &b);
         buf_free(&b);

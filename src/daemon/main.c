@@ -57,6 +57,10 @@ static void usage(FILE *f) {
                 "  --help             this text\n"
                 "  --version          the version\n"
                 "\n"
+                "SPACE_MICROVM_ACCEL=auto|kvm|tcg: the microvm runtime's accelerator (default auto:\n"
+                "KVM when a probe of milliseconds finds it runs guest kernel code at hardware speed,\n"
+                "else TCG; the verdict and why: 'space health', microvm_accel).\n"
+                "\n"
                 "Sessions are durable (DIR/meta.db, DIR/store): after a restart, even after kill -9,\n"
                 "running sessions are re-attached to their sandboxes or recovered from their newest\n"
                 "snapshot, paused ones stay paused. SIGTERM or SIGINT takes a last snapshot of every\n"
@@ -145,6 +149,13 @@ static int check_tcp_tokens(const char *data_dir) {
                 return -ENOKEY;
         }
         return 0;
+}
+
+/* Which accelerator microvm sessions get, and why (decided by its host_init). */
+static void log_microvm_accel(void) {
+        struct rt_accel_info ai;
+        if (rt_microvm_accel_info(&ai) == 0)
+                log_info("microvm accelerator: %s (%s)", ai.name, ai.reason);
 }
 
 int main(int argc, char **argv) {
@@ -300,6 +311,8 @@ int main(int argc, char **argv) {
         for (size_t i = 0; (ort = runtime_nth(i)); i++)
                 if (ort != d->rt && ort->host_init(d->data_dir) < 0)
                         log_info("runtime %s unavailable: %s", ort->name, runtime_last_error());
+                else if (ort == &rt_microvm_ops)
+                        log_microvm_accel();
         if ((r = dur_open(d)) < 0) {
                 log_error("opening the stores in %s failed: %s", d->data_dir, strerror(-r));
                 return 1;

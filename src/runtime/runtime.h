@@ -124,7 +124,21 @@ struct runtime_ops {
 extern const struct runtime_ops rt_ns_ops;
 extern const struct runtime_ops rt_gvisor_ops;  /* src/runtime/gvisor/: runsc, memory snapshots */
 extern const struct runtime_ops rt_microvm_ops; /* src/runtime/microvm/: QEMU microvm, memory + disk */
-/* The accelerator the microvm driver uses: "tcg", or "kvm" when SPACE_MICROVM_ACCEL=kvm. */
+/* The microvm driver's accelerator and why (docs/runtime-microvm.md, "Accelerator"). */
+struct rt_accel_info {
+        char name[8];         /* "kvm" or "tcg" */
+        char reason[384];     /* for people: the setting, the probe's rates, a failed KVM boot */
+        int64_t kernel_ips;   /* probe: guest kernel-mode instructions/s (0: not probed) */
+        int64_t user_ips;     /* probe: guest user-mode instructions/s (0: not probed) */
+        int64_t min_ips;      /* the probe's threshold for kvm (0: not probed) */
+        int64_t probe_us;     /* what this process's probe cost (0: none ran) */
+        bool cached;          /* the verdict came from the per-boot cache file */
+};
+/* SPACE_MICROVM_ACCEL=auto (default; unset or empty too): a probe of /dev/kvm of a few
+ * milliseconds, once per host boot (cached in the guest dir); kvm or tcg: as said.
+ * -EINVAL for another setting (runtime_last_error says). Thread-safe. */
+int rt_microvm_accel_info(struct rt_accel_info *ret);
+/* Its name: "kvm", "tcg" ("invalid" for a bad setting). */
 const char *rt_microvm_accel(void);
 
 /* The i-th driver of the table (0, 1, ...); NULL past the last. */

@@ -41,11 +41,12 @@
 #define MV_MAX_DISK_MIB (1u << 20)
 #define MV_PIDS 256u                      /* QEMU's threads */
 #define MV_BOOT_TIMEOUT_MS 90000          /* TCG: ~3 s typical; a loaded host is slower */
+/* A KVM boot takes well under a second; one that has not said HELLO by then is on a
+ * KVM that cannot run this guest (ARCHITECTURE.md §6): TCG takes over. */
+#define MV_KVM_BOOT_TIMEOUT_MS 20000
 #define MV_QMP_TIMEOUT_MS 30000
 #define MV_MIGRATE_TIMEOUT_MS 300000
 #define MV_QMP_LINE_MAX (256u << 10)
-#define MV_QEMU_UID 99999u                /* unprivileged QEMU: nobody else's id */
-#define MV_QEMU_BIN "qemu-system-x86_64"
 #define MV_RAM_DIR "/dev/shm"
 /* child fd layout */
 #define MV_FD_INIT 3
@@ -74,6 +75,7 @@ struct rt_sandbox {
         pid_t pid;
         bool reaped, stopped, unprivileged;
         bool frozen;           /* freeze() said stop, thaw() not yet cont */
+        bool kvm;              /* this VM's accelerator: KVM, else TCG */
         int status;
 };
 
@@ -97,20 +99,9 @@ static bool path_valid(const char *p) {
         return p && p[0] == '/' && strlen(p) < MV_MAX_PATH - 64;
 }
 
-static const char *guest_dir(void) {
+const char *mv_guest_dir(void) {
         const char *g = getenv("SPACE_GUEST_DIR");
         return g && g[0] == '/' ? g : MV_DEFAULT_GUEST_DIR;
-}
-
-/* TCG unless SPACE_MICROVM_ACCEL=kvm: KVM exists on hosts (like ours) where it cannot
- * boot a Linux guest, and a boot that hangs for minutes is worse than a slow one. */
-static bool use_kvm(void) {
-        const char *a = getenv("SPACE_MICROVM_ACCEL");
-        return a && strcmp(a, "kvm") == 0;
-}
-
-const char *rt_microvm_accel(void) {
-        return use_kvm() ? "kvm" : "tcg";
 }
 
 /* The guest's TSC runs at the host's rate under TCG; without tsc_early_khz the kernel's
@@ -423,7 +414,7 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
                  "console=ttyS0 panic=-1 reboot=t nokaslr mitigations=off tsc_early_khz=%lu tsc=reliable lpj=%lu "
                  "quiet pci=off rdinit=/init space_hostname=space -- --guest",
                  khz, khz);
-        snprintf(accel, sizeof accel, use_kvm() ? "kvm" : "tcg,tb-size=%u", MV_TB_SIZE_MIB);
+        snprintf(accel, sizeof accel, sb->kvm ? "kvm" : "tcg,tb-size=%u", MV_TB_SIZE_MIB);
         snprintf(kernel, sizeof kernel, "/proc/self/fd/%d", MV_FD_KERNEL);
         snprintf(initrd, sizeof initrd, "/proc/self/fd/%d", MV_FD_INITRD);
         snprintf(chr_init, sizeof chr_init, "socket,id=init,fd=%d", MV_FD_INIT);
@@ -449,7 +440,7 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
         ARG(MV_QEMU_BIN, "-name", "space-microvm", "-nodefaults", "-no-user-config", "-display", "none",
             "-no-reboot", "-accel", accel, "-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=ram", "-object", ram,
  "-cpu",
-            use_kvm() ? "host" : "qemu64", "-smp", "1", "-m", mem, "-kernel", kernel, "-initrd", initrd, "-append",
+            sb->kvm ? "host" : "qemu64", "-smp", "1", "-m", mem, "-kernel", kernel, "-initrd", initrd, "-append",
             append, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con", "-chardev", chr_qmp, "-mon",
             "chardev=qmp,mode=control", "-add-fd", add_disk, "-add-fd", add_disk_ro, "-add-fd", add_lower, "-drive", drv_lower, "-device",
             "virtio-blk-device,drive=lower,serial=space-lower", "-drive", drv_disk, "-device",
@@ -462,6 +453,13 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
         argv[a] = NULL;
 #undef ARG
         bool unpriv = sb->unprivileged;
+        gid_t gid = MV_QEMU_UID;
+        if (unpriv && sb->kvm && mv_kvm_gid(&gid) < 0) {
+                qemu_fds_close(&q);
+                safe_close(sync_pipe[1]);
+                runtime_set_error("microvm: /dev/kvm is not open to the unprivileged QEMU's group");
+                return -EACCES;
+        }
 
         int pidfd = -1;
         struct clone_args ca = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = 0 };
@@ -483,7 +481,7 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
                 if (read(MV_FD_SYNC, &c, 1) != 1)
                         _exit(125); /* the parent gave up */
                 close(MV_FD_SYNC);
-                if (unpriv && rt_child_setids(MV_QEMU_UID, MV_QEMU_UID) < 0)
+                if (unpriv && rt_child_setids(MV_QEMU_UID, gid) < 0)
                         _exit(126);
                 execvp(argv[0], (char *const *)argv);
                 _exit(127);
@@ -631,25 +629,29 @@ static int mv_host_init(const char *data_dir) {
                 return r;
         }
         char p[MV_MAX_PATH];
-        snprintf(p, sizeof p, "%s/vmlinux", guest_dir());
+        snprintf(p, sizeof p, "%s/vmlinux", mv_guest_dir());
         if (access(p, R_OK) < 0) {
                 r = -errno;
                 runtime_set_error("microvm: no guest kernel at %s (run scripts/build-guest)", p);
                 return r;
         }
-        return 0;
+        /* decided once per process (a probe of milliseconds, or the per-boot cache) */
+        struct rt_accel_info ai;
+        return rt_microvm_accel_info(&ai);
 }
 
 struct image_meta {
         uint64_t memory_mib;
         char image[32];
+        bool kvm; /* saved under KVM (images without "accel" are TCG's) */
 };
 
 static int meta_write(const char *dir, const struct rt_sandbox *sb) {
         char p[MV_MAX_PATH + 32], text[256];
         snprintf(p, sizeof p, "%s/microvm.json", dir);
-        snprintf(text, sizeof text, "{\"driver\":\"microvm\",\"version\":%d,\"memory_mib\":%llu,\"image\":\"%s\"}\n",
-                 MV_IMAGE_VERSION, (unsigned long long)sb->memory_mib, sb->image_key);
+        snprintf(text, sizeof text,
+                 "{\"driver\":\"microvm\",\"version\":%d,\"memory_mib\":%llu,\"image\":\"%s\",\"accel\":\"%s\"}\n",
+                 MV_IMAGE_VERSION, (unsigned long long)sb->memory_mib, sb->image_key, sb->kvm ? "kvm" : "tcg");
         _cleanup_close_ int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0)
                 return -errno;
@@ -667,12 +669,14 @@ static int meta_read(const char *dir, struct image_meta *ret) {
         if (json_parse(text, (size_t)n, &j, NULL, 0) < 0)
                 return -EINVAL;
         int64_t v = 0, mib = 0;
-        const char *drv = json_get_str(j, "driver"), *img = json_get_str(j, "image");
+        const char *drv = json_get_str(j, "driver"), *img = json_get_str(j, "image"),
+                   *accel = json_get_str(j, "accel");
         if (!drv || strcmp(drv, "microvm") || json_get_int(j, "version", &v) < 0 || v != MV_IMAGE_VERSION ||
             json_get_int(j, "memory_mib", &mib) < 0 || mib < MV_MIN_MEMORY_MIB || mib > MV_MAX_MEMORY_MIB || !img ||
-            strlen(img) >= sizeof ret->image)
+            strlen(img) >= sizeof ret->image || (accel && strcmp(accel, "kvm") && strcmp(accel, "tcg")))
                 return -EINVAL;
         ret->memory_mib = (uint64_t)mib;
+        ret->kvm = accel && strcmp(accel, "kvm") == 0;
         snprintf(ret->image, sizeof ret->image, "%s", img);
         return 0;
 }
@@ -680,7 +684,7 @@ static int meta_read(const char *dir, struct image_meta *ret) {
 /* QEMU reads its files through fds, but still needs to traverse nothing of ours: it can
  * run as an unprivileged user as long as that user can read the guest kernel's inode
  * (world-readable) and /proc/self/fd of itself. */
-static bool can_drop_privileges(void) {
+bool mv_unprivileged(void) {
         const char *e = getenv("SPACE_MICROVM_PRIVILEGED");
         return geteuid() == 0 && !(e && strcmp(e, "1") == 0);
 }
@@ -691,7 +695,7 @@ static int warm_dir(const struct rt_sandbox *sb, const struct rt_spec *spec, cha
                 return -errno;
         snprintf(buf, n, "%s/warm/v%d-%s-%lluM-%llx-%llx-%s", sb->guest_dir, MV_IMAGE_VERSION, sb->image_key,
                  (unsigned long long)sb->memory_mib, (unsigned long long)st.st_mtim.tv_sec,
-                 (unsigned long long)st.st_size, rt_microvm_accel());
+                 (unsigned long long)st.st_size, sb->kvm ? "kvm" : "tcg");
         return 0;
 }
 
@@ -726,6 +730,20 @@ static int dir_has_files(const char *path) {
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
                         return 1;
         return 0;
+}
+
+/* After a failed start: nothing of that QEMU is left, and the next start begins with
+ * fresh RAM (holes, not the failed VM's pages). */
+static void vm_reset(struct rt_sandbox *sb) {
+        kill_qemu(sb);
+        sb->init_sock = safe_close(sb->init_sock);
+        sb->ctl_sock = safe_close(sb->ctl_sock);
+        sb->qmp = safe_close(sb->qmp);
+        sb->pidfd = safe_close(sb->pidfd);
+        sb->qlen = 0;
+        char ram[MV_MAX_PATH + 32];
+        ram_path(sb->id, sb->run_dir, ram, sizeof ram);
+        (void)unlink(ram);
 }
 
 /* Boots (or restores from `from`, a checkpoint directory) the VM of sb. */
@@ -773,7 +791,7 @@ static int start_vm(struct rt_sandbox *sb, const struct rt_spec *spec, const cha
                 fail(sb, "loading the memory image", r);
                 return r;
         }
-        r = connect_init(sb, from ? MV_QMP_TIMEOUT_MS : MV_BOOT_TIMEOUT_MS);
+        r = connect_init(sb, from ? MV_QMP_TIMEOUT_MS : sb->kvm ? MV_KVM_BOOT_TIMEOUT_MS : MV_BOOT_TIMEOUT_MS);
         if (r < 0) {
                 kill_qemu(sb);
                 fail(sb, from ? "restore" : "boot", r);
@@ -814,14 +832,25 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         sb->init_sock = sb->ctl_sock = sb->qmp = sb->pidfd = -EBADF;
         sb->reaped = true;
         sb->memory_mib = mib;
-        sb->unprivileged = can_drop_privileges();
+        sb->unprivileged = mv_unprivileged();
         sb->id = strdup(spec->id);
         sb->run_dir = strdup(spec->run_dir);
         sb->upper_dir = spec->upper_dir ? strdup(spec->upper_dir) : NULL;
-        sb->guest_dir = strdup(guest_dir());
+        sb->guest_dir = strdup(mv_guest_dir());
         int r = (!sb->id || !sb->run_dir || !sb->guest_dir || (spec->upper_dir && !sb->upper_dir)) ? -ENOMEM : 0;
+        struct rt_accel_info ai = { 0 };
         if (r == 0)
                 r = mv_host_init(NULL);
+        if (r == 0 && (r = rt_microvm_accel_info(&ai)) == 0)
+                sb->kvm = strcmp(ai.name, "kvm") == 0;
+        bool probed_kvm = sb->kvm && ai.min_ips > 0; /* auto said kvm: a failed boot falls back */
+        if (r == 0 && spec->restore_dir && meta.kvm && !sb->kvm) {
+                runtime_set_error("microvm: image %s was saved under KVM; this host uses TCG (%s)", spec->restore_dir,
+                                  ai.reason);
+                r = -EINVAL;
+        }
+        if (spec->restore_dir)
+                sb->kvm = meta.kvm; /* a TCG image restores under TCG, on any host */
         if (r == 0 && (r = mv_image_key(spec->lower_dirs, sb->image_key, sizeof sb->image_key)) < 0)
                 runtime_set_error("microvm: template %s: %s", mv_template_dir(spec->lower_dirs), strerror(-r));
         if (r == 0 && spec->restore_dir && strcmp(meta.image, sb->image_key) != 0) {
@@ -858,14 +887,23 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 }
                 /* a broken warm image is dropped; boot instead */
                 (void)rt_rm_rf(warm);
-                kill_qemu(sb);
-                sb->init_sock = safe_close(sb->init_sock);
-                sb->ctl_sock = safe_close(sb->ctl_sock);
-                sb->qmp = safe_close(sb->qmp);
-                sb->pidfd = safe_close(sb->pidfd);
-                sb->qlen = 0;
+                vm_reset(sb);
         }
         r = start_vm(sb, spec, spec->restore_dir);
+        if (r < 0 && sb->kvm && probed_kvm && !spec->restore_dir) {
+                /* never hang on a KVM that cannot run the guest: TCG for this create, and
+                 * for every later one of this host boot */
+                char why[sizeof ((struct rt_accel_info *)0)->reason];
+                snprintf(why, sizeof why, "a KVM boot did not reach HELLO (limit %d s), TCG since: %.250s",
+                         MV_KVM_BOOT_TIMEOUT_MS / 1000, runtime_last_error());
+                (void)mv_accel_mark_failed(sb->guest_dir, why);
+                vm_reset(sb);
+                sb->kvm = false;
+                runtime_set_error("%s", "");
+                r = start_vm(sb, spec, NULL);
+                if (r == 0 && warm[0] && warm_dir(sb, spec, warm, sizeof warm) < 0)
+                        warm[0] = 0;
+        }
         if (r == 0 && fresh && warm[0] && warm_enabled()) {
                 /* the first boot of a template leaves its warm image for the next creates */
                 char tmp[MV_MAX_PATH + 160];

@@ -19,7 +19,6 @@ export SPACE_GUEST_DIR=$T/guest
 mkdir -p "$SPACE_GUEST_DIR"
 ln -s "$GUEST_CACHE/vmlinux" "$SPACE_GUEST_DIR/vmlinux"
 ln -s "$GUEST_CACHE/modules" "$SPACE_GUEST_DIR/modules"
-echo "# accelerator: ${SPACE_MICROVM_ACCEL:-tcg}$([ "${SPACE_MICROVM_ACCEL:-tcg}" = tcg ] && echo ' (software emulation: each VM step takes seconds)')"
 
 grows() { # session: the counter file grows within 2 s
         local a b
@@ -33,6 +32,15 @@ grows() { # session: the counter file grows within 2 s
 mkdir -p "$T/root"
 tar -C "$T/root" -xf "$TARBALL"
 start_daemon || exit 1
+ACC=$(api http://x/v1/health | jget microvm_accel name)
+WHY=$(api http://x/v1/health | jget microvm_accel reason)
+echo "# accelerator: $ACC$([ "$ACC" = tcg ] && echo ' (software emulation: each VM step takes seconds)'), because: $WHY"
+check "health says which accelerator microvm sessions get (${SPACE_MICROVM_ACCEL:-auto}), and why" \
+        sh -c "[ '$ACC' = kvm ] || [ '$ACC' = tcg ] && [ -n \"\$1\" ]" _ "$WHY"
+check "spaced logged the verdict at startup" grep -q "microvm accelerator: $ACC (" "$LOG"
+if [ -z "${SPACE_MICROVM_ACCEL:-}" ] || [ "$SPACE_MICROVM_ACCEL" = auto ]; then
+        check "auto probed /dev/kvm once and cached the verdict in the guest dir" grep -q "\"accel\":\"$ACC\"" "$SPACE_GUEST_DIR/accel.json"
+fi
 api -X POST http://x/v1/templates -d "{\"name\":\"deb\",\"from_dir\":\"$T/root\"}" >/dev/null
 rm -rf "$T/root"
 
