@@ -890,9 +890,9 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 vm_reset(sb);
         }
         r = start_vm(sb, spec, spec->restore_dir);
-        if (r < 0 && sb->kvm && probed_kvm && !spec->restore_dir) {
-                /* never hang on a KVM that cannot run the guest: TCG for this create, and
-                 * for every later one of this host boot */
+        if (r < 0 && sb->kvm && probed_kvm && !spec->restore_dir && sb->pidfd >= 0) {
+                /* QEMU ran but the guest never said HELLO: never hang on a KVM that cannot
+                 * run it; TCG for this create and every later one of this host boot */
                 char why[sizeof ((struct rt_accel_info *)0)->reason];
                 snprintf(why, sizeof why, "a KVM boot did not reach HELLO (limit %d s), TCG since: %.250s",
                          MV_KVM_BOOT_TIMEOUT_MS / 1000, runtime_last_error());
