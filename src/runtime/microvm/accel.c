@@ -233,8 +233,11 @@ static int probe_spawn(struct probe_result *ret, int64_t *ret_us) {
         struct clone_args ca = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = 0 };
         pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
         if (pid == 0) {
-                close(rd);
-                probe_child(wr);
+                /* hold none of the caller's files (locks, sockets) while probing */
+                if (wr != 3 && dup2(wr, 3) < 0)
+                        _exit(1);
+                syscall(SYS_close_range, 4, ~0u, 0);
+                probe_child(3);
         }
         if (pid < 0)
                 return -errno;
