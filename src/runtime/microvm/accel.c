@@ -28,11 +28,11 @@
 #include "runtime/runtime.h"
 
 /* Guest instructions per second below which KVM is not worth it. Measured here (PVM
- * host, kvm_pvm): guest kernel mode 0.4-1.7 M/s (KVM's instruction emulator), guest
- * user mode 4-7 G/s (native). A KVM host with hardware virtualization runs kernel mode
- * natively, in the G/s; TCG runs a guest at a few hundred M/s at best. 100 M/s is ~60x
- * above the emulated rate and ~40x below the native one, so load on either kind of host
- * cannot move a probe across it. SPACE_MICROVM_KVM_MIN_IPS overrides it (tests).
+ * host, kvm_pvm; per CPU second of the probing thread): guest kernel mode 0.9-1.4 M/s
+ * (KVM's instruction emulator), guest user mode 3.6-10 G/s (native). A KVM host with
+ * hardware virtualization runs kernel mode natively, in the G/s; TCG runs a guest at a
+ * few hundred M/s at best. 100 M/s is ~70x above the emulated rate and >= 30x below the
+ * native one, so load on either kind of host cannot move a probe across it. SPACE_MICROVM_KVM_MIN_IPS overrides it (tests).
  * MV_KVM_MIN_IPS (microvm.h) = 100 M/s. */
 #define MV_KVM_MIN_IPS_MAX 1000000000000000LL /* the override's limit: 1e15/s */
 #define MV_PROBE_LOOPS 4000000u               /* ~2-4 ms at hardware speed */
@@ -308,11 +308,10 @@ int mv_accel_probe(int64_t min_ips, struct rt_accel_info *ret) {
                 return 0;
         }
         ai.probe_us = us;
-        if (res.step == PS_OPEN)
-                snprintf(ai.reason, sizeof ai.reason, "%s",
-                         res.err == ENOENT  ? "no /dev/kvm (no hardware virtualization)"
-                         : res.err == EACCES ? "/dev/kvm: permission denied"
-                                             : strerror(res.err));
+        if (res.step == PS_OPEN && res.err == ENOENT)
+                snprintf(ai.reason, sizeof ai.reason, "no /dev/kvm (no hardware virtualization)");
+        else if (res.step == PS_OPEN)
+                snprintf(ai.reason, sizeof ai.reason, "/dev/kvm: %s", strerror(res.err));
         else if (res.step == PS_API)
                 snprintf(ai.reason, sizeof ai.reason, "KVM API version %d, not %d", res.api, KVM_API_VERSION);
         else if (res.step < PS_DONE)
