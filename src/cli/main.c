@@ -17,6 +17,7 @@
 
 #include "cli/args.h"
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/json.h"
 #include "space/space.h"
 
@@ -227,21 +228,6 @@ static int open_both(const char *host, const char *id, space_client **ret_c, spa
         }
         *ret_c = cl;
         *ret_s = s;
-        return 0;
-}
-
-static int write_all(int fd, const void *data, size_t n) {
-        const char *p = data;
-        while (n > 0) {
-                ssize_t w = write(fd, p, n);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += w;
-                n -= (size_t)w;
-        }
         return 0;
 }
 
@@ -459,7 +445,7 @@ static const struct cmd cmd_exec = { "exec",
         "  -h, --help            show this help\n" };
 
 static int on_exec_output(void *ud, enum space_stream stream, const void *data, size_t len) {
-        int r = write_all(stream == SPACE_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
+        int r = fdio_write_all(stream == SPACE_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
         if (r == -EPIPE)
                 *(bool *)ud = true;
         return r;
@@ -1376,7 +1362,7 @@ static int write_token_file(const char *path, const char *token) {
                 return errorf("%s: %s", path, strerror(errno));
         char line[SPACE_MAX_TOKEN + 2];
         int n = snprintf(line, sizeof line, "%s\n", token);
-        int r = write_all(fd, line, (size_t)n);
+        int r = fdio_write_all(fd, line, (size_t)n);
         if (r < 0)
                 return errorf("%s: %s", path, strerror(-r));
         if (close(TAKE_FD(fd)) < 0)

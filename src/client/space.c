@@ -13,6 +13,7 @@
 
 #include "common/text.h"
 #include "client/http.h"
+#include "common/fdio.h"
 #include "common/json.h"
 
 #define DEFAULT_TIMEOUT_MS (300 * 1000)
@@ -244,20 +245,6 @@ static int call_line(struct call *k, const char *line, size_t n) {
         return r;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t w = write(fd, p, n);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += w;
-                n -= (size_t)w;
-        }
-        return 0;
-}
-
 static int call_body(void *ud, const struct http_response *resp, const char *data, size_t n) {
         struct call *k = ud;
         int r;
@@ -268,7 +255,7 @@ static int call_body(void *ud, const struct http_response *resp, const char *dat
                 return 0;
         }
         if (k->to_fd) {
-                r = write_all(k->out_fd, data, n);
+                r = fdio_write_all(k->out_fd, data, n);
                 if (r < 0)
                         return (k->cb_err = fail(k->c, r, "writing the downloaded data: %s", strerror(-r)));
                 k->out_bytes += n;
