@@ -1818,6 +1818,8 @@ static void memory_event(struct session *s, const char *event, const char *snap,
                 json_w_uint(&w, j->mem_stats.bytes_written);
                 json_w_key(&w, "bytes_logical");
                 json_w_uint(&w, j->mem_stats.bytes_logical);
+                json_w_key(&w, "deltas");
+                json_w_uint(&w, j->mem_stats.deltas_written);
         }
         json_w_obj_end(&w);
         if (!w.err)
@@ -1857,8 +1859,10 @@ static void pause_done(struct job *j) {
         if (j->memory) {
                 memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
                 if (j->has_memory)
-                        log_info("%s: memory of %s: checkpoint + store %" PRIu64 " us, %" PRIu64 " bytes new of %" PRIu64,
-                                 s->id, m.id, j->checkpoint_us, j->mem_stats.bytes_written, j->mem_stats.bytes_logical);
+                        log_info("%s: memory of %s: checkpoint + store %" PRIu64 " us, %" PRIu64 " bytes new of %" PRIu64
+                                 " (%" PRIu64 " delta chunks)",
+                                 s->id, m.id, j->checkpoint_us, j->mem_stats.bytes_written, j->mem_stats.bytes_logical,
+                                 j->mem_stats.deltas_written);
                 else
                         log_warn("%s: pause %s without memory: %s", s->id, m.id, j->mem_err);
         }

@@ -70,6 +70,9 @@ S2=$(api -X POST "$UA/snapshots" | jget store_snapshot)
 DIFF=$("$BIN/space-store" --store "$DATA/store" diff "$S1" "$S2" 2>&1)
 echo "$DIFF" | sed 's/^/#   diff: /' | head -n 5
 check "the snapshot diff shows the file written inside" sh -c "echo '$DIFF' | grep -q 'root/inside.txt'"
+# the second memory image was stored against the first: its changed RAM chunks as deltas,
+# which only packs of the delta version (byte 4 of the header: 2) hold
+check "the second memory image stores changed chunks as deltas (a pack of version 2)" sh -c "for p in '$DATA'/store/packs/*.pack; do [ \"\$(od -An -tu1 -j4 -N1 \"\$p\" | tr -d ' ')\" = 2 ] && exit 0; done; exit 1"
 
 # ---- a background counter across pause -> resume and fork x2 ----
 api -X POST "$UA/exec" -d '{"argv":["sh","-c","i=0; while :; do i=$((i+1)); echo $i > /root/counter.new; mv /root/counter.new /root/counter; sleep 0.2; done"],"background":true}' >/dev/null
