@@ -312,6 +312,8 @@ static void bench_snapshots(const struct runtime_ops *ops, unsigned runs) {
         bench_second_snapshot(ops, "none", "true");
         bench_second_snapshot(ops, "1MiB-text", "yes 'a line of text for the benchmark' | head -c 1048576 > /root/t");
         bench_second_snapshot(ops, "1MiB-random", "head -c 1048576 /dev/urandom > /root/r");
+        /* a program the guest never ran: its pages come into the page cache */
+        bench_second_snapshot(ops, "python3-first-run", "python3 -c pass");
 }
 
 static void bench_freeze(const struct runtime_ops *ops, unsigned runs) {
