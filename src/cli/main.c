@@ -451,24 +451,6 @@ static int on_exec_output(void *ud, enum space_stream stream, const void *data, 
         return r;
 }
 
-/* Reads all of stdin, at most SPACE_MAX_STDIN bytes. */
-static int read_stdin(struct buf *b) {
-        for (;;) {
-                int r = buf_reserve(b, 16384);
-                if (r < 0)
-                        return r;
-                ssize_t n = read(STDIN_FILENO, b->data + b->len, 16384);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return 0;
-                b->len += (size_t)n;
-        }
-}
-
 static int do_exec(int argc, char **argv) {
         static const struct option lopts[] = {
                 { "interactive", no_argument, NULL, 'i' }, { "cwd", required_argument, NULL, 'w' },
@@ -524,7 +506,7 @@ static int do_exec(int argc, char **argv) {
 
         _cleanup_buf_ struct buf in = BUF_INIT(SPACE_MAX_STDIN);
         if (interactive || (!eo.background && !isatty(STDIN_FILENO))) {
-                int r = read_stdin(&in);
+                int r = buf_read_fd(&in, STDIN_FILENO);
                 if (r == -E2BIG)
                         return errorf("stdin is larger than %u KiB, the most exec can send; copy big inputs "
                                       "in with 'space cp'", SPACE_MAX_STDIN >> 10);

@@ -1325,20 +1325,13 @@ int space_file_upload_fd(space_session *s, const char *path, int fd, unsigned mo
         }
         /* pipes and the like: no size up front, so read it all (bounded) first */
         _cleanup_buf_ struct buf b = BUF_INIT(SPACE_MAX_UPLOAD);
-        for (;;) {
-                int r = buf_reserve(&b, 64 * 1024);
-                if (r < 0)
-                        return fail(s->c, r, r == -E2BIG ? "input larger than the upload limit" : "out of memory");
-                ssize_t n = read(fd, b.data + b.len, 64 * 1024);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return fail(s->c, -errno, "reading the source: %s", strerror(errno));
-                }
-                if (n == 0)
-                        break;
-                b.len += (size_t)n;
-        }
+        int r = buf_read_fd(&b, fd);
+        if (r == -E2BIG)
+                return fail(s->c, r, "input larger than the upload limit");
+        if (r == -ENOMEM)
+                return fail(s->c, r, "out of memory");
+        if (r < 0)
+                return fail(s->c, r, "reading the source: %s", strerror(-r));
         return upload(s, path, b.data ? b.data : "", b.len, -1, mode, parents, ret_written);
 }
 

@@ -1,8 +1,12 @@
 /* Growable byte buffer; every append checks the buffer's cap so a peer can't grow it forever. */
 #include "common/buf.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
+
+#define BUF_READ_CHUNK (64 * 1024)
 
 int buf_reserve(struct buf *b, size_t extra) {
         if (extra > SIZE_MAX - b->len - 1)
@@ -21,6 +25,35 @@ int buf_reserve(struct buf *b, size_t extra) {
         b->data = n;
         b->cap = ncap;
         return 0;
+}
+
+int buf_read_fd(struct buf *b, int fd) {
+        for (;;) {
+                /* never reserve past the cap: an input that fits exactly must not be refused */
+                size_t want = BUF_READ_CHUNK;
+                if (b->max && b->max - b->len < want)
+                        want = b->max - b->len;
+                char probe, *dst = &probe;
+                if (want > 0) {
+                        int r = buf_reserve(b, want);
+                        if (r < 0)
+                                return r;
+                        dst = b->data + b->len;
+                } else {
+                        want = 1; /* at the cap: one more byte means too large, EOF means done */
+                }
+                ssize_t n = read(fd, dst, want);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return 0;
+                if (dst == &probe)
+                        return -E2BIG;
+                b->len += (size_t)n;
+        }
 }
 
 int buf_append(struct buf *b, const void *data, size_t n) {

@@ -18,6 +18,9 @@ int buf_append(struct buf *b, const void *data, size_t n);
 int buf_putc(struct buf *b, char c);
 int buf_puts(struct buf *b, const char *s);
 int buf_printf(struct buf *b, const char *fmt, ...) _printf_(2, 3);
+/* Appends what fd gives until end of file, retrying after EINTR; -E2BIG when that is more
+ * than the cap leaves room for (filling it exactly is fine), -errno from read(2). */
+int buf_read_fd(struct buf *b, int fd);
 /* Drops the first n bytes (consumed input). */
 void buf_consume(struct buf *b, size_t n);
 /* NUL-terminates without counting the NUL in len; returns data. */

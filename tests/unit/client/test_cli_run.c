@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fake_server.h"
+#include "space/space.h"
 
 static const char *space_bin;
 static const char SESSION[] = "{\"id\":\"ses_00000000000000aa\",\"sandbox_id\":\"sbx_00000000000000aa\",\"state\":\"running\","
@@ -113,6 +114,39 @@ static void test_exec_signal_and_not_found(void **state) {
         assert_int_equal(r.status, 127);
         assert_string_equal(r.err, "space: nosuch: command not found\n");
         assert_null(strstr(f.requests[1], "\"stdin")); /* /dev/null: nothing to send */
+        fake_free(&f);
+}
+
+static void test_exec_stdin_limit(void **state) {
+        (void)state;
+        printf("checks: exec sends a stdin of exactly %u bytes (the limit) and refuses one byte more before "
+               "connecting\n", (unsigned)SPACE_MAX_STDIN);
+        char *in = malloc(SPACE_MAX_STDIN + 2);
+        assert_non_null(in);
+        memset(in, 'a', SPACE_MAX_STDIN + 1);
+        in[SPACE_MAX_STDIN] = '\0';
+        struct fake_server f = { .nreplies = 2 };
+        fake_reply_json(&f, 0, "200 OK", SESSION);
+        fake_reply_chunked(&f, 1, "200 OK", "{\"type\":\"exit\",\"exit_code\":0}\n", NULL);
+        fake_start(&f);
+        struct run r;
+        run_space(&f, in, &r, "exec", "ses_00000000000000aa", "--", "cat", NULL);
+        assert_int_equal(r.status, 0);
+        in[SPACE_MAX_STDIN] = 'a';
+        in[SPACE_MAX_STDIN + 1] = '\0';
+        run_space(&f, in, &r, "exec", "ses_00000000000000aa", "--", "cat", NULL);
+        fake_stop(&f);
+        assert_int_equal(r.status, 1);
+        assert_non_null(strstr(r.err, "stdin is larger than 512 KiB"));
+        assert_int_equal(f.served, 2);
+        const char *body = fake_request_body(&f, 1);
+        assert_non_null(body);
+        const char *st = strstr(body, "\"stdin\":\"");
+        assert_non_null(st);
+        st += 9;
+        size_t n = strspn(st, "a");
+        assert_int_equal(n, SPACE_MAX_STDIN);
+        free(in);
         fake_free(&f);
 }
 
@@ -260,6 +294,7 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_exec_output_and_code),
                 cmocka_unit_test(test_exec_signal_and_not_found),
+                cmocka_unit_test(test_exec_stdin_limit),
                 cmocka_unit_test(test_errors_exit_1),
                 cmocka_unit_test(test_create_and_lists),
                 cmocka_unit_test(test_background_and_logs),
