@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "common/log.h"
@@ -28,6 +29,10 @@
 
 #define DUR_HOST_ID "local"
 #define DUR_CAPTURE_TRIES 3 /* store_capture's -EAGAIN (it raced the GC) is retried */
+/* Source layers (docs/sessions.md "Source layers"): kept per session, newest first ... */
+#define DUR_SOURCE_LAYERS_MAX 16
+/* ... and none made while the quota volume has less than this share free (percent) */
+#define DUR_SOURCE_MIN_FREE_PCT 25
 
 enum act_kind { ACT_START, ACT_SNAPSHOT, ACT_PAUSE, ACT_RESUME, ACT_RESTORE, ACT_FORK, ACT_DELETE, ACT_RECOVER };
 enum start_why { START_CREATE, START_RESUME, START_RESTORE, START_RECOVER, START_FORK, START_ADOPT };
@@ -88,6 +93,15 @@ struct job {
         struct layer_ref layer;                /* capture: the upper dir lies on it; start: the
                                                 * candidate, then the one chosen */
         enum layer_how layer_how;
+        /* capture of a session on no snapshot layer, in a subvolume of the btrfs volume:
+         * a read-only btrfs snapshot of its sandbox dir taken while frozen becomes the
+         * layer of the snapshot's tree, a source layer */
+        char *src_snap;                        /* where it goes (L/layers/<sbx>.<t>); NULL: none */
+        bool src_taken;
+        char snap_id[META_ID_SIZE];            /* the snapshot's id, chosen first: the layer names it */
+        struct layer_ref src_layer;            /* the layer published */
+        uint64_t src_us, src_sync_us;          /* the snapshot (frozen), the flush before the freeze */
+        bool subvol;                           /* rm: a btrfs snapshot (read-only: destroyed, not emptied) */
         char session[META_ID_SIZE];
         char label[SES_LABEL_MAX + 1];
         enum store_reason sreason;
@@ -213,7 +227,7 @@ void dur_event(struct session *s, const char *kind, const struct buf *payload) {
 }
 
 static void work_rm(struct job *j) {
-        int r = rt_rm_rf(j->dir);
+        int r = j->subvol ? rt_volume_remove(j->dir) : rt_rm_rf(j->dir);
         if (r < 0) {
                 j->r = r;
                 snprintf(j->err, sizeof j->err, "removing %s: %s", j->dir, strerror(-r));
@@ -241,6 +255,24 @@ static void rm_done(struct job *j) {
                 log_warn("%s", j->err);
 }
 
+/* Deletes dir (taken) on a worker; subvol: a read-only btrfs snapshot. */
+static void rm_submit(struct daemon *d, char *dir, bool subvol) {
+        struct job *j = calloc(1, sizeof *j);
+        if (!j) {
+                free(dir);
+                return;
+        }
+        j->d = d;
+        j->kind = JOB_RM;
+        j->cont = rm_done;
+        j->wj.work = job_work;
+        j->wj.done = job_done_cb;
+        j->dir = dir;
+        j->subvol = subvol;
+        if (wk_submit(d->workers, &j->wj) < 0)
+                job_free(j);
+}
+
 /* Removes a sandbox directory (its processes and mounts are gone already) off the loop:
  * renamed into the trash at once, deleted by a worker. A large writable layer takes a
  * while to delete, and a pause or restore should not wait for it. The trash is the one
@@ -260,18 +292,7 @@ static void trash_dir(struct daemon *d, const char *dir) {
                 goto now;
         if (rename(dir, dst) < 0)
                 goto now;
-        struct job *j = calloc(1, sizeof *j);
-        if (!j)
-                goto later;
-        j->d = d;
-        j->kind = JOB_RM;
-        j->cont = rm_done;
-        j->wj.work = job_work;
-        j->wj.done = job_done_cb;
-        j->dir = TAKE_PTR(dst);
-        if (wk_submit(d->workers, &j->wj) < 0)
-                job_free(j); /* left in trash: removed at the next start */
-later:
+        rm_submit(d, TAKE_PTR(dst), false); /* if it can't: left in trash, removed at the next start */
         return;
 now: {
         int r = rt_rm_rf(dir);
@@ -487,35 +508,94 @@ static int sandbox_layer_load(struct session *s, const char *sbx) {
 
 static void layer_drop(void *userdata, const char *dir) { trash_dir(userdata, dir); }
 
+static void source_snap_drop(void *userdata, const char *dir) {
+        char *p = strdup(dir);
+        if (p)
+                rm_submit(userdata, p, true);
+}
+
+/* L/layers: where the btrfs snapshots of source layers are; NULL without the volume. */
+static char *source_dir(const struct daemon *d) {
+        char *p = NULL;
+        if (!d->layer_dir || !strcmp(d->layer_dir, d->data_dir))
+                return NULL;
+        return asprintf(&p, "%s/layers", d->layer_dir) < 0 ? NULL : p;
+}
+
+static int keep_add(struct store_hash **keep, size_t *n, size_t *cap, const struct store_hash *h) {
+        if (*n == *cap) {
+                struct store_hash *nk = realloc(*keep, 2 * *cap * sizeof *nk);
+                if (!nk)
+                        return -ENOMEM;
+                *keep = nk;
+                *cap *= 2;
+        }
+        (*keep)[(*n)++] = *h;
+        return 0;
+}
+
+/* The roots of the source layers to keep: the snapshot that owns one is still in meta,
+ * and is among its session's newest DUR_SOURCE_LAYERS_MAX that own one. */
+static int sources_kept(struct daemon *d, struct store_hash **keep, size_t *n, size_t *cap) {
+        struct layer_source *v = NULL;
+        size_t nv = 0;
+        int r = layers_sources(d->data_dir, &v, &nv);
+        if (r < 0)
+                return r;
+        _cleanup_free_ int64_t *t = calloc(nv ? nv : 1, sizeof *t); /* snapshot time; -1: gone */
+        if (!t) {
+                free(v);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < nv; i++) {
+                struct meta_snapshot m;
+                t[i] = meta_snapshot_get(d->meta, v[i].snap, &m) == 0 && !strcmp(m.session_id, v[i].session) ?
+                               m.time_ms :
+                               -1;
+        }
+        for (size_t i = 0; i < nv && r == 0; i++) {
+                if (t[i] < 0)
+                        continue;
+                size_t newer = 0;
+                for (size_t k = 0; k < nv; k++)
+                        newer += k != i && t[k] >= 0 && !strcmp(v[k].session, v[i].session) &&
+                                 (t[k] > t[i] || (t[k] == t[i] && strcmp(v[k].snap, v[i].snap) > 0));
+                if (newer < DUR_SOURCE_LAYERS_MAX)
+                        r = keep_add(keep, n, cap, &v[i].root);
+        }
+        free(v);
+        return r;
+}
+
 /* Snapshot layers no sandbox, recovery or parked layer lies on any more go (a new start
- * makes them again). Not while a layer is being chosen or made. */
+ * makes them again), but for the source layers still kept; then the btrfs snapshots no
+ * layer names. Not while a layer is being chosen, made or adopted. */
 static void layers_gc(struct daemon *d) {
         size_t n = 0, cap = 16;
         _cleanup_free_ struct store_hash *keep = malloc(cap * sizeof *keep);
         if (!keep)
                 return;
         for (struct session *s = d->sessions; s; s = s->next) {
-                if (s->job && s->job->kind == JOB_LAYER)
+                if (s->job && (s->job->kind == JOB_LAYER || s->job->src_snap))
                         return;
                 struct layer_ref parked = { 0 };
                 _cleanup_free_ char *lref = parked_path(d, s->id, "/layer");
                 if (lref)
                         (void)layers_ref_read(lref, &parked);
                 const struct layer_ref *refs[] = { &s->layer, &parked };
-                for (size_t i = 0; i < ELEMENTSOF(refs); i++) {
-                        if (!refs[i]->set)
-                                continue;
-                        if (n == cap) {
-                                struct store_hash *nk = realloc(keep, 2 * cap * sizeof *nk);
-                                if (!nk)
-                                        return;
-                                keep = nk;
-                                cap *= 2;
-                        }
-                        keep[n++] = refs[i]->root;
-                }
+                for (size_t i = 0; i < ELEMENTSOF(refs); i++)
+                        if (refs[i]->set && keep_add(&keep, &n, &cap, &refs[i]->root) < 0)
+                                return;
+        }
+        int r = sources_kept(d, &keep, &n, &cap);
+        if (r < 0) {
+                log_warn("layers: listing the source layers: %s (none removed)", strerror(-r));
+                return;
         }
         layers_sweep(d->data_dir, keep, n, layer_drop, d);
+        _cleanup_free_ char *vol = source_dir(d);
+        if (vol)
+                layers_vol_sweep(d->data_dir, vol, source_snap_drop, d);
 }
 
 /* freeze_ms < 0: unknown (the timeline; meta keeps no freeze times). */
@@ -697,6 +777,7 @@ static void job_free(struct job *j) {
         free(j->run);
         free(j->dir);
         free(j->mem_dir);
+        free(j->src_snap);
         free(j->live);
         free(j);
 }
@@ -758,6 +839,40 @@ static bool dir_empty(const char *dir) {
         return true;
 }
 
+/* Still frozen, everything read: the sandbox dir as a read-only btrfs snapshot, whose
+ * upper/ is then exactly what the capture read (nothing in the sandbox ran between). */
+static void source_snap_take(struct job *j) {
+        if (!j->src_snap || j->src_taken)
+                return;
+        uint64_t t0 = mono_us();
+        _cleanup_free_ char *sbx = strndup(j->dir, strlen(j->dir) - strlen("/upper"));
+        int r = sbx ? rt_volume_snapshot(sbx, j->src_snap) : -ENOMEM;
+        j->src_us = mono_us() - t0;
+        if (r < 0)
+                log_warn("%s: btrfs snapshot for a source layer: %s (forks will materialize one)", j->session,
+                         strerror(-r));
+        j->src_taken = r == 0;
+}
+
+/* After the capture: the snapshot taken becomes the layer of the captured tree, or goes. */
+static void source_snap_adopt(struct job *j, bool captured, const struct store_op_stats *st) {
+        if (!j->src_taken)
+                return;
+        int r = -ECANCELED;
+        /* overlayfs (index=off) breaks a lower layer's hard links on copy-up: no layer */
+        if (captured && st->link_groups == 0)
+                r = layers_adopt(j->d->data_dir, j->d->store, &j->result, &j->root, j->src_snap, j->session, j->snap_id,
+                                 &j->src_layer);
+        if (r < 0) {
+                if (r != -ECANCELED && r != -EEXIST)
+                        log_warn("%s: publishing a source layer: %s", j->session, strerror(-r));
+                int rr = rt_volume_remove(j->src_snap);
+                if (rr < 0)
+                        log_warn("%s: removing %s: %s", j->session, j->src_snap, strerror(-rr));
+                j->src_layer = (struct layer_ref){ 0 };
+        }
+}
+
 /* The store reports "commit" once it has read everything it needs from the directory
  * (docs/store.md): hashing is done, only writing and fsync remain, and those need not
  * keep the sandbox frozen. */
@@ -765,6 +880,7 @@ static void capture_progress(void *ud, const struct store_progress *p) {
         struct job *j = ud;
         if (!j->sb || !j->thaw || j->thawed || strcmp(p->phase, "commit") != 0)
                 return;
+        source_snap_take(j);
         int r = j->rt->thaw(j->sb);
         if (r < 0)
                 log_warn("%s: thaw: %s", j->session, runtime_last_error());
@@ -855,6 +971,15 @@ static void work_capture(struct job *j) {
         j->dirty = true;
         struct store_hash pre;
         bool has_pre = j->sb && j->thaw && !j->memory && precapture(j, &pre);
+        if (j->src_snap) {
+                /* The btrfs snapshot writes the subvolume's dirty data out first: do most
+                 * of that now, with the sandbox running, not frozen. */
+                uint64_t ts = mono_us();
+                _cleanup_close_ int fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd >= 0)
+                        (void)syncfs(fd);
+                j->src_sync_us = mono_us() - ts;
+        }
         uint64_t t0 = mono_us();
         j->freeze_t0 = t0;
         /* A checkpoint stops the sandbox itself, and must find it running (the driver
@@ -903,6 +1028,8 @@ static void work_capture(struct job *j) {
                 j->stats.bytes_read += j->pre_stats.bytes_read;
         }
         if (j->sb && j->thaw && !j->thawed) {
+                if (r == 0)
+                        source_snap_take(j);
                 int tr = j->rt->thaw(j->sb);
                 if (tr < 0)
                         log_warn("%s: thaw: %s", j->session, runtime_last_error());
@@ -913,13 +1040,16 @@ static void work_capture(struct job *j) {
         if (j->sb && !j->thaw)
                 j->freeze_us = mono_us() - t0;
         if (r < 0) {
+                source_snap_adopt(j, false, NULL);
                 j->r = r;
                 job_set_err(j, "capture", r);
                 return;
         }
         struct store_snapshot_info info;
-        if (store_snapshot_get(j->d->store, &j->result, &info) == 0)
+        bool rooted = store_snapshot_get(j->d->store, &j->result, &info) == 0;
+        if (rooted)
                 j->root = info.root;
+        source_snap_adopt(j, rooted, &j->stats);
         /* A rolling snapshot that holds exactly its parent's files is not worth a record. */
         if (j->check_dirty && j->has_parent) {
                 struct store_snapshot_info pi;
@@ -1058,6 +1188,28 @@ static void job_work(struct wjob *wj) {
 
 /* ---------------- snapshots ---------------- */
 
+/* Whether a capture of s (not a rolling one, nor pause: docs/sessions.md "Source
+ * layers") also makes the layer of its tree from a btrfs snapshot, and where: s lies on
+ * no snapshot layer (its upper/ is the whole tree relative to the template), its sandbox
+ * dir is a subvolume of the quota volume, the volume has room. */
+static char *source_snap_path(struct session *s) {
+        struct daemon *d = s->d;
+        if (s->layer.set || s->rt->merged_upper || !s->dir || rt_volume_is_subvol(s->dir) != 1)
+                return NULL;
+        _cleanup_free_ char *dir = source_dir(d);
+        struct statvfs sv;
+        if (!dir || statvfs(d->layer_dir, &sv) < 0 || sv.f_blocks == 0 ||
+            sv.f_bavail * 100 / sv.f_blocks < DUR_SOURCE_MIN_FREE_PCT) {
+                if (dir)
+                        log_info("%s: the quota volume is short of space: no source layer", s->id);
+                return NULL;
+        }
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return NULL;
+        char *p = NULL;
+        return asprintf(&p, "%s/%s.%" PRIu64, dir, s->sbx_id, mono_us()) < 0 ? NULL : p;
+}
+
 /* Starts a capture of s's upper dir (frozen meanwhile); cont gets the job. */
 static int capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw, bool check_dirty,
                          void (*cont)(struct job *)) {
@@ -1079,6 +1231,7 @@ static int capture_begin(struct action *a, enum meta_snapshot_reason reason, boo
         j->parent = s->head_hash;
         j->sreason = store_reason_of(reason);
         snprintf(j->label, sizeof j->label, "%s", a->label);
+
         /* Memory goes with pause, with a snapshot that asks for it, and with every
          * snapshot of a driver whose checkpoint lets the sandbox go on (live_checkpoint:
          * docs/runtime-microvm.md). Otherwise (docs/runtime-gvisor.md: a checkpoint that
@@ -1104,6 +1257,11 @@ static int capture_begin(struct action *a, enum meta_snapshot_reason reason, boo
                 if (!live)
                         ses_quiesce(s, 503, thaw ? "the session is taking a memory snapshot" : "the session is being paused");
         }
+        if ((reason == META_REASON_MANUAL || reason == META_REASON_FORK) && j->thaw && !j->memory && j->sb &&
+            (j->src_snap = source_snap_path(s)) && meta_new_id("snap", j->snap_id) < 0) {
+                free(j->src_snap);
+                j->src_snap = NULL;
+        }
         return job_submit(j);
 }
 
@@ -1116,7 +1274,8 @@ static int snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_
         struct daemon *d = s->d;
         struct meta_snapshot m = { .reason = reason, .bytes_added = j->stats.bytes_written,
                                    .logical_size = j->stats.bytes_logical };
-        int r = meta_new_id("snap", m.id);
+        /* the id a source layer names, if one was made */
+        int r = j->snap_id[0] ? (snprintf(m.id, sizeof m.id, "%s", j->snap_id), 0) : meta_new_id("snap", m.id);
         if (r < 0)
                 return r;
         snprintf(m.session_id, sizeof m.session_id, "%s", s->id);
@@ -1202,6 +1361,16 @@ static void retention_apply(struct session *s) {
         free(ids);
 }
 
+/* After the commit of a snapshot that made a source layer: say so, and apply the cap. */
+static void source_layer_done(struct session *s, const struct job *j, const char *snap) {
+        if (!j->src_layer.set)
+                return;
+        log_info("%s: source layer of %s from a btrfs snapshot: %" PRIu64 " us of the freeze, %" PRIu64
+                 " us flushing before it",
+                 s->id, snap, j->src_us, j->src_sync_us);
+        layers_gc(s->d);
+}
+
 static void snapshot_done(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
@@ -1232,6 +1401,7 @@ static void snapshot_done(struct job *j) {
         }
         if (j->memory)
                 memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
+        source_layer_done(s, j, m.id);
         if (stopped) /* a new one continues from the image just stored (a restart on purpose) */
                 recover_queue(s, s->sbx_id, "restarted from its memory snapshot", true);
         log_info("%s: snapshot %s (%s): %" PRIu64 " bytes new, %" PRIu64 " files read, frozen %" PRIu64
@@ -2314,6 +2484,7 @@ static void fork_captured(struct job *j) {
                 act_fail(a, 500, "recording the snapshot failed: %s", merr(s->d));
                 return;
         }
+        source_layer_done(s, j, m.id);
         fork_from(a, &m);
 }
 
@@ -2370,7 +2541,9 @@ static void delete_finish(struct action *a) {
                 free(q);
         }
         act_done(a);
+        struct daemon *d = s->d;
         ses_free(s);
+        layers_gc(d); /* its source layers */
 }
 
 static void delete_destroyed(struct job *j) {

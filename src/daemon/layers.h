@@ -9,6 +9,7 @@
 #include "store/store.h"
 
 #define LAYERS_REF_MAX 512  /* bytes of a reference file */
+#define LAYERS_ID_MAX 63    /* a session or snapshot id in a source layer's record */
 
 struct layer_ref {
         bool set;
@@ -24,7 +25,16 @@ enum layer_how {
                        * layer (overlayfs without its index breaks lower hard links on copy-up) */
 };
 
-/* DATA/layers/<root>/files: the overlay lower directory. */
+/* A source layer: made at a snapshot from a read-only btrfs snapshot of the session's
+ * sandbox directory, kept for the forks of that snapshot (docs/sessions.md). */
+struct layer_source {
+        struct store_hash root;
+        char session[LAYERS_ID_MAX + 1];
+        char snap[LAYERS_ID_MAX + 1];
+};
+
+/* DATA/layers/<root>/files: the overlay lower directory (for a source layer, a symlink
+ * to the upper/ of its btrfs snapshot). */
 int layers_files_dir(const char *data_dir, const struct layer_ref *l, char **ret);
 
 /* Makes the writable layer `upper` (absent or empty) such that, over the returned layer
@@ -33,6 +43,22 @@ int layers_files_dir(const char *data_dir, const struct layer_ref *l, char **ret
  * else over a layer made now. A worker's job: it can take as long as a materialization. */
 int layers_start(const char *data_dir, struct store *st, const struct store_hash *snap, const struct layer_ref *cand,
                  const char *upper, struct store_op_stats *stats, struct layer_ref *ret, enum layer_how *ret_how);
+
+/* Publishes snap_dir, a read-only btrfs snapshot of a sandbox directory whose upper/
+ * holds exactly snapshot snap (tree root) relative to the template, as the layer of
+ * root, owned by session's snapshot snap_id; its records are fsynced, so it stays valid
+ * across boots. -EEXIST: a layer of root is there already (snap_dir is the caller's to
+ * remove, as on any error). */
+int layers_adopt(const char *data_dir, struct store *st, const struct store_hash *snap,
+                 const struct store_hash *root, const char *snap_dir, const char *session, const char *snap_id,
+                 struct layer_ref *ret);
+/* Every source layer on disk. Free *ret. */
+int layers_sources(const char *data_dir, struct layer_source **ret, size_t *ret_n);
+/* Entries of vol_layers (where source layers' btrfs snapshots are made) that no layer
+ * names any more go to drop. Call only while no snapshot for a source layer is being
+ * made or adopted. */
+void layers_vol_sweep(const char *data_dir, const char *vol_layers, void (*drop)(void *userdata, const char *dir),
+                      void *userdata);
 
 /* Which layer a writable layer lies on: a small file beside it (tmp + rename). A ref that
  * is not set removes the file. */

@@ -32,6 +32,7 @@
 #define QUOTA_MAX_DEPTH 256    /* directory nesting the project id walk descends */
 #define QUOTA_LOOP_TRIES 16    /* free loop devices raced for before giving up */
 #define QUOTA_PATH_MAX 4096
+#define QUOTA_NAME_MAX 255     /* a snapshot's name (the ioctls take up to 4039) */
 
 extern char **environ;
 
@@ -498,5 +499,65 @@ int rt_volume_make_dir(const char *path, unsigned mode) {
         }
         if (fchmodat(pfd, name, mode, 0) < 0)
                 return -errno;
+        return 0;
+}
+
+/* ---------------- read-only snapshots of sandbox dirs ---------------- */
+
+/* Splits path into its parent (opened) and its last component. */
+static int open_parent(const char *path, int *ret_fd, const char **ret_name) {
+        if (!path || path[0] != '/' || strlen(path) >= QUOTA_PATH_MAX)
+                return -EINVAL;
+        const char *slash = strrchr(path, '/');
+        const char *name = slash + 1;
+        if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || strlen(name) > QUOTA_NAME_MAX)
+                return -EINVAL;
+        char parent[QUOTA_PATH_MAX];
+        snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+        int fd = open_dir(parent);
+        if (fd < 0)
+                return fd;
+        *ret_fd = fd;
+        *ret_name = name;
+        return 0;
+}
+
+int rt_volume_is_subvol(const char *dir) {
+        _cleanup_close_ int fd = open_dir(dir);
+        if (fd < 0)
+                return fd;
+        struct statfs sf;
+        struct stat st;
+        if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0)
+                return -errno;
+        return sf.f_type == BTRFS_SUPER_MAGIC && st.st_ino == BTRFS_FIRST_FREE_OBJECTID;
+}
+
+int rt_volume_snapshot(const char *src, const char *dst) {
+        _cleanup_close_ int sfd = open_dir(src);
+        if (sfd < 0)
+                return sfd;
+        _cleanup_close_ int pfd = -EBADF;
+        const char *name = NULL;
+        int r = open_parent(dst, &pfd, &name);
+        if (r < 0)
+                return r;
+        struct btrfs_ioctl_vol_args_v2 a = { .fd = sfd, .flags = BTRFS_SUBVOL_RDONLY };
+        strcpy(a.name, name);
+        if (ioctl(pfd, BTRFS_IOC_SNAP_CREATE_V2, &a) < 0)
+                return -errno;
+        return 0;
+}
+
+int rt_volume_remove(const char *path) {
+        _cleanup_close_ int pfd = -EBADF;
+        const char *name = NULL;
+        int r = open_parent(path, &pfd, &name);
+        if (r < 0)
+                return r;
+        struct btrfs_ioctl_vol_args a = { 0 };
+        strcpy(a.name, name);
+        if (ioctl(pfd, BTRFS_IOC_SNAP_DESTROY, &a) < 0)
+                return errno == ENOENT ? 0 : -errno;
         return 0;
 }

@@ -45,6 +45,17 @@ int rt_volume_teardown(const char *data_dir);
  * rt_rm_rf (an empty subvolume is removed like a directory). */
 int rt_volume_make_dir(const char *path, unsigned mode);
 
+/* 1 if dir is the root of a btrfs subvolume (what rt_volume_make_dir makes on btrfs),
+ * 0 if not. */
+int rt_volume_is_subvol(const char *dir);
+/* A read-only btrfs snapshot of the subvolume src at dst (absolute, on the same
+ * filesystem, not there yet). The kernel writes src's dirty data out first and commits
+ * the transaction: once this returns, the snapshot is on disk as src was at the call.
+ * -ENOTTY (or another errno) where src is not a btrfs subvolume. */
+int rt_volume_snapshot(const char *src, const char *dst);
+/* Deletes the subvolume path (a snapshot of rt_volume_snapshot: read-only, so rt_rm_rf
+ * can't); its space is freed in the background. 0 if it is not there. */
+int rt_volume_remove(const char *path);
 /* Attaches the open image to a free loop device (autoclear: it goes away once nothing
  * mounts it); dev gets its path, *ret_fd an fd on it to close after the mount. */
 int rt_loop_attach(int img_fd, char *dev, size_t n, int *ret_fd);

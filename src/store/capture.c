@@ -72,6 +72,7 @@ struct capture {
         /* hard links: (dev, ino) -> first node, a small open-addressing table (under mu) */
         struct cnode **links;
         size_t links_cap, links_n;
+        uint64_t link_groups;  /* of them, with a second name seen */
         const struct store_capture_opts *o;
         int64_t last_progress;
         uint64_t op;
@@ -542,7 +543,8 @@ static int link_lookup_locked(struct capture *c, struct cnode *n) {
                 struct cnode *x = c->links[j];
                 if (x->ino == n->ino && x->dev == n->dev) {
                         n->link_first = x;
-                        x->link_count++;
+                        if (x->link_count++ == 1)
+                                c->link_groups++;
                         /* walks run in parallel: the group is named by its canonical first member */
                         if (path_canon_cmp(n->path, x->link_leader->path) < 0)
                                 x->link_leader = n;
@@ -1238,6 +1240,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                 o->stats->files_read += atomic_load(&c.files_read);
                 o->stats->bytes_read += atomic_load(&c.bytes_read);
                 o->stats->bytes_logical += atomic_load(&c.bytes_logical);
+                o->stats->link_groups += c.link_groups;
         }
         goto done;
 out:

@@ -91,7 +91,7 @@ struct store_op_stats {
         uint64_t bytes_written;    /* bytes of new object files (headers included) */
         uint64_t objects_reused;   /* objects found already present */
         uint64_t trees_written;    /* of objects_written, how many were trees */
-        uint64_t link_groups;      /* materialize: hard-link groups made */
+        uint64_t link_groups;      /* hard-link groups: captured (seen with 2+ names), materialized (made) */
         uint64_t deltas_written;   /* of objects_written, chunks stored as deltas (capture) */
 };
 
