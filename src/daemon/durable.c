@@ -534,6 +534,22 @@ static int keep_add(struct store_hash **keep, size_t *n, size_t *cap, const stru
         return 0;
 }
 
+struct source_ent {
+        const struct layer_source *l;
+        int64_t t; /* its snapshot's time; -1: the snapshot is gone */
+};
+
+/* By session, then newest first. */
+static int source_cmp(const void *a, const void *b) {
+        const struct source_ent *x = a, *y = b;
+        int c = strcmp(x->l->session, y->l->session);
+        if (c)
+                return c;
+        if (x->t != y->t)
+                return x->t > y->t ? -1 : 1;
+        return strcmp(y->l->snap, x->l->snap);
+}
+
 /* The roots of the source layers to keep: the snapshot that owns one is still in meta,
  * and is among its session's newest DUR_SOURCE_LAYERS_MAX that own one. */
 static int sources_kept(struct daemon *d, struct store_hash **keep, size_t *n, size_t *cap) {
@@ -542,26 +558,24 @@ static int sources_kept(struct daemon *d, struct store_hash **keep, size_t *n, s
         int r = layers_sources(d->data_dir, &v, &nv);
         if (r < 0)
                 return r;
-        _cleanup_free_ int64_t *t = calloc(nv ? nv : 1, sizeof *t); /* snapshot time; -1: gone */
-        if (!t) {
+        _cleanup_free_ struct source_ent *e = calloc(nv ? nv : 1, sizeof *e);
+        if (!e) {
                 free(v);
                 return -ENOMEM;
         }
         for (size_t i = 0; i < nv; i++) {
                 struct meta_snapshot m;
-                t[i] = meta_snapshot_get(d->meta, v[i].snap, &m) == 0 && !strcmp(m.session_id, v[i].session) ?
-                               m.time_ms :
-                               -1;
+                e[i].l = &v[i];
+                e[i].t = meta_snapshot_get(d->meta, v[i].snap, &m) == 0 && !strcmp(m.session_id, v[i].session) ?
+                                 m.time_ms :
+                                 -1;
         }
+        qsort(e, nv, sizeof *e, source_cmp);
+        size_t rank = 0;
         for (size_t i = 0; i < nv && r == 0; i++) {
-                if (t[i] < 0)
-                        continue;
-                size_t newer = 0;
-                for (size_t k = 0; k < nv; k++)
-                        newer += k != i && t[k] >= 0 && !strcmp(v[k].session, v[i].session) &&
-                                 (t[k] > t[i] || (t[k] == t[i] && strcmp(v[k].snap, v[i].snap) > 0));
-                if (newer < DUR_SOURCE_LAYERS_MAX)
-                        r = keep_add(keep, n, cap, &v[i].root);
+                rank = i > 0 && !strcmp(e[i].l->session, e[i - 1].l->session) ? rank + 1 : 0;
+                if (e[i].t >= 0 && rank < DUR_SOURCE_LAYERS_MAX)
+                        r = keep_add(keep, n, cap, &e[i].l->root);
         }
         free(v);
         return r;
