@@ -1245,7 +1245,6 @@ static int capture_begin(struct action *a, enum meta_snapshot_reason reason, boo
         j->parent = s->head_hash;
         j->sreason = store_reason_of(reason);
         snprintf(j->label, sizeof j->label, "%s", a->label);
-
         /* Memory goes with pause, with a snapshot that asks for it, and with every
          * snapshot of a driver whose checkpoint lets the sandbox go on (live_checkpoint:
          * docs/runtime-microvm.md). Otherwise (docs/runtime-gvisor.md: a checkpoint that
