@@ -228,9 +228,28 @@ static void test_gc_keeps_base(void **state) {
         assert_int_equal(store_gc(f.s, &s2, 1, NULL, &gr), 0);
         assert_int_equal(obj_exists(f.s, &c1, true), 1);
         check_restore(&f, &s2);
-        /* nothing live: base and delta both go */
-        struct store_hash c2 = chunk_hash(&f, &s2, 8);
+        /* s3 keeps s2's delta of chunk 8; when s2 goes, the delta's pack (which also held
+         * s2's record and tree) is rewritten with the delta copied: its flag must survive */
+        struct store_hash s3, c2 = chunk_hash(&f, &s2, 8);
+        poke(&f, 30, 0x12345678);
+        write_file(&f);
+        capture(&f, &s2, false, NULL, &s3);
         assert_int_equal(store_snapshot_forget(f.s, &s2), 0);
+        nanosleep(&ts, NULL);
+        assert_int_equal(store_gc(f.s, &s3, 1, NULL, &gr), 0);
+        store_free(f.s);
+        assert_int_equal(store_open(f.sdir, &(struct store_opts){ STORE_OPTS_INIT }, &f.s), 0);
+        nanosleep(&ts, NULL);
+        assert_int_equal(store_gc(f.s, &s3, 1, NULL, &gr), 0);
+        struct store_hash c3 = chunk_hash(&f, &s3, 8), base;
+        printf("check: a delta copied by a GC rewrite stays a delta and its base stays kept\n");
+        assert_true(store_hash_eq(&c3, &c2));
+        assert_int_equal(obj_delta_base(f.s, &c2, &base), 1);
+        assert_true(store_hash_eq(&base, &c1));
+        assert_int_equal(obj_exists(f.s, &c1, true), 1);
+        check_restore(&f, &s3);
+        /* nothing live: base and delta both go */
+        assert_int_equal(store_snapshot_forget(f.s, &s3), 0);
         nanosleep(&ts, NULL);
         assert_int_equal(store_gc(f.s, NULL, 0, NULL, &gr), 0);
         printf("check: with nothing live, the delta and its base are collected\n");
