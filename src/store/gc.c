@@ -154,38 +154,6 @@ static int mark(struct reach *rc, const struct store_hash *h) {
         return reach_object(rc, h, where);
 }
 
-/* The bases of live deltas are live: a delta cannot be read without its base. A base is
- * stored plain, but a forged chain is followed too, until nothing new is marked. A delta
- * whose block cannot be read protects nothing (it is lost either way; verify names it). */
-static int mark_delta_bases(struct store *s, struct hset *seen) {
-        struct pack **packs;
-        size_t np;
-        int r = packs_snapshot(s, true, &packs, &np);
-        if (r < 0)
-                return r;
-        for (bool more = true; more && r >= 0;) {
-                more = false;
-                for (size_t i = 0; i < np && r >= 0; i++)
-                        for (size_t j = 0; j < packs[i]->n && r >= 0; j++) {
-                                const struct pack_ent *e = &packs[i]->e[j];
-                                struct store_hash base;
-                                if (!e->delta || !hset_get(seen, &e->hash))
-                                        continue;
-                                int k = pack_delta_base(s, packs[i], e, &base);
-                                if (k == -ENOMEM)
-                                        r = k;
-                                if (k <= 0)
-                                        continue;
-                                k = hset_add(seen, &base, OBJ_CHUNK + 1);
-                                if (k < 0)
-                                        r = k;
-                                more = more || k > 0;
-                        }
-        }
-        packs_release(packs, np);
-        return r;
-}
-
 /* Temp packs of transactions that are not running (crashed or killed captures). */
 static void sweep_temp_packs(struct store *s, const struct hset *live_txns, bool dry_run, struct store_gc_result *res) {
         int fd = dup(s->packfd);
@@ -507,7 +475,7 @@ int store_gc(struct store *s, const struct store_hash *live, size_t n_live, cons
         for (size_t i = 0; i < npins1; i++)
                 if ((r = mark(&rc, &pins1[i])) < 0 && r != -ENOENT)
                         goto out;
-        if ((r = mark_delta_bases(s, &seen)) < 0)
+        if ((r = reach_delta_bases(s, &seen)) < 0)
                 goto out;
         if (o->progress)
                 o->progress(o->userdata, &(struct store_progress){ .phase = "sweep", .entries = g.marked });

@@ -106,3 +106,34 @@ int reach_object(struct reach *r, const struct store_hash *h, const char *path) 
         snap_record_free(&rec);
         return k < 0 ? k : 0;
 }
+
+/* A delta whose block cannot be read protects nothing (it is lost either way; verify
+ * names it); a forged chain is followed until nothing new is added. */
+int reach_delta_bases(struct store *s, struct hset *seen) {
+        struct pack **packs;
+        size_t np;
+        int r = packs_snapshot(s, true, &packs, &np);
+        if (r < 0)
+                return r;
+        for (bool more = true; more && r >= 0;) {
+                more = false;
+                for (size_t i = 0; i < np && r >= 0; i++)
+                        for (size_t j = 0; j < packs[i]->n && r >= 0; j++) {
+                                const struct pack_ent *e = &packs[i]->e[j];
+                                struct store_hash base;
+                                if (!e->delta || !hset_get(seen, &e->hash))
+                                        continue;
+                                int k = pack_delta_base(s, packs[i], e, &base);
+                                if (k == -ENOMEM)
+                                        r = k;
+                                if (k <= 0)
+                                        continue;
+                                k = hset_add(seen, &base, OBJ_CHUNK + 1);
+                                if (k < 0)
+                                        r = k;
+                                more = more || k > 0;
+                        }
+        }
+        packs_release(packs, np);
+        return r;
+}

@@ -411,6 +411,9 @@ struct reach {
         struct store_hash stack[STORE_MAX_DEPTH + 2];
 };
 int reach_object(struct reach *r, const struct store_hash *h, const char *path);
+/* Adds to seen the bases of the deltas in it (a delta cannot be read without its base):
+ * after marking, so GC keeps them and verify does not call them unreachable. */
+int reach_delta_bases(struct store *s, struct hset *seen);
 
 static inline void put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static inline void put_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }

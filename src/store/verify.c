@@ -326,6 +326,8 @@ int store_verify(struct store *s, store_problem_fn fn, void *userdata, store_pro
                 if (r < 0)
                         goto out;
         }
+        if ((r = reach_delta_bases(s, &seen)) < 0)
+                goto out;
         res.snapshots = n;
         res.objects_checked = atomic_load(&v.objects);
         res.bytes_checked = atomic_load(&v.bytes);
