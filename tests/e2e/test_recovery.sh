@@ -37,8 +37,20 @@ while ! back; do
 done
 t1=$(now_ms)
 if back; then
-        [ $((t1 - t0)) -le 2000 ] && pass "running again with a new init, exec works, after $((t1 - t0)) ms" ||
-                fail "running again only after $((t1 - t0)) ms (limit 2000)"
+        # The daemon's recovery event is written when the new sandbox answers (HELLO):
+        # that is when the session ran again. What the client saw adds its own polling,
+        # seconds of it on a loaded host, so it is printed, not judged.
+        ev_ms=$(events_json "$id" | grep '"kind":"recovery"' | tail -n 1 | python3 -c '
+import datetime, json, sys
+t = json.loads(sys.stdin.read())["time"].replace("Z", "+00:00")
+print(int(datetime.datetime.fromisoformat(t).timestamp() * 1000))' 2>/dev/null)
+        if [ -z "$ev_ms" ]; then
+                fail "running again, but no recovery event with a time"
+        elif [ $((ev_ms - t0)) -le 2000 ]; then
+                pass "running again with a new init after $((ev_ms - t0)) ms (the recovery event; the client saw it, exec included, after $((t1 - t0)) ms)"
+        else
+                fail "running again only after $((ev_ms - t0)) ms (limit 2000; the client saw it after $((t1 - t0)) ms)"
+        fi
 else
         fail "not running again after 10 s (states seen:$seen; now: $(sp inspect --json "$id"))"
         finish

@@ -359,7 +359,11 @@ try:
 except Exception:
     pass' "$PORT" &
         LISTENER_PID=$!
-        sleep 0.3
+        # A loaded host may take seconds to start python: wait until it answers.
+        for _ in $(seq 1 100); do
+                python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()' "$PORT" 2>/dev/null && return 0
+                sleep 0.1
+        done
 }
 
 attempt_net_loopback() {
