@@ -23,6 +23,7 @@
 #define ROLLING_INTERVAL_MS 1000 /* ... and snapshotted every second when it changed */
 #define WAIT_ROLLING_MS 15000    /* longest wait for a rolling snapshot to show up */
 #define WAIT_RECOVERY_MS 30000
+#define MAX_FILES 200000         /* --files */
 
 
 
@@ -40,9 +41,13 @@ static void add(struct series *s, double ms) {
                 s->v[s->n++] = ms;
 }
 
-static void report(struct series *s, unsigned workspace_mb, unsigned change_mb) {
-        printf("{\"bench\":\"sessions\",\"op\":\"%s\",\"workspace_mb\":%u,\"change_mb\":%u,\"runs\":%zu,\"failures\":%zu", s->op,
-               workspace_mb, change_mb, s->n, s->failures);
+/* files: a workspace of that many small files (--files), else 0 */
+static void report(struct series *s, unsigned workspace_mb, unsigned change_mb, unsigned files) {
+        printf("{\"bench\":\"sessions\",\"op\":\"%s\",\"workspace_mb\":%u,\"change_mb\":%u", s->op, workspace_mb,
+               change_mb);
+        if (files)
+                printf(",\"workspace_files\":%u", files);
+        printf(",\"runs\":%zu,\"failures\":%zu", s->n, s->failures);
         if (s->n > 0) {
                 qsort(s->v, s->n, sizeof(double), bench_cmp_double);
                 printf(",\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"min_ms\":%.3f,\"max_ms\":%.3f", bench_pct(s->v, s->n, 50),
@@ -73,10 +78,14 @@ static int sh(space_session *s, const char *cmd) {
 
 static int exec_true(space_session *s) { return sh(s, "true"); }
 
-/* Rewrites one 1 MiB file of the workspace: the "1 MiB changed". */
+/* The command that rewrites one 1 MiB file of the workspace: the "1 MiB changed". */
+static void change_cmd(char *cmd, size_t n, unsigned nfiles, unsigned k) {
+        snprintf(cmd, n, "head -c %u /dev/urandom >/root/ws/f%u", FILE_MB << 20, (k % nfiles) + 1);
+}
+
 static int change(space_session *s, unsigned nfiles, unsigned k) {
         char cmd[160];
-        snprintf(cmd, sizeof cmd, "head -c %u /dev/urandom >/root/ws/f%u", FILE_MB << 20, (k % nfiles) + 1);
+        change_cmd(cmd, sizeof cmd, nfiles, k);
         return sh(s, cmd);
 }
 
@@ -154,6 +163,86 @@ static double freeze_from_log(const char *id) {
         return -1;
 }
 
+struct rolling {
+        uint64_t ev_cursor;
+        bool reported, from_log;
+};
+
+/* Runs cmd in s, waits for spaced's next rolling snapshot and adds its freeze time and
+ * how long it took to show up. */
+static int rolling_after(space_session *s, const char *cmd, struct series *freeze, struct series *latency,
+                         struct rolling *ro) {
+        struct space_snapshot_info before, last;
+        if (newest_snapshot(s, &before) < 0 || sh(s, cmd) < 0) {
+                freeze->failures++;
+                return -1;
+        }
+        double tc = bench_now_ms();
+        bool seen = false;
+        while (bench_now_ms() - tc < WAIT_ROLLING_MS) {
+                if (newest_snapshot(s, &last) == 0 && strcmp(last.id, before.id) != 0 && strcmp(last.reason, "rolling") == 0) {
+                        seen = true;
+                        break;
+                }
+                usleep(20 * 1000);
+        }
+        if (!seen) {
+                freeze->failures++;
+                return -1;
+        }
+        add(latency, bench_now_ms() - tc);
+        double fz = last.freeze_ms >= 0 ? last.freeze_ms : freeze_from_events(s, last.id, &ro->ev_cursor);
+        if (fz >= 0) {
+                ro->reported = true;
+                add(freeze, fz);
+        } else if ((fz = freeze_from_log(last.id)) >= 0) {
+                ro->from_log = true;
+                add(freeze, fz);
+        }
+        return 0;
+}
+
+static void rolling_note(struct series *freeze, const struct rolling *ro) {
+        if (!ro->reported)
+                freeze->note = ro->from_log ? "from spaced's log line (the API reports no freeze_ms)"
+                                            : "spaced reported no freeze_ms (try --daemon-log): see snapshot_manual for the whole latency";
+}
+
+/* A workspace of n small files (100 per directory) with rolling snapshots: the freeze
+ * after one of them is rewritten. What the stat walk of a capture costs shows here. */
+static void bench_files(unsigned n, unsigned runs) {
+        struct series freeze = { .op = "rolling_snapshot_freeze" },
+                      latency = { .op = "rolling_snapshot_visible", .note = "from the change to the snapshot in the list; includes up to one interval" };
+        space_session *s = NULL;
+        int r = space_session_new(&s, cl, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = "base",
+                                                                         .memory = 1ull << 30,
+                                                                         .snapshot_interval_ms = ROLLING_INTERVAL_MS });
+        if (r < 0) {
+                fprintf(stderr, "bench-sessions: create: %s\n", err_of(r));
+                return;
+        }
+        fprintf(stderr, "bench-sessions: %s: %u small files\n", space_session_id(s), n);
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "i=0; while [ $i -lt %u ]; do d=/root/small/d$((i / 100)); [ -d $d ] || mkdir -p $d; "
+                 "echo file $i >$d/f$i; i=$((i+1)); done", n);
+        if ((r = sh(s, cmd)) < 0 || (r = space_snapshot_create(s, "bench files base", NULL)) < 0) {
+                fprintf(stderr, "bench-sessions: filling the small files: %s\n", err_of(r));
+                goto out;
+        }
+        struct rolling ro = { 0 };
+        for (unsigned i = 0; i < runs; i++) {
+                unsigned k = (i * 7919u) % n;
+                snprintf(cmd, sizeof cmd, "echo changed %u >/root/small/d%u/f%u", i, k / 100, k);
+                (void)rolling_after(s, cmd, &freeze, &latency, &ro);
+        }
+        rolling_note(&freeze, &ro);
+        report(&freeze, 0, 0, n);
+        report(&latency, 0, 0, n);
+out:
+        space_session_delete(s);
+        space_session_free(s);
+}
+
 struct ws_result {
         struct series freeze, roll_latency, snap_manual, pause, resume, resume_exec, fork1, fork1_exec, fork10, restore,
                 restore_exec, recovery, recovery_exec;
@@ -202,37 +291,11 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                 base.id, base.bytes_added);
 
         /* rolling snapshots: change 1 MiB, wait for the daemon's own snapshot */
-        bool freeze_reported = false, from_log = false;
-        uint64_t ev_cursor = 0;
+        struct rolling ro = { 0 };
         for (unsigned i = 0; i < runs; i++) {
-                struct space_snapshot_info before, last;
-                if (newest_snapshot(s, &before) < 0 || change(s, nfiles, i) < 0) {
-                        w->freeze.failures++;
+                change_cmd(cmd, sizeof cmd, nfiles, i);
+                if (rolling_after(s, cmd, &w->freeze, &w->roll_latency, &ro) < 0)
                         continue;
-                }
-                double tc = bench_now_ms();
-                bool seen = false;
-                while (bench_now_ms() - tc < WAIT_ROLLING_MS) {
-                        if (newest_snapshot(s, &last) == 0 && strcmp(last.id, before.id) != 0 &&
-                            strcmp(last.reason, "rolling") == 0) {
-                                seen = true;
-                                break;
-                        }
-                        usleep(20 * 1000);
-                }
-                if (!seen) {
-                        w->freeze.failures++;
-                        continue;
-                }
-                add(&w->roll_latency, bench_now_ms() - tc);
-                double fz = last.freeze_ms >= 0 ? last.freeze_ms : freeze_from_events(s, last.id, &ev_cursor);
-                if (fz >= 0) {
-                        freeze_reported = true;
-                        add(&w->freeze, fz);
-                } else if ((fz = freeze_from_log(last.id)) >= 0) {
-                        from_log = true;
-                        add(&w->freeze, fz);
-                }
                 /* a manual snapshot right after, while the next rolling one is an interval away */
                 if (change(s, nfiles, i + 7) < 0) {
                         w->snap_manual.failures++;
@@ -245,9 +308,7 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                 else
                         add(&w->snap_manual, bench_now_ms() - a);
         }
-        if (!freeze_reported)
-                w->freeze.note = from_log ? "from spaced's log line (the API reports no freeze_ms)"
-                                          : "spaced reported no freeze_ms (try --daemon-log): see snapshot_manual for the whole latency";
+        rolling_note(&w->freeze, &ro);
 
         /* pause / resume */
         for (unsigned i = 0; i < runs; i++) {
@@ -364,8 +425,8 @@ out:
 }
 
 static void usage(FILE *f) {
-        fputs("Usage: bench-sessions [--runs N] [--fork10-runs N] [--sizes MB,MB,...] [--host ADDR]\n"
-              "                      [--daemon-log FILE]\n"
+        fputs("Usage: bench-sessions [--runs N] [--fork10-runs N] [--sizes MB,MB,...] [--files N]\n"
+              "                      [--host ADDR] [--daemon-log FILE]\n"
               "\n"
               "For each workspace size (default 100,1024 MiB, made of 1 MiB files of random\n"
               "bytes) creates a session with rolling snapshots every second and times, N times\n"
@@ -376,7 +437,10 @@ static void usage(FILE *f) {
               "p50/p90 in ms; progress goes to stderr. fork with count 10 materializes ten\n"
               "copies of the workspace, so it runs --fork10-runs times (default: --runs).\n"
               "The freeze time is read from the snapshot object, else from its 'snapshot'\n"
-              "event, else (with --daemon-log) from spaced's log line for it.\n",
+              "event, else (with --daemon-log) from spaced's log line for it.\n"
+              "--files N: a workspace of N small files (100 per directory) instead, or after\n"
+              "the sizes if --sizes is given too: the freeze of a rolling snapshot after one\n"
+              "of them is rewritten, N times (--runs).\n",
               f);
 }
 
@@ -384,10 +448,12 @@ int main(int argc, char **argv) {
         static const struct option lopts[] = {
                 { "runs", required_argument, NULL, 'n' }, { "sizes", required_argument, NULL, 's' },
                 { "host", required_argument, NULL, 'H' }, { "help", no_argument, NULL, 'h' },
-                { "daemon-log", required_argument, NULL, 'L' }, { "fork10-runs", required_argument, NULL, 'F' }, { 0 },
+                { "daemon-log", required_argument, NULL, 'L' }, { "fork10-runs", required_argument, NULL, 'F' },
+                { "files", required_argument, NULL, 'f' }, { 0 },
         };
         long fork10_runs = -1;
-        unsigned runs = 10, sizes[MAX_SIZES] = { 100, 1024 }, nsizes = 2;
+        unsigned runs = 10, sizes[MAX_SIZES] = { 100, 1024 }, nsizes = 2, files = 0;
+        bool sizes_given = false;
         const char *host = NULL;
         int c;
         while ((c = getopt_long(argc, argv, "n:h", lopts, NULL)) != -1) {
@@ -404,6 +470,7 @@ int main(int argc, char **argv) {
                 }
                 case 's': {
                         nsizes = 0;
+                        sizes_given = true;
                         for (char *p = optarg; *p;) {
                                 long v = strtol(p, &end, 10);
                                 if (end == p || v < FILE_MB || v > 64 * 1024 || nsizes >= MAX_SIZES || (*end && *end != ',')) {
@@ -418,6 +485,15 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "bench-sessions: --sizes needs at least one size\n");
                                 return 2;
                         }
+                        break;
+                }
+                case 'f': {
+                        long v = strtol(optarg, &end, 10);
+                        if (*end || v < 100 || v > MAX_FILES) {
+                                fprintf(stderr, "bench-sessions: --files between 100 and %d\n", MAX_FILES);
+                                return 2;
+                        }
+                        files = (unsigned)v;
                         break;
                 }
                 case 'H': host = optarg; break;
@@ -443,14 +519,18 @@ int main(int argc, char **argv) {
                 return 1;
         }
         static struct ws_result w;
+        if (files && !sizes_given)
+                nsizes = 0;
         for (unsigned i = 0; i < nsizes; i++) {
                 bench_workspace(sizes[i], runs, fork10_runs < 0 ? runs : (unsigned)fork10_runs, &w);
                 struct series *all[] = { &w.freeze, &w.roll_latency, &w.snap_manual, &w.pause, &w.resume, &w.resume_exec,
                                          &w.fork1, &w.fork1_exec, &w.fork10, &w.restore, &w.restore_exec, &w.recovery,
                                          &w.recovery_exec };
                 for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-                        report(all[k], sizes[i], FILE_MB);
+                        report(all[k], sizes[i], FILE_MB, 0);
         }
+        if (files)
+                bench_files(files, runs);
         struct space_gc_result g;
         if (space_gc(cl, &g) == 0)
                 fprintf(stderr, "bench-sessions: gc removed %" PRIu64 " objects (%" PRIu64 " bytes)\n", g.objects_removed,

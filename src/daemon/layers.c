@@ -428,8 +428,8 @@ int layers_sources(const char *data_dir, struct layer_source **ret, size_t *ret_
         return 0;
 }
 
-void layers_vol_sweep(const char *data_dir, const char *vol_layers, void (*drop)(void *userdata, const char *dir),
-                      void *userdata) {
+void layers_vol_sweep(const char *data_dir, const char *vol_layers, bool leftovers,
+                      void (*drop)(void *userdata, const char *dir), void *userdata) {
         _cleanup_free_ char *dir = NULL;
         if (asprintf(&dir, "%s/layers", data_dir) < 0)
                 return;
@@ -461,7 +461,7 @@ void layers_vol_sweep(const char *data_dir, const char *vol_layers, void (*drop)
         }
         v = opendir(vol_layers);
         while (v && (de = readdir(v))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || (de->d_name[0] == '.' && !leftovers))
                         continue;
                 _cleanup_free_ char *p = NULL;
                 if (asprintf(&p, "%s/%s", vol_layers, de->d_name) < 0)

@@ -55,10 +55,11 @@ int layers_adopt(const char *data_dir, struct store *st, const struct store_hash
 /* Every source layer on disk. Free *ret. */
 int layers_sources(const char *data_dir, struct layer_source **ret, size_t *ret_n);
 /* Entries of vol_layers (where source layers' btrfs snapshots are made) that no layer
- * names any more go to drop. Call only while no snapshot for a source layer is being
+ * names any more go to drop; those named ".*" (a capture's own, removed by it) only
+ * with leftovers (at start). Call only while no snapshot for a source layer is being
  * made or adopted. */
-void layers_vol_sweep(const char *data_dir, const char *vol_layers, void (*drop)(void *userdata, const char *dir),
-                      void *userdata);
+void layers_vol_sweep(const char *data_dir, const char *vol_layers, bool leftovers,
+                      void (*drop)(void *userdata, const char *dir), void *userdata);
 
 /* Which layer a writable layer lies on: a small file beside it (tmp + rename). A ref that
  * is not set removes the file. */

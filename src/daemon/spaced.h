@@ -160,6 +160,7 @@ struct session {
         bool adopting;       /* re-attaching after a daemon restart */
         int64_t clean_since_ns;   /* the upper dir held exactly head at this time */
         struct layer_ref layer;   /* the snapshot layer below the upper dir (daemon/layers.h) */
+        uint64_t last_entries;    /* entries of upper/ the last capture walked (0: none yet) */
         uint64_t next_rolling_ms; /* monotonic ms of the next rolling check */
         unsigned recover_failures;
         uint64_t recover_at_ms;   /* a failed recovery is retried at this time */

@@ -1103,6 +1103,11 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                 goto out;
         }
         c.root_dev = st.st_dev;
+        /* the stat cache's key: the directory, or the one dir is a frozen copy of */
+        uint64_t key_dev = o->copy_ns ? o->cache_dev : (uint64_t)st.st_dev;
+        uint64_t key_ino = o->copy_ns ? o->cache_ino : (uint64_t)st.st_ino;
+        if (o->copy_ns)
+                c.start_ns = o->copy_ns;
         if (parent) {
                 pins[npins++] = *parent;
                 r = snap_load(s, parent, &prec);
@@ -1145,7 +1150,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
                         goto out;
         }
         if (parent) {
-                r = scache_load(s, parent, st.st_dev, st.st_ino, o->fixed_chunk, &c.cache);
+                r = scache_load(s, parent, key_dev, key_ino, o->fixed_chunk, &c.cache);
                 if (r < 0)
                         c.cache = NULL; /* an unreadable cache only costs reading everything */
                 root.old = &prec.root;
@@ -1230,7 +1235,7 @@ int store_capture(struct store *s, const char *dir, const struct store_hash *par
         r = txn_commit(c.txn, &rec, o->stats, &h);
         if (r == 0) {
                 /* A cache is an optimization; failing to save one fails nothing. */
-                (void)scache_save(s, &h, st.st_dev, st.st_ino, &sc);
+                (void)scache_save(s, &h, key_dev, key_ino, &sc);
                 *ret_snapshot = h;
         }
         buf_free(&sc.b);

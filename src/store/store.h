@@ -133,6 +133,14 @@ struct store_capture_opts {
          * take away what base has, and whiteouts are kept (they still hide what lies
          * below base). Hard-link groups of dir are named apart from base's. NULL: plain. */
         const struct store_hash *base;
+        /* dir is a frozen copy of another directory (a btrfs snapshot: the same inode
+         * numbers, ctimes and mtimes, another device) made at copy_ns (CLOCK_REALTIME):
+         * the parent's stat cache is looked up, and this capture's saved, under the
+         * original's device and inode (cache_dev, cache_ino), and an entry changed within
+         * the timestamp granularity before copy_ns is not cached, as if the capture had
+         * started then. 0: dir is captured as itself. */
+        int64_t copy_ns;
+        uint64_t cache_dev, cache_ino;
         store_progress_fn progress;
         void *userdata;
         struct store_op_stats *stats;     /* filled on success and on failure, if not NULL */
@@ -161,6 +169,14 @@ struct store_materialize_opts {
          * that differs (overlayfs without its index breaks lower hard links on copy-up, so
          * a tree with hard links belongs in a writable layer whole). */
         const struct store_hash *base;
+        /* dir is a frozen copy of another directory (a btrfs snapshot: the same inode
+         * numbers, ctimes and mtimes, another device) made at copy_ns (CLOCK_REALTIME):
+         * the parent's stat cache is looked up, and this capture's saved, under the
+         * original's device and inode (cache_dev, cache_ino), and an entry changed within
+         * the timestamp granularity before copy_ns is not cached, as if the capture had
+         * started then. 0: dir is captured as itself. */
+        int64_t copy_ns;
+        uint64_t cache_dev, cache_ino;
         store_progress_fn progress;
         void *userdata;
         struct store_op_stats *stats;

@@ -7,6 +7,8 @@
 # kill -9 of spaced, a session keeps at most 16, a tree with hard links gets none, a
 # delete removes them with their btrfs snapshots, and without the quota volume forks
 # work as before (a layer materialized once).
+# A large writable layer is frozen only for a btrfs snapshot and captured from it after
+# the thaw ("Freezing for a btrfs snapshot only"): the same files, the stat cache kept.
 # Usage: test_source_layers.sh SPACED_BINARY   (space-init must sit next to it)
 . "$(dirname "$0")/lib.sh" srclayers "${1:-}"
 
@@ -91,8 +93,40 @@ F3=$(fork "$A" "{\"snapshot\":\"$SA\"}")
 check "... the oldest went: a fork of it makes a new layer" test "$(started "$F3" "on a new layer")" = 1
 check "... with the same files" same "$(view "$F3")" "$AVIEW"
 
+# a large writable layer (> DUR_SNAP_CAPTURE_ENTRIES = 4000 entries): frozen only for a
+# btrfs snapshot, captured from it after the thaw
+M=$(api -X POST http://x/v1/sessions -d "$NEW" | jget id)
+sh_in "$M" 'mkdir /root/many; i=0; while [ $i -lt 4100 ]; do echo $i > /root/many/f$i; i=$((i+1)); done' >/dev/null
+snap "$M" >/dev/null # the first capture walks them all (and tells how many there are)
+sh_in "$M" 'echo changed > /root/many/f7; rm /root/many/f8; echo new > /root/many/new' >/dev/null
+sig() { sh_in "$1" 'ls /root/many | wc -l; cat /root/many/* | wc -c; cat /root/many/f7 /root/many/new /root/many/f9; ls /root/many/f8 2>&1 | wc -l'; }
+MSIG=$(sig "$M")
+SM=$(snap "$M")
+check "a snapshot of a large layer freezes for a btrfs snapshot only" grep -q "snapshot $SM (manual): .* files read, frozen [0-9]* us (for a btrfs snapshot only)" "$LOG"
+sh_in "$M" 'echo late > /root/many/f9' >/dev/null
+MSIG2=$(sig "$M")
+FM=$(fork "$M" "{\"snapshot\":\"$SM\"}")
+check "... its fork shows exactly the snapshot (not the write after it)" same "$(sig "$FM")" "$MSIG"
+SM2=$(snap "$M")
+check "... the next one reads only the file changed since (the stat cache carried over)" grep -q "snapshot $SM2 (manual): [0-9]* bytes new, 1 files read, frozen [0-9]* us (for a btrfs snapshot only)" "$LOG"
+FM2=$(fork "$M" "{\"snapshot\":\"$SM2\"}")
+check "... and holds that write" same "$(sig "$FM2")" "$MSIG2"
+# the same for rolling snapshots, whose btrfs snapshot is only the capture's (".cap.")
+R=$(api -X POST http://x/v1/sessions -d '{"template":"mini","memory":"64M","snapshot_interval_ms":1000}' | jget id)
+sh_in "$R" 'mkdir /root/many; i=0; while [ $i -lt 4100 ]; do echo $i > /root/many/f$i; i=$((i+1)); done; echo r > /root/many/f9' >/dev/null
+rolled() { for _ in $(seq 100); do [ "$(grep -c "$R: snapshot .* (rolling).*$1" "$LOG")" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
+check "a rolling snapshot of the large layer" rolled "" 1
+sh_in "$R" 'echo changed > /root/many/f7; rm /root/many/f8; echo new > /root/many/new' >/dev/null
+RSIG=$(sig "$R")
+check "... the next one freezes for a btrfs snapshot only" rolled "for a btrfs snapshot only" 1
+RS=$(api "http://x/v1/sessions/$R" | jget head_snapshot)
+FR=$(fork "$R" "{\"snapshot\":\"$RS\"}")
+check "... a fork of it shows the change" same "$(sig "$FR")" "$RSIG"
+check "... no snapshot of a capture is left" test "$(ls -A "$L/layers" | grep -c '^\.cap')" = 0
+check "... and it made no source layer" test "$(grep -c "$R: source layer" "$LOG")" = 0
+
 # rm: the source layers and their snapshots go with the session
-for s in "$A" "$F3" "$H" "$HF"; do api -X DELETE "http://x/v1/sessions/$s" >/dev/null; done
+for s in "$A" "$F3" "$H" "$HF" "$M" "$FM" "$FM2" "$R" "$FR"; do api -X DELETE "http://x/v1/sessions/$s" >/dev/null; done
 check "deleting the sessions removes every source layer" test "$(n_sources)" = 0
 check "... and every btrfs snapshot" settle 0
 check "... and every layer" test "$(ls "$DATA/layers" | grep -cv '^\.')" = 0
