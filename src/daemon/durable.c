@@ -105,10 +105,10 @@ struct job {
         char *src_snap;                        /* where it goes (L/layers/<sbx>.<t>); NULL: none */
         bool src_keep;                         /* as a source layer */
         bool src_capture;                      /* capture from it, thawed */
-        bool src_taken;
+        bool src_tried, src_taken;             /* one try per capture */
         char snap_id[META_ID_SIZE];            /* the snapshot's id, chosen first: the layer names it */
         struct layer_ref src_layer;            /* the layer published */
-        uint64_t src_us, src_sync_us, src_rm_us; /* the snapshot (frozen), the flush before, its removal */
+        uint64_t src_us, src_sync_us;          /* the snapshot (frozen), the flush before the freeze */
         bool subvol;                           /* rm: a btrfs snapshot (read-only: destroyed, not emptied) */
         char session[META_ID_SIZE];
         char label[SES_LABEL_MAX + 1];
@@ -864,8 +864,9 @@ static bool dir_empty(const char *dir) {
 /* Still frozen, everything read: the sandbox dir as a read-only btrfs snapshot, whose
  * upper/ is then exactly what the capture read (nothing in the sandbox ran between). */
 static void source_snap_take(struct job *j) {
-        if (!j->src_snap || j->src_taken)
+        if (!j->src_snap || j->src_tried)
                 return;
+        j->src_tried = true;
         uint64_t t0 = mono_us();
         _cleanup_free_ char *sbx = strndup(j->dir, strlen(j->dir) - strlen("/upper"));
         int r = sbx ? rt_volume_snapshot(sbx, j->src_snap) : -ENOMEM;
@@ -888,12 +889,10 @@ static void source_snap_adopt(struct job *j, bool captured, const struct store_o
         if (r < 0) {
                 if (r != -ECANCELED && r != -EEXIST)
                         log_warn("%s: publishing a source layer: %s", j->session, strerror(-r));
-                uint64_t t0 = mono_us();
                 int rr = rt_volume_remove(j->src_snap);
                 if (rr < 0)
                         log_warn("%s: removing %s: %s", j->session, j->src_snap, strerror(-rr));
                 j->src_layer = (struct layer_ref){ 0 };
-                j->src_rm_us = mono_us() - t0;
         }
 }
 
