@@ -861,7 +861,10 @@ static void ses_init_gone(struct session *s, const char *fallback) {
         if (s->sb && s->rt->health(s->sb, &h) == 0 && !h.alive) {
                 int st = h.init_status;
                 s->oom_killed = s->oom_killed || h.oom_killed;
-                if (WIFSIGNALED(st))
+                if (h.status_unknown)
+                        ses_mark_dead(s, "space-init's sandbox ended: %s%s", h.detail,
+                                      h.oom_killed ? " (the memory limit was reached)" : "");
+                else if (WIFSIGNALED(st))
                         ses_mark_dead(s, "space-init was killed by signal %d%s", WTERMSIG(st),
                                       WTERMSIG(st) == SIGKILL && h.oom_killed ? " (the memory limit was reached)" : "");
                 else

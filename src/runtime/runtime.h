@@ -43,12 +43,19 @@ struct rt_spec {
         const char *restore_dir;
 };
 
+#define RT_HEALTH_DETAIL_MAX 320
+
 struct rt_health {
         bool alive;             /* space-init still runs */
         bool oom_killed;        /* the memory limit killed something since create */
         int init_status;        /* wait status of space-init once !alive */
         uint64_t memory_bytes;  /* current usage */
         uint32_t pids;          /* current number of tasks */
+        /* Set by a driver that saw init's sandbox end without learning how (gvisor: the
+         * sandbox process is not its child): init_status is then a stand-in, and detail
+         * says what it does know, for people (e.g. where runsc's log was kept). */
+        bool status_unknown;
+        char detail[RT_HEALTH_DETAIL_MAX];
 };
 
 struct rt_sandbox; /* driver-private */

@@ -19,7 +19,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sendfile.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <time.h>
 #include <linux/mount.h>
 #include <linux/sched.h>
@@ -50,6 +52,9 @@
 #define RT_GV_SHIM_PATH "/dev/.space-statx.so"
 #define RT_GV_IMAGE_MARK "space-gvisor"    /* file in a checkpoint dir: who wrote it */
 #define RT_GV_IMAGE_VERSION "space-gvisor 1 runsc-20221219\n"
+#define RT_GV_LOG_DIR "runsc-logs"        /* DATA/runsc-logs: runsc.log of failed sandboxes */
+#define RT_GV_KEPT_LOG_MAX (256u << 10)    /* the tail of runsc.log a kept copy holds */
+#define RT_GV_KEPT_LOGS 32                 /* kept logs per host; the oldest go first */
 
 struct rt_sandbox {
         char *id;
@@ -64,6 +69,8 @@ struct rt_sandbox {
         bool stopped;          /* checkpointed without leave_running */
         bool reaped;
         int status;
+        bool log_kept;         /* runsc.log was copied to DATA/runsc-logs */
+        char kept_log[RT_GV_MAX_PATH + 64];
 };
 
 /* ---------------- host-level state ---------------- */
@@ -233,10 +240,8 @@ static int wait_child(int pidfd, int timeout_ms, int *ret_status) {
         return 0;
 }
 
-/* The last line runsc wrote to run_dir/runsc.log: why it failed. */
-static void log_tail(const char *run_dir, char *out, size_t size) {
-        char path[RT_GV_MAX_PATH + 16];
-        snprintf(path, sizeof path, "%s/runsc.log", run_dir);
+/* The last line of the log at path. */
+static void log_tail_of(const char *path, char *out, size_t size) {
         out[0] = 0;
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
@@ -259,11 +264,101 @@ static void log_tail(const char *run_dir, char *out, size_t size) {
         out[tl] = 0;
 }
 
+/* The last line runsc wrote to run_dir/runsc.log: why it failed. */
+static void log_tail(const char *run_dir, char *out, size_t size) {
+        char path[RT_GV_MAX_PATH + 16];
+        snprintf(path, sizeof path, "%s/runsc.log", run_dir);
+        log_tail_of(path, out, size);
+}
+
 static int open_log(const char *run_dir) {
         char path[RT_GV_MAX_PATH + 16];
         snprintf(path, sizeof path, "%s/runsc.log", run_dir);
         int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
         return fd < 0 ? -errno : fd;
+}
+
+struct kept_log {
+        char name[NAME_MAX + 1];
+        struct timespec mtime;
+};
+
+static int kept_log_cmp(const void *a, const void *b) {
+        const struct kept_log *x = a, *y = b;
+        if (x->mtime.tv_sec != y->mtime.tv_sec)
+                return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+        return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : x->mtime.tv_nsec > y->mtime.tv_nsec;
+}
+
+/* Leaves room for one more log in dir: the oldest beyond RT_GV_KEPT_LOGS - 1 go. */
+static void prune_logs(const char *dir) {
+        DIR *dh = opendir(dir);
+        if (!dh)
+                return;
+        struct kept_log *v = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *e;
+        while ((e = readdir(dh))) {
+                size_t l = strlen(e->d_name);
+                struct stat st;
+                if (l < 5 || strcmp(e->d_name + l - 4, ".log") != 0 ||
+                    fstatat(dirfd(dh), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                if (n == cap) {
+                        size_t nc = cap ? cap * 2 : 64;
+                        struct kept_log *nv = realloc(v, nc * sizeof *nv);
+                        if (!nv)
+                                break;
+                        v = nv;
+                        cap = nc;
+                }
+                snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
+                v[n++].mtime = st.st_mtim;
+        }
+        if (n >= RT_GV_KEPT_LOGS) {
+                qsort(v, n, sizeof *v, kept_log_cmp);
+                for (size_t i = 0; i + RT_GV_KEPT_LOGS - 1 < n; i++)
+                        (void)unlinkat(dirfd(dh), v[i].name, 0);
+        }
+        free(v);
+        closedir(dh);
+}
+
+/* Teardown removes run_dir, and runsc.log in it is the only account of why runsc failed
+ * or why a sandbox ended on its own (the sandbox process writes its last words there):
+ * copies its tail to DATA/runsc-logs/<id>.log, after a line saying why it was kept. Once
+ * per sandbox; sb->kept_log says where ("" when the log was empty). */
+static void keep_log(struct rt_sandbox *sb, const char *why) {
+        if (sb->log_kept)
+                return;
+        sb->log_kept = true;
+        sb->kept_log[0] = 0;
+        char src[RT_GV_MAX_PATH + 16], dir[RT_GV_MAX_PATH + 16], dst[RT_GV_MAX_PATH + 64];
+        snprintf(src, sizeof src, "%s/runsc.log", sb->run_dir);
+        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        if (in < 0 || fstat(in, &st) < 0 || st.st_size == 0 || !host_data_dir)
+                return;
+        snprintf(dir, sizeof dir, "%s/" RT_GV_LOG_DIR, host_data_dir);
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return;
+        prune_logs(dir);
+        snprintf(dst, sizeof dst, "%s/%s.log", dir, sb->id);
+        _cleanup_close_ int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (out < 0)
+                return;
+        off_t off = st.st_size > (off_t)RT_GV_KEPT_LOG_MAX ? st.st_size - (off_t)RT_GV_KEPT_LOG_MAX : 0;
+        if (dprintf(out, "# space: runsc.log of sandbox %s (%s), last %lld of %lld bytes\n", sb->id, why,
+                    (long long)(st.st_size - off), (long long)st.st_size) < 0)
+                return;
+        while (off < st.st_size) {
+                ssize_t w = sendfile(out, in, &off, (size_t)(st.st_size - off));
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        break;
+        }
+        snprintf(sb->kept_log, sizeof sb->kept_log, "%s", dst);
 }
 
 /* Runs runsc to completion with stdio on /dev/null and stderr in run_dir/runsc.log.
@@ -676,10 +771,18 @@ static void delete_in_background(const char *id) {
         pthread_attr_destroy(&at);
 }
 
+/* A pidfd whose process has ended. */
+static bool fd_readable(int fd) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        return fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
 /* Everything but the handle: the relay, the runsc container (kill + delete), the mount,
  * the bundle. Returns the first error. */
 static int teardown(const char *id, const char *run_dir, struct rt_sandbox *sb) {
         int ret = 0;
+        if (sb && !sb->stopped && (fd_readable(sb->pidfd) || fd_readable(sb->relay_pidfd)))
+                keep_log(sb, "its sandbox or relay ended before destroy");
         if (sb)
                 relay_stop(sb);
         int r = 0;
@@ -837,7 +940,11 @@ fail:
         runtime_set_error("gvisor: %s: %s", what, strerror(-r));
 fail_quiet: {
         char msg[512];
-        snprintf(msg, sizeof msg, "%s", runtime_last_error());
+        keep_log(sb, spec->restore_dir ? "restore failed" : "create failed");
+        if (sb->kept_log[0])
+                snprintf(msg, sizeof msg, "%.300s (runsc's log: %.180s)", runtime_last_error(), sb->kept_log);
+        else
+                snprintf(msg, sizeof msg, "%s", runtime_last_error());
         (void)teardown(spec->id, spec->run_dir, sb);
         runtime_set_error("%s", msg);
 }
@@ -946,14 +1053,22 @@ static int gv_thaw(struct rt_sandbox *sb) {
 }
 
 static int gv_health(struct rt_sandbox *sb, struct rt_health *ret) {
-        if (!sb->reaped && sb->pidfd >= 0) {
-                struct pollfd p = { .fd = sb->pidfd, .events = POLLIN };
-                if (poll(&p, 1, 0) > 0) {
-                        sb->reaped = true;
-                        sb->status = SIGKILL; /* not our child: how it ended is unknown */
-                }
+        if (!sb->reaped && fd_readable(sb->pidfd)) {
+                sb->reaped = true;
+                sb->status = SIGKILL; /* not our child: how it ended is unknown */
+                if (!sb->stopped)
+                        keep_log(sb, "its sandbox process ended on its own");
         }
         struct rt_health h = { .alive = !sb->reaped, .init_status = sb->status };
+        if (sb->reaped && !sb->stopped) {
+                h.status_unknown = true;
+                char tail[200] = "";
+                if (sb->kept_log[0])
+                        log_tail_of(sb->kept_log, tail, sizeof tail);
+                snprintf(h.detail, sizeof h.detail, "runsc's sandbox process %d ended, how is unknown (not our child)%s%.120s%s%.100s",
+                         (int)sb->pid, sb->kept_log[0] ? "; its log: " : "; runsc's log is empty", sb->kept_log,
+                         tail[0] ? ": " : "", tail);
+        }
         if (sb->cg) {
                 uint64_t oom = 0;
                 (void)rt_cgroup_oom_kills(sb->cg, &oom);
