@@ -29,6 +29,7 @@
 
 #define DUR_HOST_ID "local"
 #define DUR_CAPTURE_TRIES 3 /* store_capture's -EAGAIN (it raced the GC) is retried */
+#define DUR_RESUME_RETRIES 1 /* a resume whose sandbox ended before HELLO starts once more */
 /* Source layers (docs/sessions.md "Source layers"): kept per session, newest first ... */
 #define DUR_SOURCE_LAYERS_MAX 16
 /* ... and none made while the quota volume has less than this share free (percent) */
@@ -65,6 +66,7 @@ struct action {
         struct fork_group *group;             /* START_FORK */
         unsigned fork_index;
         bool waiting_hello;
+        unsigned start_retries;               /* START_RESUME: fresh starts after a lost sandbox */
         bool internal;                        /* rolling, recovery: nobody waits */
         char lost_sbx[META_ID_SIZE];          /* recovery */
         char lost_reason[META_TEXT_MAX + 1];
@@ -1943,10 +1945,29 @@ void dur_sandbox_ready(struct session *s) {
         log_debug("%s: HELLO with no start waiting for it", s->id);
 }
 
+/* A resume whose new sandbox ended before it said HELLO ran nothing for anyone, and the
+ * head snapshot (files and memory image) is still in the store: one fresh start from it
+ * loses nothing and turns a sandbox lost while starting (seen on a loaded host, the
+ * driver's account of it in the log line below) into a resume that works. A second loss
+ * fails the resume with its reason; the session stays paused. */
+static void start_retry(struct action *a, const char *why) {
+        struct session *s = a->s;
+        a->start_retries++;
+        a->waiting_hello = false;
+        log_warn("%s: sandbox %s was lost before it said hello (%s); starting another from %s", s->id, s->sbx_id, why,
+                 s->head);
+        drop_sandbox(s, 503, why, META_SANDBOX_DEAD, why);
+        (void)meta_session_set_sandbox(s->d->meta, s->id, NULL);
+        start_begin(a);
+}
+
 void dur_sandbox_lost(struct session *s, const char *why) {
         struct action *a = s->act;
         if (a && a->kind == ACT_START && a->waiting_hello) {
-                start_fail(a, "%s", why);
+                if (a->why == START_RESUME && a->start_retries < DUR_RESUME_RETRIES)
+                        start_retry(a, why);
+                else
+                        start_fail(a, "%s", why);
                 return;
         }
         if (!a && s->state == META_SESSION_RUNNING && !recover_queued(s))
