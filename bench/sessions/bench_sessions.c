@@ -444,6 +444,19 @@ static void usage(FILE *f) {
               f);
 }
 
+/* optarg as a whole number in lo..hi, or false after saying so. */
+static bool opt_range(const char *name, long lo, long hi, unsigned *ret) {
+        char *end;
+        errno = 0;
+        long v = strtol(optarg, &end, 10);
+        if (end == optarg || *end || errno || v < lo || v > hi) {
+                fprintf(stderr, "bench-sessions: %s between %ld and %ld\n", name, lo, hi);
+                return false;
+        }
+        *ret = (unsigned)v;
+        return true;
+}
+
 int main(int argc, char **argv) {
         static const struct option lopts[] = {
                 { "runs", required_argument, NULL, 'n' }, { "sizes", required_argument, NULL, 's' },
@@ -459,15 +472,10 @@ int main(int argc, char **argv) {
         while ((c = getopt_long(argc, argv, "n:h", lopts, NULL)) != -1) {
                 char *end;
                 switch (c) {
-                case 'n': {
-                        long v = strtol(optarg, &end, 10);
-                        if (*end || v < 1 || v > MAX_RUNS) {
-                                fprintf(stderr, "bench-sessions: --runs between 1 and %d\n", MAX_RUNS);
+                case 'n':
+                        if (!opt_range("--runs", 1, MAX_RUNS, &runs))
                                 return 2;
-                        }
-                        runs = (unsigned)v;
                         break;
-                }
                 case 's': {
                         nsizes = 0;
                         sizes_given = true;
@@ -487,24 +495,19 @@ int main(int argc, char **argv) {
                         }
                         break;
                 }
-                case 'f': {
-                        long v = strtol(optarg, &end, 10);
-                        if (*end || v < 100 || v > MAX_FILES) {
-                                fprintf(stderr, "bench-sessions: --files between 100 and %d\n", MAX_FILES);
+                case 'f':
+                        if (!opt_range("--files", 100, MAX_FILES, &files))
                                 return 2;
-                        }
-                        files = (unsigned)v;
                         break;
-                }
                 case 'H': host = optarg; break;
                 case 'L': daemon_log = optarg; break;
-                case 'F':
-                        fork10_runs = strtol(optarg, &end, 10);
-                        if (*end || fork10_runs < 0 || fork10_runs > MAX_RUNS) {
-                                fprintf(stderr, "bench-sessions: --fork10-runs between 0 and %d\n", MAX_RUNS);
+                case 'F': {
+                        unsigned v;
+                        if (!opt_range("--fork10-runs", 0, MAX_RUNS, &v))
                                 return 2;
-                        }
+                        fork10_runs = v;
                         break;
+                }
                 case 'h': usage(stdout); return 0;
                 default: usage(stderr); return 2;
                 }

@@ -157,6 +157,8 @@ struct job {
 static void act_kick(struct session *s);
 static void job_work(struct wjob *wj);
 static void job_done_cb(struct wjob *wj);
+static struct job *job_new(struct daemon *d, struct session *s, struct action *a, enum job_kind kind,
+                           void (*cont)(struct job *));
 static void job_free(struct job *j);
 static void act_done(struct action *a);
 static void start_begin(struct action *a);
@@ -267,16 +269,11 @@ static void rm_done(struct job *j) {
 
 /* Deletes dir (taken) on a worker; subvol: a read-only btrfs snapshot. */
 static void rm_submit(struct daemon *d, char *dir, bool subvol) {
-        struct job *j = calloc(1, sizeof *j);
+        struct job *j = job_new(d, NULL, NULL, JOB_RM, rm_done);
         if (!j) {
                 free(dir);
                 return;
         }
-        j->d = d;
-        j->kind = JOB_RM;
-        j->cont = rm_done;
-        j->wj.work = job_work;
-        j->wj.done = job_done_cb;
         j->dir = dir;
         j->subvol = subvol;
         if (wk_submit(d->workers, &j->wj) < 0)
@@ -816,11 +813,12 @@ static void job_done_cb(struct wjob *wj) {
 
 static void job_work(struct wjob *wj);
 
-static struct job *job_new(struct session *s, struct action *a, enum job_kind kind, void (*cont)(struct job *)) {
+static struct job *job_new(struct daemon *d, struct session *s, struct action *a, enum job_kind kind,
+                           void (*cont)(struct job *)) {
         struct job *j = calloc(1, sizeof *j);
         if (!j)
                 return NULL;
-        j->d = s ? s->d : NULL;
+        j->d = s ? s->d : d;
         j->s = s;
         j->act = a;
         j->kind = kind;
@@ -1263,7 +1261,7 @@ static char *sandbox_snap_path(struct session *s, bool keep) {
 static int capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw, bool check_dirty,
                          void (*cont)(struct job *)) {
         struct session *s = a->s;
-        struct job *j = job_new(s, a, JOB_CAPTURE, cont);
+        struct job *j = job_new(NULL, s, a, JOB_CAPTURE, cont);
         if (!j)
                 return -ENOMEM;
         if (asprintf(&j->dir, "%s/upper", s->dir) < 0) {
@@ -1646,7 +1644,7 @@ static void start_begin(struct action *a) {
                 start_created(a);
                 return;
         }
-        struct job *j = job_new(s, a, JOB_LAYER, start_materialized);
+        struct job *j = job_new(NULL, s, a, JOB_LAYER, start_materialized);
         if (!j || (!unparked && !(j->dir = strdup(upper))) ||
             (a->want_memory && asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0)) {
                 if (j)
@@ -1705,7 +1703,7 @@ static void start_created(struct action *a) {
                 start_fail(a, "the snapshot layer: %s", strerror(-r));
                 return;
         }
-        struct job *j = job_new(s, a, JOB_CREATE, start_create_done);
+        struct job *j = job_new(NULL, s, a, JOB_CREATE, start_create_done);
         if (!j || asprintf(&j->upper, "%s/upper", s->dir) < 0 || asprintf(&j->work, "%s/work", s->dir) < 0 ||
             asprintf(&j->run, "%s/run", s->dir) < 0 ||
             (a->want_memory && asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0)) {
@@ -2268,7 +2266,7 @@ static void run_restore(struct action *a) {
                 act_fail(a, 404, "session %s has no snapshot %s", s->id, a->snap);
                 return;
         }
-        struct job *j = job_new(s, a, JOB_FORK, restore_forked);
+        struct job *j = job_new(NULL, s, a, JOB_FORK, restore_forked);
         if (!j || store_hash_from_hex(m.store_hash, &j->parent) < 0) {
                 if (j)
                         job_free(j);
@@ -2521,7 +2519,7 @@ static void fork_stored(struct job *j) {
 static void fork_from(struct action *a, const struct meta_snapshot *src) {
         struct session *s = a->s;
         snprintf(a->snap, sizeof a->snap, "%s", src->id);
-        struct job *j = job_new(s, a, JOB_FORK, fork_stored);
+        struct job *j = job_new(NULL, s, a, JOB_FORK, fork_stored);
         if (!j || store_hash_from_hex(src->store_hash, &j->parent) < 0) {
                 if (j)
                         job_free(j);
@@ -2642,7 +2640,7 @@ static void run_delete(struct action *a) {
         /* The sandbox goes on the reaper thread; the answer waits for it (a 204 means
          * nothing of it is left). Its directory stays in DATA/sandboxes until then, so a
          * crash meanwhile leaves it to the start-up sweep. */
-        struct job *j = s->sb && s->dir ? job_new(s, a, JOB_DESTROY, delete_destroyed) : NULL;
+        struct job *j = s->sb && s->dir ? job_new(NULL, s, a, JOB_DESTROY, delete_destroyed) : NULL;
         if (j && (j->dir = strdup(s->dir))) {
                 j->rt = s->rt;
                 j->sb = ses_take_sandbox(s, 503, "session deleted");
@@ -2711,7 +2709,7 @@ static void create_from_snapshot(struct action *a) {
         struct session *s = a->s;
         struct meta_snapshot src;
         struct job *j = NULL;
-        if (meta_snapshot_get(s->d->meta, a->snap, &src) < 0 || !(j = job_new(s, a, JOB_FORK, create_forked)) ||
+        if (meta_snapshot_get(s->d->meta, a->snap, &src) < 0 || !(j = job_new(NULL, s, a, JOB_FORK, create_forked)) ||
             store_hash_from_hex(src.store_hash, &j->parent) < 0) {
                 if (j)
                         job_free(j);
@@ -3107,16 +3105,11 @@ void dur_gc(struct daemon *d, struct conn *c) {
         for (struct session *s = d->sessions; s; s = s->next)
                 if (s->job && s->job->start_ns < keep)
                         keep = s->job->start_ns;
-        struct job *j = calloc(1, sizeof *j);
+        struct job *j = job_new(d, NULL, NULL, JOB_GC, gc_done);
         if (!j) {
                 log_warn("gc: out of memory");
                 return;
         }
-        j->d = d;
-        j->kind = JOB_GC;
-        j->cont = gc_done;
-        j->wj.work = job_work;
-        j->wj.done = job_done_cb;
         j->since_ns = keep;
         if (meta_snapshot_live_hashes(d->meta, &j->live, &j->n_live) < 0) {
                 log_warn("gc: reading the live set: %s", merr(d));
@@ -3494,7 +3487,7 @@ void dur_shutdown(struct daemon *d) {
                 bool ok = true;
                 if (ses_usable(s)) {
                         struct action a = { .s = s, .kind = ACT_SNAPSHOT, .reason = META_REASON_ROLLING };
-                        struct job *j = job_new(s, &a, JOB_CAPTURE, NULL);
+                        struct job *j = job_new(NULL, s, &a, JOB_CAPTURE, NULL);
                         if (j && asprintf(&j->dir, "%s/upper", s->dir) >= 0) {
                                 j->rt = s->rt;
                                 j->sb = s->sb;
