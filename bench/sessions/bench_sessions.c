@@ -208,19 +208,28 @@ static void rolling_note(struct series *freeze, const struct rolling *ro) {
                                             : "spaced reported no freeze_ms (try --daemon-log): see snapshot_manual for the whole latency";
 }
 
-/* A workspace of n small files (100 per directory) with rolling snapshots: the freeze
- * after one of them is rewritten. What the stat walk of a capture costs shows here. */
-static void bench_files(unsigned n, unsigned runs) {
-        struct series freeze = { .op = "rolling_snapshot_freeze" },
-                      latency = { .op = "rolling_snapshot_visible", .note = "from the change to the snapshot in the list; includes up to one interval" };
+/* A session of the base template with rolling snapshots, or NULL after saying why. */
+static space_session *new_session(void) {
         space_session *s = NULL;
         int r = space_session_new(&s, cl, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = "base",
                                                                          .memory = 1ull << 30,
                                                                          .snapshot_interval_ms = ROLLING_INTERVAL_MS });
         if (r < 0) {
                 fprintf(stderr, "bench-sessions: create: %s\n", err_of(r));
-                return;
+                return NULL;
         }
+        return s;
+}
+
+/* A workspace of n small files (100 per directory) with rolling snapshots: the freeze
+ * after one of them is rewritten. What the stat walk of a capture costs shows here. */
+static void bench_files(unsigned n, unsigned runs) {
+        struct series freeze = { .op = "rolling_snapshot_freeze" },
+                      latency = { .op = "rolling_snapshot_visible", .note = "from the change to the snapshot in the list; includes up to one interval" };
+        space_session *s = new_session();
+        if (!s)
+                return;
+        int r;
         fprintf(stderr, "bench-sessions: %s: %u small files\n", space_session_id(s), n);
         char cmd[256];
         snprintf(cmd, sizeof cmd, "i=0; while [ $i -lt %u ]; do d=/root/small/d$((i / 100)); [ -d $d ] || mkdir -p $d; "
@@ -265,14 +274,10 @@ static void bench_workspace(unsigned mb, unsigned runs, unsigned fork10_runs, st
                 .recovery_exec = { .op = "recovery_then_exec_true" },
         };
         unsigned nfiles = mb / FILE_MB;
-        space_session *s = NULL;
-        int r = space_session_new(&s, cl, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = "base",
-                                                                         .memory = 1ull << 30,
-                                                                         .snapshot_interval_ms = ROLLING_INTERVAL_MS });
-        if (r < 0) {
-                fprintf(stderr, "bench-sessions: create: %s\n", err_of(r));
+        space_session *s = new_session();
+        if (!s)
                 return;
-        }
+        int r;
         fprintf(stderr, "bench-sessions: %s: filling %u MiB (%u files of %u MiB)\n", space_session_id(s), mb, nfiles, FILE_MB);
         char cmd[256];
         snprintf(cmd, sizeof cmd, "mkdir -p /root/ws && i=1; while [ $i -le %u ]; do head -c %u /dev/urandom >/root/ws/f$i; i=$((i+1)); done",

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
+#include "common/fdio.h"
 #include "common/macros.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
@@ -269,15 +270,9 @@ static int copy_file_data(const char *src, const char *dst, mode_t mode) {
                 }
                 if (n == 0)
                         return 0;
-                for (ssize_t off = 0; off < n;) {
-                        ssize_t w = write(out, buf + off, (size_t)(n - off));
-                        if (w < 0) {
-                                if (errno == EINTR)
-                                        continue;
-                                return -errno;
-                        }
-                        off += w;
-                }
+                int w = fdio_write_all(out, buf, (size_t)n);
+                if (w < 0)
+                        return w;
         }
 }
 

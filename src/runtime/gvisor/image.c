@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "common/fdio.h"
 #include "common/macros.h"
 
 #define GV_MAGIC "gVisorSF"
@@ -59,19 +60,6 @@ static int read_full(int fd, void *buf, size_t n) {
                 if (r == 0)
                         return -EBADMSG; /* truncated */
                 got += (size_t)r;
-        }
-        return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t n) {
-        size_t done = 0;
-        while (done < n) {
-                ssize_t w = write(fd, (const char *)buf + done, n - done);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0)
-                        return -errno;
-                done += (size_t)w;
         }
         return 0;
 }
@@ -123,7 +111,7 @@ static int split(const char *img, const char *head_path, const char *raw_path) {
         _cleanup_close_ int rf = open(raw_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (hf < 0 || rf < 0)
                 return -errno;
-        if ((r = write_full(hf, head, head_len)) < 0)
+        if ((r = fdio_write_all(hf, head, head_len)) < 0)
                 return r;
         _cleanup_free_ uint8_t *cbuf = malloc(GV_IO_BUF), *out = malloc(chunk);
         if (!cbuf || !out)
@@ -168,7 +156,7 @@ static int split(const char *img, const char *head_path, const char *raw_path) {
                 inflateEnd(&z);
                 if (zr != Z_STREAM_END || left != 0)
                         return -EBADMSG;
-                if ((r = write_full(rf, out, produced)) < 0)
+                if ((r = fdio_write_all(rf, out, produced)) < 0)
                         return r;
         }
         if (fsync(hf) < 0 || fsync(rf) < 0)
@@ -212,7 +200,7 @@ static int write_stored_chunk(int fd, const uint8_t *data, size_t n, uint8_t *bu
         buf[1] = (uint8_t)(clen >> 16);
         buf[2] = (uint8_t)(clen >> 8);
         buf[3] = (uint8_t)clen;
-        return write_full(fd, buf, pos);
+        return fdio_write_all(fd, buf, pos);
 }
 
 int gv_image_join(const char *dir) {
@@ -235,7 +223,7 @@ int gv_image_join(const char *dir) {
         _cleanup_close_ int out = open(img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (out < 0)
                 return -errno;
-        if ((r = write_full(out, head, head_len)) < 0)
+        if ((r = fdio_write_all(out, head, head_len)) < 0)
                 return r;
         size_t blocks = chunk / GV_STORED_MAX + 1;
         _cleanup_free_ uint8_t *data = malloc(chunk), *buf = malloc(4 + chunk + 5 * blocks);

@@ -451,6 +451,15 @@ static int cache_write(const char *guest_dir, const char *ident, const struct rt
         return r;
 }
 
+/* The threshold in force and the cache identity it is part of. */
+static int cache_ident(const char *guest_dir, int64_t *ret_min_ips, char ident[MV_IDENTITY_MAX]) {
+        int r = min_ips_setting(ret_min_ips);
+        if (r < 0)
+                return r;
+        identity(guest_dir, *ret_min_ips, ident, MV_IDENTITY_MAX);
+        return 0;
+}
+
 int mv_accel_decide(const char *guest_dir, const char *setting, struct rt_accel_info *ret) {
         struct rt_accel_info ai = { 0 };
         if (setting && (strcmp(setting, "kvm") == 0 || strcmp(setting, "tcg") == 0)) {
@@ -464,11 +473,10 @@ int mv_accel_decide(const char *guest_dir, const char *setting, struct rt_accel_
                 return -EINVAL;
         }
         int64_t min_ips;
-        int r = min_ips_setting(&min_ips);
+        char ident[MV_IDENTITY_MAX];
+        int r = cache_ident(guest_dir, &min_ips, ident);
         if (r < 0)
                 return r;
-        char ident[MV_IDENTITY_MAX];
-        identity(guest_dir, min_ips, ident, sizeof ident);
         if (cache_read(guest_dir, ident, &ai) < 0) {
                 if ((r = mv_accel_probe(min_ips, &ai)) < 0)
                         return r;
@@ -480,11 +488,10 @@ int mv_accel_decide(const char *guest_dir, const char *setting, struct rt_accel_
 
 int mv_accel_mark_failed(const char *guest_dir, const char *why) {
         int64_t min_ips;
-        int r = min_ips_setting(&min_ips);
+        char ident[MV_IDENTITY_MAX];
+        int r = cache_ident(guest_dir, &min_ips, ident);
         if (r < 0)
                 return r;
-        char ident[MV_IDENTITY_MAX];
-        identity(guest_dir, min_ips, ident, sizeof ident);
         struct rt_accel_info ai = { .name = "tcg", .min_ips = min_ips }, old;
         if (cache_read(guest_dir, ident, &old) == 0) {
                 ai.kernel_ips = old.kernel_ips;
