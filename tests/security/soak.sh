@@ -14,9 +14,11 @@
 #                     after it, each finishes the one it is in
 #   SOAK_SESSIONS     upper bound of the hostile phase's sessions [1000]
 #   SOAK_CLIENTS      concurrent clients [8]
-#   SOAK_MIN_SESSIONS the floor: fewer hostile sessions than this fail the soak [100, at
-#                     most SOAK_SESSIONS]: 100 samples put 10 of create's and of exec's
-#                     above the p90, so the percentiles say something
+#   SOAK_MIN_SESSIONS the floor: fewer sessions beside the hostile neighbours fail the
+#                     soak [5 × SOAK_CLIENTS, 40; at most SOAK_SESSIONS]: the clients
+#                     went through five whole sessions each on average beside them, and
+#                     the p90 of create and of exec rests on 40 samples or more (4 above
+#                     it), so it is a tail and not one outlier
 #   SOAK_REF_SECONDS, SOAK_REF_SESSIONS  bounds of the reference phase [30, 80]
 #   SOAK_OP_TIMEOUT   seconds one CLI call may take before it counts as failed [120]
 . "$(dirname "$0")/lib.sh"
@@ -24,7 +26,7 @@ DEFAULT_SECONDS=${SOAK_DEFAULT_SECONDS:-180}
 BUDGET=${SOAK_SECONDS:-$DEFAULT_SECONDS}
 SESSIONS=${SOAK_SESSIONS:-1000}
 CLIENTS=${SOAK_CLIENTS:-8}
-MIN_SESSIONS=${SOAK_MIN_SESSIONS:-100}
+MIN_SESSIONS=${SOAK_MIN_SESSIONS:-$((5 * CLIENTS))}
 REF_SECONDS=${SOAK_REF_SECONDS:-30}
 REF_SESSIONS=${SOAK_REF_SESSIONS:-80}
 OP_TIMEOUT=${SOAK_OP_TIMEOUT:-120}
@@ -55,62 +57,96 @@ soak_ids() {
 
 echo "payload-$$" >"$TMPD/payload"
 
+# timed ARGS...: op ARGS with its output (stdout and stderr) in OUT, its µs in US
+timed() {
+        local t rc
+        now_us; t=$REPLY
+        OUT=$(op "$@" 2>&1)
+        rc=$?
+        now_us; US=$((REPLY - t))
+        return $rc
+}
+
 # client PHASE N MAX DEADLINE: up to MAX sessions one after the other, none started at or
-# after DEADLINE (epoch s). One line per failure on stdout; the µs of each create and exec
-# in $TMPD/PHASE.N.create and .exec; each finished session's id (or "-" when its create
-# failed) in $TMPD/PHASE.N.sessions.
+# after DEADLINE (epoch s). One line per failure on stdout; the µs of each operation that
+# worked in $TMPD/PHASE.N.OP (OP: create exec up down rm); each finished session's "ID SBX
+# PID" (or "-" when its create failed) in $TMPD/PHASE.N.sessions.
 client() {
-        local phase=$1 c=$2 max=$3 deadline=$4 i=0 t js ids id out got
+        local phase=$1 c=$2 max=$3 deadline=$4 i=0 id f
         local pre=$TMPD/$phase.$c
-        : >"$pre.create"; : >"$pre.exec"; : >"$pre.sessions"
+        for f in create exec up down rm sessions; do : >"$pre.$f"; done
         while [ "$i" -lt "$max" ] && [ "$EPOCHSECONDS" -lt "$deadline" ]; do
                 i=$((i + 1))
-                now_us; t=$REPLY
-                js=$(op create --json 2>&1)
-                now_us
-                soak_ids "$js"; ids=$IDS
-                if [ -z "$ids" ]; then
-                        echo "FAIL $phase client $c #$i: create: $js"
+                timed create --json
+                soak_ids "$OUT"
+                if [ -z "$IDS" ]; then
+                        echo "FAIL $phase client $c #$i: create: $OUT"
                         echo - >>"$pre.sessions"
                         continue
                 fi
-                echo $((REPLY - t)) >>"$pre.create"
+                echo "$US" >>"$pre.create"
                 # recorded like new_sandbox does, so the fixture's cleanup checks it too
-                echo "$ids" >>"$STATE/created"
-                id=${ids%% *}
-                now_us; t=$REPLY
-                out=$(op exec "$id" -- sh -c 'echo $((6 * 7))' 2>&1)
-                now_us
-                if [ "$out" = 42 ]; then
-                        echo $((REPLY - t)) >>"$pre.exec"
+                echo "$IDS" >>"$STATE/created"
+                id=${IDS%% *}
+                # shellcheck disable=SC2016 # the sandbox's shell does the arithmetic
+                if timed exec "$id" -- sh -c 'echo $((6 * 7))' && [ "$OUT" = 42 ]; then
+                        echo "$US" >>"$pre.exec"
                 else
-                        echo "FAIL $phase client $c #$i: exec in $id: $out"
+                        echo "FAIL $phase client $c #$i: exec in $id: $OUT"
                 fi
-                op cp "$TMPD/payload" "$id:/root/p" >/dev/null 2>&1 || echo "FAIL $phase client $c #$i: upload to $id"
-                got=$(op cp "$id:/root/p" - 2>&1)
-                [ "$got" = "payload-$$" ] || echo "FAIL $phase client $c #$i: download from $id: $got"
-                op rm "$id" >/dev/null 2>&1 || echo "FAIL $phase client $c #$i: rm $id"
-                echo "$id" >>"$pre.sessions"
+                if timed cp "$TMPD/payload" "$id:/root/p"; then
+                        echo "$US" >>"$pre.up"
+                else
+                        echo "FAIL $phase client $c #$i: upload to $id: $OUT"
+                fi
+                if timed cp "$id:/root/p" - && [ "$OUT" = "payload-$$" ]; then
+                        echo "$US" >>"$pre.down"
+                else
+                        echo "FAIL $phase client $c #$i: download from $id: $OUT"
+                fi
+                if timed rm "$id"; then
+                        echo "$US" >>"$pre.rm"
+                else
+                        echo "FAIL $phase client $c #$i: rm $id: $OUT"
+                fi
+                echo "$IDS" >>"$pre.sessions"
         done
 }
 
 # phase NAME PER SECONDS: CLIENTS clients of PER sessions each until SECONDS have passed;
-# sets DONE (sessions finished), FAILURES and ELAPSED (s, one decimal)
+# sets DONE (sessions finished), FAILURES and ELAPSED (s, one decimal). The samples of
+# each operation go to $STATE/soak.d/NAME.OP (µs, one a line) for a closer look.
 phase() {
-        local name=$1 max=$2 secs=$3 t0 deadline c
+        local name=$1 max=$2 secs=$3 t0 deadline c f
         now_us; t0=$REPLY
         deadline=$((EPOCHSECONDS + secs))
         for c in $(seq 1 "$CLIENTS"); do client "$name" "$c" "$max" "$deadline" >"$TMPD/$name.$c.out" 2>&1 & done
         wait
         now_us
         ELAPSED=$(awk -v d=$((REPLY - t0)) 'BEGIN { printf "%.1f", d / 1e6 }')
-        cat "$TMPD/$name".*.create >"$TMPD/$name.create"
-        cat "$TMPD/$name".*.exec >"$TMPD/$name.exec"
-        cat "$TMPD/$name".*.sessions >"$TMPD/$name.sessions"
-        DONE=$(wc -l <"$TMPD/$name.sessions")
+        for f in create exec up down rm sessions; do cat "$TMPD/$name".*."$f" >"$STATE/soak.d/$name.$f"; done
+        DONE=$(wc -l <"$STATE/soak.d/$name.sessions")
         FAILURES=$(cat "$TMPD/$name".*.out | grep -c '^FAIL')
         cat "$TMPD/$name".*.out | grep '^FAIL' | head -10
-        grep -vx -- - "$TMPD/$name.sessions" >>"$TMPD/soaked"
+        grep -vx -- - "$STATE/soak.d/$name.sessions" >>"$STATE/soak.d/sandboxes"
+}
+
+# soak_leftovers FILE: one line "SBX: what" per thing left of the sandboxes FILE lists
+# ("ID SBX PID" lines): a mount, a cgroup, a space-init still running. One pass over
+# mountinfo and no fork per sandbox, so a thousand are checked in a moment.
+soak_leftovers() {
+        local id sbx pid cg comm
+        [ -s "$1" ] || return 0
+        awk '{ print $2 }' "$1" | grep -oF -f - /proc/self/mountinfo | sort | uniq -c |
+                awk '{ print $2 ": " $1 " mounts" }'
+        while read -r id sbx pid; do
+                for cg in /sys/fs/cgroup/*/space/"$sbx" /sys/fs/cgroup/space/"$sbx"; do
+                        [ -d "$cg" ] && echo "$sbx: cgroup $cg"
+                done
+                if [ -n "$pid" ] && read -r comm 2>/dev/null <"/proc/$pid/comm"; then
+                        case $comm in *init*) echo "$sbx: process $pid ($comm) of $id" ;; esac
+                fi
+        done <"$1"
 }
 
 # pct P FILE: the P-th percentile (nearest rank) of the µs in FILE, in ms; "-" if none
@@ -121,7 +157,9 @@ pct() {
 # ratio A B: A / B to two decimals; "-" if either is missing
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f\n", a / b }'; }
 
-: >"$TMPD/soaked"
+rm -rf "$STATE/soak.d"
+mkdir -p "$STATE/soak.d"
+: >"$STATE/soak.d/sandboxes"
 rss0=$(spaced_rss_kb)
 
 say "reference: $CLIENTS clients × up to $ref_per sessions, at most $REF_SECONDS s, no hostile neighbours"
@@ -129,16 +167,17 @@ phase ref "$ref_per" "$REF_SECONDS"
 ref_done=$DONE ref_fail=$FAILURES ref_secs=$ELAPSED
 say "reference: $ref_done sessions in $ref_secs s, $ref_fail failed operations"
 
+# hostile CREATE-OPTIONS...: a session for a hostile neighbour; prints its id
+hostile() {
+        timed create --json "$@"
+        soak_ids "$OUT"
+        [ -n "$IDS" ] || { echo "$OUT" >&2; return 1; }
+        echo "$IDS" >>"$STATE/created"
+        echo "$IDS" >>"$STATE/soak.d/hostile.sandboxes"
+        echo "${IDS%% *}"
+}
 # The hostile sandboxes get a CPU quota like any tenant would: without one a fork bomb
 # takes both cores of a small host and the soak measures the scheduler, not the daemon.
-hostile() {
-        local js ids
-        js=$(op create --json "$@" 2>&1)
-        soak_ids "$js"; ids=$IDS
-        [ -n "$ids" ] || return 1
-        echo "$ids" >>"$STATE/created"
-        echo "${ids%% *}"
-}
 fork=$(hostile --pids 256 --cpus 0.5) || { fail "create the fork-bomb sandbox"; finish; }
 mem=$(hostile -m 64M --cpus 0.5) || { fail "create the memory-bomb sandbox"; sp rm "$fork" >/dev/null; finish; }
 sp exec -d "$fork" -- sh -c 'b() { b | b & }; b' </dev/null >/dev/null
@@ -153,17 +192,32 @@ say "hostile: $CLIENTS clients × up to $per sessions, budget $BUDGET s"
 phase hostile "$per" "$BUDGET"
 h_done=$DONE h_fail=$FAILURES h_secs=$ELAPSED
 load1=$(cut -d' ' -f1 /proc/loadavg)
-if [ "$h_done" -ge "$bound" ]; then stop="all $bound sessions"; else stop="the $BUDGET s budget, at $h_done of $bound sessions"; fi
-say "hostile: $h_done sessions in $h_secs s (stopped by $stop), $h_fail failed operations; load average ${load0} → ${load1}"
+if [ "$h_done" -ge "$bound" ]; then stop="the count, all $bound sessions"; else stop="the $BUDGET s budget, at $h_done of $bound sessions"; fi
+say "hostile: $h_done sessions in $h_secs s (stopped by $stop), $h_fail failed operations; load average $load0 → $load1"
+
+# The end state of the hostile neighbours, then they go: the leftover checks that follow
+# need no fork bomb beside them.
+fp=$(fork_pids)
+oom=$(op inspect --json "$mem" 2>/dev/null | sed -n 's/.*"oom_killed":\(true\|false\).*/\1/p')
+say "hostile sandboxes at the end: fork bomb holds ${fp:-?} pids; memory bomb oom_killed=${oom:-?}"
+op rm "$fork" "$mem" >/dev/null || fail "rm the hostile sandboxes"
 
 failures=$((ref_fail + h_fail))
-done_n=$(wc -l <"$TMPD/soaked")
-[ "$failures" -eq 0 ] && pass "$((ref_done + h_done)) sessions created, used and deleted, no failed operation" ||
+if [ "$failures" -eq 0 ]; then
+        pass "$((ref_done + h_done)) sessions created, used and deleted, no failed operation"
+else
         fail "$failures failed operations in $((ref_done + h_done)) sessions"
-[ "$h_done" -ge "$MIN_SESSIONS" ] && pass "$h_done hostile-phase sessions, at least the floor of $MIN_SESSIONS" ||
+fi
+if [ "$h_done" -ge "$MIN_SESSIONS" ]; then
+        pass "$h_done sessions beside the hostile neighbours, at least the floor of $MIN_SESSIONS"
+else
         fail "only $h_done sessions went through beside the hostile neighbours in $h_secs s (the floor is $MIN_SESSIONS)"
-[ "$ref_done" -ge "$CLIENTS" ] && pass "$ref_done reference sessions, at least one per client" ||
+fi
+if [ "$ref_done" -ge "$CLIENTS" ]; then
+        pass "$ref_done reference sessions, at least one per client"
+else
         fail "only $ref_done reference sessions in $ref_secs s (the floor is one per client, $CLIENTS)"
+fi
 
 crashes=0
 if daemon_alive; then
@@ -173,36 +227,36 @@ else
         fail "spaced died during the soak"
 fi
 
-# what is left of the soak sessions' sandboxes
-leaked=0
-while read -r id; do
-        l=$(leftovers "$(sandbox_of "$id")" "$(init_pid_of "$id")")
-        if [ -n "$l" ]; then
-                leaked=$((leaked + 1))
-                echo "leftover of $id: $l"
-        fi
-done <"$TMPD/soaked"
-[ "$leaked" -eq 0 ] && pass "no mount, cgroup or process left of the $done_n sandboxes" || fail "$leaked sandboxes left something"
+# what is left of the soak sessions' sandboxes and of the hostile ones
+soak_leftovers "$STATE/soak.d/sandboxes" >"$TMPD/left"
+done_n=$(wc -l <"$STATE/soak.d/sandboxes")
+leaked=$(cut -d: -f1 "$TMPD/left" | sort -u | wc -l)
+head -20 "$TMPD/left"
+if [ "$leaked" -eq 0 ]; then
+        pass "no mount, cgroup or process left of the $done_n sandboxes"
+else
+        fail "$leaked of the $done_n sandboxes left something"
+fi
+soak_leftovers "$STATE/soak.d/hostile.sandboxes" >"$TMPD/left.hostile"
+if [ -s "$TMPD/left.hostile" ]; then
+        fail "the hostile sandboxes left: $(tr '\n' ' ' <"$TMPD/left.hostile")"
+        leaked=$((leaked + $(cut -d: -f1 "$TMPD/left.hostile" | sort -u | wc -l)))
+else
+        pass "the hostile sandboxes $fork and $mem left nothing"
+fi
 
-fp=$(fork_pids)
-oom=$(op inspect --json "$mem" 2>/dev/null | sed -n 's/.*"oom_killed":\(true\|false\).*/\1/p')
-say "hostile sandboxes at the end: fork bomb holds ${fp:-?} pids; memory bomb oom_killed=${oom:-?}"
-sp rm "$fork" "$mem" >/dev/null || fail "rm the hostile sandboxes"
-for s in "$fork" "$mem"; do
-        l=$(leftovers "$(sandbox_of "$s")" "$(init_pid_of "$s")")
-        [ -z "$l" ] && pass "hostile $s left nothing" || fail "hostile $s left: $l"
-done
-
-rc50=$(pct 50 "$TMPD/ref.create") rc90=$(pct 90 "$TMPD/ref.create")
-re50=$(pct 50 "$TMPD/ref.exec") re90=$(pct 90 "$TMPD/ref.exec")
-hc50=$(pct 50 "$TMPD/hostile.create") hc90=$(pct 90 "$TMPD/hostile.create")
-he50=$(pct 50 "$TMPD/hostile.exec") he90=$(pct 90 "$TMPD/hostile.exec")
+d=$STATE/soak.d
+rc50=$(pct 50 "$d/ref.create") rc90=$(pct 90 "$d/ref.create")
+re50=$(pct 50 "$d/ref.exec") re90=$(pct 90 "$d/ref.exec")
+hc50=$(pct 50 "$d/hostile.create") hc90=$(pct 90 "$d/hostile.create")
+he50=$(pct 50 "$d/hostile.exec") he90=$(pct 90 "$d/hostile.exec")
+row() { printf '%-24s %8s %8s %10s %10s %10s %10s\n' "$@"; }
 {
-        echo "$h_done sessions by $CLIENTS concurrent clients in $h_secs s (stopped by $stop) beside a fork bomb (${fpids:-?} pids, 0.5 CPU) and a memory bomb (64 MiB limit, 0.5 CPU), after $ref_done reference sessions in $ref_secs s without them: $failures failed operations, $crashes daemon crashes, $leaked sandboxes with leftovers"
-        printf '%-24s %8s %8s %10s %10s %10s %10s\n' "ms (CLI call)" sessions seconds "create p50" "create p90" "exec p50" "exec p90"
-        printf '%-24s %8s %8s %10s %10s %10s %10s\n' "reference" "$ref_done" "$ref_secs" "$rc50" "$rc90" "$re50" "$re90"
-        printf '%-24s %8s %8s %10s %10s %10s %10s\n' "hostile neighbours" "$h_done" "$h_secs" "$hc50" "$hc90" "$he50" "$he90"
-        printf '%-24s %8s %8s %10s %10s %10s %10s\n' "ratio hostile/reference" "" "" \
+        echo "$h_done sessions by $CLIENTS concurrent clients in $h_secs s (stopped by $stop) beside a fork bomb (${fp:-?} pids at the end, 0.5 CPU) and a memory bomb (64 MiB limit, 0.5 CPU; oom_killed=${oom:-?}), after $ref_done reference sessions in $ref_secs s without them: $failures failed operations, $crashes daemon crashes, $leaked sandboxes with leftovers"
+        row "ms, as the CLI sees it" sessions seconds "create p50" "create p90" "exec p50" "exec p90"
+        row "reference" "$ref_done" "$ref_secs" "$rc50" "$rc90" "$re50" "$re90"
+        row "hostile neighbours" "$h_done" "$h_secs" "$hc50" "$hc90" "$he50" "$he90"
+        row "ratio hostile/reference" "" "" \
                 "$(ratio "$hc50" "$rc50")" "$(ratio "$hc90" "$rc90")" "$(ratio "$he50" "$re50")" "$(ratio "$he90" "$re90")"
 } >"$STATE/soak"
 cat "$STATE/soak"
