@@ -58,7 +58,8 @@ figures() {
         echo "fuzzing (libFuzzer, ASan+UBSan; $FUZZ_FIGURES):"
         grep -v '^#' "$FUZZ_FIGURES" 2>/dev/null | sed 's/^/  /'
         if [ -f "$STATE/soak" ]; then
-                echo "soak: $(cat "$STATE/soak")"
+                echo "soak:"
+                sed 's/^/  /' "$STATE/soak"
         else
                 echo "soak: not run"
         fi
