@@ -52,11 +52,11 @@ now_ms() { date +%s%3N; }
 # space ARGS...: the CLI with no stdin unless the caller redirects one
 sp() { "$SPACE" "$@"; }
 
-# What json_get and json_fields share (a python3 start per field cost seconds on a loaded
-# host; jq costs milliseconds): $d, the document (null when there is none: a daemon that
-# is down); jpath(KEY.PATH), numeric parts index lists, a step that does not apply gives
-# null; jfield, a value as printed: "" for null, objects and arrays as compact JSON,
-# strings bare, true/false, numbers.
+# What json_get and json_fields share (an interpreter start per field cost seconds on a
+# loaded host; jq costs milliseconds): $d, the document (null when there is none: a
+# daemon that is down); jpath(KEY.PATH), numeric parts index lists, a step that does not
+# apply gives null; jfield, a value as printed: "" for null, objects and arrays as
+# compact JSON, strings bare, true/false, numbers.
 _JQ_DOC='def jpath($p): try (reduce ($p | split("."))[] as $k (.;
                 if type == "array" then .[$k | tonumber] elif type == "object" then .[$k] else null end))
         catch null;
