@@ -70,9 +70,7 @@ cleanup() {
         data=$(cat "$STATE/data")
         pid=$(cat "$STATE/pid" 2>/dev/null || echo)
         # a deleted session may stay listed as "terminated": only the others are left over
-        left=$("$SPACE" ls --json 2>/dev/null | python3 -c 'import json,sys
-for s in json.load(sys.stdin).get("sessions", []):
-    if s.get("state") != "terminated": print(s["id"])' 2>/dev/null)
+        left=$("$SPACE" ls --json 2>/dev/null | jq -r '.sessions // [] | .[] | select(.state != "terminated") | .id' 2>/dev/null)
         if [ -n "$left" ]; then
                 echo "deleting sessions the tests left: $(echo $left)"
                 # shellcheck disable=SC2086

@@ -1,6 +1,8 @@
 # Shared helpers of the end-to-end tests (sourced, POSIX sh + bash features used: none).
 # Every test script gets BIN (dir with space/spaced) and STATE (written by fixture.sh
 # setup: the daemon's address and data dir), and reports each check as it goes.
+# Host-side helpers here and in ../integration/daemon/lib.sh read JSON with jq, once per
+# response: never an interpreter started per field.
 set -u
 
 BIN=${1:?usage: $0 BIN_DIR STATE_DIR}
@@ -13,6 +15,7 @@ if [ "$(id -u)" -ne 0 ]; then
         echo "SKIP: end-to-end tests need root (namespaces, cgroups, mounts)"
         exit 77
 fi
+command -v jq >/dev/null || { echo "SKIP: jq is missing (scripts/install-deps installs it)"; exit 77; }
 if [ ! -f "$STATE/host" ]; then
         echo "FAIL: no daemon state in $STATE (did the e2e.setup fixture run?)"
         exit 1
@@ -49,16 +52,29 @@ now_ms() { date +%s%3N; }
 # space ARGS...: the CLI with no stdin unless the caller redirects one
 sp() { "$SPACE" "$@"; }
 
-# json_get JSON KEY.PATH: prints a field of a JSON document (python3 on the host)
+# What json_get and json_fields share (an interpreter start per field cost seconds on a
+# loaded host; jq costs milliseconds): $d, the document (null when there is none: a
+# daemon that is down); jpath(KEY.PATH), numeric parts index lists, a step that does not
+# apply gives null; jfield, a value as printed: "" for null, objects and arrays as
+# compact JSON, strings bare, true/false, numbers.
+_JQ_DOC='def jpath($p): try (reduce ($p | split("."))[] as $k (.;
+                if type == "array" then .[$k | tonumber] elif type == "object" then .[$k] else null end))
+        catch null;
+def jfield: if . == null then "" elif type == "object" or type == "array" then tojson else tostring end;
+(try fromjson catch null) as $d'
+
+# json_get JSON KEY.PATH: prints a field of a JSON document (nothing for null, a missing
+# field or no document)
 json_get() {
-        python3 -c 'import json,sys
-try:
-    v=json.loads(sys.argv[1])
-except ValueError:
-    sys.exit(0)  # no document (a daemon that is down): an empty answer
-for k in sys.argv[2].split("."):
-    v = v[int(k)] if isinstance(v, list) else v.get(k) if isinstance(v, dict) else None
-print("" if v is None else (json.dumps(v) if isinstance(v,(dict,list)) else v))' "$1" "$2"
+        printf '%s' "$1" | jq -Rrs --arg p "$2" "$_JQ_DOC"' | if $d == null then empty else $d | jpath($p) | jfield end'
+}
+
+# json_fields JSON KEY.PATH...: those fields of one document in one jq run, as json_get
+# prints them, on one line one space apart (for values without spaces: ids, pids, states)
+json_fields() {
+        _doc=$1
+        shift
+        printf '%s' "$_doc" | jq -Rrs --args "$_JQ_DOC"' | [$ARGS.positional[] as $p | $d | jpath($p) | jfield] | join(" ")' "$@"
 }
 
 # new_sandbox [create options]: prints the session id; records it with its sandbox id
@@ -66,7 +82,7 @@ print("" if v is None else (json.dumps(v) if isinstance(v,(dict,list)) else v))'
 new_sandbox() {
         _id=$(sp create "$@" </dev/null) || return 1
         _js=$(sp inspect --json "$_id" </dev/null) || return 1
-        echo "$_id $(json_get "$_js" sandbox_id) $(json_get "$_js" init_pid)" >>"$STATE/created"
+        echo "$_id $(json_fields "$_js" sandbox_id init_pid)" >>"$STATE/created"
         echo "$_id"
 }
 
@@ -99,6 +115,18 @@ wait_until() {
         return 0
 }
 
+# free_port: a TCP port no socket on the host uses (listening or connected, v4 or v6),
+# from the range the kernel picks a port 0 bind from; the caller's bind may still lose a
+# race, as after any such choice
+free_port() {
+        read -r _lo _hi </proc/sys/net/ipv4/ip_local_port_range
+        for _i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+                _p=$(shuf -i "$_lo-$_hi" -n 1)
+                [ -z "$(ss -Htan "sport = :$_p")" ] && { echo "$_p"; return 0; }
+        done
+        return 1
+}
+
 # ---- durable sessions (issue 4) ----------------------------------------------------
 
 # field ID KEY.PATH: a field of the session object as the daemon has it now
@@ -108,10 +136,11 @@ field() { json_get "$(sp inspect --json "$1" </dev/null 2>/dev/null)" "$2"; }
 # recovery it has a new one) so the fixture's cleanup checks it too
 record_sandbox() {
         _js=$(sp inspect --json "$1" </dev/null) || return 1
-        _sbx=$(json_get "$_js" sandbox_id)
+        _f=$(json_fields "$_js" sandbox_id init_pid)
+        _sbx=${_f%% *}
         [ -n "$_sbx" ] || return 0
         grep -q " $_sbx " "$STATE/created" 2>/dev/null ||
-                echo "$1 $_sbx $(json_get "$_js" init_pid)" >>"$STATE/created"
+                echo "$1 $_sbx ${_f#* }" >>"$STATE/created"
 }
 
 # state_is ID STATE: true when the session is in that state

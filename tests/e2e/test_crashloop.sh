@@ -143,22 +143,17 @@ fi
         fail "space-store log: $(cat "$TMPD/storelog.err")"
 missing=0 bad=0 strict=0 weak=0
 while read -r s snap i kind; do
-        root=$(python3 -c 'import json,sys
-s=[x for x in json.load(open(sys.argv[1]))["snapshots"] if x["id"]==sys.argv[2]]
-print(s[0].get("root") or "" if s else "")' "$TMPD/snaps.$s" "$snap")
+        root=$(jq -r --arg id "$snap" '[.snapshots[] | select(.id == $id)] | .[0].root // ""' "$TMPD/snaps.$s")
         if [ -z "$root" ]; then
                 missing=$((missing + 1))
                 echo "FAIL: $snap of $s (acknowledged after write $i) is not in the timeline"
                 continue
         fi
-        rec=$(python3 -c 'import json,sys
-s=[x for x in json.load(open(sys.argv[4]))["snapshots"] if x["id"]==sys.argv[5]]
-if s and s[0].get("store_snapshot"):
-    print(s[0]["store_snapshot"]); sys.exit(0)
-recs=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-m=[r for r in recs if r.get("root")==sys.argv[2]]
-m.sort(key=lambda r: r.get("session")!=sys.argv[3])
-print(m[0]["snapshot"] if m else "")' "$TMPD/storelog" "$root" "$s" "$TMPD/snaps.$s" "$snap")
+        rec=$(jq -rn --slurpfile sn "$TMPD/snaps.$s" --arg id "$snap" --arg root "$root" --arg ses "$s" '
+([$sn[0].snapshots[] | select(.id == $id)] | .[0].store_snapshot // "") as $rec
+| if $rec != "" then $rec
+  else [inputs | select(.root == $root)] | (map(select(.session == $ses)) + map(select(.session != $ses))) | .[0].snapshot // ""
+  end' "$TMPD/storelog")
         if [ -z "$rec" ]; then
                 bad=$((bad + 1))
                 echo "FAIL: no snapshot record in the store holds root $root of $snap"

@@ -81,11 +81,11 @@ expect_eq "logs --follow exits with the process's code" "$rc" "5"
 out=$(sp logs --offset 8 "$id" "$pid")
 expect_eq "logs --offset 8 skips 'started\\n'" "$out" "finished"
 js=$(sp ps --json "$id")
-expect_eq "ps --json has its exit code" "$(python3 -c 'import json,sys; print([p.get("exit_code") for p in json.loads(sys.argv[1])["processes"] if p["pid"]==int(sys.argv[2])][0])' "$js" "$pid")" "5"
+expect_eq "ps --json has its exit code" "$(printf '%s' "$js" | jq -r --argjson pid "$pid" '[.processes[] | select(.pid == $pid) | .exit_code][0]')" "5"
 
 pid2=$(sp exec -d "$id" -- sleep 1000 </dev/null)
 sp kill "$id" "$pid2" KILL && pass "kill $pid2 KILL accepted" || fail "kill failed"
-wait_until 5 sh -c "'$SPACE' ps --json '$id' | python3 -c 'import json,sys; p=[p for p in json.load(sys.stdin)[\"processes\"] if p[\"pid\"]==$pid2][0]; sys.exit(0 if not p[\"running\"] and p.get(\"signal\")==9 else 1)'" &&
+wait_until 5 sh -c "'$SPACE' ps --json '$id' | jq -e --argjson p '$pid2' '[.processes[] | select(.pid == \$p)][0] | has(\"running\") and (.running | not) and .signal == 9' >/dev/null" &&
         pass "the killed process shows as ended by signal 9" || fail "process $pid2 not reported killed: $(sp ps "$id")"
 
 say "deleting the sandbox"

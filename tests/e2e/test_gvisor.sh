@@ -22,7 +22,7 @@ say "create a gvisor session"
 id=$(new_sandbox --template base --runtime gvisor --snapshot-interval 0) && pass "create printed $id" || { fail "create --runtime gvisor"; finish; }
 js=$(sp inspect --json "$id")
 expect_eq "runtime" "$(json_get "$js" runtime)" "gvisor"
-expect_eq "capability memory_snapshots" "$(json_get "$js" capabilities.memory_snapshots)" "True"
+expect_eq "capability memory_snapshots" "$(json_get "$js" capabilities.memory_snapshots)" "true"
 expect_eq "a command runs" "$(sp exec "$id" -- python3 -c 'print(6*7)' </dev/null)" "42"
 expect_eq "ls works (statx shim)" "$(sp exec "$id" -- sh -c 'mkdir -p /root/d && touch /root/d/a /root/d/b && ls /root/d | tr "\n" " "' </dev/null)" "a b "
 expect_eq "stat works (statx shim)" "$(sp exec "$id" -- stat -c '%U %a' /etc/passwd </dev/null)" "root 644"
@@ -130,7 +130,7 @@ say "ns and gvisor side by side, each with its own limits"
 nsid=$(new_sandbox --template base --runtime ns --memory 200M --pids 64 --snapshot-interval 0) && pass "ns session $nsid" || fail "ns create"
 gvid=$(new_sandbox --template base --runtime gvisor --memory 300M --pids 128 --snapshot-interval 0) && pass "gvisor session $gvid" || fail "gvisor create"
 expect_eq "ns runtime" "$(field "$nsid" runtime)" "ns"
-expect_eq "ns has no memory snapshots" "$(field "$nsid" capabilities.memory_snapshots)" "False"
+expect_eq "ns has no memory snapshots" "$(field "$nsid" capabilities.memory_snapshots)" "false"
 expect_eq "gvisor runtime" "$(field "$gvid" runtime)" "gvisor"
 for pair in "$nsid 209715200 64" "$gvid 314572800 128"; do
         set -- $pair
@@ -150,7 +150,7 @@ say "a template's default runtime: sessions from it run on it unless they ask"
 sp template build base-gv --from-dir "$DATA/templates/base/rootfs" --runtime gvisor </dev/null >/dev/null &&
         pass "template base-gv built with runtime gvisor" || fail "template build --runtime gvisor"
 expect_eq "the template list shows its runtime" \
-        "$(sp template ls --json </dev/null | python3 -c 'import json,sys; print([t.get("runtime") for t in json.load(sys.stdin)["templates"] if t["name"]=="base-gv"])')" "['gvisor']"
+        "$(sp template ls --json </dev/null | jq -c '[.templates[] | select(.name == "base-gv") | .runtime]')" '["gvisor"]'
 tdef=$(new_sandbox --template base-gv --snapshot-interval 0) || fail "create from base-gv"
 expect_eq "a create that names no runtime runs on the template's" "$(field "$tdef" runtime)" "gvisor"
 tns=$(new_sandbox --template base-gv --runtime ns --snapshot-interval 0) || fail "create from base-gv --runtime ns"

@@ -53,19 +53,11 @@ expect_eq "a new sandbox sees none of $a's changes" "$out" "1"
 sp rm "$c" >/dev/null
 
 say "network: loopback only"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-python3 -c '
-import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(16); s.settimeout(60)
-try:
-    while True:
-        c, _ = s.accept(); c.sendall(b"host-listener\n"); c.close()
-except Exception:
-    pass' "$port" &
+port=$(free_port)
+timeout 300 socat TCP4-LISTEN:"$port",reuseaddr,fork SYSTEM:'echo host-listener' &
 lpid=$!
 sleep 0.3
-out=$(python3 -c 'import socket,sys; print(socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).recv(100).decode().strip())' "$port" 2>&1)
+out=$(socat -u -T 2 TCP4:127.0.0.1:"$port",connect-timeout=2 STDOUT 2>&1)
 expect_eq "the host listener answers on the host (control)" "$out" "host-listener"
 probe='import socket,sys
 try:

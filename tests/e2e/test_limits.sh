@@ -20,7 +20,7 @@ grep -q allocated "$TMPD/o" && fail "the hog got its 512 MiB" || pass "the hog d
 expect_eq "the hog is killed by SIGKILL (exit 128+9)" "$rc" "137"
 [ $((t1 - t0)) -lt 30000 ] && pass "it ended in $((t1 - t0)) ms" || fail "it took $((t1 - t0)) ms"
 js=$(sp inspect --json "$m")
-expect_eq "inspect reports the OOM kill" "$(json_get "$js" health.oom_killed)" "True"
+expect_eq "inspect reports the OOM kill" "$(json_get "$js" health.oom_killed)" "true"
 healthy && pass "the daemon is alive" || fail "the daemon is gone"
 out=$(sp exec "$other" -- echo alive </dev/null)
 expect_eq "the bystander sandbox still runs commands" "$out" "alive"
@@ -80,7 +80,7 @@ t1=$(now_ms)
 [ $rc -ne 124 ] && pass "a new command in the full sandbox answers in $((t1 - t0)) ms (exit $rc${out:+: $out})" ||
         fail "a new command in the full sandbox hangs"
 js=$(sp inspect --json "$f")
-expect_eq "the full sandbox is still running after a refused fork" "$(json_get "$js" state)/$(json_get "$js" health.alive)" "running/True"
+expect_eq "the full sandbox is still running after a refused fork" "$(json_get "$js" state)/$(json_get "$js" health.alive)" "running/true"
 sp kill "$f" "$fp" KILL
 wait_until 10 sh -c "[ \$(cat '$pidcg/pids.current') -lt 8 ]"
 out=$(sp exec "$f" -- echo recovered </dev/null 2>&1)
@@ -96,7 +96,7 @@ expect_eq "nothing left of $sbx" "$left" ""
 healthy && pass "the daemon is alive afterwards" || fail "the daemon died"
 
 say "disk: space create --disk 64M"
-if [ "$(json_get "$(sp health)" disk_limits.enforced)" != True ]; then
+if [ "$(json_get "$(sp health)" disk_limits.enforced)" != true ]; then
         echo "SKIP (disk part): this spaced has no quota volume: $(json_get "$(sp health)" disk_limits.error)"
 else
         k=$(new_sandbox --disk 64M) && pass "created $k with --disk 64M" || { fail "create --disk 64M"; finish; }

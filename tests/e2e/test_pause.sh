@@ -37,7 +37,7 @@ expect_eq "sandbox_id while paused" "$(json_get "$js" sandbox_id)" ""
 expect_eq "init_pid while paused" "$(json_get "$js" init_pid)" ""
 head=$(json_get "$js" head_snapshot)
 case $head in snap_*) pass "head_snapshot $head" ;; *) fail "head_snapshot '$head'" ;; esac
-reason=$(sp snapshots --json "$id" | python3 -c 'import json,sys; s=[x for x in json.load(sys.stdin)["snapshots"] if x["id"]==sys.argv[1]]; print(s[0]["reason"] if s else "missing")' "$head")
+reason=$(sp snapshots --json "$id" | jq -r --arg id "$head" '[.snapshots[] | select(.id == $id)] | if length > 0 then .[0].reason else "missing" end')
 expect_eq "the head snapshot's reason" "$reason" "pause"
 expect_eq "nothing left of $sbx (mounts, cgroups, init)" "$(leftovers "$sbx" "$ipid")" ""
 # shellcheck disable=SC2086

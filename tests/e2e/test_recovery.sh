@@ -40,10 +40,9 @@ if back; then
         # The daemon's recovery event is written when the new sandbox answers (HELLO):
         # that is when the session ran again. What the client saw adds its own polling,
         # seconds of it on a loaded host, so it is printed, not judged.
-        ev_ms=$(events_json "$id" | grep '"kind":"recovery"' | tail -n 1 | python3 -c '
-import datetime, json, sys
-t = json.loads(sys.stdin.read())["time"].replace("Z", "+00:00")
-print(int(datetime.datetime.fromisoformat(t).timestamp() * 1000))' 2>/dev/null)
+        ev_ms=$(events_json "$id" | grep '"kind":"recovery"' | tail -n 1 | jq -r '.time
+        | capture("^(?<s>[0-9-]{10}T[0-9:]{8})(\\.(?<f>[0-9]+))?Z$")
+        | (.s + "Z" | fromdateiso8601) * 1000 + ((.f // "") + "000" | .[0:3] | tonumber)' 2>/dev/null)
         if [ -z "$ev_ms" ]; then
                 fail "running again, but no recovery event with a time"
         elif [ $((ev_ms - t0)) -le 2000 ]; then

@@ -21,7 +21,7 @@ for i in "${!ids[@]}"; do
         p=$(sp exec -d "${ids[$i]}" -- sh -c "echo hello-$i; sleep 30" </dev/null) && ok=$((ok + 1))
 done
 expect_eq "background commands started" "$ok" "${#ids[@]}"
-running=$(sp ls --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["sessions"] if s.get("state") == "running"))')
+running=$(sp ls --json | jq -r '[.sessions[] | select(.state == "running")] | length')
 [ "$running" -ge "${#ids[@]}" ] && pass "$running sessions running at once" || fail "only $running running"
 ok=0
 for i in "${!ids[@]}"; do

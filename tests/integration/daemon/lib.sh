@@ -16,7 +16,7 @@ if [ "$(id -u)" -ne 0 ]; then
         exit $SKIP
 fi
 [ -x "$BIN/space-init" ] || { echo "SKIP: $BIN/space-init is not built"; exit $SKIP; }
-for t in curl python3; do
+for t in curl jq; do
         command -v $t >/dev/null || { echo "SKIP: $t is missing"; exit $SKIP; }
 done
 
@@ -56,19 +56,43 @@ check() { # description, then a command that must succeed
 }
 api() { curl -sS --unix-socket "$S" "$@"; }
 code() { curl -sS --unix-socket "$S" -o /dev/null -w '%{http_code}' "$@"; }
-jget() { python3 -c 'import json,sys
-v=json.load(sys.stdin)
-for k in sys.argv[1:]:
-    v=v[int(k)] if isinstance(v,list) else v[k]
-print(json.dumps(v) if isinstance(v,(dict,list,bool)) or v is None else v)' "$@"; }
-# Joins the stdout events of an NDJSON exec stream.
-stdout_of() { python3 -c 'import json,sys,base64
-out=b""
-for l in sys.stdin:
-    e=json.loads(l)
-    if e["type"]=="stdout":
-        out+=e["data"].encode() if "data" in e else base64.b64decode(e["data_b64"])
-sys.stdout.buffer.write(out)'; }
+# JSON is read with jq, once per response, never with an interpreter started per field.
+# jx FILTER [JQ OPTIONS...]: FILTER on the one JSON document on stdin (more or none is an
+# error), strings bare, other values as compact JSON. In FILTER, req("k") is the field k
+# of an object, an error when it is missing (.k would be null: a count or a boolean must
+# not pass on a field the daemon left out).
+JX_DEFS='def req($k): if type == "object" and has($k) then .[$k] else error("no field \"\($k)\"") end;'
+jx() {
+        local f=$1
+        shift
+        jq -rcs "$@" "$JX_DEFS"' if length == 1 then .[0] | ('"$f"') else error("not one JSON document") end'
+}
+# jget KEY...: the value at that path (a number indexes a list), JSON for null, booleans,
+# objects and lists; an error when a step is missing
+jget() {
+        local IFS=$'\n'
+        jx 'reduce ($p | split("\n"))[] as $k (.;
+                if type == "array" then ($k | tonumber) as $i
+                        | if $i < length and $i >= -length then .[$i] else error("no index \($i)") end
+                else req($k) end)' --arg p "$*"
+}
+# Joins the stdout events of an NDJSON exec stream (every line must be an event).
+stdout_of() {
+        jq -Rrsj 'rtrimstr("\n") | split("\n") | map(fromjson | select(if type == "object" and has("type") then .type == "stdout" else error("not an event") end)
+                | if has("data") then .data | @base64 else .data_b64 // error("no data") end) | join("\n")' | base64 -d
+}
+# free_port: a TCP port no socket on the host uses (listening or connected, v4 or v6),
+# from the range the kernel picks a port 0 bind from; the caller's bind may still lose a
+# race, as after any such choice
+free_port() {
+        local lo hi p
+        read -r lo hi </proc/sys/net/ipv4/ip_local_port_range
+        for _ in $(seq 20); do
+                p=$(shuf -i "$lo-$hi" -n 1)
+                [ -z "$(ss -Htan "sport = :$p")" ] && { echo "$p"; return 0; }
+        done
+        return 1
+}
 # True once PID has exited (a zombie waiting for its reaper counts as gone); waits 3 s.
 gone() {
         for _ in $(seq 30); do
@@ -84,7 +108,7 @@ gone() {
 L=$DATA
 # A session's shell command through the exec API -> its stdout; its state; waiting for one.
 sh_in() { # session, shell command -> its stdout
-        api -X POST "http://x/v1/sessions/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$2")" | stdout_of
+        api -X POST "http://x/v1/sessions/$1/exec" -d "$(jq -nc --arg c "$2" '{argv: ["sh", "-c", $c]}')" | stdout_of
 }
 state_of() { api "http://x/v1/sessions/$1" | jget state; }
 wait_state() { # session, state, tenths of a second

@@ -20,7 +20,7 @@ fi
 # sh_rc SESSION SCRIPT: the script's stdout+stderr, then "rc=N"
 sh_rc() {
         api -X POST "http://x/v1/sessions/$1/exec" \
-                -d "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]+" 2>&1; echo rc=$?"]}))' "$2")" | stdout_of
+                -d "$(jq -nc --arg c "$2" '{argv: ["sh", "-c", ($c + " 2>&1; echo rc=$?")]}')" | stdout_of
 }
 state_of() { api "http://x/v1/sessions/$1" | jget state; }
 disk_of() { api "http://x/v1/sessions/$1" | jget limits disk; }
@@ -162,14 +162,14 @@ check "... at 64M" test "$(sh_rc "$W" 'wc -c < /root/fill' | head -n 1)" -le "$L
 api -X PUT http://x/v1/pool/mini -d '{"size":0}' >/dev/null
 
 # ---- bad values: a clear 400, nothing made ----
-N=$(api http://x/v1/sessions | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')
+N=$(api http://x/v1/sessions | jx 'req("sessions") | length')
 for bad in '0' '"0"' '"lots"' '-5' '"1K"' '"17T"' '"999G"' 'true' '"12Q"'; do
         R=$(create "{\"template\":\"mini\",\"disk\":$bad}")
         check "disk $bad is 400 ($(echo "${R#* }" | jget error message))" test "${R%% *}" = 400
 done
-check "... and made no session" test "$(api http://x/v1/sessions | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')" = "$N"
+check "... and made no session" test "$(api http://x/v1/sessions | jx 'req("sessions") | length')" = "$N"
 
-for s in $(api http://x/v1/sessions | python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.load(sys.stdin)["sessions"]))'); do
+for s in $(api http://x/v1/sessions | jx '[req("sessions")[] | req("id")] | join(" ")'); do
         api -X DELETE "http://x/v1/sessions/$s" >/dev/null
 done
 kill -TERM "$PID"

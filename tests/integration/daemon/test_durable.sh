@@ -8,8 +8,8 @@
 # Usage: test_durable.sh SPACED_BINARY   (space-init must sit next to it)
 . "$(dirname "$0")/lib.sh" dur "${1:-}"
 
-n_snaps() { api "http://x/v1/sessions/$1/snapshots" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["snapshots"]))'; }
-n_reason() { api "http://x/v1/sessions/$1/snapshots" | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin)["snapshots"] if s["reason"]==sys.argv[1]))' "$2"; }
+n_snaps() { api "http://x/v1/sessions/$1/snapshots" | jx 'req("snapshots") | length'; }
+n_reason() { api "http://x/v1/sessions/$1/snapshots" | jx '[req("snapshots")[] | select(req("reason") == $r)] | length' --arg r "$2"; }
 no_cgroup() { test -z "$(find /sys/fs/cgroup -maxdepth 4 -name "$1" 2>/dev/null)"; }
 no_mount() { ! grep -q "$1" /proc/self/mountinfo; }
 
@@ -28,7 +28,7 @@ TOK=$(echo "$R" | jget token)
 UA=http://x/v1/sessions/$A
 check "create answers a 43-character token" test "${#TOK}" = 43
 check "a new session has no head snapshot and rolling off" test "$(echo "$R" | jget head_snapshot)/$(echo "$R" | jget snapshot_interval_ms)" = "null/0"
-check "the token is not shown again" test "$(api "$UA" | python3 -c 'import json,sys; print("token" in json.load(sys.stdin))')" = False
+check "the token is not shown again" test "$(api "$UA" | jx 'has("token")')" = false
 
 # ---- snapshots and the timeline ----
 sh_in "$A" 'echo v1 > /root/draft.txt' >/dev/null
@@ -40,10 +40,10 @@ sh_in "$A" 'echo v2 > /root/draft.txt; rm -f /bin/true' >/dev/null
 S2=$(api -X POST "$UA/snapshots" | jget id)
 sh_in "$A" 'echo v3 > /root/draft.txt; mkdir -p /root/d; echo x > /root/d/x' >/dev/null
 S3=$(api -X POST "$UA/snapshots" -d '{"label":null}' | jget id)
-check "the timeline lists three snapshots oldest first" test "$(api "$UA/snapshots" | python3 -c 'import json,sys; print(",".join(s["id"] for s in json.load(sys.stdin)["snapshots"]))')" = "$S1,$S2,$S3"
+check "the timeline lists three snapshots oldest first" test "$(api "$UA/snapshots" | jx '[req("snapshots")[] | req("id")] | join(",")')" = "$S1,$S2,$S3"
 check "each snapshot names its parent" test "$(api "$UA/snapshots" | jget snapshots 1 parent)" = "$S1"
 check "the head is the newest" test "$(api "$UA" | jget head_snapshot)" = "$S3"
-LONG=$(python3 -c 'print("x"*257)')
+LONG=$(printf '%0257d' 0 | tr 0 x)
 check "a label over 256 bytes is 400" test "$(code -X POST "$UA/snapshots" -d "{\"label\":\"$LONG\"}")" = 400
 check "... and made no snapshot" test "$(n_snaps "$A")" = 3
 
@@ -74,14 +74,14 @@ check "... no cgroup" no_cgroup "$SBX"
 check "... no sandbox directory" test -z "$(ls "$L/sandboxes")"
 check "pause of a paused session is 409" test "$(code -X POST "$UA/pause")" = 409
 check "exec on a paused session is 409" test "$(code -X POST "$UA/exec" -d '{"argv":["true"]}')" = 409
-NEV=$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["events"]))')
+NEV=$(api "$UA/events?limit=1000" | jx 'req("events") | length')
 R=$(api -X POST "$UA/resume" -w '\n%{http_code}')
 check "resume answers 200, running on a new sandbox" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | jget state)" = "200/running"
 check "after resume every file is there, the unsnapshotted one too" test "$(sh_in "$A" 'cat /root/draft.txt /root/late.txt')" = "v3
 unsnapshotted"
-check "the event log is whole (one more event: resumed)" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; e=json.load(sys.stdin)["events"]; print(len(e), e[-3]["data"].get("event"))')" = "$((NEV + 3)) resumed"
+check "the event log is whole (one more event: resumed)" test "$(api "$UA/events?limit=1000" | jx 'req("events") | "\(length) \(.[-3] | req("data") | .event)"')" = "$((NEV + 3)) resumed"
 check "resume of a running session is 409" test "$(code -X POST "$UA/resume")" = 409
-check "the log has the pause with its snapshot" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print([e["data"]["snapshot"] is not None for e in json.load(sys.stdin)["events"] if e["data"].get("event")=="paused"])')" = "[True]"
+check "the log has the pause with its snapshot" test "$(api "$UA/events?limit=1000" | jx '[req("events")[] | req("data") | select(.event == "paused") | req("snapshot") != null]')" = "[true]"
 
 # ---- resume reuses the paused sandbox's writable layer (the parked layer) ----
 P=$(api -X POST http://x/v1/sessions -d "$NEW" | jget id)
@@ -125,7 +125,7 @@ api -X DELETE "$UP" >/dev/null
 
 # ---- fork: independent copies ----
 R=$(api -X POST "$UA/fork" -d "{\"snapshot\":\"$S1\",\"count\":2}" -w '\n%{http_code}')
-check "fork answers 201 with two sessions" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')" = "201/2"
+check "fork answers 201 with two sessions" test "$(echo "$R" | tail -n 1)/$(echo "$R" | head -n 1 | jx 'req("sessions") | length')" = "201/2"
 F1=$(echo "$R" | head -n 1 | jget sessions 0 id)
 F2=$(echo "$R" | head -n 1 | jget sessions 1 id)
 FT=$(echo "$R" | head -n 1 | jget sessions 0 token)
@@ -139,7 +139,7 @@ check "the parent is unchanged" test "$(sh_in "$A" 'cat /root/draft.txt')" = v3
 R=$(api -X POST "$UA/fork" -w '\n%{http_code}')
 F3=$(echo "$R" | head -n 1 | jget sessions 0 id)
 check "fork without a snapshot takes one of now" test "$(echo "$R" | tail -n 1)/$(sh_in "$F3" 'cat /root/late.txt')" = "201/unsnapshotted"
-check "the parent's log records the fork" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["events"] if e["data"].get("event")=="forked"))')" = 2
+check "the parent's log records the fork" test "$(api "$UA/events?limit=1000" | jx '[req("events")[] | select(req("data") | .event == "forked")] | length')" = 2
 R=$(api -X POST http://x/v1/sessions -d "{\"snapshot\":\"$S2\",\"memory\":\"64M\",\"snapshot_interval_ms\":0}" -w '\n%{http_code}')
 C1=$(echo "$R" | head -n 1 | jget id)
 check "create from a snapshot starts from its files" test "$(echo "$R" | tail -n 1)/$(sh_in "$C1" 'cat /root/draft.txt')" = "201/v2"
@@ -161,8 +161,9 @@ MS=$(( ($(date +%s%N) - T0) / 1000000 ))
 check "a killed init: running again within 2 s by itself ($MS ms)" test "$BACK/$((MS <= 2000))" = yes/1
 check "... with the newest snapshot's files" test "$(sh_in "$A" 'cat /root/crash.txt; test -e /root/lost.txt || echo no-lost')" = "in snapshot
 no-lost"
-R=$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; e=[e for e in json.load(sys.stdin)["events"] if e["kind"]=="recovery"]; print(e[-1]["data"]["from_snapshot"], e[-1]["data"]["lost_sandbox"] is not None, "signal 9" in e[-1]["data"]["reason"])')
-check "the log records the loss and the snapshot it came back from" test "$R" = "$SN True True"
+R=$(api "$UA/events?limit=1000" | jx '[req("events")[] | select(req("kind") == "recovery")] | last | req("data")
+        | "\(req("from_snapshot")) \(req("lost_sandbox") != null) \(req("reason") | contains("signal 9"))"')
+check "the log records the loss and the snapshot it came back from" test "$R" = "$SN true true"
 check "recoveries counts it" test "$(api "$UA" | jget recoveries)" = 1
 
 # ---- bad input: a clear 4xx and no change ----
@@ -182,7 +183,7 @@ check "the right token is accepted" test "$(code -H "X-Space-Session-Token: $TOK
 check "connect with a wrong token is 401" test "$(code -X POST "$UA/connect" -d '{"token":"wrong"}')" = 401
 check "connect to an unknown session is 404" test "$(code -X POST http://x/v1/sessions/ses_0000000000000000/connect -d "{\"token\":\"$TOK\"}")" = 404
 check "events limit 1001 is 400" test "$(code "$UA/events?limit=1001")" = 400
-BIG=$(python3 -c 'print("{\"kind\":\"note\",\"data\":\"" + "x"*70000 + "\"}")')
+BIG="{\"kind\":\"note\",\"data\":\"$(printf '%070000d' 0 | tr 0 x)\"}"
 check "an event over 64 KiB is 413" test "$(code -X POST "$UA/events" -d "$BIG")" = 413
 check "an event of an unknown kind is 400" test "$(code -X POST "$UA/events" -d '{"kind":"lifecycle","data":{}}')" = 400
 api -X DELETE "http://x/v1/sessions/$F2" >/dev/null
@@ -196,9 +197,9 @@ SEQ=$(echo "$R" | head -n 1 | jget seq)
 check "an agent event is appended (201, seq)" test "$(echo "$R" | tail -n 1)/$((SEQ > 0))" = "201/1"
 check "it reads back as written" test "$(api "$UA/events?after=$((SEQ - 1))&limit=1" | jget events 0 data tool)" = grep
 P1=$(api "$UA/events?limit=5")
-check "a page of 5 says there is more" test "$(echo "$P1" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["events"]), d["more"], d["next"])')" = "5 True 5"
+check "a page of 5 says there is more" test "$(echo "$P1" | jx '"\(req("events") | length) \(req("more")) \(req("next"))"')" = "5 true 5"
 check "the next page starts after it" test "$(api "$UA/events?after=5&limit=1" | jget events 0 seq)" = 6
-check "the last page says no more" test "$(api "$UA/events?after=$SEQ" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["events"]), d["more"])')" = "0 False"
+check "the last page says no more" test "$(api "$UA/events?after=$SEQ" | jx '"\(req("events") | length) \(req("more"))"')" = "0 false"
 
 # ---- daemon restart: kill -9, sessions back, background output re-attachable ----
 R=$(api -X POST "$UA/exec" -d '{"argv":["sh","-c","i=0; while true; do echo line $i; i=$((i+1)); sleep 0.1; done"],"background":true}')
@@ -214,11 +215,11 @@ sleep 0.3
 start_daemon || exit 1
 check "after kill -9 and a restart the session runs on the same sandbox" test "$(wait_state "$A" running 20 && api "$UA" | jget init_pid)" = "$IPID"
 check "a paused session stays paused" test "$(state_of "$F1")" = paused
-check "the background process still runs" test "$(api "$UA/processes" | python3 -c "import json,sys; print([p['running'] for p in json.load(sys.stdin)['processes'] if p['pid']==$BG][0])")" = True
+check "the background process still runs" test "$(api "$UA/processes" | jx '[req("processes")[] | select(req("pid") == $bg) | req("running")] | .[0]' --argjson bg "$BG")" = true
 R=$(api "$UA/processes/$BG/output?offset=$OFF")
-check "its output re-attaches from the offset the client had" test "$(echo "$R" | head -n 1 | jget offset)/$(echo "$R" | sed -n 2p | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][:5])')" = "$OFF/line "
+check "its output re-attaches from the offset the client had" test "$(echo "$R" | head -n 1 | jget offset)/$(echo "$R" | sed -n 2p | jx 'req("data") | .[:5]')" = "$OFF/line "
 R=$(api -X POST "$UA/connect" -d "{\"token\":\"$TOK\"}")
-check "connect with the token lists the background process" test "$(echo "$R" | python3 -c "import json,sys; print(any(p['pid']==$BG and p['running'] for p in json.load(sys.stdin)['processes']))")" = True
+check "connect with the token lists the background process" test "$(echo "$R" | jx 'any(req("processes")[]; req("pid") == $bg and req("running"))' --argjson bg "$BG")" = true
 check "every acknowledged snapshot is still listed" test "$(n_snaps "$A")" = "$NA"
 check "a paused session resumes after the restart" test "$(api -X POST "http://x/v1/sessions/$F1/resume" | jget state)/$(sh_in "$F1" 'cat /root/draft.txt')" = "running/fork one"
 check "... on its parked layer" test "$(reused "$F1")" = 1
@@ -266,6 +267,6 @@ check "SIGTERM exits 0" test "$RC" = 0
 check "SIGTERM left no sandbox and no mount" test -z "$(ls "$L/sandboxes")$(grep "$L/sandboxes" /proc/self/mountinfo)"
 start_daemon || exit 1
 check "after SIGTERM and a start the session runs with its last change" test "$(wait_state "$A" running 30 && sh_in "$A" 'cat /root/stop.txt')" = "before stop"
-check "its log says it restarted" test "$(api "$UA/events?limit=1000" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events"][-3]["data"].get("event"))')" = restarted
+check "its log says it restarted" test "$(api "$UA/events?limit=1000" | jx 'req("events") | .[-3] | req("data") | .event')" = restarted
 
 finish durable

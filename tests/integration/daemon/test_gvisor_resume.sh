@@ -24,7 +24,7 @@ check "a gvisor session $A" test "$(state_of "$A")" = running
 BG=$(api -X POST "$UA/exec" -d '{"argv":["sh","-c","i=0; while :; do i=$((i+1)); echo $i >/root/c.new; mv /root/c.new /root/c; sleep 0.1; done"],"background":true}' | jget pid)
 check "a counter runs in the background as pid $BG" test "$BG" -gt 0
 counter() { sh_in "$A" 'cat /root/c'; }
-bg_running() { api "$UA/processes" | python3 -c 'import json,sys; print([p["running"] for p in json.load(sys.stdin)["processes"] if p["pid"]=='"$BG"'])'; }
+bg_running() { api "$UA/processes" | jx '[req("processes")[] | select(req("pid") == $bg) | req("running")]' --argjson bg "$BG"; }
 sleep 1
 
 echo "# one lost start: the resume starts another sandbox"
@@ -37,7 +37,7 @@ check "the resume answers 200 (got $C)" test "$C" = 200
 check "the fault was injected once" grep -q "killed sandbox" "$DATA/fault.log"
 check "the daemon log says it started another" grep -q "was lost before it said hello" "$LOG"
 check "running" test "$(state_of "$A")" = running
-check "the same counter process runs on (pid $BG)" test "$(bg_running)" = "[True]"
+check "the same counter process runs on (pid $BG)" test "$(bg_running)" = "[true]"
 c1=$(counter)
 sleep 0.5
 check "and counts ($c1 -> $(counter))" test "$(counter)" -gt "$c1"
@@ -57,7 +57,7 @@ check "at the same snapshot" test "$(api "$UA" | jget head_snapshot)" = "$head"
 check "both faults were used" test "$(cat "$DATA/fault")" = 0
 C=$(code -X POST "$UA/resume" -d '{}')
 check "the next resume works (got $C)" test "$C" = 200
-check "with the same counter process (pid $BG)" test "$(bg_running)" = "[True]"
+check "with the same counter process (pid $BG)" test "$(bg_running)" = "[true]"
 c2=$(counter)
 check "which went on from before ($c1 -> $c2)" test "$c2" -gt "$c1"
 api -X DELETE "$UA" >/dev/null
