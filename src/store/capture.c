@@ -407,6 +407,10 @@ static void file_run(struct pool_task *pt) {
         fd = open_beneath(c->rootfd, n->path, O_RDONLY | O_NOATIME);
         if (fd == -EPERM)
                 fd = open_beneath(c->rootfd, n->path, O_RDONLY);
+        if (fd == -ENOENT) { /* removed since the walk saw it (a capture of a running sandbox) */
+                r = store_fail(-EAGAIN, "%s was removed while captured", n->path);
+                goto done;
+        }
         if (fd < 0) {
                 r = store_fail(fd, "%s: cannot open: %s", n->path, strerror(-fd));
                 goto done;
@@ -639,6 +643,8 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                 char proc[64 + STORE_MAX_NAME];
                 snprintf(proc, sizeof proc, "/proc/self/fd/%d/%s", dfd, n->name);
                 int r = read_xattrs(-1, proc, n->path, e, &n->owned);
+                if (r == -ENOENT)
+                        return 1; /* removed (or renamed away) since the fstatat */
                 if (r < 0)
                         return r;
         }
@@ -651,6 +657,10 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                         if (!t)
                                 return -ENOMEM;
                         ssize_t k = readlinkat(dfd, n->name, t, STORE_MAX_TARGET + 1);
+                        if (k < 0 && errno == ENOENT) {
+                                free(t);
+                                return 1; /* removed since the fstatat */
+                        }
                         if (k < 0 || k > (ssize_t)STORE_MAX_TARGET || k == 0) {
                                 int r = k < 0 ? -errno : -E2BIG;
                                 free(t);
