@@ -73,6 +73,7 @@ say "$ROUNDS rounds of kill -9 spaced at a random moment, then restart"
 restart_ms_total=0
 restart_ms_max=0
 round_bad=0
+rounds_done=0
 for round in $(seq 1 "$ROUNDS"); do
         sleep "0.$(( (RANDOM % 13) + 2 ))"
         kill -9 "$SPACED_PID"
@@ -98,8 +99,11 @@ for round in $(seq 1 "$ROUNDS"); do
                 [ $ok -eq 1 ] || { round_bad=$((round_bad + 1)); echo "FAIL: round $round: $s ($st) takes no command"; }
         done
         printf 'round %d: restarted in %d ms, %d snapshots acknowledged so far\n' "$round" "$dt" "$(wc -l <"$ACKED")"
+        rounds_done=$round
 done
-pass "$ROUNDS rounds; restart took $((restart_ms_total / ROUNDS)) ms on average, $restart_ms_max ms at most"
+[ "$rounds_done" -eq "$ROUNDS" ] &&
+        pass "$ROUNDS rounds; restart took $((restart_ms_total / ROUNDS)) ms on average, $restart_ms_max ms at most" ||
+        fail "only $rounds_done of $ROUNDS rounds: spaced did not come back after a kill"
 expect_eq "rounds after which a session took no command" "$round_bad" "0"
 kill "$WORK_PID" 2>/dev/null
 wait "$WORK_PID" 2>/dev/null
@@ -142,6 +146,10 @@ fi
 "$STORE_TOOL" --store "$DATA2/store" log --json >"$TMPD/storelog" 2>"$TMPD/storelog.err" ||
         fail "space-store log: $(cat "$TMPD/storelog.err")"
 missing=0 bad=0 strict=0 weak=0
+# has_w[session]: an earlier acknowledged snapshot held /root/w. Every later one must too:
+# the workload never removes it, and a recovery goes back to the newest snapshot, which is
+# no older than that one. Before it, a recovery may go back to a state without w.
+declare -A has_w=()
 while read -r s snap i kind; do
         root=$(jq -r --arg id "$snap" '[.snapshots[] | select(.id == $id)] | .[0].root // ""' "$TMPD/snaps.$s")
         if [ -z "$root" ]; then
@@ -167,6 +175,12 @@ while read -r s snap i kind; do
                 continue
         fi
         w=$(find "$dir" -type d -path '*/root/w' | head -n 1)
+        if [ -z "$w" ] && [ -n "${has_w[$s]:-}" ]; then
+                bad=$((bad + 1))
+                echo "FAIL: $snap of $s has no /root/w, which snapshot ${has_w[$s]} before it held"
+                continue
+        fi
+        [ -n "$w" ] && [ -z "${has_w[$s]:-}" ] && has_w[$s]=$snap
         if [ "$kind" = strict ]; then
                 strict=$((strict + 1))
                 if [ -z "$w" ] || [ "$(cat "$w/$i" 2>/dev/null)" != "$i" ]; then
@@ -191,12 +205,16 @@ say "stop: nothing of the sandboxes is left"
 sbxs=$(for s in $SESSIONS; do field "$s" sandbox_id; done)
 stop_all
 grep -qF "$DATA2" /proc/self/mountinfo && fail "mounts left under $DATA2: $(grep -cF "$DATA2" /proc/self/mountinfo)" || pass "no mounts under $DATA2"
+cg_left=0
 for b in $sbxs; do
         for cg in /sys/fs/cgroup/*/space/"$b" /sys/fs/cgroup/space/"$b"; do
-                [ -d "$cg" ] && fail "cgroup left: $cg"
+                [ -d "$cg" ] && { fail "cgroup left: $cg"; cg_left=$((cg_left + 1)); }
         done
 done
-pass "checked the cgroups of $(echo $sbxs | wc -w) sandboxes"
+# each of the three sessions was running (resumed above), so each had a sandbox to check
+[ "$(echo $sbxs | wc -w)" -eq 3 ] && [ "$cg_left" -eq 0 ] &&
+        pass "no cgroup left of the 3 sessions' sandboxes ($(echo $sbxs))" ||
+        fail "cgroups of sandboxes '$(echo $sbxs)' (want 3): $cg_left left"
 if grep -qE "ERROR: AddressSanitizer|runtime error:" "$LOG"; then fail "sanitizer reports in $LOG"; fi
 [ "$FAILS" -eq 0 ] && rm -rf "$DATA2" || echo "data dir kept: $DATA2"
 finish

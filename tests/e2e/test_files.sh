@@ -67,14 +67,20 @@ expect_eq "an unknown session: exit 1" "$rc" "1"
 say "paths can't leave the sandbox root"
 secret="host-secret-$$-$RANDOM"
 echo "$secret" >/tmp/space-e2e-secret.$$
+# the sandbox has a file of its own at the same path: each copy below must work and
+# bring that one (resolved in the sandbox's root), not merely fail
+sp exec "$id" -- sh -c "echo inside-$$ >/tmp/space-e2e-secret.$$" </dev/null
 out=$(sp cp "$id:/../../../../tmp/space-e2e-secret.$$" - 2>/dev/null)
 [ "$out" != "$secret" ] && pass "/../../tmp/<host file> is not the host's file" || fail "read a host file through ../"
+expect_eq "... it is the sandbox's file at that path ('..' of / is /)" "$out" "inside-$$"
 sp exec "$id" -- ln -s /tmp/space-e2e-secret.$$ /root/link </dev/null
 out=$(sp cp "$id:/root/link" - 2>/dev/null)
 [ "$out" != "$secret" ] && pass "a symlink to a host path is resolved inside the sandbox" || fail "read a host file through a symlink"
+expect_eq "... to the sandbox's own file" "$out" "inside-$$"
 sp exec "$id" -- ln -s / /root/rootlink </dev/null
 echo "pwned" | sp cp - "$id:/root/rootlink/tmp/space-e2e-escape.$$" 2>/dev/null
 [ ! -e "/tmp/space-e2e-escape.$$" ] && pass "writing through a symlink to / stays inside" || fail "wrote /tmp/space-e2e-escape.$$ on the host"
+expect_eq "... the write landed in the sandbox's /tmp" "$(sp exec "$id" -- cat /tmp/space-e2e-escape.$$ </dev/null 2>&1)" "pwned"
 rm -f /tmp/space-e2e-secret.$$ /tmp/space-e2e-escape.$$
 
 sp rm "$id" >/dev/null && pass "rm $id" || fail "rm $id"

@@ -14,6 +14,9 @@ first=$(echo "$procs" | awk '$1 == 1 { print $2 }')
 case $first in *init*) pass "pid 1 inside is $first" ;; *) fail "pid 1 inside is '$first'" ;; esac
 echo "$procs" | grep -q spaced && fail "spaced is visible inside" || pass "spaced is not visible inside"
 pid=$(sp exec -d "$b" -- sleep 300 </dev/null)
+# control: the same look at /proc finds the sleep in its own sandbox
+out=$(sp exec "$b" -- sh -c 'cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\0" " "' </dev/null)
+case $out in *"sleep 300"*) pass "control: $b sees its own sleep (pid $pid inside)" ;; *) fail "control: $b does not see its own sleep 300: '$out'" ;; esac
 out=$(sp exec "$a" -- sh -c 'cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\0" " "' </dev/null)
 case $out in *"sleep 300"*) fail "sandbox $a sees $b's sleep" ;; *) pass "another sandbox's processes are invisible" ;; esac
 sp kill "$b" "$pid" KILL
@@ -22,16 +25,30 @@ say "host files are invisible"
 token="space-e2e-$$-$RANDOM"
 echo "$token" >"/tmp/$token"
 mkdir -p "/var/tmp/$token.d"
-sp exec "$a" -- cat "/tmp/$token" </dev/null >/dev/null 2>&1
-[ $? -ne 0 ] && pass "a host file in /tmp can't be read inside" || fail "read host /tmp/$token inside"
+# control: the sandbox's own /tmp and /var/tmp, with files of its own (names that do not
+# contain the host token), are read, listed and reached through /proc/1/root
+inner="inner-$$-$RANDOM"
+sp exec "$a" -- sh -c "echo $inner >/tmp/$inner && mkdir -p /var/tmp/$inner.d" </dev/null
+expect_eq "control: a file in the sandbox's own /tmp is read inside" "$(sp exec "$a" -- cat "/tmp/$inner" </dev/null 2>&1)" "$inner"
+err=$(sp exec "$a" -- cat "/tmp/$token" </dev/null 2>&1 >/dev/null)
+case $err in
+*"cat: /tmp/$token: No such file or directory"*) pass "a host file in /tmp can't be read inside: $err" ;;
+*) fail "reading host /tmp/$token inside did not fail with 'No such file': '$err'" ;;
+esac
 out=$(sp exec "$a" -- ls -a /tmp /var/tmp </dev/null 2>&1)
+case $out in *"$inner"*"$inner.d"*) pass "control: ls lists the sandbox's own /tmp and /var/tmp entries" ;; *) fail "control: ls -a /tmp /var/tmp inside: '$out'" ;; esac
 case $out in *"$token"*) fail "host /tmp or /var/tmp entries are listed inside" ;; *) pass "host /tmp and /var/tmp are not listed inside" ;; esac
-out=$(sp exec "$a" -- sh -c 'grep -l . /proc/1/root/tmp/* 2>/dev/null; cat /proc/1/root/tmp/'"$token"' 2>/dev/null' </dev/null)
+out=$(sp exec "$a" -- sh -c 'grep -l . /proc/1/root/tmp/* 2>/dev/null; cat /proc/1/root/tmp/'"$token"' 2>/dev/null; cat /proc/1/root/tmp/'"$inner" </dev/null)
+case $out in *"/proc/1/root/tmp/$inner"*"$inner") pass "control: /proc/1/root leads to the sandbox's own /tmp" ;; *) fail "control: /proc/1/root/tmp inside: '$out'" ;; esac
 case $out in *"$token"*) fail "host file reachable through /proc/1/root" ;; *) pass "/proc/1/root leads nowhere outside" ;; esac
 rm -rf "/tmp/$token" "/var/tmp/$token.d"
-out=$(sp exec "$a" -- sh -c 'cat /etc/hostname /etc/machine-id 2>/dev/null' </dev/null)
+out=$(sp exec "$a" -- sh -c 'cat /etc/hostname /etc/machine-id 2>/dev/null; echo "exec ran"' </dev/null)
 host_mid=$(cat /etc/machine-id 2>/dev/null)
-if [ -n "$host_mid" ] && echo "$out" | grep -qF "$host_mid"; then
+if [ -z "$host_mid" ]; then
+        echo "note: the host has no /etc/machine-id: nothing to look for inside"
+elif case $out in *"exec ran") false ;; *) true ;; esac; then
+        fail "reading /etc/hostname and /etc/machine-id inside did not run: '$out'"
+elif echo "$out" | grep -qF "$host_mid"; then
         fail "the host's machine-id is visible inside"
 else
         pass "the host's /etc/machine-id is not inside"
@@ -39,6 +56,10 @@ fi
 
 say "writes stay inside"
 sp exec "$a" -- sh -c "echo pwned > /$token; echo pwned > /etc/$token; mkdir -p /usr/$token" </dev/null
+out=$(sp exec "$a" -- sh -c "cat /$token /etc/$token && test -d /usr/$token && echo dir" </dev/null 2>&1)
+expect_eq "control: the writes to /, /etc and /usr happened inside" "$out" "pwned
+pwned
+dir"
 [ ! -e "/$token" ] && [ ! -e "/etc/$token" ] && [ ! -e "/usr/$token" ] &&
         pass "writing /, /etc and /usr inside does not touch the host" || fail "a sandbox write reached the host"
 rm -rf "/$token" "/etc/$token" "/usr/$token"

@@ -133,22 +133,22 @@ attempt_sys_write() {
 
 attempt_cgroup_mount() {
         tried "mount a cgroup v1 hierarchy to set release_agent (CVE-2022-0492 style), and cgroup2"
-        probe_refused "seccomp (mount is refused) and no CAP_SYS_ADMIN" mount cgroup /tmp/cg
-        probe_refused "seccomp (mount is refused) and no CAP_SYS_ADMIN" mount cgroup2 /tmp/cg2
+        probe_refused "seccomp (mount is refused) and no CAP_SYS_ADMIN" EPERM mount cgroup /tmp/cg
+        probe_refused "seccomp (mount is refused) and no CAP_SYS_ADMIN" EPERM mount cgroup2 /tmp/cg2
 }
 
 # ---- devices ---------------------------------------------------------------------
 
 attempt_mknod_block() {
         tried "mknod a block device for the host's first disk (8:0) and open it"
-        probe_refused "no CAP_MKNOD (and /tmp, the overlay are nodev)" mknod /tmp/sda b 8 0
-        probe_refused "no CAP_MKNOD" mknod /root/vda b 253 0
+        probe_refused "no CAP_MKNOD (and /tmp, the overlay are nodev)" EPERM mknod /tmp/sda b 8 0
+        probe_refused "no CAP_MKNOD" EPERM mknod /root/vda b 253 0
 }
 
 attempt_mknod_mem() {
         tried "mknod /dev/mem (1:1) and /dev/kmsg (1:11) in a writable place"
-        probe_refused "no CAP_MKNOD" mknod /root/mem c 1 1
-        probe_refused "no CAP_MKNOD" mknod /dev/shm/kmsg c 1 11
+        probe_refused "no CAP_MKNOD" EPERM mknod /root/mem c 1 1
+        probe_refused "no CAP_MKNOD" EPERM mknod /dev/shm/kmsg c 1 11
 }
 
 attempt_dev_minimal() {
@@ -172,11 +172,14 @@ attempt_dev_minimal() {
 attempt_ptrace_daemon() {
         tried "ptrace(PTRACE_ATTACH) the daemon (host pid $SPACED_PID) and the host's pid 1"
         for p in "$SPACED_PID" 1; do
-                out=$(inside -- "$PROBE" ptrace "$p")
+                # a pid the namespace lacks answers ESRCH; another errno is another mechanism
+                out=$(inside -- "$PROBE" --expect ESRCH ptrace "$p")
+                rc=$?
                 echo "  $out"
-                case $out in
-                *refused*) stopped "pid namespace: no process $p inside" ;;
-                *space-init* | *"a process of this sandbox"*)
+                case $rc/$out in
+                1/*) stopped "pid namespace: no process $p inside (ESRCH)" ;;
+                3/*) defect "ptrace($p) was refused, but not with ESRCH: not by the pid namespace" ;;
+                0/*space-init* | 0/*"a process of this sandbox"*)
                         case $out in
                         *spaced*) leak "attached to the daemon" ;;
                         *) stopped "pid namespace: pid $p inside is the sandbox's own process" ;;
@@ -289,27 +292,27 @@ attempt_capabilities() {
 
 attempt_mount_tmpfs() {
         tried "mount a tmpfs, bind-mount /, remount / read-write"
-        probe_refused "seccomp refuses mount (EPERM) and root inside has no CAP_SYS_ADMIN" mount tmpfs /mnt/sec
-        probe_refused "seccomp refuses mount" bind / /mnt/secbind
-        probe_refused "seccomp refuses mount" remount /proc/sys
+        probe_refused "seccomp refuses mount and root inside has no CAP_SYS_ADMIN" EPERM mount tmpfs /mnt/sec
+        probe_refused "seccomp refuses mount" EPERM bind / /mnt/secbind
+        probe_refused "seccomp refuses mount" EPERM remount /proc/sys
 }
 
 attempt_umount() {
         tried "umount the masks over /proc/kcore and /proc/sys to uncover them, and /proc itself"
-        probe_refused "seccomp refuses umount2; the mounts are locked in the sandbox's mount namespace" umount /proc/kcore
-        probe_refused "seccomp refuses umount2" umount /proc/sys
-        probe_refused "seccomp refuses umount2" umount /proc
+        probe_refused "seccomp refuses umount2; the mounts are locked in the sandbox's mount namespace" EPERM umount /proc/kcore
+        probe_refused "seccomp refuses umount2" EPERM umount /proc/sys
+        probe_refused "seccomp refuses umount2" EPERM umount /proc
 }
 
 attempt_pivot_root() {
         tried "pivot_root into a new root"
-        probe_refused "seccomp refuses pivot_root" pivot_root
+        probe_refused "seccomp refuses pivot_root" EPERM pivot_root
 }
 
 attempt_unshare_user() {
         tried "unshare(CLONE_NEWUSER) and clone(CLONE_NEWUSER): a nested user namespace with a full capability set"
-        probe_refused "seccomp refuses CLONE_NEWUSER (an argument rule on clone/unshare)" unshare user
-        probe_refused "seccomp refuses CLONE_NEWUSER" clone_newuser
+        probe_refused "seccomp refuses CLONE_NEWUSER (an argument rule on clone/unshare)" EPERM unshare user
+        probe_refused "seccomp refuses CLONE_NEWUSER" EPERM clone_newuser
         out=$(inside -- unshare -Ur id 2>&1)
         echo "  unshare -Ur id: $out"
         case $out in
@@ -320,26 +323,26 @@ attempt_unshare_user() {
 
 attempt_unshare_mount() {
         tried "unshare -m (a private mount namespace to mount in)"
-        probe_refused "no CAP_SYS_ADMIN in the sandbox's user namespace" unshare mount
+        probe_refused "no CAP_SYS_ADMIN in the sandbox's user namespace" EPERM unshare mount
 }
 
 attempt_unshare_net() {
         tried "unshare -n, -p, -u, -i, -C, -T"
         for ns in net pid uts ipc cgroup time; do
-                probe_refused "no CAP_SYS_ADMIN" unshare "$ns"
+                probe_refused "no CAP_SYS_ADMIN" EPERM unshare "$ns"
         done
 }
 
 attempt_setns() {
         tried "setns into /proc/1/ns/{mnt,net,pid,user} (pid 1 = the host's init, if it were visible)"
         for ns in mnt net pid user cgroup; do
-                probe_refused "seccomp refuses setns; /proc/1 is the sandbox's own init anyway" setns "/proc/1/ns/$ns"
+                probe_refused "seccomp refuses setns; /proc/1 is the sandbox's own init anyway" EPERM setns "/proc/1/ns/$ns"
         done
 }
 
 attempt_chroot_escape() {
         tried "the classic chroot escape: chroot(subdir) keeping a cwd outside, chdir(..) ×64, chroot(.), then look for $TOKEN_PATH"
-        probe_refused "the walk ends at the sandbox's root (pivot_root + detached old root): nothing above it" chroot_escape "$TOKEN_PATH"
+        probe_refused "the walk ends at the sandbox's root (pivot_root + detached old root): nothing above it" ENOENT chroot_escape "$TOKEN_PATH"
 }
 
 # ---- network -----------------------------------------------------------------------
@@ -363,8 +366,8 @@ attempt_net_loopback() {
         ctl=$(socat -u -T 2 TCP4:127.0.0.1:"$port",connect-timeout=2 STDOUT 2>&1)
         [ "$ctl" = "host-listener" ] || broken "the host listener does not answer on the host ($ctl)"
         tried "connect to a host listener on 127.0.0.1:$port and [::1]:$port (it answers on the host: '$ctl')"
-        probe_refused "network namespace: the sandbox's loopback is its own" connect 127.0.0.1 "$port"
-        probe_refused "network namespace" connect ::1 "$port"
+        probe_refused "network namespace: the sandbox's loopback is its own" ECONNREFUSED connect 127.0.0.1 "$port"
+        probe_refused "network namespace" ECONNREFUSED connect ::1 "$port"
         kill "$LISTENER_PID" 2>/dev/null
 }
 
@@ -376,24 +379,24 @@ attempt_net_host_addrs() {
         [ -n "$addrs" ] || skip_attempt "the host has no address besides loopback"
         tried "connect to the host listener on every other host address: $(echo $addrs) (port $port), and to 1.1.1.1:53"
         for a in $addrs; do
-                probe_refused "network namespace with loopback only: no route out" connect "$a" "$port"
+                probe_refused "network namespace with loopback only: no route out" ENETUNREACH connect "$a" "$port"
         done
-        probe_refused "no route: the only interface is lo" connect 1.1.1.1 53
+        probe_refused "no route: the only interface is lo" ENETUNREACH connect 1.1.1.1 53
         kill "$LISTENER_PID" 2>/dev/null
 }
 
 attempt_net_raw() {
         tried "raw IPv4/IPv6 sockets (ICMP) to forge packets"
-        probe_refused "seccomp refuses SOCK_RAW (and no CAP_NET_RAW)" socket raw
-        probe_refused "seccomp refuses SOCK_RAW" socket raw6
+        probe_refused "seccomp refuses SOCK_RAW (and no CAP_NET_RAW)" EPERM socket raw
+        probe_refused "seccomp refuses SOCK_RAW" EPERM socket raw6
 }
 
 attempt_net_packet() {
         tried "AF_PACKET sockets (raw and datagram) and the legacy SOCK_PACKET to sniff"
-        probe_refused "seccomp refuses AF_PACKET" socket packet
-        probe_refused "seccomp refuses AF_PACKET" socket packet-dgram
-        probe_refused "seccomp refuses SOCK_PACKET" socket inet-packet
-        probe_refused "seccomp: families other than unix/inet/inet6/netlink (vsock to the hypervisor)" socket vsock
+        probe_refused "seccomp refuses AF_PACKET" EPERM socket packet
+        probe_refused "seccomp refuses AF_PACKET" EPERM socket packet-dgram
+        probe_refused "seccomp refuses SOCK_PACKET" EPERM socket inet-packet
+        probe_refused "seccomp: families other than unix/inet/inet6/netlink (vsock to the hypervisor)" EAFNOSUPPORT socket vsock
 }
 
 attempt_net_interfaces() {
@@ -417,7 +420,7 @@ attempt_daemon_socket() {
         *spaced.sock*) leak "the daemon's socket is visible" ;;
         *) stopped "mount namespace: the data dir is not mounted inside" ;;
         esac
-        probe_refused "the host path does not exist inside" connect_unix "$DATA/spaced.sock"
+        probe_refused "the host path does not exist inside" ENOENT connect_unix "$DATA/spaced.sock"
 }
 
 attempt_abstract_unix() {
@@ -428,7 +431,7 @@ attempt_abstract_unix() {
         ctl=$(socat -u -T 2 ABSTRACT-CONNECT:"$name" STDOUT 2>&1)
         [ "$ctl" = "host-abstract" ] || broken "the host's abstract socket does not answer on the host ($ctl)"
         tried "connect to the abstract unix socket @$name the host listens on (answers '$ctl' on the host)"
-        probe_refused "network namespace: abstract unix sockets belong to a network namespace" connect_abstract "$name"
+        probe_refused "network namespace: abstract unix sockets belong to a network namespace" ECONNREFUSED connect_abstract "$name"
         kill "$lp" 2>/dev/null
 }
 
@@ -526,7 +529,7 @@ attempt_memory_bomb() {
 
 attempt_fd_exhaustion() {
         tried "raise RLIMIT_NOFILE to 2 Mi and open /dev/null until it fails"
-        probe_refused "RLIMIT_NOFILE 4096 hard (raising it needs CAP_SYS_RESOURCE on the host)" nofile
+        probe_refused "RLIMIT_NOFILE 4096 hard (raising it needs CAP_SYS_RESOURCE on the host)" EMFILE nofile
         main_works && daemon_alive && stopped "the sandbox and daemon keep working afterwards" || leak "fd exhaustion hurt the daemon"
 }
 
@@ -624,48 +627,48 @@ attempt_output_flood() {
 
 attempt_keyctl() {
         tried "the kernel keyring (keyctl, add_key): shared kernel state, a history of bugs"
-        probe_refused "seccomp: keyctl refused (EPERM)" keyctl
-        probe_refused "seccomp: add_key refused (EPERM)" add_key
+        probe_refused "seccomp: keyctl refused" EPERM keyctl
+        probe_refused "seccomp: add_key refused" EPERM add_key
 }
 attempt_bpf() {
         tried "load an eBPF program"
-        probe_refused "seccomp: bpf refused (EPERM)" bpf
+        probe_refused "seccomp: bpf refused" EPERM bpf
 }
 attempt_perf_event_open() {
         tried "perf_event_open on itself"
-        probe_refused "seccomp: perf_event_open refused (EPERM)" perf_event_open
+        probe_refused "seccomp: perf_event_open refused" EPERM perf_event_open
 }
 attempt_userfaultfd() {
         tried "userfaultfd (used to win kernel races)"
-        probe_refused "seccomp: userfaultfd refused (EPERM)" userfaultfd
+        probe_refused "seccomp: userfaultfd refused" EPERM userfaultfd
 }
 attempt_io_uring() {
         tried "io_uring_setup (bypasses seccomp for the operations it runs)"
-        probe_refused "seccomp: io_uring_* answer ENOSYS" io_uring
+        probe_refused "seccomp: io_uring_* answer ENOSYS" ENOSYS io_uring
 }
 attempt_kexec() {
         tried "kexec_load and kexec_file_load"
-        probe_refused "seccomp: kexec refused (EPERM)" kexec_load
-        probe_refused "seccomp: kexec refused (EPERM)" kexec_file_load
+        probe_refused "seccomp: kexec refused" EPERM kexec_load
+        probe_refused "seccomp: kexec refused" EPERM kexec_file_load
 }
 attempt_modules() {
         tried "init_module, finit_module, delete_module"
-        probe_refused "seccomp: module calls refused (EPERM)" init_module
-        probe_refused "seccomp: module calls refused (EPERM)" finit_module
-        probe_refused "seccomp: module calls refused (EPERM)" delete_module
+        probe_refused "seccomp: module calls refused" EPERM init_module
+        probe_refused "seccomp: module calls refused" EPERM finit_module
+        probe_refused "seccomp: module calls refused" EPERM delete_module
 }
 attempt_open_by_handle_at() {
         tried "open_by_handle_at on a guessed handle (the 'shocker' escape) and name_to_handle_at"
-        probe_refused "seccomp: open_by_handle_at refused (EPERM)" open_by_handle_at
-        probe_refused "seccomp: name_to_handle_at answers EOPNOTSUPP" name_to_handle_at
+        probe_refused "seccomp: open_by_handle_at refused" EPERM open_by_handle_at
+        probe_refused "seccomp: name_to_handle_at answers EOPNOTSUPP" EOPNOTSUPP name_to_handle_at
 }
 attempt_privileged_misc() {
         tried "syslog (dmesg), reboot, iopl, swapon, TIOCSTI"
-        probe_refused "seccomp: syslog refused" syslog
-        probe_refused "seccomp: reboot refused" reboot
-        probe_refused "seccomp: iopl refused" iopl
-        probe_refused "seccomp: swapon refused" swapon
-        probe_refused "seccomp: ioctl TIOCSTI refused" tiocsti
+        probe_refused "seccomp: syslog refused" EPERM syslog
+        probe_refused "seccomp: reboot refused" EPERM reboot
+        probe_refused "seccomp: iopl refused" EPERM iopl
+        probe_refused "seccomp: swapon refused" EPERM swapon
+        probe_refused "seccomp: ioctl TIOCSTI refused" EPERM tiocsti
 }
 
 # ---- host state: hostname, time, core dumps --------------------------------------
@@ -673,7 +676,7 @@ attempt_privileged_misc() {
 attempt_hostname() {
         before=$(hostname)
         tried "sethostname from inside (and hostname(1))"
-        probe_refused "no CAP_SYS_ADMIN (the uts namespace is the sandbox's anyway)" sethostname evil-host
+        probe_refused "no CAP_SYS_ADMIN (the uts namespace is the sandbox's anyway)" EPERM sethostname evil-host
         insh 'hostname evil-host2 2>&1' | sed 's/^/  /'
         after=$(hostname)
         inner=$(inside -- hostname)
@@ -683,9 +686,9 @@ attempt_hostname() {
 attempt_settime() {
         before=$(date +%s)
         tried "clock_settime (+1 year), settimeofday, adjtimex, date -s"
-        probe_refused "seccomp: clock setting refused (no CAP_SYS_TIME either)" clock_settime
-        probe_refused "seccomp: settimeofday refused" settimeofday
-        probe_refused "seccomp: adjtimex refused" adjtimex
+        probe_refused "seccomp: clock setting refused (no CAP_SYS_TIME either)" EPERM clock_settime
+        probe_refused "seccomp: settimeofday refused" EPERM settimeofday
+        probe_refused "seccomp: adjtimex refused" EPERM adjtimex
         insh 'date -s "2030-01-01" 2>&1' | sed 's/^/  /'
         after=$(date +%s)
         [ $((after - before)) -lt 60 ] && [ $((after - before)) -ge 0 ] && stopped "the host clock moved $((after - before)) s" || leak "the host clock jumped"
@@ -832,10 +835,25 @@ attempt_api_proc_magic() {
 attempt_api_other_session() {
         b=$(new_sandbox) || broken "create"
         insh "$b" "echo other-$$ > /root/b-file" >/dev/null
+        insh "echo main-$$ > /root/main-file" >/dev/null
+        # the same download works where it is allowed: b's file with b's id, a file of
+        # MAIN's with MAIN's
+        control "download /root/b-file with $b's own id" "$(sp cp "$b:/root/b-file" - </dev/null 2>&1)" "other-$$"
+        control "download /root/main-file with $MAIN's id" "$(dl /root/main-file)" "main-$$"
         tried "read $b's file with $MAIN's id and a path guess; reach $b's files through /proc in $MAIN"
-        out=$(dl "/root/b-file"; dl "/proc/1/root/../$b/root/b-file")
-        echo "  $(echo $out | head -c 200)"
-        case $out in *"other-$$"*) leak "$MAIN's file API reached $b's file" ;; *) stopped "each session's file API is served by its own space-init" ;; esac
+        out=$(dl "/root/b-file")
+        echo "  /root/b-file: $(echo "$out" | head -c 200)"
+        case $out in
+        *"other-$$"*) leak "$MAIN's file API reached $b's file" ;;
+        *) stopped "each session's file API is served by its own space-init: $(api_why "$out")" ;;
+        esac
+        out=$(dl "/proc/1/root/../$b/root/b-file")
+        echo "  /proc/1/root/../$b/root/b-file: $(echo "$out" | head -c 200)"
+        case $out in
+        *"other-$$"*) leak "$MAIN's file API reached $b's file through /proc" ;;
+        *) stopped "$(api_why "$out")" ;;
+        esac
+        insh "rm -f /root/main-file" >/dev/null
         sp rm "$b" >/dev/null
 }
 

@@ -75,16 +75,18 @@ insh() {
         if [ $# -ge 2 ]; then inside "$1" -- sh -c "$2"; else inside -- sh -c "$1"; fi
 }
 
-# probe_refused MECHANISM PROBE-ARGS...: the probe makes one syscall attempt in the main
-# sandbox; refused = stopped by MECHANISM, done = escape.
+# probe_refused MECHANISM ERRNO PROBE-ARGS...: the probe makes one syscall attempt in the
+# main sandbox; refused with ERRNO (what MECHANISM answers) = stopped by MECHANISM, done =
+# escape, refused with another errno = something else stopped it: MECHANISM is unproven.
 probe_refused() {
-        _mech=$1; shift
-        _out=$(inside -- "$PROBE" "$@")
+        _mech=$1 _errno=$2; shift 2
+        _out=$(inside -- "$PROBE" --expect "$_errno" "$@")
         _rc=$?
         echo "  $_out"
         case $_rc in
-        1) stopped "$_mech" ;;
+        1) stopped "$_mech ($_errno)" ;;
         0) leak "sec-probe $* succeeded: $_out" ;;
+        3) defect "sec-probe $* was refused, but not with $_errno: not by $_mech" ;;
         *) broken "sec-probe $* exited $_rc" ;;
         esac
 }

@@ -2,7 +2,10 @@
  * (so no library in between can fall back or hide the answer), and says what happened.
  * Static, copied into the sandbox by the escape suite (tests/security/attempts.sh).
  * Prints "ok …" and exits 0 when the call succeeded, "refused ERRNO (message)" and
- * exits 1 when the kernel (or the seccomp filter) said no; 2 is a usage error. */
+ * exits 1 when the kernel (or the seccomp filter) said no; 2 is a usage error.
+ * With --expect ERRNO (a name: EPERM, ENOSYS, …) first, a refusal counts only with that
+ * errno, the one the mechanism the caller names answers: "refused EPERM, as expected"
+ * exits 1, "refused ENOENT, expected EPERM" exits 3 (something else said no). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,11 +38,33 @@
 #include <unistd.h>
 
 #define PROBE_MAX_FDS (1 << 21) /* more than any RLIMIT_NOFILE a sandbox may have */
+#define PROBE_ERRNO_MAX 4096    /* errno values are below this (the kernel's MAX_ERRNO) */
+#define PROBE_WRONG_ERRNO 3     /* exit status: refused, but not with the expected errno */
+
+static int expected; /* --expect: the errno a refusal must carry; 0 = any */
 
 static int refused(const char *what) {
         int e = errno;
-        printf("%s -> refused %s (%s)\n", what, strerrorname_np(e) ? strerrorname_np(e) : "?", strerror(e));
-        return 1;
+        const char *name = strerrorname_np(e) ? strerrorname_np(e) : "?";
+        if (!expected) {
+                printf("%s -> refused %s (%s)\n", what, name, strerror(e));
+                return 1;
+        }
+        if (e == expected) {
+                printf("%s -> refused %s (%s), as expected\n", what, name, strerror(e));
+                return 1;
+        }
+        printf("%s -> refused %s (%s), expected %s (%s)\n", what, name, strerror(e), strerrorname_np(expected),
+               strerror(expected));
+        return PROBE_WRONG_ERRNO;
+}
+
+/* "EPERM" -> EPERM; 0 for a name that is no errno. */
+static int errno_by_name(const char *name) {
+        for (int e = 1; e < PROBE_ERRNO_MAX; e++)
+                if (strerrorname_np(e) && !strcmp(strerrorname_np(e), name))
+                        return e;
+        return 0;
 }
 
 static int done(const char *what, long r) {
@@ -182,8 +207,11 @@ static int p_unshare(const char *which) {
                                 return refused(what);
                         /* the namespace was made: what can root do in it? */
                         printf("%s -> ok; then ", what);
-                        if (f[i].flag == CLONE_NEWUSER || f[i].flag == CLONE_NEWNS)
-                                return done("mount(-t tmpfs none /tmp) in it", mount("none", "/tmp", "tmpfs", 0, NULL));
+                        if (f[i].flag == CLONE_NEWUSER || f[i].flag == CLONE_NEWNS) {
+                                r = done("mount(-t tmpfs none /tmp) in it", mount("none", "/tmp", "tmpfs", 0, NULL));
+                                /* the refusal expected was of the unshare itself */
+                                return r != 0 && expected ? PROBE_WRONG_ERRNO : r;
+                        }
                         printf("nothing more to try\n");
                         return 0;
                 }
@@ -383,10 +411,13 @@ static int p_chroot_escape(const char *look_for) {
         if (chroot(".") < 0)
                 return refused("chroot(.)");
         struct stat st;
-        bool seen = stat(look_for, &st) == 0;
-        printf("chroot(/tmp/jail), fchdir(outside), 64 x chdir(..), chroot(.) -> done; %s %s\n", look_for,
-               seen ? "IS VISIBLE" : "is not there");
-        return seen ? 0 : 1;
+        char what[300];
+        snprintf(what, sizeof what, "chroot(/tmp/jail), fchdir(outside), 64 x chdir(..), chroot(.) -> done; stat(%s)",
+                 look_for);
+        if (stat(look_for, &st) < 0)
+                return refused(what); /* ENOENT: the walk ended inside */
+        printf("%s -> ok: IS VISIBLE\n", what);
+        return 0;
 }
 
 static int p_nofile(void) {
@@ -409,8 +440,14 @@ static int p_nofile(void) {
                 n++;
         }
         int e = errno;
-        printf("opened %ld fds, then %s (%s)\n", n, strerrorname_np(e), strerror(e));
-        return n >= PROBE_MAX_FDS - 10 ? 0 : 1;
+        char what[64];
+        snprintf(what, sizeof what, "opened %ld fds, then open(/dev/null)", n);
+        if (n >= PROBE_MAX_FDS - 10) {
+                printf("%s -> ok (stopped only by %s)\n", what, strerrorname_np(e));
+                return 0;
+        }
+        errno = e;
+        return refused(what); /* EMFILE: RLIMIT_NOFILE */
 }
 
 static int p_tiocsti(void) {
@@ -463,8 +500,16 @@ static int p_drop_exec(uid_t uid, char **argv) {
 
 int main(int argc, char **argv) {
         setvbuf(stdout, NULL, _IOLBF, 0);
+        if (argc > 2 && !strcmp(argv[1], "--expect")) {
+                if (!(expected = errno_by_name(argv[2]))) {
+                        fprintf(stderr, "sec-probe: --expect %s: not an errno name\n", argv[2]);
+                        return 2;
+                }
+                argc -= 2;
+                argv += 2;
+        }
         if (argc < 2) {
-                fprintf(stderr, "usage: sec-probe ATTEMPT [ARGS]\n");
+                fprintf(stderr, "usage: sec-probe [--expect ERRNO] ATTEMPT [ARGS]\n");
                 return 2;
         }
         const char *c = argv[1];

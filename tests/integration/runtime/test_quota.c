@@ -316,8 +316,17 @@ static int group_setup(void **state) {
                 printf("# skipped: needs root\n");
                 exit(77);
         }
-        if (access("/bin/busybox", X_OK) != 0 || access("/dev/loop-control", W_OK) != 0) {
-                printf("# skipped: needs /bin/busybox and /dev/loop-control\n");
+        if (access("/bin/busybox", X_OK) != 0) {
+                printf("# skipped: needs /bin/busybox\n");
+                exit(77);
+        }
+        /* What the machine offers is probed apart from the code under test: once it has
+         * loop devices, mkfs and a quota filesystem, a volume rt_volume_prepare cannot
+         * make is a failure, not a skip. */
+        printf("# quota volume: ");
+        fflush(stdout);
+        if (system(QUOTA_CAPABLE) != 0) {
+                printf("# skipped: this machine cannot hold a quota volume\n");
                 exit(77);
         }
         PJ(data, "/tmp/space-rt-quota-XXXXXX");
@@ -327,10 +336,10 @@ static int group_setup(void **state) {
         char *p = NULL;
         int r = rt_volume_prepare(data, VOL_SIZE, &p);
         if (r < 0) {
-                printf("# skipped: no quota-capable volume here: %s\n", runtime_last_error());
+                printf("# rt_volume_prepare failed on a capable machine: %s\n", runtime_last_error());
                 rt_rm_rf(data);
-                exit(77);
         }
+        assert_int_equal(r, 0);
         PJ(vol, "%s", p);
         free(p);
         struct statfs sf;

@@ -51,8 +51,12 @@ while [ $round -le "$ROUNDS" ]; do
         pid=$!
         delay=$(( $(od -An -N2 -tu2 /dev/urandom) % (dur_ms * 2 + 1) ))
         sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
-        if kill -9 $pid 2>/dev/null; then killed=$((killed + 1)); fi
+        kill -9 $pid 2>/dev/null
+        # killed only if the kill came before the end (a finished put is a zombie that
+        # kill still "reaches"): its status says which
         wait $pid 2>/dev/null
+        st=$?
+        [ $st -eq 137 ] && killed=$((killed + 1))
         h=$(cat "$W/out.$round")
         if [ -n "$h" ]; then
                 echo "$h $round" >>"$W/reported"
@@ -65,6 +69,9 @@ nrep=$(wc -l <"$W/reported")
 echo "$ROUNDS rounds: $killed killed while running, $nrep reported a snapshot"
 
 fails=0
+# with kills drawn over twice a capture's time about half the rounds finish: none
+# reported means the checks below would compare nothing
+[ "$nrep" -gt 0 ] || { echo "FAIL: no capture reported a snapshot"; fails=$((fails + 1)); }
 echo "checking verify passes after the crashes"
 if "$T" verify; then echo "ok: verify"; else echo "FAIL: verify"; fails=$((fails + 1)); fi
 echo "checking every reported snapshot materializes and equals its tree"

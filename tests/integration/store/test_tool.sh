@@ -101,11 +101,25 @@ check "fork shares the root" sh -c "[ \"\$('$T' show $F | sed -E 's/.*\"root\":\
 check "stats" status 0 "$T" stats --json
 check "stats counts 3 snapshots" has '"snapshots":3' "$W/out"
 check "rm" status 0 "$T" rm "$A"
+num() { sed -En "s/.*\"$1\":([0-9]+).*/\1/p" "$2"; } # KEY FILE: a number of a JSON line
+files() { find "$W/store" -type f -printf '%P %s\n' | sort; }
+"$T" stats --json >"$W/stats.before"
+files >"$W/files.before"
 check "gc --dry-run" status 0 "$T" gc --dry-run --json
-check "dry run removes nothing" sh -c "'$T' get $A '$W/out3' >/dev/null 2>&1 || true; true"
+cp "$W/out" "$W/dry"
+check "dry run says it is one" has '"dry_run":true' "$W/dry"
+check "dry run finds A's objects to remove" test "$(num objects_removed "$W/dry")" -gt 0
+"$T" stats --json >"$W/stats.after"
+check "dry run removes nothing: stats unchanged" cmp "$W/stats.before" "$W/stats.after"
+files >"$W/files.after"
+check "dry run removes nothing: every store file still there, same size" cmp "$W/files.before" "$W/files.after"
 sleep 0.1
 check "gc" status 0 "$T" gc --json
 check "gc removed objects" sh -c "! grep -q '\"objects_removed\":0,' '$W/out'"
+check "gc removed what the dry run said it would" test "$(num objects_removed "$W/out")" = "$(num objects_removed "$W/dry")"
+"$T" stats --json >"$W/stats.gc"
+before=$(num objects "$W/stats.before") removed=$(num objects_removed "$W/dry") after=$(num objects "$W/stats.gc")
+check "stats count that many objects fewer ($before - $removed = $after)" test "$((${before:-0} - ${removed:-0}))" = "${after:-none}"
 check "no temp packs are left" sh -c "! find '$W/store/packs' -name '.t-*' | grep -q ."
 check "A is not listed" status 3 "$T" show "$A"
 check "B still restores" status 0 "$T" get "$B" "$W/out4"
