@@ -72,7 +72,7 @@ flip_last_block() {
 }
 # The newest pack (the one the last capture wrote).
 newest_pack() { ls -t "$PACKS"/*.pack | head -n 1; }
-store_verify_fails() { ! "$BIN/space-store" --store "$DATA/store" --quiet verify >/dev/null 2>&1; }
+verify_store() { "$BIN/space-store" --store "$DATA/store" --quiet verify >/dev/null 2>&1; }
 
 ROOT=$T/rootfs
 make_rootfs "$ROOT"
@@ -102,9 +102,13 @@ AVIEW="v4 unsnapshotted"
 aview() { sh_in "$A" 'echo $(cat /root/keep.txt /root/live.txt)'; }
 check "setup: A runs with its files" same "$(aview)" "$AVIEW"
 
-cp "$(pack_of a1)" "$T/a1.pack"
-flip_blob a1
-check "setup: the store is damaged (space-store verify says so)" store_verify_fails
+check "setup: the store is whole (space-store verify)" verify_store
+# A copy of each pack before it is damaged: the repairs put them back.
+keep() { cp "$1" "$T/saved.$(basename "$1")"; }
+repair_all() { for f in "$T"/saved.*.pack; do cp "$f" "$PACKS/${f##*/saved.}"; done; }
+keep "$(pack_of a1)"
+check "setup: a byte flipped in the chunk of a1" flip_blob a1
+check "setup: the store is damaged (space-store verify says so)" eval '! verify_store'
 R1=$(root_of "$A" "$S1")
 check "setup: no layer of $S1's tree exists (a start must read the store)" no_layer "$R1"
 
@@ -137,7 +141,7 @@ check "create from a damaged snapshot is refused (500) naming it" \
 check "... no session left of it" test "$(n_sessions)" = "$NS"
 
 # ---- a damaged record and trees: S3's last block ----
-cp "$P3" "$T/s3.pack"
+keep "$P3"
 flip_last_block "$P3"
 req -X POST "$UA/fork" -d "{\"snapshot\":\"$S3\"}"
 echo "# fork S3: $ST $BODY"
@@ -157,6 +161,9 @@ check "fork of the intact $S2 works (201) with its files" \
         test "$ST/$(sh_in "$F" 'cat /root/keep.txt; test -e /root/a1 || echo no-a1')" = "201/v2
 no-a1"
 check "... the chunk of another pack is whole" same_file "$F" /root/a2 "$T/a2"
+# The checks above see what they look for: a fork is counted, and makes a layer.
+check "(the session count sees the fork)" test "$(n_sessions)" = $((NS + 1))
+check "(the layer check sees its layer)" eval '! no_layer "$(root_of "$A" "$S2")"'
 api -X DELETE "http://x/v1/sessions/$F" >/dev/null
 req -X POST "$UA/restore" -d "{\"snapshot\":\"$S2\"}"
 check "restore to $S2 works (200)" test "$ST/$(sh_in "$A" 'cat /root/keep.txt')" = "200/v2"
@@ -171,9 +178,8 @@ sh_in "$B" 'echo b-two > /root/b.txt' >/dev/null
 req -X POST "$UB/pause"
 PB=$(echo "$BODY" | jget head_snapshot)
 check "B paused at $PB" test "$ST/$(echo "$BODY" | jget state)" = 200/paused
-PK=$(pack_of b1)
-cp "$PK" "$T/b1.pack"
-flip_blob b1
+keep "$(pack_of b1)"
+check "setup: a byte flipped in the chunk of b1" flip_blob b1
 rm -rf "$L/parked/$B" "$L/parked/$B.rec"
 req -X POST "$UB/resume"
 echo "# resume: $ST $BODY"
@@ -183,7 +189,7 @@ check "... the session stays paused, on no sandbox, head kept" test "$(where "$B
 check "... no sandbox directory is left" sandboxes_held
 check "... an event says why" \
         eval 'api "$UB/events?limit=1000" | jq -e --arg s "$PB" "[.events[] | select(.data.event == \"resume_failed\" and .data.snapshot == \$s and (.data.reason | test(\"damaged\")))] | length == 1" >/dev/null'
-cp "$T/b1.pack" "$PK"
+repair_all
 req -X POST "$UB/resume"
 check "after the pack is put back, resume works (200) with every file" \
         test "$ST/$(echo "$BODY" | jget state)/$(sh_in "$B" 'cat /root/b.txt')" = "200/running/b-two"
@@ -198,7 +204,8 @@ put "$C" "$T/c1" /root/c1 && sh_in "$C" 'echo c-one > /root/c.txt' >/dev/null
 C1=$(snap "$C")
 put "$C" "$T/c2" /root/c2 && sh_in "$C" 'echo c-two > /root/c.txt' >/dev/null
 C2=$(snap "$C")
-flip_blob c2
+keep "$(pack_of c2)"
+check "setup: a byte flipped in the chunk of c2" flip_blob c2
 IPID=$(api "$UC" | jget init_pid)
 kill -9 "$IPID"
 for _ in $(seq 50); do [ "$(state_of "$C")" = paused ] && break; sleep 0.1; done
@@ -219,7 +226,9 @@ check "... and resume: the session runs with its files" \
 no-c2"
 check "... the intact chunk too" same_file "$C" /root/c1 "$T/c1"
 
-# ---- recovery at a daemon start: a pack cut short, a pack removed ----
+# ---- while spaced is down: a pack cut short (a lost sandbox), a pack removed (a paused
+# session). The new spaced loads the cut pack as damaged (its index rebuilt from what
+# parses), and never had the removed one open: the objects are missing. ----
 D=$(newses)
 UD=http://x/v1/sessions/$D
 blob d1
@@ -227,25 +236,47 @@ put "$D" "$T/d1" /root/d1 && sh_in "$D" 'echo d-one > /root/d.txt' >/dev/null
 D1=$(snap "$D")
 DP=$(pack_of d1)
 DIPID=$(api "$UD" | jget init_pid)
-B_SB=$(where "$B")
+E=$(newses)
+UE=http://x/v1/sessions/$E
+blob e1
+put "$E" "$T/e1" /root/e1 && sh_in "$E" 'echo e-one > /root/e.txt' >/dev/null
+E1=$(snap "$E")
+EP=$(pack_of e1)
+PE=$(api -X POST "$UE/pause" | jget head_snapshot)
+rm -rf "$L/parked/$E" "$L/parked/$E.rec"
+B_AT=$(where "$B")
 kill -9 "$PID"
 wait "$PID" 2>/dev/null
 PID=
 kill -9 "$DIPID"
-gone "$DIPID"
-cp "$DP" "$T/d1.pack"
+check "setup: D's sandbox is gone while spaced is down" gone "$DIPID"
+keep "$DP"
 truncate -s $(($(stat -c %s "$DP") / 2)) "$DP"
+keep "$EP"
+rm "$EP"
 start_daemon --disk-volume-size 0 || exit 1
 for _ in $(seq 50); do [ "$(state_of "$D")" = paused ] && break; sleep 0.1; done
 R=$(api "$UD")
 echo "# recovery at start: $R"
-check "a pack cut short while spaced was down: the session is paused at start, naming $D1" \
-        eval 'echo "$R" | jq -e --arg s "$D1" ".state == \"paused\" and (.error | contains(\$s))" >/dev/null'
-check "... the other sessions are back as they were" test "$(where "$B")/$(state_of "$A")/$(state_of "$C")" = "$B_SB/running/running"
-cp "$T/d1.pack" "$DP"
+check "a lost sandbox whose snapshot's pack was cut: paused at start, its error naming $D1" \
+        eval 'echo "$R" | jq -e --arg s "$D1" ".state == \"paused\" and (.error | contains(\$s) and test(\"damaged\"))" >/dev/null'
+check "... a recovery event says so" \
+        eval 'api "$UD/events?limit=1000" | jq -e --arg s "$D1" "[.events[] | select(.kind == \"recovery\" and .data.from_snapshot == \$s and .data.new_sandbox == null)] | length == 1" >/dev/null'
+check "... the other sessions are back as they were" test "$(where "$B")/$(state_of "$A")/$(state_of "$C")/$(state_of "$E")" = "$B_AT/running/running/paused"
+check "... no sandbox directory is left" sandboxes_held
+req -X POST "$UE/resume"
+echo "# resume: $ST $BODY"
+check "resume of a session whose snapshot's pack was removed is refused (500) naming $PE" \
+        eval 'test "$ST" = 500 && echo "$BODY" | jq -e --arg s "$PE" ".error.message | contains(\$s) and test(\"damaged\")" >/dev/null'
+check "... it stays paused" test "$(where "$E")" = "paused null null $PE"
+repair_all
 req -X POST "$UD/resume"
-check "after the pack is put back, resume works with its files" \
+check "after the packs are put back, resume works with the files (the cut pack loads again)" \
         test "$ST/$(sh_in "$D" 'cat /root/d.txt')" = "200/d-one"
 check "... the chunk too" same_file "$D" /root/d1 "$T/d1"
+req -X POST "$UE/resume"
+check "... and the removed one" test "$ST/$(sh_in "$E" 'cat /root/e.txt')" = "200/e-one"
+check "... its chunk too" same_file "$E" /root/e1 "$T/e1"
+check "with every pack put back the store is whole (space-store verify): nothing else was touched" verify_store
 
 finish corrupt
