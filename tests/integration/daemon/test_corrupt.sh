@@ -17,7 +17,7 @@
 # Usage: test_corrupt.sh SPACED_BINARY   (space-init must sit next to it)
 . "$(dirname "$0")/lib.sh" corrupt "${1:-}"
 
-command -v jq >/dev/null || { echo "SKIP: jq is missing"; exit $SKIP; }
+command -v jq >/dev/null || { echo "jq is missing (Debian package jq)"; exit 1; }
 # JSON through jq, not python3 (lib.sh's helpers are redefined here).
 jget() { # keys/indexes -> the value (objects and arrays as JSON)
         local p="" k
@@ -37,6 +37,12 @@ req() { R=$(api -w '\n%{http_code}' "$@"); ST=${R##*$'\n'}; BODY=${R%$'\n'*}; }
 n_sessions() { api http://x/v1/sessions | jq '.sessions | length'; }
 n_snaps() { api "http://x/v1/sessions/$1/snapshots" | jq '.snapshots | length'; }
 root_of() { api "http://x/v1/sessions/$1/snapshots" | jq -r --arg s "$2" '.snapshots[] | select(.id == $s) | .root'; }
+not() { ! "$@"; }
+says() { printf '%s' "$1" | jq -e "${@:2}" >/dev/null; } # JSON, jq arguments: true?
+# The last answer (req) is a 500 whose message names snapshot $1 as damaged.
+refused() { test "$ST" = 500 && says "$BODY" --arg s "$1" '.error.message | contains($s) and test("damaged")'; }
+# Session URL $1's log has exactly one event matching jq condition $3 ($s: snapshot $2).
+logged() { says "$(api "$1/events?limit=1000")" --arg s "$2" "[.events[] | select($3)] | length == 1"; }
 # A session's running sandbox, as one line: state, sandbox, init pid, head.
 where() { api "http://x/v1/sessions/$1" | jq -r '"\(.state) \(.sandbox_id) \(.init_pid) \(.head_snapshot)"'; }
 # Every sandbox directory belongs to a session that runs on it: none half-made, none left.
@@ -108,16 +114,14 @@ keep() { cp "$1" "$T/saved.$(basename "$1")"; }
 repair_all() { for f in "$T"/saved.*.pack; do cp "$f" "$PACKS/${f##*/saved.}"; done; }
 keep "$(pack_of a1)"
 check "setup: a byte flipped in the chunk of a1" flip_blob a1
-check "setup: the store is damaged (space-store verify says so)" eval '! verify_store'
+check "setup: the store is damaged (space-store verify says so)" not verify_store
 R1=$(root_of "$A" "$S1")
 check "setup: no layer of $S1's tree exists (a start must read the store)" no_layer "$R1"
 
 # ---- restore to a snapshot with a damaged chunk ----
 req -X POST "$UA/restore" -d "{\"snapshot\":\"$S1\"}"
 echo "# restore: $ST $BODY"
-check "restore to a damaged snapshot is refused (500)" test "$ST" = 500
-check "... with a message naming the snapshot and the damage" \
-        eval 'echo "$BODY" | jq -e --arg s "$S1" ".error.message | contains(\$s) and test(\"damaged\")" >/dev/null'
+check "restore to a damaged snapshot is refused: 500, the message names it as damaged" refused "$S1"
 check "... the session runs on as it was (state, sandbox, init, head)" same "$(where "$A")" "$AT"
 check "... with its files, unsnapshotted ones too" same "$(aview)" "$AVIEW"
 check "... and its timeline (no restore record)" test "$(n_snaps "$A")" = 3
@@ -127,17 +131,15 @@ check "... no restore in its log" test "$(api "$UA/events?limit=1000" | jq '[.ev
 # ---- fork and create from it ----
 req -X POST "$UA/fork" -d "{\"snapshot\":\"$S1\",\"count\":2}"
 echo "# fork: $ST $BODY"
-check "fork of a damaged snapshot is refused (500) naming it" \
-        eval 'test "$ST" = 500 && echo "$BODY" | jq -e --arg s "$S1" ".error.message | contains(\$s)" >/dev/null'
+check "fork of a damaged snapshot is refused (500) naming it" refused "$S1"
 check "... no session left of it" test "$(n_sessions)" = "$NS"
 check "... no layer" no_layer "$R1"
 check "... the parent runs on as it was" test "$(where "$A")/$(aview)" = "$AT/$AVIEW"
 check "... its log says the fork failed, and why" \
-        eval 'api "$UA/events?limit=1000" | jq -e --arg s "$S1" "[.events[] | select(.data.event == \"fork_failed\" and .data.snapshot == \$s and (.data.reason | test(\"damaged\")))] | length == 1" >/dev/null'
+        logged "$UA" "$S1" '.data.event == "fork_failed" and .data.snapshot == $s and (.data.reason | test("damaged"))'
 req -X POST http://x/v1/sessions -d "{\"snapshot\":\"$S1\",\"memory\":\"64M\",\"snapshot_interval_ms\":0}"
 echo "# create: $ST $BODY"
-check "create from a damaged snapshot is refused (500) naming it" \
-        eval 'test "$ST" = 500 && echo "$BODY" | jq -e --arg s "$S1" ".error.message | contains(\$s)" >/dev/null'
+check "create from a damaged snapshot is refused (500) naming it" refused "$S1"
 check "... no session left of it" test "$(n_sessions)" = "$NS"
 
 # ---- a damaged record and trees: S3's last block ----
@@ -145,13 +147,11 @@ keep "$P3"
 flip_last_block "$P3"
 req -X POST "$UA/fork" -d "{\"snapshot\":\"$S3\"}"
 echo "# fork S3: $ST $BODY"
-check "fork of a snapshot whose record is damaged is refused (500) naming it" \
-        eval 'test "$ST" = 500 && echo "$BODY" | jq -e --arg s "$S3" ".error.message | contains(\$s)" >/dev/null'
+check "fork of a snapshot whose record is damaged is refused (500) naming it" refused "$S3"
 check "... no session left of it" test "$(n_sessions)" = "$NS"
 req -X POST "$UA/restore" -d "{\"snapshot\":\"$S3\"}"
 echo "# restore S3: $ST $BODY"
-check "restore to it is refused (500) naming it" \
-        eval 'test "$ST" = 500 && echo "$BODY" | jq -e --arg s "$S3" ".error.message | contains(\$s)" >/dev/null'
+check "restore to it is refused (500) naming it" refused "$S3"
 check "... the session runs on as it was" test "$(where "$A")/$(aview)/$(n_snaps "$A")" = "$AT/$AVIEW/3"
 
 # ---- an intact snapshot still forks and restores ----
@@ -163,7 +163,7 @@ no-a1"
 check "... the chunk of another pack is whole" same_file "$F" /root/a2 "$T/a2"
 # The checks above see what they look for: a fork is counted, and makes a layer.
 check "(the session count sees the fork)" test "$(n_sessions)" = $((NS + 1))
-check "(the layer check sees its layer)" eval '! no_layer "$(root_of "$A" "$S2")"'
+check "(the layer check sees its layer)" not no_layer "$(root_of "$A" "$S2")"
 api -X DELETE "http://x/v1/sessions/$F" >/dev/null
 req -X POST "$UA/restore" -d "{\"snapshot\":\"$S2\"}"
 check "restore to $S2 works (200)" test "$ST/$(sh_in "$A" 'cat /root/keep.txt')" = "200/v2"
@@ -183,12 +183,11 @@ check "setup: a byte flipped in the chunk of b1" flip_blob b1
 rm -rf "$L/parked/$B" "$L/parked/$B.rec"
 req -X POST "$UB/resume"
 echo "# resume: $ST $BODY"
-check "resume from a damaged snapshot is refused (500) naming it" \
-        eval 'test "$ST" = 500 && echo "$BODY" | jq -e --arg s "$PB" ".error.message | contains(\$s) and test(\"damaged\")" >/dev/null'
+check "resume from a damaged snapshot is refused (500) naming it" refused "$PB"
 check "... the session stays paused, on no sandbox, head kept" test "$(where "$B")" = "paused null null $PB"
 check "... no sandbox directory is left" sandboxes_held
 check "... an event says why" \
-        eval 'api "$UB/events?limit=1000" | jq -e --arg s "$PB" "[.events[] | select(.data.event == \"resume_failed\" and .data.snapshot == \$s and (.data.reason | test(\"damaged\")))] | length == 1" >/dev/null'
+        logged "$UB" "$PB" '.data.event == "resume_failed" and .data.snapshot == $s and (.data.reason | test("damaged"))'
 repair_all
 req -X POST "$UB/resume"
 check "after the pack is put back, resume works (200) with every file" \
@@ -213,9 +212,9 @@ R=$(api "$UC")
 echo "# recovery: $R"
 check "a lost sandbox whose newest snapshot is damaged: the session is paused, not recovered from it" \
         test "$(echo "$R" | jq -r '"\(.state) \(.sandbox_id) \(.head_snapshot)"')" = "paused null $C2"
-check "... its error names the snapshot" eval 'echo "$R" | jq -e --arg s "$C2" ".error | contains(\$s) and test(\"damaged\")" >/dev/null'
+check "... its error names the snapshot" says "$R" --arg s "$C2" '.error | contains($s) and test("damaged")'
 check "... a recovery event says so" \
-        eval 'api "$UC/events?limit=1000" | jq -e --arg s "$C2" "[.events[] | select(.kind == \"recovery\" and .data.from_snapshot == \$s and .data.new_sandbox == null and (.data.error | test(\"damaged\")))] | length == 1" >/dev/null'
+        logged "$UC" "$C2" '.kind == "recovery" and .data.from_snapshot == $s and .data.new_sandbox == null and (.data.error | test("damaged"))'
 check "... no sandbox directory is left" sandboxes_held
 check "... the timeline is whole" test "$(n_snaps "$C")" = 2
 req -X POST "$UC/restore" -d "{\"snapshot\":\"$C1\"}"
@@ -259,15 +258,14 @@ for _ in $(seq 50); do [ "$(state_of "$D")" = paused ] && break; sleep 0.1; done
 R=$(api "$UD")
 echo "# recovery at start: $R"
 check "a lost sandbox whose snapshot's pack was cut: paused at start, its error naming $D1" \
-        eval 'echo "$R" | jq -e --arg s "$D1" ".state == \"paused\" and (.error | contains(\$s) and test(\"damaged\"))" >/dev/null'
+        says "$R" --arg s "$D1" '.state == "paused" and (.error | contains($s) and test("damaged"))'
 check "... a recovery event says so" \
-        eval 'api "$UD/events?limit=1000" | jq -e --arg s "$D1" "[.events[] | select(.kind == \"recovery\" and .data.from_snapshot == \$s and .data.new_sandbox == null)] | length == 1" >/dev/null'
+        logged "$UD" "$D1" '.kind == "recovery" and .data.from_snapshot == $s and .data.new_sandbox == null and (.data.error | test("damaged"))'
 check "... the other sessions are back as they were" test "$(where "$B")/$(state_of "$A")/$(state_of "$C")/$(state_of "$E")" = "$B_AT/running/running/paused"
 check "... no sandbox directory is left" sandboxes_held
 req -X POST "$UE/resume"
 echo "# resume: $ST $BODY"
-check "resume of a session whose snapshot's pack was removed is refused (500) naming $PE" \
-        eval 'test "$ST" = 500 && echo "$BODY" | jq -e --arg s "$PE" ".error.message | contains(\$s) and test(\"damaged\")" >/dev/null'
+check "resume of a session whose snapshot's pack was removed is refused (500) naming $PE" refused "$PE"
 check "... it stays paused" test "$(where "$E")" = "paused null null $PE"
 repair_all
 req -X POST "$UD/resume"
