@@ -207,7 +207,7 @@ keep "$(pack_of c2)"
 check "setup: a byte flipped in the chunk of c2" flip_blob c2
 IPID=$(api "$UC" | jget init_pid)
 kill -9 "$IPID"
-for _ in $(seq 50); do [ "$(state_of "$C")" = paused ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ "$(state_of "$C")" = paused ] && break; sleep 0.1; done
 R=$(api "$UC")
 echo "# recovery: $R"
 check "a lost sandbox whose newest snapshot is damaged: the session is paused, not recovered from it" \
@@ -254,7 +254,7 @@ truncate -s $(($(stat -c %s "$DP") / 2)) "$DP"
 keep "$EP"
 rm "$EP"
 start_daemon --disk-volume-size 0 || exit 1
-for _ in $(seq 50); do [ "$(state_of "$D")" = paused ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ "$(state_of "$D")" = paused ] && break; sleep 0.1; done
 R=$(api "$UD")
 echo "# recovery at start: $R"
 check "a lost sandbox whose snapshot's pack was cut: paused at start, its error naming $D1" \
