@@ -49,7 +49,9 @@ struct fork_group {
         char ids[SES_MAX_FORKS][META_ID_SIZE];
         char tokens[SES_MAX_FORKS][DL_TOKEN_LEN + 1];
         bool ok[SES_MAX_FORKS];
-        char err[256];
+        char err[768];                        /* why the first child that failed did */
+        char src_session[META_ID_SIZE];       /* the snapshot forked, and its session */
+        char src_snap[META_ID_SIZE];
 };
 
 struct action {
@@ -76,6 +78,12 @@ struct action {
         bool with_memory;                     /* ACT_SNAPSHOT: checkpoint the processes too */
         struct store_hash memory;
         char memory_err[256];                 /* why it boots from files instead */
+        bool damaged;                         /* start: the store found the snapshot damaged */
+        /* restore of a running session: the new sandbox's directory, made and filled from
+         * the snapshot before anything is committed; start_begin takes it */
+        char *ready_dir;
+        char ready_sbx[SES_ID_LEN + 1];
+        struct layer_ref ready_layer;
 };
 
 enum job_kind { JOB_CAPTURE, JOB_LAYER, JOB_FORK, JOB_GC, JOB_RM, JOB_DESTROY, JOB_CREATE };
@@ -696,6 +704,7 @@ static struct action *act_new(struct session *s, enum act_kind kind, struct conn
 
 static void act_free(struct action *a) {
         (void)waiter_take(&a->w);
+        free(a->ready_dir);
         free(a);
 }
 
@@ -775,7 +784,7 @@ static void act_done(struct action *a) {
 /* Fails an action with an HTTP error to its client (if any) and ends it. */
 static void act_fail(struct action *a, int status, const char *fmt, ...) _printf_(3, 4);
 static void act_fail(struct action *a, int status, const char *fmt, ...) {
-        char msg[512];
+        char msg[768];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
@@ -847,6 +856,20 @@ static int job_submit(struct job *j) {
 static void job_set_err(struct job *j, const char *what, int r) {
         const char *detail = store_error_detail();
         snprintf(j->err, sizeof j->err, "%s: %s%s%s", what, strerror(-r), *detail ? ": " : "", detail);
+}
+
+/* Whether a store error says a snapshot's data is damaged on disk — an object that does
+ * not match its hash, one that is missing, a pack cut short — rather than a passing
+ * failure: trying again cannot help, a restore to another snapshot or a repair can. */
+static bool store_damaged(int r) { return r == -EBADMSG || r == -ENOENT || r == -EIO; }
+
+/* The message for a failed read of snapshot snap by job j: "snapshot S is damaged: …" when
+ * it is, else "WHAT S: …". */
+static void snap_err(char *out, size_t size, const char *what, const char *snap, const struct job *j) {
+        if (store_damaged(j->r))
+                snprintf(out, size, "snapshot %s is damaged: %s", snap, j->err);
+        else
+                snprintf(out, size, "%s %s: %s", what, snap, j->err);
 }
 
 /* True if dir has no entries: a writable layer that adds nothing to the template. */
@@ -1104,23 +1127,29 @@ static void work_capture(struct job *j) {
         }
 }
 
-/* The new sandbox's writable layer over a snapshot layer (layers.c): O(1) when the
- * layer of the head's tree exists, O(difference) over the session's previous layer.
- * With j->memory, also copies the head's memory image (drivers with memory snapshots)
- * out to j->mem_dir; without j->dir, only that (a resume on its parked layer). */
+/* Makes j->dir, an absent or empty writable layer, show snapshot j->parent over a
+ * snapshot layer (layers.c): O(1) when the layer of its tree exists, O(difference) over
+ * the session's previous layer (j->layer, then the one chosen). */
+static int fill_upper(struct job *j) {
+        struct layer_ref cand = j->layer;
+        uint64_t t0 = mono_us();
+        int r = layers_start(j->d->data_dir, j->d->store, &j->parent, &cand, j->dir, &j->stats, &j->layer,
+                             &j->layer_how);
+        j->capture_us = mono_us() - t0;
+        if (r < 0) {
+                j->r = r;
+                job_set_err(j, "materialize", r);
+        }
+        return r;
+}
+
+/* The new sandbox's writable layer (fill_upper). With j->memory, also copies the head's
+ * memory image (drivers with memory snapshots) out to j->mem_dir; without j->dir, only
+ * that (a resume on its parked layer, a restore whose layer is filled already). */
 static void work_layer(struct job *j) {
         uint64_t t0 = mono_us();
-        if (j->dir) {
-                struct layer_ref cand = j->layer;
-                int r = layers_start(j->d->data_dir, j->d->store, &j->parent, &cand, j->dir, &j->stats, &j->layer,
-                                     &j->layer_how);
-                if (r < 0) {
-                        j->r = r;
-                        job_set_err(j, "materialize", r);
-                        return;
-                }
-        }
-        j->capture_us = mono_us() - t0;
+        if (j->dir && fill_upper(j) < 0)
+                return;
         if (j->memory) {
                 /* The image is only what the driver reads back: owners do not matter. */
                 struct store_materialize_opts o = { .stats = &j->mem_stats, .no_stat_cache = true };
@@ -1138,6 +1167,8 @@ static void work_layer(struct job *j) {
         }
 }
 
+/* Store forks of j->parent; with j->dir (a restore of a running session), also the new
+ * sandbox's writable layer from it: if the snapshot cannot be read, nothing is left. */
 static void work_fork(struct job *j) {
         for (unsigned i = 0; i < j->n; i++) {
                 int r = store_fork(j->d->store, &j->parent, j->sessions[i], j->label[0] ? j->label : NULL, &j->out[i]);
@@ -1146,6 +1177,10 @@ static void work_fork(struct job *j) {
                         job_set_err(j, "fork", r);
                         return;
                 }
+        }
+        if (j->dir && fill_upper(j) < 0) {
+                (void)store_snapshot_forget(j->d->store, &j->out[0]);
+                return;
         }
         struct store_snapshot_info info;
         if (store_snapshot_get(j->d->store, &j->parent, &info) == 0) {
@@ -1503,10 +1538,25 @@ static void start_fail(struct action *a, const char *fmt, ...) _printf_(2, 3);
 
 static void start_created(struct action *a);
 
+static void log_materialized(const struct session *s, const char *snap, const struct job *j) {
+        static const char *const how[] = { [LAYER_SAME] = "on its layer", [LAYER_DELTA] = "as a difference",
+                                           [LAYER_MADE] = "on a new layer", [LAYER_PLAIN] = "whole (hard links)" };
+        log_debug("%s: materialized %s %s in %" PRIu64 " us (%" PRIu64 " files written)", s->id, snap, how[j->layer_how],
+                  j->capture_us, j->stats.files);
+}
+
 static void start_materialized(struct job *j) {
         struct action *a = j->act;
+        struct session *s = a->s;
         if (j->r < 0) {
-                start_fail(a, "restoring the files of %s: %s", a->s->head, j->err);
+                /* The snapshot the client named: a fork's or a create's source, else the head. */
+                const char *snap = (a->why == START_FORK || a->why == START_CREATE) && s->source_snapshot[0]
+                                           ? s->source_snapshot
+                                           : s->head;
+                char msg[700];
+                snap_err(msg, sizeof msg, "restoring the files of", snap, j);
+                a->damaged = store_damaged(j->r);
+                start_fail(a, "%s", msg);
                 return;
         }
         if (a->want_memory && !j->has_memory) {
@@ -1514,13 +1564,10 @@ static void start_materialized(struct job *j) {
                 snprintf(a->memory_err, sizeof a->memory_err, "%s", j->mem_err);
         }
         if (j->memory)
-                log_debug("%s: memory image of %s copied out in %" PRIu64 " us", a->s->id, a->s->head, j->checkpoint_us);
+                log_debug("%s: memory image of %s copied out in %" PRIu64 " us", s->id, s->head, j->checkpoint_us);
         if (j->dir) {
-                static const char *const how[] = { [LAYER_SAME] = "on its layer", [LAYER_DELTA] = "as a difference",
-                                                   [LAYER_MADE] = "on a new layer", [LAYER_PLAIN] = "whole (hard links)" };
-                a->s->layer = j->layer;
-                log_debug("%s: materialized %s %s in %" PRIu64 " us (%" PRIu64 " files written)", a->s->id, a->s->head,
-                          how[j->layer_how], j->capture_us, j->stats.files);
+                s->layer = j->layer;
+                log_materialized(s, s->head, j);
         }
         start_created(a);
 }
@@ -1572,12 +1619,14 @@ static void start_begin(struct action *a) {
         bool pooled = !s->head[0] && !s->sb && s->rt == d->rt &&
                       wpool_take(d->pool, &(struct wpool_want){ .template = s->template, .network = s->network,
                                                               .limits = session_limits(s) }, &ps) == 0;
+        /* A restore's directory, filled already (restore_forked). */
+        bool ready = !pooled && a->ready_dir;
         char sbx[SES_ID_LEN + 1];
-        int r = pooled ? 0 : util_random_id("sbx_", sbx, sizeof sbx);
-        if (pooled)
-                snprintf(sbx, sizeof sbx, "%s", ps.id);
+        int r = pooled || ready ? 0 : util_random_id("sbx_", sbx, sizeof sbx);
+        if (pooled || ready)
+                snprintf(sbx, sizeof sbx, "%s", pooled ? ps.id : a->ready_sbx);
         _cleanup_free_ char *upper = NULL, *work = NULL, *run = NULL;
-        char *dir = pooled ? ps.dir : r == 0 ? disk_sandbox_dir(d, sbx) : NULL;
+        char *dir = pooled ? ps.dir : ready ? TAKE_PTR(a->ready_dir) : r == 0 ? disk_sandbox_dir(d, sbx) : NULL;
         if (pooled) {
                 /* Owned by s from here: start_fail destroys it like any other. */
                 s->sb = ps.sb;
@@ -1590,9 +1639,9 @@ static void start_begin(struct action *a) {
                 start_fail(a, "out of memory");
                 return;
         }
-        bool unparked = !pooled && a->why == START_RESUME && s->head[0] && unpark_layer(s, dir);
+        bool unparked = !pooled && !ready && a->why == START_RESUME && s->head[0] && unpark_layer(s, dir);
         /* On the quota volume a subvolume of its own: what a disk limit applies to. */
-        if (!pooled && ((!unparked && (r = rt_volume_make_dir(dir, 0700)) < 0) ||
+        if (!pooled && ((!unparked && !ready && (r = rt_volume_make_dir(dir, 0700)) < 0) ||
                         (mkdir(work, 0700) < 0 && errno != EEXIST) || mkdir(run, 0700) < 0)) {
                 r = r < 0 ? r : -errno;
                 (void)rt_rm_rf(dir);
@@ -1624,6 +1673,8 @@ static void start_begin(struct action *a) {
         s->dir = dir;
         if (pooled || !s->head[0])
                 s->layer = (struct layer_ref){ 0 };
+        if (ready)
+                s->layer = a->ready_layer;
         if (pooled) {
                 log_debug("%s: sandbox %s taken from the pool", s->id, sbx);
                 start_watch(a);
@@ -1640,12 +1691,12 @@ static void start_begin(struct action *a) {
         }
         if (unparked)
                 log_info("%s: resume: reused parked layer of %s", s->id, s->head);
-        if (unparked && !a->want_memory) {
+        if ((unparked || ready) && !a->want_memory) {
                 start_created(a);
                 return;
         }
         struct job *j = job_new(NULL, s, a, JOB_LAYER, start_materialized);
-        if (!j || (!unparked && !(j->dir = strdup(upper))) ||
+        if (!j || (!unparked && !ready && !(j->dir = strdup(upper))) ||
             (a->want_memory && asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0)) {
                 if (j)
                         job_free(j);
@@ -1803,7 +1854,7 @@ static void start_finish(struct action *a) {
         struct buf ev = BUF_INIT(0);
         const char *kind = "lifecycle";
         if (a->why == START_RECOVER)
-                r = dl_recovery_json(&ev, a->lost_sbx, a->lost_reason, s->head, s->sbx_id);
+                r = dl_recovery_json(&ev, a->lost_sbx, a->lost_reason, s->head, s->sbx_id, NULL);
         else
                 r = dl_lifecycle_json(&ev, a->lost_on_purpose ? "restarted" : start_event_name(a->why), s->head, NULL);
         if (a->why == START_RECOVER && !a->lost_on_purpose)
@@ -1825,17 +1876,16 @@ static void start_finish(struct action *a) {
         s->state = META_SESSION_RUNNING;
         s->adopting = false;
         s->next_rolling_ms = srv_now_ms() + (uint64_t)(s->interval_ms > 0 ? s->interval_ms : 0);
+        /* the commit above cleared meta's error: why the last start failed, or the sandbox died */
+        free(s->error);
+        s->error = NULL;
         if (a->why == START_RECOVER) {
                 if (!a->lost_on_purpose)
                         s->recoveries++;
                 s->recover_failures = 0;
-                free(s->error);
-                s->error = NULL;
                 log_info("%s: %s on sandbox %s from %s", s->id, a->lost_on_purpose ? "restarted" : "recovered",
                          s->sbx_id, s->head[0] ? s->head : "the template");
         } else if (a->why == START_ADOPT) {
-                free(s->error);
-                s->error = NULL;
                 log_info("%s: re-attached sandbox %s (init pid %d)", s->id, s->sbx_id, (int)s->init_pid);
         }
         struct conn *c = waiter_take(&a->w);
@@ -1874,9 +1924,59 @@ static void forget_unacknowledged(struct session *s) {
         s->state = META_SESSION_TERMINATED;
 }
 
+/* A resume that did not start: the session stays paused at its head; an event (lifecycle
+ * "resume_failed") and its error say why. */
+static void resume_failed(struct session *s, const char *msg) {
+        struct daemon *d = s->d;
+        struct buf ev = BUF_INIT(0);
+        int r = dl_lifecycle_json(&ev, "resume_failed", s->head, msg);
+        if (r < 0 || (r = meta_begin(d->meta)) < 0 ||
+            (r = meta_session_set_state(d->meta, s->id, META_STATE_BIT(META_SESSION_PAUSED), META_SESSION_PAUSED,
+                                        msg)) < 0 ||
+            (r = meta_event_append(d->meta, s->id, "lifecycle", ev.data, ev.len, NULL)) < 0 ||
+            (r = meta_commit(d->meta)) < 0) {
+                rollback(d);
+                log_warn("%s: recording the failed resume: %s", s->id, merr(d));
+        }
+        buf_free(&ev);
+        free(s->error);
+        s->error = strdup(msg);
+}
+
+/* A recovery from a damaged head snapshot stops instead of trying again every few seconds:
+ * the data does not heal by itself, and starting from what can still be read of it would
+ * restore wrong files without a word. The session turns paused — nothing runs, nothing is
+ * lost: its timeline, log and record stay — with the reason in its error and in a recovery
+ * event without a new sandbox. A resume tries the head again (after a repair); a restore
+ * to another snapshot, then a resume, starts from that one (docs/sessions.md, "Damaged
+ * snapshots"). */
+static int recovery_stopped(struct action *a, const char *msg) {
+        struct session *s = a->s;
+        struct daemon *d = s->d;
+        struct buf ev = BUF_INIT(0);
+        int r = dl_recovery_json(&ev, a->lost_sbx, a->lost_reason[0] ? a->lost_reason : "sandbox lost", s->head, NULL,
+                                 msg);
+        if (r < 0 || (r = meta_begin(d->meta)) < 0 ||
+            (r = meta_session_set_state(d->meta, s->id, 0, META_SESSION_PAUSED, msg)) < 0 ||
+            (r = meta_event_append(d->meta, s->id, "recovery", ev.data, ev.len, NULL)) < 0 ||
+            (r = meta_commit(d->meta)) < 0) {
+                rollback(d);
+                log_warn("%s: recording the stopped recovery: %s", s->id, merr(d));
+                buf_free(&ev);
+                return r;
+        }
+        buf_free(&ev);
+        s->state = META_SESSION_PAUSED;
+        s->recover_failures = 0;
+        free(s->error);
+        s->error = strdup(msg);
+        log_warn("%s: recovery stopped, the session is paused: %s", s->id, msg);
+        return 0;
+}
+
 static void start_fail(struct action *a, const char *fmt, ...) {
         struct session *s = a->s;
-        char msg[512];
+        char msg[768];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
@@ -1892,8 +1992,11 @@ static void start_fail(struct action *a, const char *fmt, ...) {
                 forget_unacknowledged(s);
                 if (c)
                         conn_reply_error(c, 500, "the session could not start: %s", msg);
-                if (a->why == START_FORK)
+                if (a->why == START_FORK) {
+                        if (!a->group->err[0])
+                                snprintf(a->group->err, sizeof a->group->err, "%s", msg);
                         group_child_done(a->group, a->fork_index, false);
+                }
                 {
                         /* Nothing may run for it any more. */
                         struct action *q;
@@ -1910,12 +2013,19 @@ static void start_fail(struct action *a, const char *fmt, ...) {
                 ses_free(s);
                 return;
         case START_RESUME:
+                /* Still paused at the same head: the log and the session's error say why. */
+                resume_failed(s, msg);
                 if (c)
                         conn_reply_error(c, 500, "resume failed: %s", msg);
                 act_done(a);
                 return;
-        case START_RESTORE:
         case START_RECOVER:
+                if (a->damaged && recovery_stopped(a, msg) == 0) {
+                        act_done(a);
+                        return;
+                }
+                /* fall through */
+        case START_RESTORE:
         case START_ADOPT:
                 if (c)
                         conn_reply_error(c, 500, "the new sandbox failed: %s; the session is recovering", msg);
@@ -2206,15 +2316,35 @@ out:
         return r;
 }
 
+/* A restore's filled directory that is not going to be used. */
+static void ready_drop(struct action *a) {
+        if (!a->ready_dir)
+                return;
+        trash_dir(a->s->d, a->ready_dir);
+        free(a->ready_dir);
+        a->ready_dir = NULL;
+}
+
+/* The store fork is made and, for a running session, the new sandbox's files are in
+ * a->ready_dir: only now is anything committed or the old sandbox touched. */
 static void restore_forked(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         if (j->r < 0) {
-                act_fail(a, 500, "restore failed: %s", j->err);
+                char msg[700];
+                snap_err(msg, sizeof msg, "reading", a->snap, j);
+                ready_drop(a);
+                act_fail(a, 500, "restore failed: %s; the session is unchanged", msg);
                 return;
+        }
+        if (a->ready_dir) {
+                a->ready_layer = j->layer;
+                log_materialized(s, a->snap, j);
         }
         struct meta_snapshot m;
         if (restore_record(s, j, a->snap, &m) < 0) {
+                ready_drop(a);
+                (void)store_snapshot_forget(s->d->store, &j->out[0]);
                 act_fail(a, 500, "recording the restore failed: %s", merr(s->d));
                 return;
         }
@@ -2276,7 +2406,22 @@ static void run_restore(struct action *a) {
         j->n = 1;
         snprintf(j->sessions[0], sizeof j->sessions[0], "%s", s->id);
         snprintf(j->label, sizeof j->label, "restore of %s", a->snap);
+        /* A running session keeps its sandbox until the new one's files are there (the
+         * job makes them): a snapshot that cannot be read changes nothing. A directory
+         * meta does not know yet is reclaimed at the next start if spaced dies. */
+        if (s->state != META_SESSION_PAUSED) {
+                r = util_random_id("sbx_", a->ready_sbx, sizeof a->ready_sbx);
+                if (r < 0 || !(a->ready_dir = disk_sandbox_dir(s->d, a->ready_sbx)) ||
+                    asprintf(&j->dir, "%s/upper", a->ready_dir) < 0 || (r = rt_volume_make_dir(a->ready_dir, 0700)) < 0) {
+                        free(a->ready_dir);
+                        a->ready_dir = NULL;
+                        job_free(j);
+                        act_fail(a, 500, "making the sandbox directory: %s", strerror(r < 0 ? -r : ENOMEM));
+                        return;
+                }
+        }
         if ((r = job_submit(j)) < 0) {
+                ready_drop(a);
                 act_fail(a, 500, "starting the restore: %s", strerror(-r));
                 return;
         }
@@ -2287,12 +2432,18 @@ static void run_restore(struct action *a) {
 static void group_reply(struct fork_group *g, struct daemon *d) {
         struct conn *c = waiter_take(&g->w);
         if (g->n_failed) {
-                /* All or nothing: the ones that started are removed again. */
+                /* All or nothing: the ones that started are removed again, and the log of
+                 * the snapshot's session, which says "forked", says that it failed. */
                 for (unsigned i = 0; i < g->n; i++) {
                         struct session *cs = g->ok[i] ? ses_find(d, g->ids[i]) : NULL;
                         if (cs)
                                 dur_delete(cs, NULL);
                 }
+                struct session *src = ses_find(d, g->src_session);
+                struct buf ev = BUF_INIT(0);
+                if (src && dl_lifecycle_json(&ev, "fork_failed", g->src_snap, g->err) == 0)
+                        dur_event(src, "lifecycle", &ev);
+                buf_free(&ev);
                 if (c)
                         conn_reply_error(c, 500, "fork failed: %s", g->err[0] ? g->err : "a new session did not start");
                 free(g);
@@ -2480,7 +2631,9 @@ static void fork_stored(struct job *j) {
         struct session *s = a->s;
         struct daemon *d = s->d;
         if (j->r < 0) {
-                act_fail(a, 500, "fork failed: %s", j->err);
+                char msg[700];
+                snap_err(msg, sizeof msg, "reading", a->snap, j);
+                act_fail(a, 500, "fork failed: %s", msg);
                 return;
         }
         struct meta_snapshot src;
@@ -2494,6 +2647,8 @@ static void fork_stored(struct job *j) {
                 return;
         }
         g->n = j->n;
+        snprintf(g->src_session, sizeof g->src_session, "%s", src.session_id);
+        snprintf(g->src_snap, sizeof g->src_snap, "%s", src.id);
         for (unsigned i = 0; i < g->n; i++) {
                 snprintf(g->ids[i], sizeof g->ids[i], "%s", j->sessions[i]);
                 if (dl_token_new(g->tokens[i]) < 0) {
@@ -2680,7 +2835,9 @@ static void create_forked(struct job *j) {
         struct session *s = a->s;
         struct daemon *d = s->d;
         if (j->r < 0) {
-                start_fail(a, "%s", j->err);
+                char msg[700];
+                snap_err(msg, sizeof msg, "reading", a->snap, j);
+                start_fail(a, "%s", msg);
                 return;
         }
         struct meta_snapshot m = { .reason = META_REASON_FORK, .logical_size = j->stats.bytes_logical };

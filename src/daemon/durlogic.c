@@ -190,13 +190,16 @@ int dl_lifecycle_json(struct buf *b, const char *ev, const char *snap, const cha
         return w.err;
 }
 
-int dl_recovery_json(struct buf *b, const char *lost, const char *reason, const char *from, const char *new_sbx) {
+int dl_recovery_json(struct buf *b, const char *lost, const char *reason, const char *from, const char *new_sbx,
+                     const char *error) {
         struct json_writer w = JSON_WRITER_INIT(b);
         json_w_obj_begin(&w);
         kid(&w, "lost_sandbox", lost);
         json_w_kstr(&w, "reason", reason ? reason : "");
         kid(&w, "from_snapshot", from);
         kid(&w, "new_sandbox", new_sbx);
+        if (error)
+                json_w_kstr(&w, "error", error);
         json_w_obj_end(&w);
         return w.err;
 }

@@ -46,8 +46,10 @@ void dl_rfc3339_ms(int64_t ms, char *out, size_t outsz);
 
 /* {"event":EV,"snapshot":SNAP|null[,"reason":R]}: a lifecycle event's payload. */
 int dl_lifecycle_json(struct buf *b, const char *ev, const char *snap, const char *reason);
-/* {"lost_sandbox","reason","from_snapshot"|null,"new_sandbox"} */
-int dl_recovery_json(struct buf *b, const char *lost, const char *reason, const char *from, const char *new_sbx);
+/* {"lost_sandbox","reason","from_snapshot"|null,"new_sandbox"|null[,"error"]}; error: why the
+ * recovery stopped instead (NULL: it did not). */
+int dl_recovery_json(struct buf *b, const char *lost, const char *reason, const char *from, const char *new_sbx,
+                     const char *error);
 /* {"snapshot","reason","bytes_added","label"|null[,"freeze_ms"]}; freeze_ms < 0: not frozen. */
 int dl_snapshot_event_json(struct buf *b, const char *snap, const char *reason, uint64_t bytes_added,
                            const char *label, double freeze_ms);

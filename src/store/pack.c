@@ -836,8 +836,10 @@ int obj_read_op(struct store *s, const struct store_hash *h, int kind, uint64_t 
                 struct pack_ent e;
                 if (!packs_lookup(s, h, &p, &e)) {
                         if (tries == 0) {
-                                /* maybe committed by another handle, or moved by a GC */
-                                int r = packs_refresh(s, false, NULL, NULL);
+                                /* maybe committed by another handle, or moved by a GC, or
+                                 * in a pack loaded as damaged that was repaired since (put
+                                 * back from a copy): packs changed on disk load again */
+                                int r = packs_refresh(s, true, NULL, NULL);
                                 if (r < 0)
                                         return r;
                                 continue;
