@@ -15,7 +15,7 @@ if [ "$(id -u)" -ne 0 ]; then
         echo "SKIP: end-to-end tests need root (namespaces, cgroups, mounts)"
         exit 77
 fi
-command -v jq >/dev/null || { echo "SKIP: jq is missing (scripts/install-deps installs it)"; exit 77; }
+command -v jq >/dev/null || { echo "FAIL: jq is missing (scripts/install-deps installs it)"; exit 1; }
 if [ ! -f "$STATE/host" ]; then
         echo "FAIL: no daemon state in $STATE (did the e2e.setup fixture run?)"
         exit 1

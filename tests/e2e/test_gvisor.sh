@@ -8,8 +8,8 @@
 
 RUNSC=${SPACE_RUNSC:-/usr/bin/runsc}
 if [ ! -x "$RUNSC" ]; then
-        echo "SKIP: runsc (Debian package runsc) is not installed at $RUNSC"
-        exit 77
+        echo "FAIL: runsc is not installed at $RUNSC (scripts/install-deps installs it)"
+        exit 1
 fi
 
 counter() { sp exec "$1" -- cat /root/counter </dev/null 2>/dev/null; }

@@ -15,9 +15,11 @@ if [ "$(id -u)" -ne 0 ]; then
         echo "SKIP: spaced's ns runtime needs root"
         exit $SKIP
 fi
-[ -x "$BIN/space-init" ] || { echo "SKIP: $BIN/space-init is not built"; exit $SKIP; }
+# Not skips: the build makes space-init and scripts/install-deps installs curl and jq, so
+# a missing one is a failure of ours, not a capability the machine lacks.
+[ -x "$BIN/space-init" ] || { echo "FAIL: $BIN/space-init is not built"; exit 1; }
 for t in curl jq; do
-        command -v $t >/dev/null || { echo "SKIP: $t is missing"; exit $SKIP; }
+        command -v $t >/dev/null || { echo "FAIL: $t is missing (scripts/install-deps installs it)"; exit 1; }
 done
 
 T=$(mktemp -d "/tmp/spaced-$1.XXXXXX")

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh" gvresume "${1:-}"
 
 REAL=${SPACE_RUNSC:-/usr/bin/runsc}
-[ -x "$REAL" ] || { echo "SKIP: runsc (Debian package runsc) is not installed at $REAL"; exit $SKIP; }
+[ -x "$REAL" ] || { echo "FAIL: runsc is not installed at $REAL (scripts/install-deps installs it)"; exit 1; }
 export SPACE_TEST_REAL_RUNSC=$REAL
 export SPACE_RUNSC=$(cd "$(dirname "$0")" && pwd)/runsc-fault.sh
 

@@ -8,7 +8,7 @@
 # Usage: test_daemon_microvm.sh SPACED_BINARY   (space-init and space-store next to it)
 . "$(dirname "$0")/../daemon/lib.sh" mvd "${1:-}"
 
-command -v qemu-system-x86_64 >/dev/null || { echo "SKIP: qemu-system-x86_64 is missing (scripts/install-deps)"; exit $SKIP; }
+command -v qemu-system-x86_64 >/dev/null || { echo "FAIL: qemu-system-x86_64 is missing (scripts/install-deps installs it)"; exit 1; }
 GUEST_CACHE=${SPACE_GUEST_DIR:-/var/cache/space/guest}
 # build-guest exits 3 when this machine cannot fetch the kernel package: a skip; any
 # other failure is ours.
