@@ -3,8 +3,13 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 DATA ?= $(CURDIR)/.data
 JOBS ?= $(shell nproc)
+# Warnings are errors under CI (CI=true, set by CI services) and for a developer who asks
+# (make check WERROR=ON); a user's build keeps going on a newer compiler's new warning.
+WERROR ?= $(if $(filter-out false 0,$(CI)),ON,OFF)
+# scripts/run-tests configures the sanitizer build itself and reads this.
+export SPACE_WERROR := $(WERROR)
 
-.PHONY: all deps build run stop check check-asan unit clean
+.PHONY: all deps build build-matrix run stop check check-asan unit clean
 
 all: build
 
@@ -12,10 +17,16 @@ deps:
 	@scripts/install-deps
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPACE_WERROR=$(WERROR)
 
+# An existing build dir is reconfigured only when WERROR differs from its cache.
 build: deps $(BUILD)/CMakeCache.txt
+	@grep -qx 'SPACE_WERROR:BOOL=$(WERROR)' $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DSPACE_WERROR=$(WERROR)
 	cmake --build $(BUILD) -j$(JOBS)
+
+# gcc and clang x every CMake build type, compile only, warnings as errors.
+build-matrix: deps
+	@scripts/build-matrix
 
 # Starts spaced on the embedded default (one host, local data dir) and runs a short demo.
 run: build
@@ -32,4 +43,4 @@ unit: build
 	cd $(BUILD) && ctest -L unit --output-on-failure
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-matrix

@@ -280,7 +280,7 @@ int main(int argc, char **argv) {
                 return 1;
         d->disk_default = disk_default;
         /* Whatever way main returns from here, the volume is unmounted if nothing uses it. */
-        _cleanup_(disk_teardownp) struct daemon *vol_owner = d;
+        _unused_ _cleanup_(disk_teardownp) struct daemon *vol_owner = d;
         if ((r = disk_setup(d, vol_size, vol_size_given)) < 0) {
                 log_error("disk limits: %s", strerror(-r));
                 return 1;

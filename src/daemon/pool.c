@@ -303,8 +303,8 @@ static void make_done(struct wpool_job *j) {
                 }
                 return;
         }
-        dev_t dev;
-        ino_t ino;
+        dev_t dev = 0; /* set: gcc cannot tell rootfs_ident's -errno from its 0 */
+        ino_t ino = 0;
         /* Kept only if still wanted and made over the template as it is now. */
         bool keep = t && !p->stopping && t->ready < t->size &&
                     rootfs_ident(p->d->data_dir, t->name, &dev, &ino) == 0 && dev == j->dev && ino == j->ino;
@@ -521,8 +521,8 @@ void wpool_tick(struct wpool *p) {
         if (!p)
                 return;
         for (struct wpool_tpl *t = p->tpls; t; t = t->next) {
-                dev_t dev;
-                ino_t ino;
+                dev_t dev = 0;
+                ino_t ino = 0;
                 if (t->entries && (rootfs_ident(p->d->data_dir, t->name, &dev, &ino) < 0 || dev != t->entries->dev ||
                                    ino != t->entries->ino)) {
                         log_info("pool: template %s changed or is gone: its pooled sandboxes are replaced", t->name);

@@ -498,11 +498,10 @@ void op_exec(uint32_t id, const struct json *req) {
         for (size_t i = 0; i < argc; i++)
                 if (!(argv[i] = (char *)json_str(json_at(jargv, i))))
                         return send_error(id, EINVAL, "\"argv\" must be a non-empty array of strings");
-        char **envp = NULL;
+        _cleanup_(strv_freep) char **envp = NULL;
         int r = env_build(jenv, &envp);
         if (r < 0)
                 return send_error(id, -r, r == -EINVAL ? "\"env\" entries must be \"K=V\" strings" : "out of memory");
-        _cleanup_(strv_freep) char **envp_owned = envp;
 
         _cleanup_close_ int cwd_fd = -EBADF;
         r = fs_resolve(cwd, O_PATH | O_DIRECTORY, 0, &cwd_fd);

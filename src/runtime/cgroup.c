@@ -141,9 +141,9 @@ int rt_cgroup_host_init(const char *root) {
         /* v2: children of "space" can only use the controllers enabled on the way down. */
         char avail[1024];
         snprintf(p, sizeof p, "%s/cgroup.controllers", root);
-        ssize_t n = rt_read_file(p, avail, sizeof avail);
+        int n = rt_read_file(p, avail, sizeof avail);
         if (n < 0)
-                return (int)n;
+                return n;
         char want[64] = "";
         static const char *const ctrls[] = { "memory", "pids", "cpu" };
         for (size_t i = 0; i < ELEMENTSOF(ctrls); i++) {
@@ -225,7 +225,7 @@ static int cg_write(const struct rt_cgroup *cg, enum rt_cgroup_ctrl c, const cha
         return rt_write_file(p, val);
 }
 
-static ssize_t cg_read(const struct rt_cgroup *cg, enum rt_cgroup_ctrl c, const char *file, char *buf, size_t size) {
+static int cg_read(const struct rt_cgroup *cg, enum rt_cgroup_ctrl c, const char *file, char *buf, size_t size) {
         _cleanup_free_ char *p = NULL;
         int r = rt_cgroup_path(cg, c, file, &p);
         if (r < 0)
@@ -240,9 +240,9 @@ static bool cg_has(const struct rt_cgroup *cg, enum rt_cgroup_ctrl c, const char
 
 static int cg_read_u64(const struct rt_cgroup *cg, enum rt_cgroup_ctrl c, const char *file, uint64_t *ret) {
         char buf[64];
-        ssize_t n = cg_read(cg, c, file, buf, sizeof buf);
+        int n = cg_read(cg, c, file, buf, sizeof buf);
         if (n < 0)
-                return (int)n;
+                return n;
         char *end;
         errno = 0;
         unsigned long long v = strtoull(buf, &end, 10);
@@ -356,17 +356,17 @@ int rt_cgroup_attach(struct rt_cgroup *cg, pid_t pid) {
 
 int rt_cgroup_is_frozen(struct rt_cgroup *cg, bool *ret) {
         char buf[256];
-        ssize_t n;
+        int n;
         if (cg->version == RT_CGROUP_V1) {
                 n = cg_read(cg, RT_CG_FREEZER, "freezer.state", buf, sizeof buf);
                 if (n < 0)
-                        return (int)n;
+                        return n;
                 *ret = !strncmp(buf, "FROZEN", 6);
                 return 0;
         }
         n = cg_read(cg, RT_CG_FREEZER, "cgroup.events", buf, sizeof buf);
         if (n < 0)
-                return (int)n;
+                return n;
         uint64_t v;
         int r = rt_cgroup_parse_keyed(buf, "frozen", &v);
         if (r < 0)
@@ -402,9 +402,9 @@ int rt_cgroup_freeze(struct rt_cgroup *cg, bool frozen) {
 int rt_cgroup_oom_kills(struct rt_cgroup *cg, uint64_t *ret) {
         char buf[1024];
         const char *file = cg->version == RT_CGROUP_V1 ? "memory.oom_control" : "memory.events";
-        ssize_t n = cg_read(cg, RT_CG_MEMORY, file, buf, sizeof buf);
+        int n = cg_read(cg, RT_CG_MEMORY, file, buf, sizeof buf);
         if (n < 0)
-                return (int)n;
+                return n;
         return rt_cgroup_parse_keyed(buf, "oom_kill", ret);
 }
 

@@ -23,7 +23,7 @@ int rt_write_file(const char *path, const char *s) {
         return 0;
 }
 
-ssize_t rt_read_file(const char *path, char *buf, size_t size) {
+int rt_read_file(const char *path, char *buf, size_t size) {
         if (size == 0 || size > RT_FILE_MAX)
                 return -EINVAL;
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -42,7 +42,7 @@ ssize_t rt_read_file(const char *path, char *buf, size_t size) {
                 len += (size_t)r;
         }
         buf[len] = 0;
-        return (ssize_t)len;
+        return (int)len;
 }
 
 int rt_mkdir_p(const char *path, mode_t mode) {

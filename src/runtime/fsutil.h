@@ -11,8 +11,9 @@
 
 /* Writes s to an existing file (O_TRUNC, no O_CREAT: kernel control files exist or not). */
 int rt_write_file(const char *path, const char *s);
-/* Reads at most size-1 bytes and NUL-terminates; returns the length read. */
-ssize_t rt_read_file(const char *path, char *buf, size_t size);
+/* Reads at most size-1 bytes and NUL-terminates; returns the length read (an int, as
+ * size is at most RT_FILE_MAX, so an error passes through an int return unchanged). */
+int rt_read_file(const char *path, char *buf, size_t size);
 /* Like mkdir -p; existing directories are fine. */
 int rt_mkdir_p(const char *path, mode_t mode);
 /* Reaps the child behind pidfd (our child, any exit_signal: __WALL): 1 with its wait

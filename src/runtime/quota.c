@@ -391,11 +391,12 @@ static int mount_image(int img_fd, const char *vol, enum vol_fs fs) {
         return 0;
 }
 
+/* ".." is looked up from the directory's fd, so no "path/.." is built: a path near
+ * QUOTA_PATH_MAX would not fit one and would stat a truncated name. */
 static bool is_mountpoint(const char *path) {
-        char parent[QUOTA_PATH_MAX + 4];
-        snprintf(parent, sizeof parent, "%s/..", path);
+        _cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         struct stat a, b;
-        return stat(path, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+        return fd >= 0 && fstat(fd, &a) == 0 && fstatat(fd, "..", &b, 0) == 0 && a.st_dev != b.st_dev;
 }
 
 int rt_volume_prepare(const char *data_dir, uint64_t size, char **ret_path) {

@@ -310,7 +310,7 @@ static int add_rules(scmp_filter_ctx ctx, enum rt_seccomp_policy policy) {
         }
         /* Families the headers do not know yet. */
         return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), seccomp_syscall_resolve_name("socket"), 1,
-                                SCMP_A0(SCMP_CMP_GE, AF_MAX));
+                                (struct scmp_arg_cmp){ .arg = 0, .op = SCMP_CMP_GE, .datum_a = AF_MAX });
 }
 
 static int export_bpf(scmp_filter_ctx ctx, struct rt_seccomp_prog *ret) {

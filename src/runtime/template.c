@@ -923,9 +923,9 @@ int template_runtime_get(const char *data_dir, const char *name, char *buf, size
         int r = runtime_file(data_dir, name, path, sizeof path);
         if (r < 0)
                 return r;
-        ssize_t n = rt_read_file(path, v, sizeof v);
+        int n = rt_read_file(path, v, sizeof v);
         if (n < 0)
-                return (int)n;
+                return n;
         v[strcspn(v, "\n")] = '\0';
         if (!*v)
                 return -ENOENT;

@@ -1169,7 +1169,8 @@ static int pw_reserve(struct pack_writer *w, size_t len, const struct blk_obj *v
             w->cur->n + n > PACK_MAX_OBJECTS)
                 r = pw_start_pack(w);
         struct pw_pack *p = w->cur;
-        if (r == 0 && p->n + n > p->cap) {
+        /* r < 0 is failure, as the callers test it: any other r comes with *ret set. */
+        if (r >= 0 && p->n + n > p->cap) {
                 size_t nc = MAX(p->cap * 2, p->n + n + 64);
                 struct pack_ent *ne = realloc(p->e, nc * sizeof *ne);
                 if (!ne)
@@ -1179,7 +1180,7 @@ static int pw_reserve(struct pack_writer *w, size_t len, const struct blk_obj *v
                         p->cap = nc;
                 }
         }
-        if (r == 0) {
+        if (r >= 0) {
                 uint32_t o = 0;
                 for (size_t i = 0; i < n; i++) {
                         struct pack_ent *e = &p->e[p->n++];

@@ -822,9 +822,9 @@ static int teardown(const char *id, const char *run_dir, struct rt_sandbox *sb) 
 /* The sandbox process runsc wrote to pid_file, as a pidfd. */
 static int open_sandbox_pid(const char *pid_file, pid_t *ret_pid, int *ret_pidfd) {
         char buf[32];
-        ssize_t n = rt_read_file(pid_file, buf, sizeof buf);
+        int n = rt_read_file(pid_file, buf, sizeof buf);
         if (n < 0)
-                return (int)n;
+                return n;
         char *end;
         errno = 0;
         long v = strtol(buf, &end, 10);
@@ -841,7 +841,7 @@ static int open_sandbox_pid(const char *pid_file, pid_t *ret_pid, int *ret_pidfd
 static int check_image(const char *dir) {
         char path[RT_GV_MAX_PATH + 32], buf[128];
         snprintf(path, sizeof path, "%s/" RT_GV_IMAGE_MARK, dir);
-        ssize_t n = rt_read_file(path, buf, sizeof buf);
+        int n = rt_read_file(path, buf, sizeof buf);
         if (n < 0 || strcmp(buf, RT_GV_IMAGE_VERSION) != 0)
                 return -EINVAL;
         snprintf(path, sizeof path, "%s/" GV_IMAGE_FILE, dir);

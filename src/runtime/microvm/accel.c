@@ -372,7 +372,7 @@ static int64_t min_ips_setting(int64_t *ret) {
  * guest kernel (a KVM boot of it may have failed), this threshold. */
 static void identity(const char *guest_dir, int64_t min_ips, char *buf, size_t n) {
         char boot[64] = "";
-        ssize_t k = rt_read_file("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+        int k = rt_read_file("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
         boot[k > 0 ? strcspn(boot, "\n") : 0] = 0;
         struct utsname u;
         if (uname(&u) < 0)
@@ -400,9 +400,9 @@ static void identity(const char *guest_dir, int64_t min_ips, char *buf, size_t n
 static int cache_read(const char *guest_dir, const char *ident, struct rt_accel_info *ret) {
         char p[MV_MAX_PATH + 32], text[MV_ACCEL_FILE_MAX];
         snprintf(p, sizeof p, "%s/%s", guest_dir, MV_ACCEL_FILE);
-        ssize_t n = rt_read_file(p, text, sizeof text);
+        int n = rt_read_file(p, text, sizeof text);
         if (n < 0)
-                return (int)n;
+                return n;
         _cleanup_json_ struct json *j = NULL;
         if (json_parse(text, (size_t)n, &j, NULL, 0) < 0)
                 return -EINVAL;

@@ -662,9 +662,9 @@ static int meta_write(const char *dir, const struct rt_sandbox *sb) {
 static int meta_read(const char *dir, struct image_meta *ret) {
         char p[MV_MAX_PATH + 32], text[1024];
         snprintf(p, sizeof p, "%s/microvm.json", dir);
-        ssize_t n = rt_read_file(p, text, sizeof text);
+        int n = rt_read_file(p, text, sizeof text);
         if (n < 0)
-                return (int)n == -ENOENT ? -EINVAL : (int)n;
+                return n == -ENOENT ? -EINVAL : n;
         _cleanup_json_ struct json *j = NULL;
         if (json_parse(text, (size_t)n, &j, NULL, 0) < 0)
                 return -EINVAL;

@@ -396,6 +396,9 @@ static void test_background(void **state) {
         assert_int_equal(out.len, 3);
         assert_memory_equal(out.data, "rt\n", 3);
         assert_int_equal(err.len, 5);
+        assert_false(json_get_bool(ex2, "running", true));
+        assert_int_equal(get_int(ex2, "signal"), 15);
+        assert_int_equal(get_int(ex2, "offset"), 11);
 
         print_message("signal and attach on unknown pids are ESRCH\n");
         _cleanup_json_ struct json *s2 = call(&f->c, "{\"op\":\"signal\",\"pid\":%lld,\"signal\":9}", (long long)pid);
@@ -531,6 +534,7 @@ static void test_files(void **state) {
         assert_memory_equal(data.data, "hello world\n", 12);
         buf_reset(&data);
         _cleanup_json_ struct json *r2 = read_file(&f->c, "{\"op\":\"read\",\"path\":\"/dir/sub/f.txt\",\"offset\":6,\"length\":5}", &data);
+        assert_ok(r2);
         assert_int_equal(data.len, 5);
         assert_memory_equal(data.data, "world", 5);
 
@@ -663,7 +667,7 @@ static void test_no_escape(void **state) {
         assert_error(w1, "ENOENT"); /* the symlink dangles inside the root, like mkdir -p */
         snprintf(req, sizeof req, "{\"op\":\"write\",\"path\":\"../../..%s/pwn2\",\"parents\":true}", outside);
         write_file(&f->c, req, chunks, &w2);
-        _cleanup_json_ struct json *m = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"rel/newdir\",\"parents\":true}");
+        json_free(call(&f->c, "{\"op\":\"mkdir\",\"path\":\"rel/newdir\",\"parents\":true}")); /* where it lands is checked below */
         _cleanup_json_ struct json *d = call(&f->c, "{\"op\":\"remove\",\"path\":\"abs/secret\"}");
         assert_error(d, "ENOENT");
         snprintf(host, sizeof host, "%s/pwn", outside);

@@ -42,7 +42,7 @@ static inline const char *fake_get(const char *root, const char *rel) {
         static char buf[4096];
         char p[4096];
         PJ(p, "%s/%s", root, rel);
-        ssize_t n = rt_read_file(p, buf, sizeof buf);
+        int n = rt_read_file(p, buf, sizeof buf);
         assert_true(n >= 0);
         return buf;
 }

@@ -36,8 +36,8 @@ static void stored(struct store *s, struct hset *out) {
 }
 
 static size_t count_packs(const char *sdir) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s/packs", sdir);
+        char p[4400];
+        assert_true(snprintf(p, sizeof p, "%s/packs", sdir) < (int)sizeof p);
         DIR *d = opendir(p);
         assert_non_null(d);
         size_t n = 0;

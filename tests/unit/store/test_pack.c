@@ -107,8 +107,9 @@ static void test_torn_tail(void **state) {
         store_free(s);
 
         newest_pack(sdir, pack, sizeof pack);
-        size_t n;
-        _cleanup_free_ uint8_t *orig = slurp(pack, &n);
+        struct stat st;
+        assert_int_equal(stat(pack, &st), 0);
+        size_t n = (size_t)st.st_size;
         assert_int_equal(truncate(pack, (off_t)(n / 2)), 0);
         printf("  cut %s from %zu to %zu bytes\n", strrchr(pack, '/') + 1, n, n / 2);
 
