@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -185,8 +186,16 @@ static void test_crash_loop(void **state) {
                         child(path, p[1], round, child_seed);
                 }
                 close(p[1]);
-                /* 0-5 ms hits open and migration, later ones the write loop */
-                long us = round < 3 ? rand() % 5000 : 5000 + rand() % 150000;
+                /* 0-5 ms after the fork hits open and migration. The later rounds aim at the
+                 * write loop: they wait until the child acknowledged its first write (the
+                 * pipe is readable; poll reads nothing) and kill 0-150 ms after that, so a
+                 * loaded machine, where the child's start alone takes longer, still kills
+                 * mid-write. */
+                long us = round < 3 ? rand() % 5000 : rand() % 150000;
+                if (round >= 3) {
+                        struct pollfd pf = { .fd = p[0], .events = POLLIN };
+                        assert_int_equal(poll(&pf, 1, 30000), 1); /* the child writes within 30 s */
+                }
                 usleep((useconds_t)us);
                 assert_int_equal(kill(pid, SIGKILL), 0);
                 int st = 0;
