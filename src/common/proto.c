@@ -44,7 +44,7 @@ int proto_hdr_decode(const uint8_t in[PROTO_HDR_SIZE], struct proto_hdr *ret) {
         uint32_t len = get_u32(in + 12);
         if (len > PROTO_MAX_PAYLOAD || (proto_type_is_json(type) && len > PROTO_MAX_JSON))
                 return -EMSGSIZE;
-        if (type == PROTO_CANCEL && len != 0)
+        if ((type == PROTO_CANCEL && len != 0) || (type == PROTO_WINDOW && len != PROTO_WINDOW_LEN))
                 return -EMSGSIZE;
         *ret = (struct proto_hdr){
                 .version = in[4],
@@ -56,11 +56,17 @@ int proto_hdr_decode(const uint8_t in[PROTO_HDR_SIZE], struct proto_hdr *ret) {
         return 0;
 }
 
+void proto_window_encode(uint32_t grant, uint8_t out[PROTO_WINDOW_LEN]) { put_u32(out, grant); }
+
+uint32_t proto_window_decode(const uint8_t in[PROTO_WINDOW_LEN]) { return get_u32(in); }
+
 int proto_frame_append(struct buf *out, uint8_t type, uint32_t id, const void *payload, uint32_t len) {
         if (type < PROTO_HELLO || type > PROTO_TYPE_MAX)
                 return -EINVAL;
         if (len > PROTO_MAX_PAYLOAD || (proto_type_is_json(type) && len > PROTO_MAX_JSON))
                 return -EMSGSIZE;
+        if ((type == PROTO_CANCEL && len != 0) || (type == PROTO_WINDOW && len != PROTO_WINDOW_LEN))
+                return -EMSGSIZE; /* what the receiver's decoder would refuse */
         if (len > 0 && !payload)
                 return -EINVAL;
         uint8_t hdr[PROTO_HDR_SIZE];
@@ -94,6 +100,7 @@ const char *proto_type_name(uint8_t type) {
                 [PROTO_HELLO] = "HELLO", [PROTO_REQ] = "REQ",       [PROTO_RESP] = "RESP",
                 [PROTO_STDIN] = "STDIN", [PROTO_STDOUT] = "STDOUT", [PROTO_STDERR] = "STDERR",
                 [PROTO_EXIT] = "EXIT",   [PROTO_DATA] = "DATA",     [PROTO_CANCEL] = "CANCEL",
+                [PROTO_WINDOW] = "WINDOW",
         };
         if (type < ELEMENTSOF(names) && names[type])
                 return names[type];

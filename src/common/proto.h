@@ -17,6 +17,10 @@
 #define PROTO_BG_RING (1u << 20)       /* output kept per background process for re-attach */
 #define PROTO_MAX_BG 256               /* background processes tracked at once */
 #define PROTO_MAX_LIST 100000          /* entries one "list" returns */
+/* Per-stream flow control (docs/protocol.md §3.14): the most output bytes one stream may
+ * be granted at once; a REQ's "window" and every WINDOW grant are counted against it. */
+#define PROTO_MAX_WINDOW (16u << 20)
+#define PROTO_WINDOW_LEN 4             /* a WINDOW frame's payload: u32 LE grant */
 
 /* Frame header, little-endian:
  *   u32 magic | u8 version | u8 type | u16 flags (0) | u32 id | u32 len | payload[len]
@@ -31,7 +35,8 @@ enum proto_type {
         PROTO_EXIT = 7,   /* init -> spaced, JSON {"exit_code":N} or {"signal":N}, plus "timed_out" */
         PROTO_DATA = 8,   /* file contents either way; len 0 ends the stream */
         PROTO_CANCEL = 9, /* spaced -> init, no payload: stop streaming this id (detach; process lives) */
-        PROTO_TYPE_MAX = PROTO_CANCEL,
+        PROTO_WINDOW = 10, /* spaced -> init, u32 LE: this id may send that many more output bytes */
+        PROTO_TYPE_MAX = PROTO_WINDOW,
 };
 
 struct proto_hdr {
@@ -44,7 +49,8 @@ struct proto_hdr {
 
 void proto_hdr_encode(const struct proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
 /* -EBADMSG bad magic or flags, -EPROTONOSUPPORT other version, -EINVAL unknown type,
- * -EMSGSIZE len over PROTO_MAX_PAYLOAD (or over PROTO_MAX_JSON for JSON-carrying types). */
+ * -EMSGSIZE len over PROTO_MAX_PAYLOAD (or over PROTO_MAX_JSON for JSON-carrying types),
+ * a CANCEL with a payload or a WINDOW whose payload is not PROTO_WINDOW_LEN bytes. */
 int proto_hdr_decode(const uint8_t in[PROTO_HDR_SIZE], struct proto_hdr *ret);
 
 /* Appends one whole frame to out. */
@@ -56,4 +62,7 @@ int proto_frame_append(struct buf *out, uint8_t type, uint32_t id, const void *p
 int proto_frame_peek(const struct buf *in, struct proto_hdr *h, const uint8_t **payload);
 
 bool proto_type_is_json(uint8_t type);
+/* A WINDOW frame's payload <-> its grant. */
+void proto_window_encode(uint32_t grant, uint8_t out[PROTO_WINDOW_LEN]);
+uint32_t proto_window_decode(const uint8_t in[PROTO_WINDOW_LEN]);
 const char *proto_type_name(uint8_t type);

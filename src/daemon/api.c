@@ -341,6 +341,7 @@ void api_exec(struct conn *c) {
         json_w_kint(&w, "timeout_ms", timeout_ms);
         json_w_kbool(&w, "stdin", has_stdin);
         json_w_kbool(&w, "background", background);
+        bool windowed = !background && ses_req_window(s, &w);
         json_w_obj_end(&w);
         for (size_t i = 0; i < n_env; i++)
                 free(env[i]);
@@ -361,6 +362,8 @@ void api_exec(struct conn *c) {
                 return;
         }
         op->background = background;
+        if (windowed)
+                op_window_start(op);
         op->started_ms = meta_now_ms();
         {
                 struct buf ab = BUF_INIT(0);
@@ -451,9 +454,12 @@ void api_process_output(struct conn *c) {
         json_w_kint(&w, "pid", pid);
         json_w_kint(&w, "offset", offset);
         json_w_kbool(&w, "follow", follow);
+        bool windowed = ses_req_window(s, &w);
         json_w_obj_end(&w);
         struct op *op;
         int r = ses_op_new(s, c, OP_ATTACH, &op);
+        if (r == 0 && windowed)
+                op_window_start(op);
         if (r == 0 && (r = ses_send_req(s, op->id, &req)) < 0)
                 op_done(op);
         buf_free(&req);

@@ -39,9 +39,12 @@ void api_file_get(struct conn *c) {
         json_w_kstr(&w, "path", path);
         json_w_kint(&w, "offset", 0);
         json_w_kint(&w, "length", -1);
+        bool windowed = ses_req_window(s, &w);
         json_w_obj_end(&w);
         struct op *op;
         int r = ses_op_new(s, c, OP_READ, &op);
+        if (r == 0 && windowed)
+                op_window_start(op);
         if (r == 0 && (r = ses_send_req(s, op->id, &req)) < 0)
                 op_done(op);
         buf_free(&req);

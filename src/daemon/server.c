@@ -638,6 +638,11 @@ static void conn_event(struct loop_src *src, uint32_t revents) {
                 conn_flush(c);
                 if (c->closed)
                         return;
+                /* The client took output: its stream's window opens again. */
+                if (c->op && c->op->windowed)
+                        op_window_drained(c->op);
+                if (c->closed)
+                        return;
         }
         if (revents & EPOLLIN) {
                 conn_read(c);

@@ -1,9 +1,11 @@
 /* Sessions in memory: the live sandbox of each (made through the runtime ops table), its
  * socket to space-init in the event loop, and the requests in flight on it. The lifecycle
  * (create, snapshots, pause, recovery, ...) is durable.c's. Frames from init are
- * routed by request id to the HTTP connection waiting for them; when that client reads
- * too slowly, frame handling for the whole sandbox stops until it catches up (space-init
- * then holds the command's output back). */
+ * routed by request id to the HTTP connection waiting for them. Each output stream has a
+ * window (docs/protocol.md §3.14): spaced grants space-init more only as the stream's
+ * client takes what it got, so a client that reads slowly holds back its own stream and
+ * nothing else. With an init that has no windows (one started before them and re-attached),
+ * frame handling for the whole sandbox stops until the slow client catches up. */
 #include <fcntl.h>
 #include <poll.h>
 #include <inttypes.h>
@@ -98,6 +100,53 @@ int ses_send_req(struct session *s, uint32_t id, const struct buf *json) {
         return ses_send(s, PROTO_REQ, id, json->data, json->len);
 }
 
+/* ---- stream windows ---- */
+
+bool ses_req_window(const struct session *s, struct json_writer *w) {
+        if (!s->init_window)
+                return false;
+        json_w_kint(w, "window", SES_STREAM_WINDOW);
+        return true;
+}
+
+void op_window_start(struct op *op) {
+        op->windowed = true;
+        op->window_left = SES_STREAM_WINDOW;
+        op->owed = 0;
+}
+
+/* Whether a frame of this type carries output counted against op's window. */
+static bool op_output_frame(const struct op *op, const struct proto_hdr *h) {
+        switch (op->kind) {
+        case OP_EXEC:
+        case OP_ATTACH:
+                return h->type == PROTO_STDOUT || h->type == PROTO_STDERR;
+        case OP_READ:
+                return h->type == PROTO_DATA;
+        default:
+                return false;
+        }
+}
+
+/* Gives init back the bytes passed on to op's client, unless that client is behind (it
+ * gets them when it drains: op_window_drained). Small amounts wait for a step's worth
+ * (init still has most of its window then). */
+static void op_window_grant(struct op *op) {
+        if (!op->windowed || op->done || op->owed == 0 || op->owed < SES_WINDOW_STEP)
+                return;
+        if (op->conn && conn_over_high(op->conn))
+                return;
+        uint8_t p[PROTO_WINDOW_LEN];
+        proto_window_encode(op->owed, p);
+        struct session *s = op->ses;
+        uint32_t owed = op->owed;
+        op->window_left += owed;
+        op->owed = 0;
+        (void)ses_send(s, PROTO_WINDOW, op->id, p, sizeof p);
+}
+
+void op_window_drained(struct op *op) { op_window_grant(op); }
+
 /* ---- ops ---- */
 
 static uint32_t ses_alloc_id(struct session *s) {
@@ -165,8 +214,10 @@ static struct op *op_find(struct session *s, uint32_t id) {
         return NULL;
 }
 
-/* Kills the process group of a foreground command whose client went away, and stops
- * its stream. The kill's RESP is dropped. */
+/* Kills the process group of a foreground command whose client went away. Its stream
+ * runs on to its EXIT with nobody to read it: the rest of the output is discarded (its
+ * window granted back at once), the end goes to the event log, and the command does not
+ * linger in init as a detached background process. The kill's RESP is dropped. */
 static void op_kill_fg(struct op *op) {
         struct session *s = op->ses;
         struct op *k;
@@ -183,7 +234,7 @@ static void op_kill_fg(struct op *op) {
                         op_done(k);
                 buf_free(&b);
         }
-        (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);
+        op->drain_deadline_ms = srv_now_ms() + SES_KILL_DRAIN_MS;
         log_info("%s: client of exec pid %" PRId64 " went away: killed its process group", s->id, op->pid);
 }
 
@@ -196,9 +247,14 @@ void op_conn_gone(struct op *op) {
         case OP_EXEC:
                 if (!op->got_resp || op->background)
                         return; /* decided when the RESP comes */
-                if (!ses_dead(s))
-                        op_kill_fg(op);
-                op_done(op);
+                if (ses_dead(s)) {
+                        op_done(op);
+                        return;
+                }
+                op_kill_fg(op);
+                /* Whatever init granted to a slow client and was not passed on yet is
+                 * discarded now: open the window so the stream drains to its EXIT. */
+                op_window_grant(op);
                 return;
         case OP_ATTACH:
         case OP_READ:
@@ -614,8 +670,7 @@ static void on_exec_resp(struct op *op, const struct json *resp) {
                 return;
         }
         if (!c) {
-                op_kill_fg(op);
-                op_done(op);
+                op_kill_fg(op); /* the op lives on until the EXIT */
                 return;
         }
         conn_stream_begin(c, 200, "application/x-ndjson");
@@ -654,14 +709,6 @@ static void on_attach_resp(struct op *op, const struct json *resp) {
         buf_free(&b);
 }
 
-/* Whether a frame of this type for op writes to its client (and so must wait while the
- * client is over its output bound). */
-static bool frame_writes_client(const struct op *op, uint8_t type) {
-        if (!op->conn)
-                return false;
-        return type == PROTO_STDOUT || type == PROTO_STDERR || type == PROTO_DATA;
-}
-
 static void on_hello(struct session *s, const struct json *hello) {
         int64_t version = 0;
         if (json_get_int(hello, "version", &version) < 0 || version != PROTO_VERSION) {
@@ -670,6 +717,8 @@ static void on_hello(struct session *s, const struct json *hello) {
         }
         if (s->hello_deadline_ms == 0)
                 return; /* not waiting for one */
+        /* Per connection: a re-attached sandbox may run an init from before windows. */
+        s->init_window = json_get_bool(hello, "window", false);
         s->hello_deadline_ms = 0;
         s->ready = true;
         log_info("%s: sandbox %s ready (template %s, init pid %d)", s->id, s->sbx_id, s->template, (int)s->init_pid);
@@ -802,15 +851,28 @@ static void ses_process(struct session *s) {
                         return;
                 }
                 struct op *op = h.type == PROTO_HELLO ? NULL : op_find(s, h.id);
-                if (op && frame_writes_client(op, h.type) && conn_over_high(op->conn)) {
-                        /* The client reads slower than the command writes: hold this frame
-                         * and stop reading init until the client drains (conn_flush). */
+                bool output = op && op_output_frame(op, &h);
+                if (output && op->windowed) {
+                        if (h.len > op->window_left) {
+                                ses_mark_dead(s, "space-init overran the window of stream %u (%u bytes, %u granted)",
+                                              h.id, h.len, op->window_left);
+                                return;
+                        }
+                        op->window_left -= h.len;
+                        op->owed += h.len;
+                } else if (output && op->conn && conn_over_high(op->conn)) {
+                        /* An init without windows, and a client that reads slower than the
+                         * command writes: hold this frame and stop reading init until the
+                         * client drains (conn_flush). */
                         s->stalled = true;
                         op->conn->sandbox_stalled = true;
                         break;
                 }
                 s->in_off += PROTO_HDR_SIZE + h.len;
                 dispatch(s, &h, payload);
+                /* Freed only after the batch: op is still valid here, maybe done. */
+                if (output && op->windowed && !s->freed && !ses_dead(s))
+                        op_window_grant(op);
         }
         if (s->freed)
                 return;
@@ -932,6 +994,19 @@ void ses_tick(struct daemon *d) {
                 next = s->next;
                 if (s->hello_deadline_ms && now > s->hello_deadline_ms && !ses_dead(s))
                         ses_mark_dead(s, "space-init did not say hello within %d ms", SES_HELLO_TIMEOUT_MS);
+                if (ses_dead(s))
+                        continue;
+                for (struct op *op = s->ops, *onext; op; op = onext) {
+                        onext = op->next;
+                        if (op->drain_deadline_ms && now > op->drain_deadline_ms && !op->conn) {
+                                log_info("%s: killed exec pid %" PRId64 " still streams after %d ms: cancelled",
+                                         s->id, op->pid, SES_KILL_DRAIN_MS);
+                                (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);
+                                op_done(op);
+                                if (ses_dead(s))
+                                        break;
+                        }
+                }
         }
 }
 

@@ -37,8 +37,19 @@
 #define SES_OUT_LOW (256u << 10)
 #define SES_OUT_MAX (8u << 20)
 #define SES_READ_CHUNK (64u << 10)
+/* Per-stream flow control (docs/protocol.md §3.14): output bytes of one exec, attach or
+ * download that space-init may send before spaced grants more. spaced grants what it has
+ * passed on, in steps of at least SES_WINDOW_STEP, while the stream's client is under
+ * CONN_OUT_HIGH; so a client that reads nothing holds at most CONN_OUT_HIGH + the window
+ * (times the JSON expansion, at worst 6 for control bytes) and stops only its own stream. */
+#define SES_STREAM_WINDOW (128u << 10)
+#define SES_WINDOW_STEP (32u << 10)
 #define SES_UPLOAD_FRAME (64u << 10)
 #define SES_HELLO_TIMEOUT_MS 10000
+/* A foreground command killed because its client left runs its stream out to the EXIT
+ * (output discarded); if a process that escaped the kill keeps its pipes busy past this,
+ * the stream is cancelled instead (init keeps the rest in a background ring). */
+#define SES_KILL_DRAIN_MS 5000
 #define SPACED_MAX_SESSIONS 4096
 #define SES_MAX_ENV 256                /* env entries a session or exec may carry */
 #define SES_ID_LEN 20                  /* "ses_" + 16 hex */
@@ -189,7 +200,8 @@ struct session {
         uint32_t next_id;
         struct op *ops;      /* requests in flight */
         uint64_t hello_deadline_ms; /* 0: not waiting for HELLO */
-        bool stalled;        /* frame handling stops until a client drains */
+        bool stalled;        /* frame handling stops until a client drains (an init without windows) */
+        bool init_window;    /* its HELLO said it honours stream windows (protocol.md §3.14) */
         bool oom_killed;     /* last health seen */
         uint64_t mem_bytes;
         uint32_t n_pids;
@@ -225,6 +237,12 @@ struct op {
         uint64_t bytes;      /* uploaded or downloaded so far */
         struct utf8_carry carry[2]; /* stdout, stderr */
         bool upload_failed;  /* the client sent a bad body: abort */
+        /* A stream with a window (exec, attach, read; protocol.md §3.14): output bytes init
+         * may still send, and bytes passed on to the client but not granted back yet. */
+        bool windowed;
+        uint32_t window_left;
+        uint32_t owed;
+        uint64_t drain_deadline_ms; /* OP_EXEC killed for a gone client: cancel after this */
         /* OP_SIMPLE: turns the RESP JSON into the HTTP answer. */
         void (*on_resp)(struct conn *c, const struct json *resp);
         /* OP_EXEC: for the event log. */
@@ -342,6 +360,12 @@ int ses_op_new(struct session *s, struct conn *c, enum op_kind kind, struct op *
 /* Queues one frame to init. */
 int ses_send(struct session *s, uint8_t type, uint32_t id, const void *payload, size_t len);
 int ses_send_req(struct session *s, uint32_t id, const struct buf *json);
+/* Adds "window" to a streaming REQ being written when s's init honours windows; returns
+ * whether it did, and then op_window_start must be called on the request's op. */
+bool ses_req_window(const struct session *s, struct json_writer *w);
+void op_window_start(struct op *op);
+/* op's client drained: grant init what was passed on (from conn_flush). */
+void op_window_drained(struct op *op);
 void op_done(struct op *op);
 /* The client of op went away (connection closed). */
 void op_conn_gone(struct op *op);

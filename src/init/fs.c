@@ -138,6 +138,9 @@ void op_read(uint32_t id, const struct json *req) {
                 return send_error(id, EINVAL, "\"offset\" must be an integer >= 0");
         if (json_get(req, "length") && (json_get_int(req, "length", &length) < 0 || length < -1))
                 return send_error(id, EINVAL, "\"length\" must be an integer >= -1");
+        uint32_t window = 0;
+        if (req_window(req, &window) < 0)
+                return send_error(id, EINVAL, "\"window\" must be an integer in 0..%u", PROTO_MAX_WINDOW);
         if (g.conn->n_streams >= INIT_MAX_STREAMS)
                 return send_error(id, EAGAIN, "too many live requests (%d)", INIT_MAX_STREAMS);
         _cleanup_close_ int fd = -EBADF;
@@ -157,6 +160,7 @@ void op_read(uint32_t id, const struct json *req) {
         s->fd = TAKE_FD(fd);
         s->written = (uint64_t)offset; /* the read position */
         s->remaining = length;
+        stream_set_window(s, window);
 
         _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
         struct json_writer w = JSON_WRITER_INIT(&b);
@@ -173,6 +177,9 @@ void read_pump(struct stream *s) {
                 size_t want = sizeof chunk;
                 if (s->remaining >= 0 && (uint64_t)s->remaining < want)
                         want = (size_t)s->remaining;
+                if (want > 0 && stream_room(s) == 0)
+                        return; /* window shut: wait for a WINDOW */
+                want = MIN(want, stream_room(s));
                 ssize_t n = 0;
                 if (want > 0)
                         n = pread(s->fd, chunk, want, (off_t)s->written);
@@ -199,6 +206,7 @@ void read_pump(struct stream *s) {
                         stream_free(s);
                         return;
                 }
+                stream_charge(s, (size_t)n);
                 send_frame(PROTO_DATA, s->id, chunk, (size_t)n);
                 s->written += (uint64_t)n;
                 if (s->remaining > 0)

@@ -67,6 +67,10 @@ struct stream {
         uint64_t written;          /* WRITE */
         int err;                   /* WRITE: first error, kept until the end */
         char errmsg[256];
+        /* EXEC, ATTACH, READ with a "window" (protocol.md §3.14): output bytes it may still
+         * send; spaced's WINDOW frames add to it. Without a window: unbounded. */
+        bool windowed;
+        uint32_t credit;
 };
 
 struct conn {
@@ -116,6 +120,12 @@ void send_json(uint8_t type, uint32_t id, struct buf *json);
 void send_error(uint32_t id, int err, const char *fmt, ...) _printf_(3, 4);
 struct stream *stream_new(uint32_t id, enum stream_kind kind);
 void stream_free(struct stream *s);
+/* The optional "window" of a streaming request (0: none); -EINVAL when malformed. */
+int req_window(const struct json *req, uint32_t *ret);
+void stream_set_window(struct stream *s, uint32_t window);
+/* Output bytes s may send now (SIZE_MAX without a window), and taking n of them. */
+size_t stream_room(const struct stream *s);
+void stream_charge(struct stream *s, size_t n);
 
 /* proc.c */
 void op_exec(uint32_t id, const struct json *req);

@@ -130,6 +130,34 @@ void stream_free(struct stream *s) {
         free(s);
 }
 
+int req_window(const struct json *req, uint32_t *ret) {
+        int64_t v = 0;
+        if (json_get(req, "window") && (json_get_int(req, "window", &v) < 0 || v < 0 || v > PROTO_MAX_WINDOW))
+                return -EINVAL;
+        *ret = (uint32_t)v;
+        return 0;
+}
+
+void stream_set_window(struct stream *s, uint32_t window) {
+        s->windowed = window > 0;
+        s->credit = window;
+}
+
+size_t stream_room(const struct stream *s) { return s->windowed ? s->credit : SIZE_MAX; }
+
+void stream_charge(struct stream *s, size_t n) {
+        if (s->windowed)
+                s->credit -= (uint32_t)MIN(n, (size_t)s->credit);
+}
+
+/* A WINDOW from spaced: more room for one stream, never past PROTO_MAX_WINDOW (a grant
+ * over it is clipped, so no sum can overflow). */
+static void stream_grant(struct stream *s, uint32_t grant) {
+        if (!s->windowed || s->kind == STREAM_WRITE)
+                return;
+        s->credit = (uint32_t)MIN((uint64_t)s->credit + grant, (uint64_t)PROTO_MAX_WINDOW);
+}
+
 static struct stream *stream_find(uint32_t id) {
         for (struct stream *s = g.conn->streams; s; s = s->next)
                 if (s->id == id)
@@ -222,6 +250,11 @@ static void handle_frame(const struct proto_hdr *h, const uint8_t *p) {
                 s = stream_find(h->id);
                 if (s)
                         handle_cancel(s);
+                break;
+        case PROTO_WINDOW:
+                s = stream_find(h->id);
+                if (s)
+                        stream_grant(s, proto_window_decode(p));
                 break;
         default:
                 log_debug("ignoring %s frame from spaced", proto_type_name(h->type));
@@ -355,6 +388,7 @@ static int conn_start(int fd) {
         json_w_kint(&jw, "version", PROTO_VERSION);
         json_w_kint(&jw, "pid", getpid());
         json_w_kint(&jw, "uptime_ms", (int64_t)(now_ms() - g.start_ms));
+        json_w_kbool(&jw, "window", true); /* honours "window" and WINDOW (§3.14) */
         json_w_obj_end(&jw);
         send_json(PROTO_HELLO, 0, &b);
         return 0;

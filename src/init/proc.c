@@ -39,7 +39,11 @@ static void strv_freep(char ***v) { strv_free(*v); }
 
 static bool proc_ended(const struct proc *p) { return p->exited && p->out.fd < 0 && p->err.fd < 0; }
 
-static bool proc_paused(const struct proc *p) { return p->fg && conn_queued(g.conn) >= INIT_OUT_HIGH; }
+/* A foreground command's pipes wait while the output queue is full or its stream's window
+ * is shut: the command then blocks on its own full pipe, nothing else does. */
+static bool proc_paused(const struct proc *p) {
+        return p->fg && (conn_queued(g.conn) >= INIT_OUT_HIGH || stream_room(p->fg) == 0);
+}
 
 static void proc_free(struct proc *p) {
         for (struct proc **pp = &g.procs; *pp; pp = &(*pp)->next)
@@ -81,8 +85,9 @@ static int bg_make_room(void) {
 static void pipe_read(struct proc *p, struct watch *w, uint8_t type) {
         static uint8_t chunk[INIT_CHUNK];
         if (proc_paused(p))
-                return; /* the queue filled up during this batch of events */
-        ssize_t n = read(w->fd, chunk, sizeof chunk);
+                return; /* the queue filled up or the window shut during this batch */
+        size_t want = p->fg ? MIN(sizeof chunk, stream_room(p->fg)) : sizeof chunk;
+        ssize_t n = read(w->fd, chunk, want);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
         if (n <= 0) {
@@ -91,9 +96,10 @@ static void pipe_read(struct proc *p, struct watch *w, uint8_t type) {
         }
         p->last_activity_ms = now_ms();
         p->total_out += (uint64_t)n;
-        if (p->fg)
+        if (p->fg) {
+                stream_charge(p->fg, (size_t)n);
                 send_frame(type, p->fg->id, chunk, (size_t)n);
-        else if (p->background) {
+        } else if (p->background) {
                 int r = ring_append(&p->ring, type, chunk, (size_t)n);
                 if (r < 0)
                         log_warn("pid %d: output dropped: %s", (int)p->pid, strerror(-r));
@@ -485,6 +491,9 @@ void op_exec(uint32_t id, const struct json *req) {
                 return send_error(id, EINVAL, "\"uid\" and \"gid\" must be integers >= 0");
         bool want_stdin = json_get_bool(req, "stdin", false);
         bool background = json_get_bool(req, "background", false);
+        uint32_t window = 0;
+        if (req_window(req, &window) < 0)
+                return send_error(id, EINVAL, "\"window\" must be an integer in 0..%u", PROTO_MAX_WINDOW);
         if (background && want_stdin)
                 return send_error(id, EINVAL, "a background command has no stdin");
         if (!background && g.conn->n_streams >= INIT_MAX_STREAMS)
@@ -586,6 +595,7 @@ void op_exec(uint32_t id, const struct json *req) {
                         return send_error(id, ENOMEM, "out of memory");
                 }
                 s->proc = p;
+                stream_set_window(s, window);
                 p->fg = s;
         }
         log_debug("started pid %d: %s%s", (int)pid, argv[0], background ? " (background)" : "");
@@ -679,6 +689,9 @@ void op_attach(uint32_t id, const struct json *req) {
                 return send_error(id, EINVAL, "\"offset\" must be an integer");
         if (offset < 0)
                 offset = 0;
+        uint32_t window = 0;
+        if (req_window(req, &window) < 0)
+                return send_error(id, EINVAL, "\"window\" must be an integer in 0..%u", PROTO_MAX_WINDOW);
         struct proc *p = proc_find((pid_t)pid, true);
         if (!p)
                 return send_error(id, ESRCH, "no background process %lld", (long long)pid);
@@ -688,6 +701,7 @@ void op_attach(uint32_t id, const struct json *req) {
         if (!s)
                 return send_error(id, ENOMEM, "out of memory");
         s->proc = p;
+        stream_set_window(s, window);
         p->attached++;
         s->follow = json_get_bool(req, "follow", true);
         ring_seek(&p->ring, (uint64_t)offset, &s->cursor);
@@ -709,11 +723,15 @@ void attach_pump(struct stream *s) {
         struct proc *p = s->proc;
         while (conn_queued(g.conn) < INIT_OUT_HIGH) {
                 uint8_t type = PROTO_STDOUT;
-                size_t n = ring_next(&p->ring, &s->cursor, &type, chunk);
+                size_t room = MIN(sizeof chunk, stream_room(s));
+                size_t n = ring_next(&p->ring, &s->cursor, &type, chunk, room);
                 if (n > 0) {
+                        stream_charge(s, n);
                         send_frame(type, s->id, chunk, n);
                         continue;
                 }
+                if (room == 0 && ring_cursor_off(&s->cursor) < p->ring.end_off)
+                        return; /* output left, window shut: wait for a WINDOW */
                 bool ended = proc_ended(p);
                 if (!ended && s->follow)
                         return;

@@ -108,13 +108,18 @@ void ring_seek(const struct ring *r, uint64_t off, struct ring_cursor *ret) {
         *ret = c;
 }
 
-size_t ring_next(const struct ring *r, struct ring_cursor *c, uint8_t *stream, uint8_t *out) {
+size_t ring_next(const struct ring *r, struct ring_cursor *c, uint8_t *stream, uint8_t *out, size_t max) {
         if (c->abs < r->abs_tail)
                 *c = (struct ring_cursor){ .abs = r->abs_tail, .off = r->start_off };
-        if (c->abs >= r->abs_head)
+        if (c->abs >= r->abs_head || max == 0)
                 return 0;
         uint32_t l = rec_len(r, c->abs, stream);
         size_t n = l - c->skip;
+        if (n > max) {
+                copy_out(r, phys(r, c->abs + RING_REC_HDR + c->skip), out, max);
+                c->skip += (uint32_t)max;
+                return max;
+        }
         copy_out(r, phys(r, c->abs + RING_REC_HDR + c->skip), out, n);
         c->abs += RING_REC_HDR + l;
         c->off += l;

@@ -35,7 +35,8 @@ int ring_append(struct ring *r, uint8_t stream, const void *data, size_t n);
 void ring_seek(const struct ring *r, uint64_t off, struct ring_cursor *ret);
 /* Offset the cursor stands at. */
 static inline uint64_t ring_cursor_off(const struct ring_cursor *c) { return c->off + c->skip; }
-/* Copies the rest of the cursor's record into out (RING_MAX_REC bytes), advances the cursor.
- * Returns the byte count and sets *stream, 0 at the end. A cursor whose data was dropped
- * first jumps to the oldest kept record. */
-size_t ring_next(const struct ring *r, struct ring_cursor *c, uint8_t *stream, uint8_t *out);
+/* Copies the rest of the cursor's record, at most max bytes, into out (RING_MAX_REC
+ * bytes), advances the cursor (within the record when max cuts it: a stream window).
+ * Returns the byte count and sets *stream, 0 at the end or with max 0. A cursor whose data
+ * was dropped first jumps to the oldest kept record. */
+size_t ring_next(const struct ring *r, struct ring_cursor *c, uint8_t *stream, uint8_t *out, size_t max);

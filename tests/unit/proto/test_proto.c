@@ -9,6 +9,8 @@
 
 #include "common/proto.h"
 
+#define TEST_GRANT (128u << 10)
+
 static void raw_hdr(uint8_t out[PROTO_HDR_SIZE], uint32_t magic, uint8_t version, uint8_t type,
                     uint16_t flags, uint32_t id, uint32_t len) {
         uint32_t v[] = { magic, id, len };
@@ -26,7 +28,7 @@ static void test_roundtrip(void **state) {
         print_message("header round trip for every type, little-endian layout\n");
         for (uint8_t t = PROTO_HELLO; t <= PROTO_TYPE_MAX; t++) {
                 struct proto_hdr h = { .version = PROTO_VERSION, .type = t, .id = 0xA1B2C3D4u,
-                                       .len = t == PROTO_CANCEL ? 0 : 1234 };
+                                       .len = t == PROTO_CANCEL ? 0 : t == PROTO_WINDOW ? PROTO_WINDOW_LEN : 1234 };
                 uint8_t wire[PROTO_HDR_SIZE];
                 proto_hdr_encode(&h, wire);
                 struct proto_hdr back = { 0 };
@@ -93,6 +95,41 @@ static void test_bounds(void **state) {
         print_message("CANCEL carries no payload\n");
         raw_hdr(w, PROTO_MAGIC, 1, PROTO_CANCEL, 0, 1, 1);
         assert_int_equal(proto_hdr_decode(w, &h), -EMSGSIZE);
+
+        print_message("WINDOW carries exactly its 4-byte grant\n");
+        for (uint32_t len = 0; len < 9; len++) {
+                raw_hdr(w, PROTO_MAGIC, 1, PROTO_WINDOW, 0, 1, len);
+                assert_int_equal(proto_hdr_decode(w, &h), len == PROTO_WINDOW_LEN ? 0 : -EMSGSIZE);
+        }
+        raw_hdr(w, PROTO_MAGIC, 1, PROTO_WINDOW, 0, 1, PROTO_MAX_PAYLOAD);
+        assert_int_equal(proto_hdr_decode(w, &h), -EMSGSIZE);
+        assert_false(proto_type_is_json(PROTO_WINDOW));
+}
+
+static void test_window(void **state) {
+        print_message("WINDOW grant encodes little-endian; append refuses what the decoder would\n");
+        uint8_t p[PROTO_WINDOW_LEN];
+        proto_window_encode(0x00020001u, p);
+        static const uint8_t expect[PROTO_WINDOW_LEN] = { 1, 0, 2, 0 };
+        assert_memory_equal(p, expect, sizeof expect);
+        assert_int_equal(proto_window_decode(p), 0x00020001u);
+        proto_window_encode(UINT32_MAX, p);
+        assert_int_equal(proto_window_decode(p), UINT32_MAX);
+
+        _cleanup_buf_ struct buf b = BUF_INIT(0);
+        assert_int_equal(proto_frame_append(&b, PROTO_WINDOW, 5, p, 3), -EMSGSIZE);
+        assert_int_equal(proto_frame_append(&b, PROTO_WINDOW, 5, NULL, 0), -EMSGSIZE);
+        assert_int_equal(proto_frame_append(&b, PROTO_CANCEL, 5, p, 1), -EMSGSIZE);
+        assert_int_equal(b.len, 0);
+        proto_window_encode(TEST_GRANT, p);
+        assert_int_equal(proto_frame_append(&b, PROTO_WINDOW, 5, p, sizeof p), 0);
+        struct proto_hdr h;
+        const uint8_t *payload;
+        assert_int_equal(proto_frame_peek(&b, &h, &payload), 1);
+        assert_int_equal(h.type, PROTO_WINDOW);
+        assert_int_equal(h.id, 5);
+        assert_int_equal(h.len, PROTO_WINDOW_LEN);
+        assert_int_equal(proto_window_decode(payload), TEST_GRANT);
 }
 
 static void test_append_limits(void **state) {
@@ -190,6 +227,7 @@ static void test_names(void **state) {
         assert_string_equal(proto_type_name(PROTO_HELLO), "HELLO");
         assert_string_equal(proto_type_name(PROTO_STDERR), "STDERR");
         assert_string_equal(proto_type_name(PROTO_CANCEL), "CANCEL");
+        assert_string_equal(proto_type_name(PROTO_WINDOW), "WINDOW");
         assert_string_equal(proto_type_name(0), "UNKNOWN");
         assert_string_equal(proto_type_name(200), "UNKNOWN");
 }
@@ -199,6 +237,7 @@ int main(void) {
                 cmocka_unit_test(test_roundtrip),     cmocka_unit_test(test_bounds),
                 cmocka_unit_test(test_append_limits), cmocka_unit_test(test_peek_split),
                 cmocka_unit_test(test_peek_errors),   cmocka_unit_test(test_names),
+                cmocka_unit_test(test_window),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,16 +30,16 @@ static void test_small_ring_evicts(void **state) {
         struct ring_cursor c;
         ring_seek(&r, 0, &c); /* before the oldest kept byte */
         assert_int_equal(ring_cursor_off(&c), 110);
-        assert_int_equal(ring_next(&r, &c, &st, out), 10);
+        assert_int_equal(ring_next(&r, &c, &st, out, RING_MAX_REC), 10);
         assert_int_equal(st, 6);
         assert_memory_equal(out, "bbbbbbbbbb", 10);
         ring_seek(&r, 125, &c); /* in the middle of a record */
         assert_int_equal(ring_cursor_off(&c), 125);
-        assert_int_equal(ring_next(&r, &c, &st, out), 5);
+        assert_int_equal(ring_next(&r, &c, &st, out, RING_MAX_REC), 5);
         assert_int_equal(st, 5);
         assert_memory_equal(out, "ccccc", 5);
         assert_int_equal(ring_cursor_off(&c), 130);
-        assert_int_equal(ring_next(&r, &c, &st, out), 0);
+        assert_int_equal(ring_next(&r, &c, &st, out, RING_MAX_REC), 0);
         ring_seek(&r, 1000, &c); /* past the end: at the end */
         assert_int_equal(ring_cursor_off(&c), 130);
 
@@ -47,9 +47,46 @@ static void test_small_ring_evicts(void **state) {
         ring_seek(&r, 110, &c);
         assert_int_equal(ring_append(&r, 6, "dddddddddd", 10), 0); /* drops "b" */
         assert_int_equal(ring_append(&r, 6, "eeeeeeeeee", 10), 0); /* drops "c" */
-        assert_int_equal(ring_next(&r, &c, &st, out), 10);
+        assert_int_equal(ring_next(&r, &c, &st, out, RING_MAX_REC), 10);
         assert_memory_equal(out, "dddddddddd", 10);
         assert_int_equal(ring_cursor_off(&c), 140);
+        ring_free(&r);
+}
+
+static void test_next_bounded(void **state) {
+        print_message("ring_next with a max reads a record in pieces (a stream window), in order\n");
+        struct ring r;
+        ring_init(&r, 1000, 50);
+        assert_int_equal(ring_append(&r, 5, "0123456789", 10), 0);
+        assert_int_equal(ring_append(&r, 6, "abcdef", 6), 0);
+        uint8_t out[RING_MAX_REC], st = 0;
+        struct ring_cursor c;
+        ring_seek(&r, 52, &c);
+        assert_int_equal(ring_next(&r, &c, &st, out, 0), 0); /* no window: nothing, no move */
+        assert_int_equal(ring_cursor_off(&c), 52);
+        assert_int_equal(ring_next(&r, &c, &st, out, 3), 3);
+        assert_int_equal(st, 5);
+        assert_memory_equal(out, "234", 3);
+        assert_int_equal(ring_cursor_off(&c), 55);
+        assert_int_equal(ring_next(&r, &c, &st, out, 1), 1);
+        assert_memory_equal(out, "5", 1);
+        assert_int_equal(ring_next(&r, &c, &st, out, 100), 4); /* the rest of the record only */
+        assert_memory_equal(out, "6789", 4);
+        assert_int_equal(ring_cursor_off(&c), 60);
+        assert_int_equal(ring_next(&r, &c, &st, out, 6), 6); /* exactly a whole record */
+        assert_int_equal(st, 6);
+        assert_memory_equal(out, "abcdef", 6);
+        assert_int_equal(ring_cursor_off(&c), 66);
+        assert_int_equal(ring_next(&r, &c, &st, out, 6), 0);
+
+        print_message("a cursor inside a record that gets dropped jumps to the oldest kept one\n");
+        ring_seek(&r, 50, &c);
+        assert_int_equal(ring_next(&r, &c, &st, out, 4), 4);
+        for (int i = 0; i < 100; i++)
+                assert_int_equal(ring_append(&r, 5, "zzzzzzzzzz", 10), 0);
+        assert_int_equal(ring_next(&r, &c, &st, out, 100), 10);
+        assert_memory_equal(out, "zzzzzzzzzz", 10);
+        assert_int_equal(ring_cursor_off(&c) - 10, r.start_off);
         ring_free(&r);
 }
 
@@ -81,7 +118,7 @@ static void test_growth_and_wrap(void **state) {
         static uint8_t out[RING_MAX_REC];
         uint8_t st;
         size_t n;
-        while ((n = ring_next(&r, &c, &st, out)) > 0) {
+        while ((n = ring_next(&r, &c, &st, out, RING_MAX_REC)) > 0) {
                 for (size_t k = 0; k < n; k++)
                         if (out[k] != (uint8_t)((pos + k) * 31 + 7))
                                 fail_msg("byte at offset %llu differs", (unsigned long long)(pos + k));
@@ -94,6 +131,7 @@ static void test_growth_and_wrap(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_small_ring_evicts),
+                cmocka_unit_test(test_next_bounded),
                 cmocka_unit_test(test_growth_and_wrap),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
