@@ -28,6 +28,7 @@ static void read_request(const struct json *req) {
         (void)json_get_int(req, "mode", &v);
         (void)json_get_int(req, "uid", &v);
         (void)json_get_int(req, "gid", &v);
+        (void)json_get_int(req, "window", &v);
         (void)json_get_bool(req, "background", false);
         (void)json_get_bool(req, "recursive", false);
         const char *path = json_get_str(req, "path");
@@ -50,6 +51,13 @@ static void check_frame(const struct proto_hdr *h, const uint8_t *payload, const
         FUZZ_CHECK(h->len <= PROTO_MAX_PAYLOAD);
         FUZZ_CHECK(!proto_type_is_json(h->type) || h->len <= PROTO_MAX_JSON);
         FUZZ_CHECK(strcmp(proto_type_name(h->type), "UNKNOWN") != 0);
+        FUZZ_CHECK(h->type != PROTO_CANCEL || h->len == 0);
+        if (h->type == PROTO_WINDOW) {
+                FUZZ_CHECK(h->len == PROTO_WINDOW_LEN);
+                uint8_t again[PROTO_WINDOW_LEN];
+                proto_window_encode(proto_window_decode(payload), again);
+                FUZZ_CHECK(memcmp(again, payload, PROTO_WINDOW_LEN) == 0);
+        }
 
         uint8_t enc[PROTO_HDR_SIZE];
         proto_hdr_encode(h, enc);

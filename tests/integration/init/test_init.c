@@ -814,7 +814,7 @@ static void test_random_frames(void **state) {
                 "{\"op\":\"list\"", "{\"op\":\"stat\"", "{\"op\":\"signal\"", "{\"op\":\"remove\"",
                 ",\"path\":\"/x\"", ",\"path\":7", ",\"argv\":[\"true\"]", ",\"argv\":[1]", ",\"pid\":-3",
                 ",\"offset\":1e300", ",\"length\":-7", ",\"mode\":99999", ",\"env\":[\"=\"]", ",\"timeout_ms\":1",
-                ",\"background\":true", ",\"signal\":0", ",\"path\":\"\"", "}", "]", "\"", "\\u0000", "{",
+                ",\"background\":true", ",\"window\":1", ",\"signal\":0", ",\"path\":\"\"", "}", "]", "\"", "\\u0000", "{",
         };
         unsigned seed = 12345;
         char req[512];
@@ -831,9 +831,12 @@ static void test_random_frames(void **state) {
                 }
                 if (rand_r(&seed) % 2)
                         req[n++] = '}';
-                uint8_t type = (uint8_t)(PROTO_REQ + rand_r(&seed) % 8); /* REQ..CANCEL, and the init-only types */
+                uint8_t type = (uint8_t)(PROTO_REQ + rand_r(&seed) % 9); /* REQ..WINDOW, and the init-only types */
                 uint32_t id = 1 + rand_r(&seed) % 50;
-                assert_int_equal(initc_send(&f->c, type, id, req, type == PROTO_CANCEL ? 0 : n), 0);
+                size_t len = type == PROTO_CANCEL ? 0 : type == PROTO_WINDOW ? PROTO_WINDOW_LEN : n;
+                if (len > n) /* a WINDOW's 4 bytes from whatever the request text holds */
+                        memset(req + n, 0x7f, len - n);
+                assert_int_equal(initc_send(&f->c, type, id, req, len), 0);
         }
         /* Finish any writes left open so their ids can be reused, then check init still answers. */
         for (uint32_t id = 1; id <= 50; id++)
@@ -867,6 +870,139 @@ static int wait_exit(pid_t pid, int ms) {
         return -1;
 }
 
+/* ---- stream windows (protocol.md §3.14) ---- */
+
+static void send_window(struct initc *c, uint32_t id, uint32_t grant) {
+        uint8_t p[PROTO_WINDOW_LEN];
+        proto_window_encode(grant, p);
+        assert_int_equal(initc_send(c, PROTO_WINDOW, id, p, sizeof p), 0);
+}
+
+/* Takes the output frames of id (STDOUT/STDERR or DATA) that come within quiet_ms of each
+ * other; returns their payload bytes. *ended says whether the stream's last frame came. */
+static size_t take_output(struct initc *c, uint32_t id, int quiet_ms, bool *ended) {
+        size_t total = 0;
+        *ended = false;
+        for (;;) {
+                struct initc_frame fr;
+                int r = initc_recv(c, id, &fr, quiet_ms);
+                assert_true(r >= 0);
+                if (r == 0)
+                        return total;
+                uint8_t t = fr.h.type;
+                size_t n = fr.payload.len;
+                initc_frame_free(&fr);
+                if (t == PROTO_EXIT || (t == PROTO_DATA && n == 0)) {
+                        *ended = true;
+                        return total;
+                }
+                assert_true(t == PROTO_STDOUT || t == PROTO_STDERR || t == PROTO_DATA);
+                total += n;
+        }
+}
+
+static int64_t resp_of(struct initc *c, int64_t id, const char *key) {
+        struct initc_frame fr;
+        assert_int_equal(initc_recv(c, (uint32_t)id, &fr, 5000), 1);
+        assert_int_equal(fr.h.type, PROTO_RESP);
+        _cleanup_json_ struct json *r = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &r, NULL, 0), 0);
+        initc_frame_free(&fr);
+        assert_ok(r);
+        return key ? get_int(r, key) : 0;
+}
+
+static void test_windows(void **state) {
+        struct fx *f = *state;
+        bool ended;
+        print_message("HELLO says init honours windows\n");
+        assert_true(json_is_true(json_get(f->c.hello, "window")));
+
+        print_message("an exec with a 1000-byte window sends exactly 1000 bytes, then holds its command\n");
+        int64_t id = initc_req(&f->c, "{\"op\":\"exec\",\"argv\":[\"head\",\"-c\",\"3000000\",\"/dev/zero\"],\"window\":1000}");
+        int64_t pid = resp_of(&f->c, id, "pid");
+        assert_int_equal(take_output(&f->c, (uint32_t)id, 500, &ended), 1000);
+        assert_false(ended);
+        assert_int_equal(kill((pid_t)pid, 0), 0); /* blocked on its full pipe, alive */
+        print_message("other requests are answered meanwhile\n");
+        _cleanup_json_ struct json *ping = call(&f->c, "{\"op\":\"ping\"}");
+        assert_ok(ping);
+        struct initc_result res;
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"echo\",\"beside\"]}", NULL, 0, &res, 5000), 0);
+        assert_int_equal(res.out.len, 7);
+        initc_result_free(&res);
+        print_message("grants add up: 5000 more bytes, then the rest\n");
+        send_window(&f->c, (uint32_t)id, 2000);
+        send_window(&f->c, (uint32_t)id, 3000);
+        assert_int_equal(take_output(&f->c, (uint32_t)id, 500, &ended), 5000);
+        assert_false(ended);
+        send_window(&f->c, (uint32_t)id, UINT32_MAX); /* clipped at PROTO_MAX_WINDOW, no overflow */
+        _cleanup_buf_ struct buf out = BUF_INIT(0);
+        _cleanup_json_ struct json *ex = collect(&f->c, (uint32_t)id, &out, NULL, 0, 20000);
+        assert_int_equal(out.len, 3000000 - 6000);
+        assert_int_equal(get_int(ex, "exit_code"), 0);
+
+        print_message("stdout and stderr share one window\n");
+        id = initc_req(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"head -c 300 /dev/zero; head -c 300 /dev/zero >&2\"],\"window\":400}");
+        (void)resp_of(&f->c, id, "pid");
+        assert_int_equal(take_output(&f->c, (uint32_t)id, 500, &ended), 400);
+        assert_false(ended);
+        send_window(&f->c, (uint32_t)id, 1000);
+        assert_int_equal(take_output(&f->c, (uint32_t)id, 2000, &ended), 200);
+        assert_true(ended);
+
+        print_message("a read with a window: 10000 bytes, then the rest and the end\n");
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/big", f->root);
+        FILE *fp = fopen(path, "w");
+        assert_non_null(fp);
+        for (int i = 0; i < 100000; i++)
+                fputc('a' + i % 26, fp);
+        assert_int_equal(fclose(fp), 0);
+        id = initc_req(&f->c, "{\"op\":\"read\",\"path\":\"/big\",\"window\":10000}");
+        assert_int_equal(resp_of(&f->c, id, "size"), 100000);
+        assert_int_equal(take_output(&f->c, (uint32_t)id, 500, &ended), 10000);
+        assert_false(ended);
+        send_window(&f->c, (uint32_t)id, 100000);
+        assert_int_equal(take_output(&f->c, (uint32_t)id, 2000, &ended), 90000);
+        assert_true(ended);
+
+        print_message("an attach with a window cuts ring records where the window ends\n");
+        _cleanup_json_ struct json *bg = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"head\",\"-c\",\"200000\",\"/dev/zero\"],\"background\":true}");
+        int64_t bpid = get_int(bg, "pid");
+        for (int64_t end = mono_ms() + 5000;;) {
+                struct json *ps = NULL;
+                const struct json *e = NULL;
+                assert_true(ps_find(&f->c, bpid, &ps, &e));
+                bool done = !json_is_true(json_get(e, "running")) && get_int(e, "output_bytes") == 200000;
+                json_free(ps);
+                if (done)
+                        break;
+                assert_true(mono_ms() < end);
+                usleep(20000);
+        }
+        char req[160];
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld,\"window\":1000}", (long long)bpid);
+        id = initc_req(&f->c, req);
+        assert_int_equal(resp_of(&f->c, id, "offset"), 0);
+        assert_int_equal(take_output(&f->c, (uint32_t)id, 500, &ended), 1000);
+        assert_false(ended);
+        send_window(&f->c, (uint32_t)id, 199000);
+        assert_int_equal(take_output(&f->c, (uint32_t)id, 2000, &ended), 199000);
+        assert_true(ended);
+
+        print_message("a bad window is EINVAL; WINDOW for unknown ids is ignored\n");
+        _cleanup_json_ struct json *e1 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"window\":-1}");
+        assert_error(e1, "EINVAL");
+        _cleanup_json_ struct json *e2 = call(&f->c, "{\"op\":\"read\",\"path\":\"/big\",\"window\":%u}", PROTO_MAX_WINDOW + 1);
+        assert_error(e2, "EINVAL");
+        _cleanup_json_ struct json *e3 = call(&f->c, "{\"op\":\"attach\",\"pid\":%lld,\"window\":\"x\"}", (long long)bpid);
+        assert_error(e3, "EINVAL");
+        send_window(&f->c, 987654, 100);
+        _cleanup_json_ struct json *ping2 = call(&f->c, "{\"op\":\"ping\"}");
+        assert_ok(ping2);
+}
+
 static void test_listen_reconnect(void **state) {
         char dir[] = "/tmp/space-init-listen-XXXXXX", sock[PATH_MAX];
         assert_non_null(mkdtemp(dir));
@@ -898,6 +1034,23 @@ static void test_listen_reconnect(void **state) {
         assert_true(ps_find(&c2, fpid, &ps, &e));
         assert_true(json_is_true(json_get(e, "running")));
         json_free(ps);
+
+        print_message("a command held back by a shut window goes on, into its ring, on a new connection\n");
+        int64_t wid = initc_req(&c2, "{\"op\":\"exec\",\"argv\":[\"head\",\"-c\",\"3000000\",\"/dev/zero\"],\"window\":1}");
+        int64_t wpid = resp_of(&c2, wid, "pid");
+        bool ended;
+        assert_int_equal(take_output(&c2, (uint32_t)wid, 300, &ended), 1);
+        initc_close(&c2, 0);
+        assert_int_equal(initc_connect(&c2, sock), 0);
+        for (int64_t end = mono_ms() + 10000;;) {
+                assert_true(ps_find(&c2, wpid, &ps, &e));
+                bool done = !json_is_true(json_get(e, "running")) && get_int(e, "output_bytes") == 3000000;
+                json_free(ps);
+                if (done)
+                        break;
+                assert_true(mono_ms() < end);
+                usleep(20000);
+        }
         initc_close(&c2, 0);
 
         assert_int_equal(initc_connect(&c3, sock), 0);
@@ -1027,6 +1180,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_files, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_escape, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_flood_bounded, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_windows, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_random_frames, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
                 cmocka_unit_test(test_listen_reconnect),
