@@ -132,17 +132,15 @@ static bool op_output_frame(const struct op *op, const struct proto_hdr *h) {
  * gets them when it drains: op_window_drained). Small amounts wait for a step's worth
  * (init still has most of its window then). */
 static void op_window_grant(struct op *op) {
-        if (!op->windowed || op->done || op->owed == 0 || op->owed < SES_WINDOW_STEP)
+        if (!op->windowed || op->done || op->owed < SES_WINDOW_STEP)
                 return;
         if (op->conn && conn_over_high(op->conn))
                 return;
         uint8_t p[PROTO_WINDOW_LEN];
         proto_window_encode(op->owed, p);
-        struct session *s = op->ses;
-        uint32_t owed = op->owed;
-        op->window_left += owed;
+        op->window_left += op->owed;
         op->owed = 0;
-        (void)ses_send(s, PROTO_WINDOW, op->id, p, sizeof p);
+        (void)ses_send(op->ses, PROTO_WINDOW, op->id, p, sizeof p);
 }
 
 void op_window_drained(struct op *op) { op_window_grant(op); }
