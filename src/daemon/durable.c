@@ -1779,7 +1779,7 @@ static void start_created(struct action *a) {
         /* The id is copied: the session's own may change before the job is done. */
         snprintf(j->label, sizeof j->label, "%s", s->sbx_id);
         j->spec.id = j->label;
-        j->create_t0_ms = srv_now_ms();
+        j->create_t0_ms = util_now_ms();
         if ((r = wk_submit(d->starter, &j->wj)) < 0) {
                 job_free(j);
                 start_fail(a, "starting the sandbox: %s", strerror(-r));
@@ -1805,11 +1805,11 @@ static void start_create_done(struct job *j) {
         }
         s->sb = TAKE_PTR(j->sb);
         if (a->want_memory)
-                log_info("%s: processes of %s restored in %" PRIu64 " ms", s->id, s->head, srv_now_ms() - j->create_t0_ms);
+                log_info("%s: processes of %s restored in %" PRIu64 " ms", s->id, s->head, util_now_ms() - j->create_t0_ms);
         /* The layer holds exactly the head snapshot up to now (create only set the owner
          * of its root): later changes are what the next rolling snapshot looks for. */
         s->clean_since_ns = now_ns();
-        log_debug("%s: sandbox %s made in %" PRIu64 " ms", s->id, s->sbx_id, srv_now_ms() - j->create_t0_ms);
+        log_debug("%s: sandbox %s made in %" PRIu64 " ms", s->id, s->sbx_id, util_now_ms() - j->create_t0_ms);
         start_watch(a);
 }
 
@@ -1875,7 +1875,7 @@ static void start_finish(struct action *a) {
         buf_free(&ev);
         s->state = META_SESSION_RUNNING;
         s->adopting = false;
-        s->next_rolling_ms = srv_now_ms() + (uint64_t)(s->interval_ms > 0 ? s->interval_ms : 0);
+        s->next_rolling_ms = util_now_ms() + (uint64_t)(s->interval_ms > 0 ? s->interval_ms : 0);
         /* the commit above cleared meta's error: why the last start failed, or the sandbox died */
         free(s->error);
         s->error = NULL;
@@ -2037,7 +2037,7 @@ static void start_fail(struct action *a, const char *fmt, ...) {
                         s->recover_failures++;
                         /* Tried again by dur_tick, a little later each time (at most 30 s). */
                         uint64_t delay = SES_RECOVER_RETRY_MS * (uint64_t)MIN(s->recover_failures, 30u);
-                        s->recover_at_ms = srv_now_ms() + delay;
+                        s->recover_at_ms = util_now_ms() + delay;
                 }
                 act_done(a);
                 return;
@@ -3206,7 +3206,7 @@ int dur_create(struct daemon *d, struct conn *c, const struct json *body) {
 static void gc_done(struct job *j) {
         struct daemon *d = j->d;
         d->gc_running = false;
-        d->next_gc_ms = srv_now_ms() + SPACED_GC_INTERVAL_MS;
+        d->next_gc_ms = util_now_ms() + SPACED_GC_INTERVAL_MS;
         if (j->r < 0)
                 log_warn("gc failed: %s", j->err);
         else
@@ -3289,7 +3289,7 @@ void dur_gc(struct daemon *d, struct conn *c) {
 /* ---------------- periodic work ---------------- */
 
 void dur_tick(struct daemon *d) {
-        uint64_t now = srv_now_ms();
+        uint64_t now = util_now_ms();
         for (struct session *s = d->sessions; s; s = s->next) {
                 if (s->freed || s->act || s->queue)
                         continue;
@@ -3365,7 +3365,7 @@ int dur_open(struct daemon *d) {
         d->starter_src.cb = starter_event;
         if ((r = loop_add(d->loop, &d->starter_src, EPOLLIN)) < 0)
                 return r;
-        d->next_gc_ms = srv_now_ms() + SPACED_GC_INTERVAL_MS;
+        d->next_gc_ms = util_now_ms() + SPACED_GC_INTERVAL_MS;
         return 0;
 }
 
@@ -3622,8 +3622,8 @@ static bool settling(struct daemon *d) {
 }
 
 void dur_settle(struct daemon *d, int timeout_ms) {
-        uint64_t end = srv_now_ms() + (uint64_t)timeout_ms;
-        while (settling(d) && srv_now_ms() < end)
+        uint64_t end = util_now_ms() + (uint64_t)timeout_ms;
+        while (settling(d) && util_now_ms() < end)
                 (void)loop_run_once(d->loop, 50);
 }
 

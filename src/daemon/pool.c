@@ -251,7 +251,7 @@ static void flush(struct wpool_tpl *t) {
 
 static void refill(struct wpool_tpl *t) {
         struct wpool *p = t->p;
-        if (p->stopping || srv_now_ms() < t->retry_at_ms)
+        if (p->stopping || util_now_ms() < t->retry_at_ms)
                 return;
         while (t->ready + t->making < t->size) {
                 struct wpool_job *j = job_new(p, PJ_MAKE);
@@ -298,7 +298,7 @@ static void make_done(struct wpool_job *j) {
                                 log_warn("pool: making a sandbox of template %s failed: %s (retrying every %d s)", t->name,
                                          j->err, WPOOL_RETRY_MS / 1000);
                         t->failing = true;
-                        t->retry_at_ms = srv_now_ms() + WPOOL_RETRY_MS;
+                        t->retry_at_ms = util_now_ms() + WPOOL_RETRY_MS;
                         tpl_maybe_free(t);
                 }
                 return;

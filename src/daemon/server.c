@@ -14,12 +14,7 @@
 #include "common/log.h"
 #include "daemon/auth.h"
 #include "daemon/spaced.h"
-
-uint64_t srv_now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#include "daemon/util.h"
 
 static bool op_is_stream(const struct op *op) {
         return op && (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ);
@@ -178,7 +173,7 @@ static void conn_request_done(struct conn *c) {
                 return;
         }
         c->state = CONN_IDLE;
-        c->idle_since_ms = srv_now_ms();
+        c->idle_since_ms = util_now_ms();
         buf_free(&c->body);
         c->route = NULL;
         /* A pipelined next request is handled after the current batch, not inside the
@@ -486,7 +481,7 @@ static void on_end(struct conn *c) {
                 break;
         case CONN_BODY_DISCARD:
                 c->state = c->keep_alive ? CONN_IDLE : CONN_CLOSING;
-                c->idle_since_ms = srv_now_ms();
+                c->idle_since_ms = util_now_ms();
                 break;
         default:
                 break;
@@ -585,11 +580,11 @@ static void conn_read(struct conn *c) {
                 return;
         }
         c->in.len += (size_t)n;
-        c->last_read_ms = srv_now_ms();
+        c->last_read_ms = util_now_ms();
 }
 
 void srv_tick(struct daemon *d) {
-        uint64_t now = srv_now_ms();
+        uint64_t now = util_now_ms();
         for (struct conn *c = d->conns, *next; c; c = next) {
                 next = c->next;
                 bool partial = (c->state == CONN_IDLE && (c->in.len > c->in_off || c->parser->head_len > 0)) ||
@@ -679,7 +674,7 @@ int srv_conn_new(struct daemon *d, int fd) {
         c->src.cb = conn_event;
         c->state = CONN_IDLE;
         c->keep_alive = true;
-        c->last_read_ms = c->idle_since_ms = srv_now_ms();
+        c->last_read_ms = c->idle_since_ms = util_now_ms();
         c->in = BUF_INIT(CONN_IN_MAX + 1);
         c->out = BUF_INIT(CONN_OUT_MAX);
         int r = loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP);

@@ -232,7 +232,7 @@ static void op_kill_fg(struct op *op) {
                         op_done(k);
                 buf_free(&b);
         }
-        op->drain_deadline_ms = srv_now_ms() + SES_KILL_DRAIN_MS;
+        op->drain_deadline_ms = util_now_ms() + SES_KILL_DRAIN_MS;
         log_info("%s: client of exec pid %" PRId64 " went away: killed its process group", s->id, op->pid);
 }
 
@@ -987,7 +987,7 @@ static void pid_event(struct loop_src *src, uint32_t revents) {
 }
 
 void ses_tick(struct daemon *d) {
-        uint64_t now = srv_now_ms();
+        uint64_t now = util_now_ms();
         for (struct session *s = d->sessions, *next; s; s = next) {
                 next = s->next;
                 if (s->hello_deadline_ms && now > s->hello_deadline_ms && !ses_dead(s))
@@ -1095,7 +1095,7 @@ int ses_watch(struct session *s) {
                 ses_unwatch(s);
                 return r;
         }
-        s->hello_deadline_ms = srv_now_ms() + SES_HELLO_TIMEOUT_MS;
+        s->hello_deadline_ms = util_now_ms() + SES_HELLO_TIMEOUT_MS;
         /* HELLO may already be in the socket; the loop will see it. */
         return 0;
 }

@@ -303,7 +303,6 @@ void srv_close_all(struct daemon *d);
 int srv_conn_new(struct daemon *d, int fd);
 /* {"error":{"code":"<from status>","message":msg}} */
 void srv_error_body(struct buf *b, int status, const char *msg);
-uint64_t srv_now_ms(void);
 /* Once a second: times out requests that stopped arriving half-way. */
 void srv_tick(struct daemon *d);
 /* Answers: a complete JSON response, an error ({"error":{code,message}}), or an empty 204. */

@@ -84,6 +84,12 @@ void util_rfc3339(time_t t, char *out, size_t outsz) {
         strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+uint64_t util_now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 int util_errno_status(int err) {
         switch (err) {
         case ENOENT: case ESRCH: return 404;

@@ -19,6 +19,9 @@ struct json;
 /* A size in a request body: a string util_parse_size takes, or a non-negative integer. */
 int util_json_size(const struct json *v, uint64_t *ret);
 
+/* CLOCK_MONOTONIC in milliseconds: every deadline and timer of spaced. */
+uint64_t util_now_ms(void);
+
 /* "2026-11-30T05:14:07Z" */
 void util_rfc3339(time_t t, char *out, size_t outsz);
 
