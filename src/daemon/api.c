@@ -8,7 +8,7 @@
 #include "common/proto.h"
 #include "daemon/api.h"
 #include "daemon/auth.h"
-#include "daemon/durlogic.h"
+#include "daemon/session_rules.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
 #include "runtime/runtime.h"
@@ -53,13 +53,13 @@ struct session *api_session(struct conn *c, bool running) {
         if (!running)
                 return s;
         const char *why;
-        int st = dl_action_status(DL_EXEC, s->state, &why);
-        if (st == 0 && !ses_usable(s)) {
-                st = 503;
+        int err = dl_action_check(DL_EXEC, s->state, &why);
+        if (err == 0 && !ses_usable(s)) {
+                err = -EAGAIN;
                 why = s->lost ? "its sandbox died; it is being recovered" : "its sandbox is being replaced";
         }
-        if (st) {
-                conn_reply_error(c, st, "session %s: %s", s->id, why);
+        if (err) {
+                conn_reply_error(c, api_status_of(err), "session %s: %s", s->id, why);
                 return NULL;
         }
         return s;
@@ -197,15 +197,6 @@ void api_health(struct conn *c) {
 
 /* ---- sessions ---- */
 
-void api_session_create(struct conn *c) {
-        _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
-                return;
-        int r = dur_create(c->d, c, body);
-        if (r < 0)
-                conn_reply_error(c, 500, "creating the session: %s", strerror(-r));
-}
-
 void api_session_list(struct conn *c) {
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
@@ -241,9 +232,9 @@ void api_session_get(struct conn *c) {
 
 void api_session_delete(struct conn *c) {
         struct session *s = api_session(c, false);
-        if (!s)
-                return;
-        dur_delete(s, c);
+        struct dur_waiter *w;
+        if (s && (w = api_waiter(c, 204)))
+                dur_delete(s, w);
 }
 
 /* ---- exec ---- */

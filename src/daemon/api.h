@@ -10,6 +10,14 @@ struct conn;
 struct session;
 struct op;
 struct buf;
+struct dur_waiter;
+
+/* The HTTP status of a lifecycle error (daemon/durable.h): -EINVAL 400, -ENOENT 404,
+ * -EBUSY 409, -EAGAIN 503, anything else 500. */
+int api_status_of(int err);
+/* A waiter that answers c when the lifecycle is done: ok_status with the result (an empty
+ * answer without one), or the error. NULL (c answered 500) when out of memory. */
+struct dur_waiter *api_waiter(struct conn *c, int ok_status);
 
 /* The request body as a JSON object ({} when empty). */
 int api_body_json(struct conn *c, struct json **ret);

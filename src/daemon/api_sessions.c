@@ -2,26 +2,212 @@
  * the timeline, pause, resume, restore, fork, the event log, connect (token check) and
  * GC. They validate the request and answer bad input at once (with nothing changed);
  * the work itself is a queued action of durable.c, which answers when it is done. */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "daemon/api.h"
-#include "daemon/durlogic.h"
+#include "daemon/session_rules.h"
 #include "daemon/spaced.h"
+#include "daemon/util.h"
 #include "runtime/runtime.h"
+#include "runtime/template.h"
+
+int api_status_of(int err) {
+        switch (-err) {
+        case EINVAL: case EOPNOTSUPP: case E2BIG: return 400;
+        case ENOENT: return 404;
+        case EBUSY: case EEXIST: return 409;
+        case EAGAIN: case ENODEV: return 503;
+        default: return 500;
+        }
+}
+
+/* A lifecycle request's answer to its HTTP client, if the client is still there. */
+struct api_wait {
+        struct dur_waiter w;
+        struct conn_waiter cw; /* the connection forgets it when it closes */
+        int ok_status;
+};
+
+static void api_wait_done(struct dur_waiter *w, int err, const char *msg, const struct buf *result) {
+        struct api_wait *aw = (struct api_wait *)w;
+        struct conn *c = aw->cw.conn;
+        if (c && c->waiter == &aw->cw)
+                c->waiter = NULL;
+        if (c) {
+                if (err)
+                        conn_reply_error(c, api_status_of(err), "%s", msg);
+                else if (result)
+                        conn_reply_json(c, aw->ok_status, result);
+                else
+                        conn_reply_empty(c, aw->ok_status);
+        }
+        free(aw);
+}
+
+static const struct dur_waiter_ops api_wait_ops = { .done = api_wait_done };
+
+struct dur_waiter *api_waiter(struct conn *c, int ok_status) {
+        struct api_wait *aw = calloc(1, sizeof *aw);
+        if (!aw) {
+                conn_reply_error(c, 500, "out of memory");
+                return NULL;
+        }
+        aw->w.ops = &api_wait_ops;
+        aw->ok_status = ok_status;
+        aw->cw.conn = c;
+        c->waiter = &aw->cw;
+        return &aw->w;
+}
 
 /* 409/503 now when nothing is queued that could change the state before it runs. */
 static bool state_ok_now(struct conn *c, struct session *s, enum dl_action a) {
         if (s->act || s->queue)
                 return true; /* checked again when its turn comes */
         const char *why;
-        int st = dl_action_status(a, s->state, &why);
-        if (st) {
-                conn_reply_error(c, st, "session %s: %s", s->id, why);
+        int err = dl_action_check(a, s->state, &why);
+        if (err) {
+                conn_reply_error(c, api_status_of(err), "session %s: %s", s->id, why);
                 return false;
         }
         return true;
+}
+
+/* ---- create ---- */
+
+/* The fields of a create body that the request alone decides (types and ranges); what
+ * depends on the host is dur_create's to check. Answers 400 itself. */
+static int create_req_parse(struct conn *c, const struct json *body, struct ses_create_req *q) {
+        *q = (struct ses_create_req){ .memory = SES_DEFAULT_MEMORY, .pids = SES_DEFAULT_PIDS,
+                                      .interval_ms = SES_DEFAULT_INTERVAL_MS, .retention = SES_DEFAULT_RETENTION };
+        snprintf(q->tenant, sizeof q->tenant, "%s", c->tenant);
+        const struct json *v;
+        if ((v = json_get(body, "snapshot")) && json_type(v) != JSON_NULL) {
+                q->snapshot = json_str(v);
+                if (!q->snapshot || !meta_id_valid("snap", q->snapshot)) {
+                        conn_reply_error(c, 404, "no snapshot %.40s", q->snapshot ? q->snapshot : "(not a string)");
+                        return -ENOENT;
+                }
+        }
+        /* With a snapshot, the template is the snapshot's: a "template" field is ignored. */
+        if (!q->snapshot && (v = json_get(body, "template")) && json_type(v) != JSON_NULL) {
+                q->template = json_str(v);
+                if (!q->template) {
+                        conn_reply_error(c, 400, "template must be a string");
+                        return -EINVAL;
+                }
+                if (!template_name_valid(q->template)) {
+                        conn_reply_error(c, 400, "invalid template name \"%.80s\"", q->template);
+                        return -EINVAL;
+                }
+        }
+        if ((v = json_get(body, "memory")) && json_type(v) != JSON_NULL) {
+                if (util_json_size(v, &q->memory) < 0) {
+                        if (json_type(v) == JSON_STRING)
+                                conn_reply_error(c, 400, "memory: bad size \"%.40s\" (use 512M, 1.5G or bytes)", json_str(v));
+                        else
+                                conn_reply_error(c, 400, "memory must be a size string or a number of bytes");
+                        return -EINVAL;
+                }
+                if (q->memory == 0)
+                        q->memory = SES_DEFAULT_MEMORY;
+                if (q->memory < (8u << 20) || q->memory > SES_MAX_MEMORY) {
+                        conn_reply_error(c, 400, "memory must be between 8M and 1T");
+                        return -EINVAL;
+                }
+        }
+        if ((v = json_get(body, "cpus")) && json_type(v) != JSON_NULL) {
+                if (json_type(v) != JSON_NUMBER || !(json_num(v) >= 0) || json_num(v) > SES_MAX_CPUS) {
+                        conn_reply_error(c, 400, "cpus must be a number between 0 (no limit) and %g", SES_MAX_CPUS);
+                        return -EINVAL;
+                }
+                q->cpus = json_num(v);
+                if (q->cpus > 0 && q->cpus < 0.01) {
+                        conn_reply_error(c, 400, "cpus must be at least 0.01");
+                        return -EINVAL;
+                }
+        }
+        if ((v = json_get(body, "pids")) && json_type(v) != JSON_NULL) {
+                int64_t p;
+                if (json_int(v, &p) < 0 || p < 0 || p > SES_MAX_PIDS) {
+                        conn_reply_error(c, 400, "pids must be an integer between 0 (default) and %u", SES_MAX_PIDS);
+                        return -EINVAL;
+                }
+                if (p > 0)
+                        q->pids = (uint32_t)p;
+        }
+        if ((v = json_get(body, "disk")) && json_type(v) != JSON_NULL) {
+                if (util_json_size(v, &q->disk) < 0) {
+                        conn_reply_error(c, 400, "disk must be a size (\"2G\", \"512M\") or a number of bytes");
+                        return -EINVAL;
+                }
+                q->disk_given = true;
+        }
+        if ((v = json_get(body, "runtime")) && json_type(v) != JSON_NULL) {
+                q->runtime = json_str(v);
+                if (!q->runtime) {
+                        conn_reply_error(c, 400, "unknown runtime \"(not a string)\" (ns, gvisor, microvm)");
+                        return -EINVAL;
+                }
+        }
+        if ((v = json_get(body, "network")) && json_type(v) != JSON_NULL) {
+                if (json_type(v) != JSON_BOOL) {
+                        conn_reply_error(c, 400, "network must be true or false");
+                        return -EINVAL;
+                }
+                q->network = json_is_true(v);
+        }
+        if ((v = json_get(body, "snapshot_interval_ms")) && json_type(v) != JSON_NULL) {
+                if (json_int(v, &q->interval_ms) < 0 || q->interval_ms < 0 || q->interval_ms > SES_MAX_INTERVAL_MS ||
+                    (q->interval_ms > 0 && q->interval_ms < SES_MIN_INTERVAL_MS)) {
+                        conn_reply_error(c, 400, "snapshot_interval_ms must be 0 (off) or between %d and %lld",
+                                         SES_MIN_INTERVAL_MS, (long long)SES_MAX_INTERVAL_MS);
+                        return -EINVAL;
+                }
+        }
+        if ((v = json_get(body, "retention")) && json_type(v) != JSON_NULL) {
+                int64_t keep;
+                if (json_int(v, &keep) < 0 || keep < 1 || keep > SES_MAX_RETENTION) {
+                        conn_reply_error(c, 400, "retention must be an integer between 1 and %u", SES_MAX_RETENTION);
+                        return -EINVAL;
+                }
+                q->retention = (uint32_t)keep;
+        }
+        const struct json *envj = json_get(body, "env");
+        const char *why = "bad env";
+        int r = ses_parse_env(envj, &q->env, &q->n_env, &why);
+        if (r < 0) {
+                conn_reply_error(c, r == -ENOMEM ? 500 : 400, "%s", why);
+                return r;
+        }
+        if (envj && json_type(envj) == JSON_OBJECT) {
+                struct buf e = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&e);
+                json_w_value(&w, envj);
+                if (!w.err && buf_putc(&e, '\0') == 0)
+                        q->env_json = strdup(e.data);
+                buf_free(&e);
+        }
+        return 0;
+}
+
+void api_session_create(struct conn *c) {
+        _cleanup_json_ struct json *body = NULL;
+        if (api_body_json(c, &body) < 0)
+                return;
+        struct ses_create_req q;
+        if (create_req_parse(c, body, &q) < 0)
+                return;
+        struct dur_waiter *w = api_waiter(c, 201);
+        if (!w) {
+                util_strv_free(q.env, q.n_env);
+                free(q.env_json);
+                return;
+        }
+        dur_create(c->d, &q, w);
 }
 
 void api_snapshot_create(struct conn *c) {
@@ -58,7 +244,9 @@ void api_snapshot_create(struct conn *c) {
         }
         if (!state_ok_now(c, s, DL_SNAPSHOT))
                 return;
-        dur_snapshot(s, c, label, memory);
+        struct dur_waiter *w = api_waiter(c, 201);
+        if (w)
+                dur_snapshot(s, label, memory, w);
 }
 
 void api_snapshot_list(struct conn *c) {
@@ -88,14 +276,16 @@ void api_snapshot_list(struct conn *c) {
 
 void api_session_pause(struct conn *c) {
         struct session *s = api_session(c, false);
-        if (s && state_ok_now(c, s, DL_PAUSE))
-                dur_pause(s, c);
+        struct dur_waiter *w;
+        if (s && state_ok_now(c, s, DL_PAUSE) && (w = api_waiter(c, 200)))
+                dur_pause(s, w);
 }
 
 void api_session_resume(struct conn *c) {
         struct session *s = api_session(c, false);
-        if (s && state_ok_now(c, s, DL_RESUME))
-                dur_resume(s, c);
+        struct dur_waiter *w;
+        if (s && state_ok_now(c, s, DL_RESUME) && (w = api_waiter(c, 200)))
+                dur_resume(s, w);
 }
 
 /* A snapshot id from the body that must belong to s: 404 otherwise, nothing changed. */
@@ -133,7 +323,9 @@ void api_session_restore(struct conn *c) {
         const char *snap;
         if (body_snapshot(c, s, body, true, &snap) < 0 || !state_ok_now(c, s, DL_RESTORE))
                 return;
-        dur_restore(s, c, snap);
+        struct dur_waiter *w = api_waiter(c, 200);
+        if (w)
+                dur_restore(s, snap, w);
 }
 
 void api_session_fork(struct conn *c) {
@@ -158,7 +350,9 @@ void api_session_fork(struct conn *c) {
         }
         if (!state_ok_now(c, s, DL_FORK))
                 return;
-        dur_fork(s, c, snap, (unsigned)count);
+        struct dur_waiter *w = api_waiter(c, 201);
+        if (w)
+                dur_fork(s, snap, (unsigned)count, w);
 }
 
 void api_events_list(struct conn *c) {
@@ -303,6 +497,7 @@ void api_session_connect(struct conn *c) {
 }
 
 void api_gc(struct conn *c) {
-        if (api_admin(c))
-                dur_gc(c->d, c);
+        struct dur_waiter *w;
+        if (api_admin(c) && (w = api_waiter(c, 200)))
+                dur_gc(c->d, w);
 }

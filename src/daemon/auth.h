@@ -4,7 +4,7 @@
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
-#include "daemon/durlogic.h"
+#include "daemon/session_rules.h"
 #include "meta/meta.h"
 
 /* "spt_" + 32 random bytes in url-safe base64 (43 characters). */

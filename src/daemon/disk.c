@@ -111,22 +111,19 @@ char *disk_sandbox_dir_find(struct daemon *d, const char *sbx) {
         return asprintf(&p, "%s/sandboxes/%s", d->data_dir, sbx) < 0 ? NULL : p;
 }
 
-int disk_parse_limit(struct daemon *d, const struct json *v, uint64_t *ret, char *why, size_t why_size) {
+int disk_check_limit(struct daemon *d, bool given, uint64_t asked, uint64_t *ret, char *why, size_t why_size) {
         uint64_t disk = d->disk_default;
-        if (v && json_type(v) != JSON_NULL) {
-                if (util_json_size(v, &disk) < 0) {
-                        snprintf(why, why_size, "disk must be a size (\"2G\", \"512M\") or a number of bytes");
-                        return 400;
-                }
+        if (given) {
+                disk = asked;
                 if (disk > 0 && !d->disk_quota) {
                         snprintf(why, why_size, "disk limits are not available on this host: %s", d->disk_error);
-                        return 503;
+                        return -ENODEV;
                 }
                 if (disk == 0 || disk < SES_MIN_DISK || disk > d->disk_max) {
                         snprintf(why, why_size,
                                  "disk must be between %" PRIu64 "M and %" PRIu64 "M (the quota volume's size)",
                                  (uint64_t)(SES_MIN_DISK >> 20), d->disk_max >> 20);
-                        return 400;
+                        return -EINVAL;
                 }
         }
         *ret = disk;

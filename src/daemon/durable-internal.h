@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "daemon/api.h"
 #include "daemon/auth.h"
-#include "daemon/durlogic.h"
+#include "daemon/session_rules.h"
 #include "daemon/pool.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
@@ -42,7 +42,7 @@ enum act_kind { ACT_START, ACT_SNAPSHOT, ACT_PAUSE, ACT_RESUME, ACT_RESTORE, ACT
 enum start_why { START_CREATE, START_RESUME, START_RESTORE, START_RECOVER, START_FORK, START_ADOPT };
 
 struct fork_group {
-        struct conn_waiter w;
+        struct dur_waiter *w;                 /* who waits for the answer; NULL: nobody */
         unsigned n, n_done, n_failed;
         char ids[SES_MAX_FORKS][META_ID_SIZE];
         char tokens[SES_MAX_FORKS][DL_TOKEN_LEN + 1];
@@ -53,7 +53,7 @@ struct fork_group {
 };
 
 struct action {
-        struct conn_waiter w;
+        struct dur_waiter *w;                 /* who waits for the answer; NULL: nobody */
         struct action *next;
         struct session *s;
         enum act_kind kind;
@@ -171,12 +171,13 @@ const char *dur_merr(struct daemon *d);
 enum store_reason store_reason_of(enum meta_snapshot_reason r);
 void dur_relaxed(struct daemon *d, bool on);
 void snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m, double freeze_ms);
-void reply_session(struct conn *c, int status, struct session *s, const char *token);
-struct action *act_new(struct session *s, enum act_kind kind, struct conn *c);
+/* The session object (plus its token, shown once at create) as the answer to *w. */
+void answer_session(struct dur_waiter **w, struct session *s, const char *token);
+struct action *act_new(struct session *s, enum act_kind kind, struct dur_waiter *w);
 void act_enqueue(struct session *s, struct action *a, bool front);
 bool recover_queued(struct session *s);
 void act_done(struct action *a);
-void act_fail(struct action *a, int status, const char *fmt, ...) _printf_(3, 4);
+void act_fail(struct action *a, int err, const char *fmt, ...) _printf_(3, 4);
 void recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose);
 void restore_forked(struct job *j);
 int snapshot_of_session(struct session *s, const char *id, struct meta_snapshot *ret);

@@ -31,18 +31,24 @@ uint64_t dur_mono_us(void) {
         return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-struct conn *waiter_take(struct conn_waiter *w) {
-        struct conn *c = w->conn;
-        w->conn = NULL;
-        if (c && c->waiter == w)
-                c->waiter = NULL;
-        return c;
+void dur_answer(struct dur_waiter **w, const struct buf *result) {
+        struct dur_waiter *t = *w;
+        *w = NULL;
+        if (t)
+                t->ops->done(t, 0, NULL, result);
 }
 
-void waiter_set(struct conn_waiter *w, struct conn *c) {
-        w->conn = c;
-        if (c)
-                c->waiter = w;
+void dur_answer_error(struct dur_waiter **w, int err, const char *fmt, ...) {
+        struct dur_waiter *t = *w;
+        *w = NULL;
+        if (!t)
+                return;
+        char msg[768];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        t->ops->done(t, err, msg, NULL);
 }
 
 /* The message of the last failed meta call; kept across the rollback that follows it
@@ -122,8 +128,8 @@ void snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m, d
 
 void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m) { snapshot_write_json(w, m, -1); }
 
-void reply_session(struct conn *c, int status, struct session *s, const char *token) {
-        if (!c)
+void answer_session(struct dur_waiter **wt, struct session *s, const char *token) {
+        if (!*wt)
                 return;
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
@@ -143,7 +149,7 @@ void reply_session(struct conn *c, int status, struct session *s, const char *to
                 }
                 buf_free(&o);
         }
-        conn_reply_json(c, status, &b);
+        dur_answer(wt, &b);
         buf_free(&b);
 }
 
@@ -151,21 +157,21 @@ void reply_session(struct conn *c, int status, struct session *s, const char *to
 
 static void act_kick(struct session *s);
 
-struct action *act_new(struct session *s, enum act_kind kind, struct conn *c) {
+struct action *act_new(struct session *s, enum act_kind kind, struct dur_waiter *w) {
         struct action *a = calloc(1, sizeof *a);
         if (!a) {
-                if (c)
-                        conn_reply_error(c, 500, "out of memory");
+                dur_answer_error(&w, -ENOMEM, "out of memory");
                 return NULL;
         }
         a->s = s;
         a->kind = kind;
-        waiter_set(&a->w, c);
+        a->w = w;
         return a;
 }
 
 static void act_free(struct action *a) {
-        (void)waiter_take(&a->w);
+        /* Every path answers before it ends; never leave a client waiting for nothing. */
+        dur_answer_error(&a->w, -EIO, "session %s: the request ended without an answer", a->s->id);
         free(a->ready_dir);
         free(a);
 }
@@ -188,10 +194,8 @@ void act_enqueue(struct session *s, struct action *a, bool front) {
 /* Queues a request's action; 409 when too many wait already. */
 static bool act_submit(struct session *s, struct action *a) {
         if (s->n_queued >= SES_MAX_QUEUED_ACTIONS) {
-                struct conn *c = waiter_take(&a->w);
-                if (c)
-                        conn_reply_error(c, 409, "session %s has %d requests waiting already", s->id,
-                                         SES_MAX_QUEUED_ACTIONS);
+                dur_answer_error(&a->w, -EBUSY, "session %s has %d requests waiting already", s->id,
+                                 SES_MAX_QUEUED_ACTIONS);
                 free(a);
                 return false;
         }
@@ -243,17 +247,15 @@ void act_done(struct action *a) {
         act_kick(s);
 }
 
-/* Fails an action with an HTTP error to its client (if any) and ends it. */
-void act_fail(struct action *a, int status, const char *fmt, ...) {
+/* Fails an action (-errno and why, to whoever waits) and ends it. */
+void act_fail(struct action *a, int err, const char *fmt, ...) {
         char msg[768];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         log_warn("%s: %s", a->s->id, msg);
-        struct conn *c = waiter_take(&a->w);
-        if (c)
-                conn_reply_error(c, status, "%s", msg);
+        dur_answer_error(&a->w, err, "%s", msg);
         act_done(a);
 }
 
@@ -374,7 +376,7 @@ void restore_forked(struct job *j) {
                 char msg[700];
                 snap_err(msg, sizeof msg, "reading", a->snap, j);
                 ready_drop(a);
-                act_fail(a, 500, "restore failed: %s; the session is unchanged", msg);
+                act_fail(a, -EIO, "restore failed: %s; the session is unchanged", msg);
                 return;
         }
         if (a->ready_dir) {
@@ -385,7 +387,7 @@ void restore_forked(struct job *j) {
         if (restore_record(s, j, a->snap, &m) < 0) {
                 ready_drop(a);
                 (void)store_snapshot_forget(s->d->store, &j->out[0]);
-                act_fail(a, 500, "recording the restore failed: %s", dur_merr(s->d));
+                act_fail(a, -EIO, "recording the restore failed: %s", dur_merr(s->d));
                 return;
         }
         log_info("%s: restored %s as %s", s->id, a->snap, m.id);
@@ -399,7 +401,7 @@ void restore_forked(struct job *j) {
                 s->sbx_id[0] = '\0';
         }
         if (s->state == META_SESSION_PAUSED) {
-                reply_session(waiter_take(&a->w), 200, s, NULL);
+                answer_session(&a->w, s, NULL);
                 act_done(a);
                 return;
         }
@@ -425,22 +427,22 @@ int snapshot_of_session(struct session *s, const char *id, struct meta_snapshot 
 static void run_restore(struct action *a) {
         struct session *s = a->s;
         const char *why;
-        int st = dl_action_status(DL_RESTORE, s->state, &why);
-        if (st) {
-                act_fail(a, st, "%s", why);
+        int err = dl_action_check(DL_RESTORE, s->state, &why);
+        if (err) {
+                act_fail(a, err, "%s", why);
                 return;
         }
         struct meta_snapshot m;
         int r = snapshot_of_session(s, a->snap, &m);
         if (r < 0) {
-                act_fail(a, 404, "session %s has no snapshot %s", s->id, a->snap);
+                act_fail(a, -ENOENT, "session %s has no snapshot %s", s->id, a->snap);
                 return;
         }
         struct job *j = job_new(NULL, s, a, JOB_FORK, restore_forked);
         if (!j || store_hash_from_hex(m.store_hash, &j->parent) < 0) {
                 if (j)
                         job_free(j);
-                act_fail(a, 500, "snapshot %s has a bad store hash", a->snap);
+                act_fail(a, -EIO, "snapshot %s has a bad store hash", a->snap);
                 return;
         }
         j->n = 1;
@@ -456,13 +458,13 @@ static void run_restore(struct action *a) {
                         free(a->ready_dir);
                         a->ready_dir = NULL;
                         job_free(j);
-                        act_fail(a, 500, "making the sandbox directory: %s", strerror(r < 0 ? -r : ENOMEM));
+                        act_fail(a, -EIO, "making the sandbox directory: %s", strerror(r < 0 ? -r : ENOMEM));
                         return;
                 }
         }
         if ((r = job_submit(j)) < 0) {
                 ready_drop(a);
-                act_fail(a, 500, "starting the restore: %s", strerror(-r));
+                act_fail(a, -EIO, "starting the restore: %s", strerror(-r));
                 return;
         }
 }
@@ -473,16 +475,12 @@ static void delete_finish(struct action *a) {
         struct session *s = a->s;
         parked_drop(s);
         forget_unacknowledged(s);
-        struct conn *c = waiter_take(&a->w);
-        if (c)
-                conn_reply_empty(c, 204);
+        dur_answer(&a->w, NULL);
         struct action *q;
         while ((q = s->queue)) {
                 s->queue = q->next;
                 s->n_queued--;
-                struct conn *qc = waiter_take(&q->w);
-                if (qc)
-                        conn_reply_error(qc, 404, "session %s was deleted", s->id);
+                dur_answer_error(&q->w, -ENOENT, "session %s was deleted", s->id);
                 free(q);
         }
         act_done(a);
@@ -503,7 +501,7 @@ static void run_delete(struct action *a) {
         if (s->state != META_SESSION_TERMINATED) {
                 if (meta_session_set_state(d->meta, s->id, 0, META_SESSION_TERMINATED, NULL) < 0 &&
                     meta_session_get(d->meta, s->id, &(struct meta_session){ 0 }) != -ENOENT) {
-                        act_fail(a, 500, "recording the deletion failed: %s", dur_merr(d));
+                        act_fail(a, -EIO, "recording the deletion failed: %s", dur_merr(d));
                         return;
                 }
                 s->state = META_SESSION_TERMINATED;
@@ -567,8 +565,8 @@ static void act_run(struct action *a) {
 
 /* ---------------- API entry points ---------------- */
 
-void dur_snapshot(struct session *s, struct conn *c, const char *label, bool memory) {
-        struct action *a = act_new(s, ACT_SNAPSHOT, c);
+void dur_snapshot(struct session *s, const char *label, bool memory, struct dur_waiter *w) {
+        struct action *a = act_new(s, ACT_SNAPSHOT, w);
         if (!a)
                 return;
         a->reason = META_REASON_MANUAL;
@@ -577,28 +575,28 @@ void dur_snapshot(struct session *s, struct conn *c, const char *label, bool mem
         act_submit(s, a);
 }
 
-void dur_pause(struct session *s, struct conn *c) {
-        struct action *a = act_new(s, ACT_PAUSE, c);
+void dur_pause(struct session *s, struct dur_waiter *w) {
+        struct action *a = act_new(s, ACT_PAUSE, w);
         if (a)
                 act_submit(s, a);
 }
 
-void dur_resume(struct session *s, struct conn *c) {
-        struct action *a = act_new(s, ACT_RESUME, c);
+void dur_resume(struct session *s, struct dur_waiter *w) {
+        struct action *a = act_new(s, ACT_RESUME, w);
         if (a)
                 act_submit(s, a);
 }
 
-void dur_restore(struct session *s, struct conn *c, const char *snap_id) {
-        struct action *a = act_new(s, ACT_RESTORE, c);
+void dur_restore(struct session *s, const char *snap_id, struct dur_waiter *w) {
+        struct action *a = act_new(s, ACT_RESTORE, w);
         if (!a)
                 return;
         snprintf(a->snap, sizeof a->snap, "%s", snap_id);
         act_submit(s, a);
 }
 
-void dur_fork(struct session *s, struct conn *c, const char *snap_id, unsigned count) {
-        struct action *a = act_new(s, ACT_FORK, c);
+void dur_fork(struct session *s, const char *snap_id, unsigned count, struct dur_waiter *w) {
+        struct action *a = act_new(s, ACT_FORK, w);
         if (!a)
                 return;
         snprintf(a->snap, sizeof a->snap, "%s", snap_id ? snap_id : "");
@@ -606,15 +604,13 @@ void dur_fork(struct session *s, struct conn *c, const char *snap_id, unsigned c
         act_submit(s, a);
 }
 
-void dur_delete(struct session *s, struct conn *c) {
+void dur_delete(struct session *s, struct dur_waiter *w) {
         for (struct action *q = s->queue; q; q = q->next)
                 if (q->kind == ACT_DELETE) {
-                        /* Already on its way out. */
-                        if (c)
-                                conn_reply_empty(c, 204);
+                        dur_answer(&w, NULL); /* already on its way out */
                         return;
                 }
-        struct action *a = act_new(s, ACT_DELETE, c);
+        struct action *a = act_new(s, ACT_DELETE, w);
         if (!a)
                 return;
         /* Past the queue's limit too: a delete must always be possible. */
@@ -633,43 +629,32 @@ static void gc_done(struct job *j) {
                 log_info("gc: %" PRIu64 " objects (%" PRIu64 " bytes) removed, %" PRIu64 " kept, %" PRIu64
                          " records removed",
                          j->gc.objects_removed, j->gc.bytes_removed, j->gc.objects_kept, j->gc.snapshots_removed);
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "objects_removed");
+        json_w_uint(&w, j->gc.objects_removed);
+        json_w_key(&w, "bytes_freed");
+        json_w_uint(&w, j->gc.bytes_removed);
+        json_w_key(&w, "objects_kept");
+        json_w_uint(&w, j->gc.objects_kept);
+        json_w_obj_end(&w);
         for (size_t i = 0; i < d->n_gc_waiters; i++) {
-                struct conn *c = waiter_take(d->gc_waiters[i]);
-                free(d->gc_waiters[i]);
-                if (!c)
-                        continue;
-                if (j->r < 0) {
-                        conn_reply_error(c, 500, "gc failed: %s", j->err);
-                        continue;
-                }
-                struct buf b = BUF_INIT(0);
-                struct json_writer w = JSON_WRITER_INIT(&b);
-                json_w_obj_begin(&w);
-                json_w_key(&w, "objects_removed");
-                json_w_uint(&w, j->gc.objects_removed);
-                json_w_key(&w, "bytes_freed");
-                json_w_uint(&w, j->gc.bytes_removed);
-                json_w_key(&w, "objects_kept");
-                json_w_uint(&w, j->gc.objects_kept);
-                json_w_obj_end(&w);
-                conn_reply_json(c, 200, &b);
-                buf_free(&b);
+                if (j->r < 0)
+                        dur_answer_error(&d->gc_waiters[i], -EIO, "gc failed: %s", j->err);
+                else
+                        dur_answer(&d->gc_waiters[i], &b);
         }
+        buf_free(&b);
         d->n_gc_waiters = 0;
 }
 
-void dur_gc(struct daemon *d, struct conn *c) {
-        if (c) {
+void dur_gc(struct daemon *d, struct dur_waiter *w) {
+        if (w) {
                 if (d->n_gc_waiters >= ELEMENTSOF(d->gc_waiters)) {
-                        conn_reply_error(c, 409, "too many gc requests waiting");
+                        dur_answer_error(&w, -EBUSY, "too many gc requests waiting");
                         return;
                 }
-                struct conn_waiter *w = calloc(1, sizeof *w);
-                if (!w) {
-                        conn_reply_error(c, 500, "out of memory");
-                        return;
-                }
-                waiter_set(w, c);
                 d->gc_waiters[d->n_gc_waiters++] = w;
         }
         if (d->gc_running)

@@ -17,7 +17,6 @@
 /* ---------------- fork ---------------- */
 
 static void group_reply(struct fork_group *g, struct daemon *d) {
-        struct conn *c = waiter_take(&g->w);
         if (g->n_failed) {
                 /* All or nothing: the ones that started are removed again, and the log of
                  * the snapshot's session, which says "forked", says that it failed. */
@@ -31,12 +30,11 @@ static void group_reply(struct fork_group *g, struct daemon *d) {
                 if (src && dl_lifecycle_json(&ev, "fork_failed", g->src_snap, g->err) == 0)
                         dur_event(src, "lifecycle", &ev);
                 buf_free(&ev);
-                if (c)
-                        conn_reply_error(c, 500, "fork failed: %s", g->err[0] ? g->err : "a new session did not start");
+                dur_answer_error(&g->w, -EIO, "fork failed: %s", g->err[0] ? g->err : "a new session did not start");
                 free(g);
                 return;
         }
-        if (c) {
+        if (g->w) {
                 struct buf b = BUF_INIT(0);
                 struct json_writer w = JSON_WRITER_INIT(&b);
                 json_w_obj_begin(&w);
@@ -60,7 +58,7 @@ static void group_reply(struct fork_group *g, struct daemon *d) {
                 }
                 json_w_arr_end(&w);
                 json_w_obj_end(&w);
-                conn_reply_json(c, 201, &b);
+                dur_answer(&g->w, &b);
                 buf_free(&b);
         }
         free(g);
@@ -220,17 +218,17 @@ static void fork_stored(struct job *j) {
         if (j->r < 0) {
                 char msg[700];
                 snap_err(msg, sizeof msg, "reading", a->snap, j);
-                act_fail(a, 500, "fork failed: %s", msg);
+                act_fail(a, -EIO, "fork failed: %s", msg);
                 return;
         }
         struct meta_snapshot src;
         if (meta_snapshot_get(d->meta, a->snap, &src) < 0) {
-                act_fail(a, 404, "snapshot %s is gone", a->snap);
+                act_fail(a, -ENOENT, "snapshot %s is gone", a->snap);
                 return;
         }
         struct fork_group *g = calloc(1, sizeof *g);
         if (!g) {
-                act_fail(a, 500, "out of memory");
+                act_fail(a, -EIO, "out of memory");
                 return;
         }
         g->n = j->n;
@@ -240,18 +238,18 @@ static void fork_stored(struct job *j) {
                 snprintf(g->ids[i], sizeof g->ids[i], "%s", j->sessions[i]);
                 if (dl_token_new(g->tokens[i]) < 0) {
                         free(g);
-                        act_fail(a, 500, "no randomness for tokens");
+                        act_fail(a, -EIO, "no randomness for tokens");
                         return;
                 }
         }
         if (fork_record(s, j, &src, g) < 0) {
                 free(g);
-                act_fail(a, 500, "recording the fork failed: %s", dur_merr(d));
+                act_fail(a, -EIO, "recording the fork failed: %s", dur_merr(d));
                 return;
         }
         log_info("%s: forked %s into %u session(s)", s->id, src.id, g->n);
         group_daemon = d;
-        waiter_set(&g->w, waiter_take(&a->w));
+        g->w = TAKE_PTR(a->w);
         int r = children_start(s, g, &src);
         if (r < 0)
                 log_warn("%s: starting fork children: %s", s->id, strerror(-r));
@@ -265,7 +263,7 @@ static void fork_from(struct action *a, const struct meta_snapshot *src) {
         if (!j || store_hash_from_hex(src->store_hash, &j->parent) < 0) {
                 if (j)
                         job_free(j);
-                act_fail(a, 500, "snapshot %s has a bad store hash", src->id);
+                act_fail(a, -EIO, "snapshot %s has a bad store hash", src->id);
                 return;
         }
         j->n = a->count;
@@ -282,7 +280,7 @@ static void fork_from(struct action *a, const struct meta_snapshot *src) {
         snprintf(j->label, sizeof j->label, "fork of %s", src->id);
         int r = job_submit(j);
         if (r < 0) {
-                act_fail(a, 500, "starting the fork: %s", strerror(-r));
+                act_fail(a, -EIO, "starting the fork: %s", strerror(-r));
                 return;
         }
 }
@@ -291,12 +289,12 @@ static void fork_captured(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         if (j->r < 0) {
-                act_fail(a, 500, "snapshot for the fork failed: %s", j->err);
+                act_fail(a, -EIO, "snapshot for the fork failed: %s", j->err);
                 return;
         }
         struct meta_snapshot m;
         if (snapshot_commit(s, j, META_REASON_FORK, a->label, NULL, &m) < 0) {
-                act_fail(a, 500, "recording the snapshot failed: %s", dur_merr(s->d));
+                act_fail(a, -EIO, "recording the snapshot failed: %s", dur_merr(s->d));
                 return;
         }
         source_layer_done(s, j, m.id);
@@ -306,15 +304,15 @@ static void fork_captured(struct job *j) {
 void run_fork(struct action *a) {
         struct session *s = a->s;
         const char *why;
-        int st = dl_action_status(DL_FORK, s->state, &why);
-        if (st) {
-                act_fail(a, st, "%s", why);
+        int err = dl_action_check(DL_FORK, s->state, &why);
+        if (err) {
+                act_fail(a, err, "%s", why);
                 return;
         }
         if (a->snap[0]) {
                 struct meta_snapshot m;
                 if (snapshot_of_session(s, a->snap, &m) < 0) {
-                        act_fail(a, 404, "session %s has no snapshot %s", s->id, a->snap);
+                        act_fail(a, -ENOENT, "session %s has no snapshot %s", s->id, a->snap);
                         return;
                 }
                 fork_from(a, &m);
@@ -325,7 +323,7 @@ void run_fork(struct action *a) {
                 snprintf(a->label, sizeof a->label, "fork source");
                 int r = capture_begin(a, META_REASON_FORK, true, false, fork_captured);
                 if (r < 0)
-                        act_fail(a, 500, "starting the capture: %s", strerror(-r));
+                        act_fail(a, -EIO, "starting the capture: %s", strerror(-r));
                 return;
         }
         struct meta_snapshot m;
@@ -333,7 +331,7 @@ void run_fork(struct action *a) {
                 fork_from(a, &m);
                 return;
         }
-        act_fail(a, s->state == META_SESSION_RECOVERING ? 503 : 409,
+        act_fail(a, s->state == META_SESSION_RECOVERING ? -EAGAIN : -EBUSY,
                  "session %s has no snapshot to fork from and no running sandbox", s->id);
 }
 

@@ -227,13 +227,13 @@ void pause_failed(struct action *a, struct job *j, const char *what, const char 
         if (j->memory) {
                 char msg[600];
                 snprintf(msg, sizeof msg, "%s: %s", what, err);
-                act_fail(a, 500, "%s", msg);
+                act_fail(a, -EIO, "%s", msg);
                 ses_mark_dead(s, "%s", msg);
                 return;
         }
         if (s->sb && !s->lost)
                 (void)s->rt->thaw(s->sb);
-        act_fail(a, 500, "%s: %s", what, err);
+        act_fail(a, -EIO, "%s: %s", what, err);
 }
 
 static void pause_done(struct job *j) {
@@ -271,34 +271,34 @@ static void pause_done(struct job *j) {
         s->sbx_id[0] = '\0';
         log_info("%s: paused at %s (capture %" PRIu64 " us, sandbox destroyed in %" PRIu64 " us)", s->id, m.id,
                  j->capture_us, destroy_us);
-        reply_session(waiter_take(&a->w), 200, s, NULL);
+        answer_session(&a->w, s, NULL);
         act_done(a);
 }
 
 void run_pause(struct action *a) {
         struct session *s = a->s;
         const char *why;
-        int st = dl_action_status(DL_PAUSE, s->state, &why);
-        if (st == 0 && !s->dir) {
-                st = 503;
+        int err = dl_action_check(DL_PAUSE, s->state, &why);
+        if (err == 0 && !s->dir) {
+                err = -EAGAIN;
                 why = "the session has no sandbox right now";
         }
-        if (st) {
-                act_fail(a, st, "%s", why);
+        if (err) {
+                act_fail(a, err, "%s", why);
                 return;
         }
         /* Frozen until destroyed: nothing runs after the final snapshot. */
         int r = capture_begin(a, META_REASON_PAUSE, false, false, pause_done);
         if (r < 0)
-                act_fail(a, 500, "starting the capture: %s", strerror(-r));
+                act_fail(a, -EIO, "starting the capture: %s", strerror(-r));
 }
 
 void run_resume(struct action *a) {
         struct session *s = a->s;
         const char *why;
-        int st = dl_action_status(DL_RESUME, s->state, &why);
-        if (st) {
-                act_fail(a, st, "%s", why);
+        int err = dl_action_check(DL_RESUME, s->state, &why);
+        if (err) {
+                act_fail(a, err, "%s", why);
                 return;
         }
         a->why = START_RESUME;

@@ -410,15 +410,11 @@ void dur_shutdown(struct daemon *d) {
                 while ((q = s->queue)) {
                         s->queue = q->next;
                         s->n_queued--;
-                        struct conn *c = waiter_take(&q->w);
-                        if (c)
-                                conn_reply_error(c, 503, "the daemon is shutting down");
+                        dur_answer_error(&q->w, -EAGAIN, "the daemon is shutting down");
                         free(q);
                 }
                 if (s->act) {
-                        struct conn *c = waiter_take(&s->act->w);
-                        if (c)
-                                conn_reply_error(c, 503, "the daemon is shutting down");
+                        dur_answer_error(&s->act->w, -EAGAIN, "the daemon is shutting down");
                         free(s->act);
                         s->act = NULL;
                 }

@@ -20,7 +20,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "daemon/auth.h"
-#include "daemon/durlogic.h"
+#include "daemon/session_rules.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
 #include "runtime/fsutil.h"

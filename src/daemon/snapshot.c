@@ -338,7 +338,7 @@ static void snapshot_done(struct job *j) {
                         pause_failed(a, j, "snapshot failed", j->err);
                         return;
                 }
-                act_fail(a, 500, "snapshot failed: %s", j->err);
+                act_fail(a, -EIO, "snapshot failed: %s", j->err);
                 return;
         }
         if (!j->dirty) {
@@ -353,7 +353,7 @@ static void snapshot_done(struct job *j) {
                         pause_failed(a, j, "recording the snapshot failed", dur_merr(s->d));
                         return;
                 }
-                act_fail(a, 500, "recording the snapshot failed: %s", dur_merr(s->d));
+                act_fail(a, -EIO, "recording the snapshot failed: %s", dur_merr(s->d));
                 return;
         }
         if (j->memory)
@@ -367,12 +367,11 @@ static void snapshot_done(struct job *j) {
                  j->freeze_us, j->src_capture && j->src_taken ? " (for a btrfs snapshot only)" : "", j->capture_us);
         if (a->reason == META_REASON_ROLLING)
                 retention_apply(s);
-        struct conn *c = waiter_take(&a->w);
-        if (c) {
+        if (a->w) {
                 struct buf b = BUF_INIT(0);
                 struct json_writer w = JSON_WRITER_INIT(&b);
                 snapshot_write_json(&w, &m, job_freeze_ms(j));
-                conn_reply_json(c, 201, &b);
+                dur_answer(&a->w, &b);
                 buf_free(&b);
         }
         act_done(a);
@@ -381,21 +380,21 @@ static void snapshot_done(struct job *j) {
 void run_snapshot(struct action *a) {
         struct session *s = a->s;
         const char *why;
-        int st = dl_action_status(DL_SNAPSHOT, s->state, &why);
-        if (st == 0 && !ses_usable(s)) {
-                st = 503;
+        int err = dl_action_check(DL_SNAPSHOT, s->state, &why);
+        if (err == 0 && !ses_usable(s)) {
+                err = -EAGAIN;
                 why = "the session has no running sandbox right now";
         }
-        if (st) {
+        if (err) {
                 if (a->internal) {
                         act_done(a);
                         return;
                 }
-                act_fail(a, st, "%s", why);
+                act_fail(a, err, "%s", why);
                 return;
         }
         bool rolling = a->reason == META_REASON_ROLLING;
         int r = capture_begin(a, a->reason, true, rolling, snapshot_done);
         if (r < 0)
-                act_fail(a, 500, "starting the capture: %s", strerror(-r));
+                act_fail(a, -EIO, "starting the capture: %s", strerror(-r));
 }

@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "meta/meta.h"
 #include "store/store.h"
+#include "daemon/durable.h"
 #include "daemon/http.h"
 #include "daemon/layers.h"
 #include "daemon/loop.h"
@@ -290,7 +291,7 @@ struct daemon {
         struct loop_src starter_src;
         uint64_t next_gc_ms;
         bool gc_running;
-        struct conn_waiter *gc_waiters[16];
+        struct dur_waiter *gc_waiters[16];
         size_t n_gc_waiters;
         struct wpool *pool;        /* warm pool (pool.h); NULL until the sessions are loaded */
 };
@@ -380,38 +381,6 @@ bool ses_out_full(const struct session *s);
 void api_reply_init_error(struct conn *c, const struct json *resp, bool exec);
 bool api_resp_is_error(const struct json *resp);
 
-/* durable.c: the session lifecycle (docs/sessions.md) */
-int dur_open(struct daemon *d);      /* meta + store + workers */
-void dur_close(struct daemon *d);
-/* After a start: every session of meta back in memory (adopted, recovering, paused). */
-int dur_load(struct daemon *d);
-void dur_tick(struct daemon *d);     /* rolling snapshots, retries, periodic GC */
-/* Runs the loop until re-attached sandboxes said HELLO and recoveries ran (at most
- * timeout_ms), so that clients of a restarted daemon find sessions ready. */
-void dur_settle(struct daemon *d, int timeout_ms);
-/* SIGTERM: a final snapshot of every changed running session, sandboxes destroyed. */
-void dur_shutdown(struct daemon *d);
-int dur_create(struct daemon *d, struct conn *c, const struct json *body);
-/* memory: checkpoint the processes too (runtimes with memory_snapshots; the sandbox is
- * restarted from the image, docs/runtime-gvisor.md). */
-void dur_snapshot(struct session *s, struct conn *c, const char *label, bool memory);
-void dur_pause(struct session *s, struct conn *c);
-void dur_resume(struct session *s, struct conn *c);
-void dur_restore(struct session *s, struct conn *c, const char *snap_id);
-void dur_fork(struct session *s, struct conn *c, const char *snap_id, unsigned count);
-void dur_delete(struct session *s, struct conn *c);
-void dur_gc(struct daemon *d, struct conn *c);
-/* {"id","session","parent",...}: a snapshot as the API shows it. */
-void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m);
-/* session.c calls these: */
-void dur_sandbox_ready(struct session *s);                 /* HELLO came */
-void dur_sandbox_lost(struct session *s, const char *why); /* died unasked */
-/* Appends an event (JSON payload) to s's log; logs failures. */
-void dur_event(struct session *s, const char *kind, const struct buf *payload);
-/* An answer for a waiter, if its client is still there. */
-struct conn *waiter_take(struct conn_waiter *w);
-void waiter_set(struct conn_waiter *w, struct conn *c);
-
 /* disk.c: disk limits (docs/security.md "Disk") */
 /* Mounts the quota volume DATA/vol (size 0 with size_given: none) and sets layer_dir;
  * without it, logs one warning and leaves disk limits off. <0 only for ENOMEM. */
@@ -427,8 +396,9 @@ char *disk_sandbox_dir(struct daemon *d, const char *sbx);
 /* The directory of an existing sandbox: under layer_dir, or where a spaced without
  * the volume made it (DATA/sandboxes). */
 char *disk_sandbox_dir_find(struct daemon *d, const char *sbx);
-/* The "disk" field of a create (NULL: the default) -> bytes; else an HTTP status and why. */
-int disk_parse_limit(struct daemon *d, const struct json *v, uint64_t *ret, char *why, size_t why_size);
+/* The disk limit of a new session: the default (!given), or asked if the volume allows it;
+ * else -ENODEV (no disk limits on this host) or -EINVAL, and why. */
+int disk_check_limit(struct daemon *d, bool given, uint64_t asked, uint64_t *ret, char *why, size_t why_size);
 /* Bytes s's writable layer holds as its quota counts them (on btrfs: as of the last
  * transaction commit, seconds behind). -ENOENT without the volume or a sandbox. */
 int disk_usage(struct session *s, uint64_t *ret);

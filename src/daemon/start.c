@@ -370,14 +370,13 @@ void start_finish(struct action *a) {
         } else if (a->why == START_ADOPT) {
                 log_info("%s: re-attached sandbox %s (init pid %d)", s->id, s->sbx_id, (int)s->init_pid);
         }
-        struct conn *c = waiter_take(&a->w);
         switch (a->why) {
         case START_CREATE:
-                reply_session(c, 201, s, a->token);
+                answer_session(&a->w, s, a->token);
                 break;
         case START_RESUME:
         case START_RESTORE:
-                reply_session(c, 200, s, NULL);
+                answer_session(&a->w, s, NULL);
                 break;
         case START_FORK:
                 group_child_done(a->group, a->fork_index, true);
@@ -467,13 +466,11 @@ void start_fail(struct action *a, const char *fmt, ...) {
         log_warn("%s: starting a sandbox (%s) failed: %s", s->id, start_event_name(a->why), msg);
         drop_sandbox(s, 503, msg, META_SANDBOX_DEAD, msg);
         (void)meta_session_set_sandbox(s->d->meta, s->id, NULL);
-        struct conn *c = waiter_take(&a->w);
         switch (a->why) {
         case START_CREATE:
         case START_FORK:
                 forget_unacknowledged(s);
-                if (c)
-                        conn_reply_error(c, 500, "the session could not start: %s", msg);
+                dur_answer_error(&a->w, -EIO, "the session could not start: %s", msg);
                 if (a->why == START_FORK) {
                         if (!a->group->err[0])
                                 snprintf(a->group->err, sizeof a->group->err, "%s", msg);
@@ -485,9 +482,7 @@ void start_fail(struct action *a, const char *fmt, ...) {
                         while ((q = s->queue)) {
                                 s->queue = q->next;
                                 s->n_queued--;
-                                struct conn *qc = waiter_take(&q->w);
-                                if (qc)
-                                        conn_reply_error(qc, 404, "session %s failed to start", s->id);
+                                dur_answer_error(&q->w, -ENOENT, "session %s failed to start", s->id);
                                 free(q);
                         }
                 }
@@ -497,8 +492,7 @@ void start_fail(struct action *a, const char *fmt, ...) {
         case START_RESUME:
                 /* Still paused at the same head: the log and the session's error say why. */
                 resume_failed(s, msg);
-                if (c)
-                        conn_reply_error(c, 500, "resume failed: %s", msg);
+                dur_answer_error(&a->w, -EIO, "resume failed: %s", msg);
                 act_done(a);
                 return;
         case START_RECOVER:
@@ -509,8 +503,7 @@ void start_fail(struct action *a, const char *fmt, ...) {
                 /* fall through */
         case START_RESTORE:
         case START_ADOPT:
-                if (c)
-                        conn_reply_error(c, 500, "the new sandbox failed: %s; the session is recovering", msg);
+                dur_answer_error(&a->w, -EIO, "the new sandbox failed: %s; the session is recovering", msg);
                 free(s->error);
                 s->error = strdup(msg);
                 if (s->state != META_SESSION_PAUSED) {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/random.h>
@@ -82,6 +83,14 @@ void util_rfc3339(time_t t, char *out, size_t outsz) {
         struct tm tm;
         gmtime_r(&t, &tm);
         strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void util_strv_free(char **v, size_t n) {
+        if (!v)
+                return;
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
 }
 
 uint64_t util_now_ms(void) {

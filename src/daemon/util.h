@@ -19,6 +19,9 @@ struct json;
 /* A size in a request body: a string util_parse_size takes, or a non-negative integer. */
 int util_json_size(const struct json *v, uint64_t *ret);
 
+/* Frees n strings of v and v itself (NULL: nothing). */
+void util_strv_free(char **v, size_t n);
+
 /* CLOCK_MONOTONIC in milliseconds: every deadline and timer of spaced. */
 uint64_t util_now_ms(void);
 

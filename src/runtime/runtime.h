@@ -80,6 +80,9 @@ struct runtime_ops {
          * serialized streams whose contents move (gvisor's state file: fixed chunks there
          * dedup nothing, docs/performance.md). */
         bool image_in_place;
+        /* Sandboxes can have a network beyond loopback (rt_spec.network). None can yet: the
+         * daemon refuses "network": true for a driver without it. */
+        bool network;
         /* Host-level preparation once per daemon start (cgroup parents, …). */
         int (*host_init)(const char *data_dir);
         /* Makes a running sandbox whose PID 1 is spec->init_path, connected to the caller by

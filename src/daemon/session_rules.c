@@ -1,6 +1,6 @@
-/* The pure parts of durable sessions (durlogic.h): tokens, the state/request table, the
+/* The pure parts of durable sessions (session_rules.h): tokens, the state/request table, the
  * change check of rolling snapshots and event payloads. */
-#include "daemon/durlogic.h"
+#include "daemon/session_rules.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -50,11 +50,11 @@ bool dl_token_well_formed(const char *t) {
         return true;
 }
 
-int dl_action_status(enum dl_action a, enum meta_session_state st, const char **why) {
+int dl_action_check(enum dl_action a, enum meta_session_state st, const char **why) {
         *why = "";
         if (st == META_SESSION_TERMINATED) {
                 *why = "the session is being deleted";
-                return a == DL_DELETE || a == DL_EVENTS ? 0 : 409;
+                return a == DL_DELETE || a == DL_EVENTS ? 0 : -EBUSY;
         }
         switch (a) {
         case DL_EVENTS:
@@ -65,35 +65,35 @@ int dl_action_status(enum dl_action a, enum meta_session_state st, const char **
                         return 0;
                 if (st == META_SESSION_PAUSED) {
                         *why = "the session is paused (resume it first)";
-                        return 409;
+                        return -EBUSY;
                 }
                 if (st == META_SESSION_CREATING) {
                         *why = "the session is still starting";
-                        return 409;
+                        return -EBUSY;
                 }
                 *why = "the session is recovering from a lost sandbox; try again in a moment";
-                return 503;
+                return -EAGAIN;
         case DL_SNAPSHOT:
         case DL_PAUSE:
                 if (st == META_SESSION_RUNNING || st == META_SESSION_RECOVERING)
                         return 0; /* a recovering one is served once it runs again */
                 *why = st == META_SESSION_PAUSED ? "the session is paused" : "the session is still starting";
-                return 409;
+                return -EBUSY;
         case DL_RESUME:
                 if (st == META_SESSION_PAUSED)
                         return 0;
                 *why = st == META_SESSION_CREATING ? "the session is still starting" : "the session is not paused";
-                return 409;
+                return -EBUSY;
         case DL_RESTORE:
         case DL_FORK:
                 if (st == META_SESSION_CREATING) {
                         *why = "the session is still starting";
-                        return 409;
+                        return -EBUSY;
                 }
                 return 0;
         }
         *why = "unknown request";
-        return 409;
+        return -EBUSY;
 }
 
 static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000ll + t->tv_nsec; }

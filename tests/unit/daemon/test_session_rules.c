@@ -1,4 +1,4 @@
-/* Unit tests of the pure parts of durable sessions (src/daemon/durlogic.c): session
+/* Unit tests of the pure parts of durable sessions (src/daemon/session_rules.c): session
  * tokens, which request each session state allows, the change check of rolling snapshots
  * on a real directory (file writes, removals, renames, chmod, nested dirs, the slack for
  * coarse timestamps), and the event payloads. */
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "common/json.h"
-#include "daemon/durlogic.h"
+#include "daemon/session_rules.h"
 
 static void test_token(void **state) {
         (void)state;
@@ -55,31 +55,31 @@ static void test_states(void **state) {
         (void)state;
         const char *why;
         printf("check: exec needs running; paused and creating are 409, recovering 503\n");
-        assert_int_equal(dl_action_status(DL_EXEC, META_SESSION_RUNNING, &why), 0);
-        assert_int_equal(dl_action_status(DL_EXEC, META_SESSION_PAUSED, &why), 409);
+        assert_int_equal(dl_action_check(DL_EXEC, META_SESSION_RUNNING, &why), 0);
+        assert_int_equal(dl_action_check(DL_EXEC, META_SESSION_PAUSED, &why), -EBUSY);
         assert_non_null(strstr(why, "paused"));
-        assert_int_equal(dl_action_status(DL_EXEC, META_SESSION_CREATING, &why), 409);
-        assert_int_equal(dl_action_status(DL_EXEC, META_SESSION_RECOVERING, &why), 503);
+        assert_int_equal(dl_action_check(DL_EXEC, META_SESSION_CREATING, &why), -EBUSY);
+        assert_int_equal(dl_action_check(DL_EXEC, META_SESSION_RECOVERING, &why), -EAGAIN);
         printf("check: resume only from paused; pause only when running (or about to be again)\n");
-        assert_int_equal(dl_action_status(DL_RESUME, META_SESSION_PAUSED, &why), 0);
-        assert_int_equal(dl_action_status(DL_RESUME, META_SESSION_RUNNING, &why), 409);
-        assert_int_equal(dl_action_status(DL_RESUME, META_SESSION_RECOVERING, &why), 409);
-        assert_int_equal(dl_action_status(DL_PAUSE, META_SESSION_RUNNING, &why), 0);
-        assert_int_equal(dl_action_status(DL_PAUSE, META_SESSION_PAUSED, &why), 409);
-        assert_int_equal(dl_action_status(DL_SNAPSHOT, META_SESSION_PAUSED, &why), 409);
+        assert_int_equal(dl_action_check(DL_RESUME, META_SESSION_PAUSED, &why), 0);
+        assert_int_equal(dl_action_check(DL_RESUME, META_SESSION_RUNNING, &why), -EBUSY);
+        assert_int_equal(dl_action_check(DL_RESUME, META_SESSION_RECOVERING, &why), -EBUSY);
+        assert_int_equal(dl_action_check(DL_PAUSE, META_SESSION_RUNNING, &why), 0);
+        assert_int_equal(dl_action_check(DL_PAUSE, META_SESSION_PAUSED, &why), -EBUSY);
+        assert_int_equal(dl_action_check(DL_SNAPSHOT, META_SESSION_PAUSED, &why), -EBUSY);
         printf("check: restore and fork work running or paused, not while creating\n");
-        assert_int_equal(dl_action_status(DL_RESTORE, META_SESSION_PAUSED, &why), 0);
-        assert_int_equal(dl_action_status(DL_FORK, META_SESSION_RUNNING, &why), 0);
-        assert_int_equal(dl_action_status(DL_FORK, META_SESSION_CREATING, &why), 409);
+        assert_int_equal(dl_action_check(DL_RESTORE, META_SESSION_PAUSED, &why), 0);
+        assert_int_equal(dl_action_check(DL_FORK, META_SESSION_RUNNING, &why), 0);
+        assert_int_equal(dl_action_check(DL_FORK, META_SESSION_CREATING, &why), -EBUSY);
         printf("check: a terminated session refuses everything but delete and the log\n");
         for (int a = DL_EXEC; a <= DL_EVENTS; a++) {
-                int st = dl_action_status((enum dl_action)a, META_SESSION_TERMINATED, &why);
-                assert_int_equal(st, a == DL_DELETE || a == DL_EVENTS ? 0 : 409);
+                int st = dl_action_check((enum dl_action)a, META_SESSION_TERMINATED, &why);
+                assert_int_equal(st, a == DL_DELETE || a == DL_EVENTS ? 0 : -EBUSY);
         }
         printf("check: every state allows delete and reading the log\n");
         for (int s = 0; s < _META_SESSION_STATE_MAX; s++) {
-                assert_int_equal(dl_action_status(DL_DELETE, (enum meta_session_state)s, &why), 0);
-                assert_int_equal(dl_action_status(DL_EVENTS, (enum meta_session_state)s, &why), 0);
+                assert_int_equal(dl_action_check(DL_DELETE, (enum meta_session_state)s, &why), 0);
+                assert_int_equal(dl_action_check(DL_EVENTS, (enum meta_session_state)s, &why), 0);
         }
 }
 
@@ -113,7 +113,7 @@ static bool dirty(const char *dir, int64_t since) {
 
 static void test_dirty(void **state) {
         (void)state;
-        char dir[] = "/tmp/test_durlogic.XXXXXX", p[512], q[512];
+        char dir[] = "/tmp/test_session_rules.XXXXXX", p[512], q[512];
         assert_non_null(mkdtemp(dir));
         snprintf(p, sizeof p, "%s/a/b/c", dir);
         char mk[600];

@@ -1,4 +1,4 @@
-/* The pure parts of durable sessions, kept apart so unit tests reach them without a
+/* The pure rules of durable sessions, kept apart so unit tests reach them without a
  * sandbox or a daemon: session tokens, which lifecycle request a state allows, the
  * change check before a rolling snapshot, and the JSON of lifecycle events. */
 #pragma once
@@ -30,10 +30,10 @@ enum dl_action {
         DL_DELETE,
         DL_EVENTS,    /* read or append the event log, connect */
 };
-/* The HTTP status a request of kind a gets in state st: 0 = allowed (it may still wait
- * for an action in progress), 409 = wrong state, 503 = try again shortly (a recovery
+/* Whether a request of kind a may run in state st: 0 = allowed (it may still wait for an
+ * action in progress), -EBUSY = wrong state, -EAGAIN = try again shortly (a recovery
  * runs). *why says what to tell the client. */
-int dl_action_status(enum dl_action a, enum meta_session_state st, const char **why);
+int dl_action_check(enum dl_action a, enum meta_session_state st, const char **why);
 
 /* True if anything under dir (the directory itself included) has a ctime at or after
  * since_ns - DL_DIRTY_SLACK_NS: a file written, created, removed (its directory
