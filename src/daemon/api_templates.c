@@ -1,7 +1,5 @@
-/* Templates: list, remove, and build. A build (copy, untar or debootstrap) blocks for
- * seconds to minutes, so it runs in a worker thread; the thread reports progress lines
- * and its result as fixed-size records on a pipe that the event loop reads, and the loop
- * streams them to the client as NDJSON. The worker never touches daemon state. */
+/* Template routes: list, remove, and build. A build runs on a thread of its own
+ * (templates.c); its progress and result stream to the client as NDJSON events. */
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
@@ -12,91 +10,12 @@
 #include "common/log.h"
 #include "daemon/api.h"
 #include "daemon/spaced.h"
+#include "daemon/templates.h"
 #include "daemon/util.h"
 #include "runtime/runtime.h"
 #include "runtime/template.h"
 
-#define TPL_MSG_MAX 1024 /* one progress line; records stay under PIPE_BUF, so writes are atomic */
-#define TPL_MAX_JOBS 8   /* builds at once */
 #define TPL_MAX_PATH 4096
-
-enum { TPL_REC_PROGRESS, TPL_REC_DONE };
-
-struct tpl_rec {
-        struct tpl_job *job;
-        int kind;
-        int result;
-        uint64_t size_bytes;
-        char text[TPL_MSG_MAX];
-};
-
-struct tpl_job {
-        struct daemon *d;
-        struct tpl_job *next;
-        struct conn *conn;
-        int wfd;
-        pthread_t thread;
-        char name[TEMPLATE_MAX_NAME + 1];
-        bool base;  /* template_ensure_base */
-        struct template_source src;
-        char *path, *suite, *packages, *mirror;
-        char *data_dir;
-        char runtime[META_RUNTIME_MAX + 1]; /* its default runtime, "" = none */
-};
-
-/* ---- sizes (cached: a walk of a large tree is not free) ---- */
-
-struct size_cache {
-        char name[TEMPLATE_MAX_NAME + 1];
-        time_t mtime;
-        uint64_t size;
-};
-static struct size_cache size_cache[64];
-static __thread uint64_t walk_total;
-
-static int walk_add(const char *p, const struct stat *st, int flag, struct FTW *f) {
-        (void)p, (void)flag, (void)f;
-        if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode))
-                walk_total += (uint64_t)st->st_size;
-        return 0;
-}
-
-static uint64_t tree_size(const char *dir) {
-        walk_total = 0;
-        (void)nftw(dir, walk_add, 32, FTW_PHYS | FTW_MOUNT);
-        return walk_total;
-}
-
-static int template_info(struct daemon *d, const char *name, uint64_t *size, time_t *created) {
-        _cleanup_free_ char *root = NULL;
-        int r = template_rootfs_path(d->data_dir, name, &root);
-        if (r < 0)
-                return r;
-        struct stat st;
-        if (stat(root, &st) < 0)
-                return -errno;
-        *created = st.st_mtime;
-        size_t free_slot = ELEMENTSOF(size_cache);
-        for (size_t i = 0; i < ELEMENTSOF(size_cache); i++) {
-                if (strcmp(size_cache[i].name, name) == 0) {
-                        if (size_cache[i].mtime == st.st_mtime) {
-                                *size = size_cache[i].size;
-                                return 0;
-                        }
-                        free_slot = i;
-                        break;
-                }
-                if (!size_cache[i].name[0] && free_slot == ELEMENTSOF(size_cache))
-                        free_slot = i;
-        }
-        *size = tree_size(root);
-        if (free_slot == ELEMENTSOF(size_cache))
-                free_slot = (size_t)(st.st_mtime % (time_t)ELEMENTSOF(size_cache));
-        snprintf(size_cache[free_slot].name, sizeof size_cache[free_slot].name, "%s", name);
-        size_cache[free_slot].mtime = st.st_mtime;
-        size_cache[free_slot].size = *size;
-        return 0;
-}
 
 static void write_template(struct json_writer *w, const char *data_dir, const char *name, uint64_t size,
                            time_t created) {
@@ -127,7 +46,7 @@ void api_template_list(struct conn *c) {
         for (char **n = names; n && *n; n++) {
                 uint64_t size = 0;
                 time_t created = 0;
-                if (tpl_building(c->d, *n) || template_info(c->d, *n, &size, &created) < 0)
+                if (tpl_building(c->d, *n) || tpl_info(c->d, *n, &size, &created) < 0)
                         continue;
                 write_template(&w, c->d->data_dir, *n, size, created);
         }
@@ -168,153 +87,48 @@ void api_template_delete(struct conn *c) {
         conn_reply_empty(c, 204);
 }
 
-/* ---- builds ---- */
+/* ---- a build streaming to its client ---- */
 
-bool tpl_building(struct daemon *d, const char *name) {
-        for (struct tpl_job *j = d->jobs; j; j = j->next)
-                if (strcmp(j->name, name) == 0)
-                        return true;
-        return false;
+static void build_event(struct conn *c, const struct buf *b) { conn_stream_event(c, b); }
+
+static void build_progress(void *ctx, struct tpl_job *j, const char *line) {
+        (void)j;
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "type", "progress");
+        json_w_kstr(&w, "message", line);
+        json_w_obj_end(&w);
+        build_event(ctx, &b);
+        buf_free(&b);
 }
 
-void tpl_conn_gone(struct tpl_job *j) {
-        /* The build goes on; its result only reaches the log. */
-        j->conn = NULL;
-}
-
-static void send_rec(struct tpl_job *j, int kind, int result, uint64_t size, const char *text) {
-        struct tpl_rec rec = { .job = j, .kind = kind, .result = result, .size_bytes = size };
-        snprintf(rec.text, sizeof rec.text, "%s", text ? text : "");
-        for (char *p = rec.text; *p; p++)
-                if (*p == '\n' || *p == '\r')
-                        *p = ' ';
-        const char *b = (const char *)&rec;
-        size_t left = sizeof rec;
-        while (left > 0) {
-                ssize_t n = write(j->wfd, b, left);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return;
-                }
-                b += n;
-                left -= (size_t)n;
-        }
-}
-
-static void on_progress(const char *line, void *userdata) { send_rec(userdata, TPL_REC_PROGRESS, 0, 0, line); }
-
-static void *tpl_worker(void *p) {
-        struct tpl_job *j = p;
-        int r = j->base ? template_ensure_base(j->data_dir, on_progress, j)
-                        : template_build(j->data_dir, j->name, &j->src, on_progress, j);
-        uint64_t size = 0;
-        char msg[TPL_MSG_MAX] = "";
-        if (r < 0) {
-                const char *e = runtime_last_error();
-                snprintf(msg, sizeof msg, "%s", *e ? e : strerror(-r));
-        } else {
-                _cleanup_free_ char *root = NULL;
-                if (template_rootfs_path(j->data_dir, j->name, &root) == 0)
-                        size = tree_size(root);
-                if (j->runtime[0] && (r = template_runtime_set(j->data_dir, j->name, j->runtime)) < 0)
-                        snprintf(msg, sizeof msg, "recording the default runtime: %s", strerror(-r));
-        }
-        send_rec(j, TPL_REC_DONE, r, size, msg);
-        return NULL;
-}
-
-static void job_free(struct tpl_job *j) {
-        free(j->path);
-        free(j->suite);
-        free(j->packages);
-        free(j->mirror);
-        free(j->data_dir);
-        free(j);
-}
-
-static void job_event_line(struct tpl_job *j, const struct buf *b) {
-        if (j->conn)
-                conn_stream_event(j->conn, b);
-}
-
-static void tpl_pipe_event(struct loop_src *src, uint32_t revents) {
-        (void)revents;
-        struct daemon *d = (struct daemon *)((char *)src - offsetof(struct daemon, tpl_src));
-        for (int i = 0; i < 32; i++) {
-                struct tpl_rec rec;
-                ssize_t n = read(src->fd, &rec, sizeof rec);
-                if (n < 0)
-                        return;
-                if (n != (ssize_t)sizeof rec) {
-                        log_error("template worker pipe: short record");
-                        return;
-                }
-                struct tpl_job *j = rec.job;
-                struct buf b = BUF_INIT(0);
-                struct json_writer w = JSON_WRITER_INIT(&b);
-                if (rec.kind == TPL_REC_PROGRESS) {
-                        log_debug("template %s: %s", j->name, rec.text);
-                        json_w_obj_begin(&w);
-                        json_w_kstr(&w, "type", "progress");
-                        json_w_kstr(&w, "message", rec.text);
-                        json_w_obj_end(&w);
-                        job_event_line(j, &b);
-                        buf_free(&b);
-                        continue;
-                }
-                pthread_join(j->thread, NULL);
-                for (struct tpl_job **pp = &d->jobs; *pp; pp = &(*pp)->next)
-                        if (*pp == j) {
-                                *pp = j->next;
-                                break;
-                        }
+static void build_done(void *ctx, struct tpl_job *j, int err, const char *msg, uint64_t size) {
+        struct conn *c = ctx;
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        if (err < 0) {
+                int status = err == -EEXIST ? 409 : err == -EINVAL || err == -ENOENT ? 400 : 500;
+                json_w_kstr(&w, "type", "error");
+                json_w_key(&w, "error");
                 json_w_obj_begin(&w);
-                if (rec.result < 0) {
-                        log_warn("template %s: build failed: %s", j->name, rec.text);
-                        int status = rec.result == -EEXIST ? 409 : rec.result == -EINVAL || rec.result == -ENOENT ? 400 : 500;
-                        json_w_kstr(&w, "type", "error");
-                        json_w_key(&w, "error");
-                        json_w_obj_begin(&w);
-                        json_w_kstr(&w, "code", http_status_code_name(status));
-                        json_w_kstr(&w, "message", rec.text);
-                        json_w_obj_end(&w);
-                } else {
-                        log_info("template %s: built (%llu bytes)", j->name, (unsigned long long)rec.size_bytes);
-                        json_w_kstr(&w, "type", "done");
-                        json_w_key(&w, "template");
-                        write_template(&w, j->data_dir, j->name, rec.size_bytes, time(NULL));
-                }
+                json_w_kstr(&w, "code", http_status_code_name(status));
+                json_w_kstr(&w, "message", msg);
                 json_w_obj_end(&w);
-                if (j->conn) {
-                        struct conn *c = j->conn;
-                        c->job = NULL;
-                        conn_stream_event(c, &b);
-                        conn_stream_end(c);
-                }
-                buf_free(&b);
-                job_free(j);
+        } else {
+                json_w_kstr(&w, "type", "done");
+                json_w_key(&w, "template");
+                write_template(&w, c->d->data_dir, tpl_job_name(j), size, time(NULL));
         }
+        json_w_obj_end(&w);
+        c->job = NULL;
+        build_event(c, &b);
+        conn_stream_end(c);
+        buf_free(&b);
 }
 
-int tpl_init(struct daemon *d) {
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return -errno;
-        /* Only the loop's end is non-blocking: a worker waits when the loop is behind. */
-        if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
-                int e = -errno;
-                close(p[0]);
-                close(p[1]);
-                return e;
-        }
-        d->tpl_src.fd = p[0];
-        d->tpl_src.cb = tpl_pipe_event;
-        d->tpl_wfd = p[1];
-        return loop_add(d->loop, &d->tpl_src, EPOLLIN);
-}
-
-static char *dup_opt(const char *s) { return s ? strdup(s) : NULL; }
+static const struct tpl_watch_ops build_watch_ops = { .progress = build_progress, .done = build_done };
 
 void api_template_build(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
@@ -380,58 +194,36 @@ void api_template_build(struct conn *c) {
                         }
                 }
         }
-        if (tpl_building(d, name) || template_exists(d->data_dir, name)) {
-                buf_free(&pk);
-                conn_reply_error(c, 409, "template %s exists%s", name, tpl_building(d, name) ? " (being built)" : "");
+        struct tpl_build_req q = {
+                .name = name,
+                .base = base,
+                .runtime = rt_name,
+                .src = { .kind = from_dir ? TEMPLATE_FROM_DIR : from_tar ? TEMPLATE_FROM_TAR : TEMPLATE_FROM_DEBOOTSTRAP,
+                         .path = from_dir ? from_dir : from_tar,
+                         .suite = suite,
+                         .packages = pk.len ? buf_cstr(&pk) : NULL,
+                         .mirror = mirror },
+        };
+        struct tpl_job *j;
+        const char *why;
+        int r = tpl_build(d, &q, &build_watch_ops, c, &j, &why);
+        buf_free(&pk);
+        if (r == -EEXIST) {
+                conn_reply_error(c, 409, "template %s exists%s", name, why);
                 return;
         }
-        size_t n_jobs = 0;
-        for (struct tpl_job *j = d->jobs; j; j = j->next)
-                n_jobs++;
-        if (n_jobs >= TPL_MAX_JOBS) {
-                buf_free(&pk);
+        if (r == -EBUSY) {
                 conn_reply_error(c, 409, "%d template builds are running; try later", TPL_MAX_JOBS);
                 return;
         }
-        struct tpl_job *j = calloc(1, sizeof *j);
-        if (!j) {
-                buf_free(&pk);
+        if (r == -EAGAIN) {
+                conn_reply_error(c, 500, "starting the build: %s", why);
+                return;
+        }
+        if (r < 0) {
                 conn_reply_error(c, 500, "out of memory");
                 return;
         }
-        j->d = d;
-        j->wfd = d->tpl_wfd;
-        j->base = base;
-        snprintf(j->name, sizeof j->name, "%s", name);
-        snprintf(j->runtime, sizeof j->runtime, "%s", rt_name ? rt_name : "");
-        j->data_dir = strdup(d->data_dir);
-        j->path = dup_opt(from_dir ? from_dir : from_tar);
-        j->suite = dup_opt(suite);
-        j->packages = pk.len ? strdup(buf_cstr(&pk)) : NULL;
-        j->mirror = dup_opt(mirror);
-        buf_free(&pk);
-        j->src = (struct template_source){
-                .kind = from_dir ? TEMPLATE_FROM_DIR : from_tar ? TEMPLATE_FROM_TAR : TEMPLATE_FROM_DEBOOTSTRAP,
-                .path = j->path,
-                .suite = j->suite,
-                .packages = j->packages,
-                .mirror = j->mirror,
-        };
-        if (!j->data_dir || ((from_dir || from_tar) && !j->path) || (suite && !j->suite)) {
-                job_free(j);
-                conn_reply_error(c, 500, "out of memory");
-                return;
-        }
-        int r = pthread_create(&j->thread, NULL, tpl_worker, j);
-        if (r != 0) {
-                job_free(j);
-                conn_reply_error(c, 500, "starting the build: %s", strerror(r));
-                return;
-        }
-        j->next = d->jobs;
-        d->jobs = j;
-        j->conn = c;
         c->job = j;
-        log_info("template %s: build started", name);
         conn_stream_begin(c, 200, "application/x-ndjson");
 }

@@ -57,7 +57,8 @@ static int create_check(struct daemon *d, const struct ses_create_req *q, struct
                         return -EINVAL;
                 }
         }
-        snprintf(p->tpl, sizeof p->tpl, "%s", tpl);
+        if (tpl != p->tpl)
+                snprintf(p->tpl, sizeof p->tpl, "%s", tpl);
         if (!template_exists(d->data_dir, p->tpl) || tpl_building(d, p->tpl)) {
                 dur_answer_error(w, -ENOENT, "template %s does not exist (build it: space template build %s ...)", p->tpl,
                                  p->tpl);

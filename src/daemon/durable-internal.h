@@ -16,7 +16,7 @@
 #include "daemon/api.h"
 #include "daemon/auth.h"
 #include "daemon/session_rules.h"
-#include "daemon/pool.h"
+#include "daemon/warmpool.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
 #include "daemon/worker.h"

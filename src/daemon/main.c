@@ -16,7 +16,7 @@
 
 #include "common/log.h"
 #include "daemon/auth.h"
-#include "daemon/pool.h"
+#include "daemon/warmpool.h"
 #include "daemon/spaced.h"
 #include "daemon/tokens.h"
 #include "daemon/util.h"

@@ -1,4 +1,4 @@
-/* Unit test of spaced's warm pool (src/daemon/pool.c) over a fake runtime: no namespaces,
+/* Unit test of spaced's warm pool (src/daemon/warmpool.c) over a fake runtime: no namespaces,
  * no root. A fake sandbox is a pipe whose read end stands for the init's pidfd (written
  * to = "init died"). Checks: the pool fills to its size on its own thread and the loop
  * links the sandboxes in; takes are oldest first and refill; the wanted limits reach
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/pool.h"
+#include "daemon/warmpool.h"
 #include "daemon/spaced.h"
 #include "runtime/fsutil.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "daemon/api.h"
-#include "daemon/pool.h"
+#include "daemon/warmpool.h"
 #include "daemon/spaced.h"
 #include "runtime/template.h"
 

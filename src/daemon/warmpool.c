@@ -4,7 +4,7 @@
  * LAYERS/sandboxes/<id> like any other (LAYERS = the quota volume DATA/vol, else DATA):
  * after a crash, the start-up sweep of sandboxes no session holds reclaims it (dur_load),
  * so the directory is the pool's durable record. */
-#include "daemon/pool.h"
+#include "daemon/warmpool.h"
 
 #include <errno.h>
 #include <inttypes.h>
