@@ -177,6 +177,8 @@ struct action *act_new(struct session *s, enum act_kind kind, struct dur_waiter 
 void act_enqueue(struct session *s, struct action *a, bool front);
 bool recover_queued(struct session *s);
 void act_done(struct action *a);
+/* Answers every action queued behind the current one with err and msg, and drops them. */
+void act_cancel_queued(struct session *s, int err, const char *msg);
 void act_fail(struct action *a, int err, const char *fmt, ...) _printf_(3, 4);
 void recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose);
 void restore_forked(struct job *j);

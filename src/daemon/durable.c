@@ -227,6 +227,16 @@ static void act_kick(struct session *s) {
                 s->kick_pending = true;
 }
 
+void act_cancel_queued(struct session *s, int err, const char *msg) {
+        struct action *q;
+        while ((q = s->queue)) {
+                s->queue = q->next;
+                s->n_queued--;
+                dur_answer_error(&q->w, err, "%s", msg);
+                free(q);
+        }
+}
+
 bool recover_queued(struct session *s) {
         for (struct action *q = s->queue; q; q = q->next)
                 if (q->kind == ACT_RECOVER)
@@ -476,13 +486,9 @@ static void delete_finish(struct action *a) {
         parked_drop(s);
         forget_unacknowledged(s);
         dur_answer(&a->w, NULL);
-        struct action *q;
-        while ((q = s->queue)) {
-                s->queue = q->next;
-                s->n_queued--;
-                dur_answer_error(&q->w, -ENOENT, "session %s was deleted", s->id);
-                free(q);
-        }
+        char msg[80];
+        snprintf(msg, sizeof msg, "session %s was deleted", s->id);
+        act_cancel_queued(s, -ENOENT, msg);
         act_done(a);
         struct daemon *d = s->d;
         ses_free(s);

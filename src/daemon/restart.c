@@ -406,13 +406,7 @@ void dur_shutdown(struct daemon *d) {
         /* Actions that did not get to run: their clients hear it; the next start resumes
          * whatever meta says (a create not acknowledged is removed then). */
         for (struct session *s = d->sessions; s; s = s->next) {
-                struct action *q;
-                while ((q = s->queue)) {
-                        s->queue = q->next;
-                        s->n_queued--;
-                        dur_answer_error(&q->w, -EAGAIN, "the daemon is shutting down");
-                        free(q);
-                }
+                act_cancel_queued(s, -EAGAIN, "the daemon is shutting down");
                 if (s->act) {
                         dur_answer_error(&s->act->w, -EAGAIN, "the daemon is shutting down");
                         free(s->act);

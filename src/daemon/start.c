@@ -478,13 +478,9 @@ void start_fail(struct action *a, const char *fmt, ...) {
                 }
                 {
                         /* Nothing may run for it any more. */
-                        struct action *q;
-                        while ((q = s->queue)) {
-                                s->queue = q->next;
-                                s->n_queued--;
-                                dur_answer_error(&q->w, -ENOENT, "session %s failed to start", s->id);
-                                free(q);
-                        }
+                        char why[80];
+                        snprintf(why, sizeof why, "session %s failed to start", s->id);
+                        act_cancel_queued(s, -ENOENT, why);
                 }
                 act_done(a);
                 ses_free(s);
