@@ -130,7 +130,7 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
                 r = meta_token_hash(token, ms.token_hash);
         if (r == 0)
                 r = dl_lifecycle_json(&ev, "created", p.src_snap, p.src_snap[0] ? "snapshot" : "template");
-        /* Relaxed: the client hears of the session only once it runs (start_finish, a
+        /* Relaxed: the client hears of the session only once it runs (dur_start_finish, a
          * full commit); until then a restart forgets it. */
         dur_relaxed(d, true);
         if (r < 0 || (r = meta_begin(d->meta)) < 0 || (r = meta_session_create(d->meta, &ms)) < 0 ||
@@ -169,7 +169,7 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         snprintf(s->tenant, sizeof s->tenant, "%s", ms.tenant);
         snprintf(s->parent_session, sizeof s->parent_session, "%s", ms.parent_session);
         snprintf(s->source_snapshot, sizeof s->source_snapshot, "%s", ms.source_snapshot);
-        struct action *a = s->template ? act_new(s, ACT_START, TAKE_PTR(w)) : NULL;
+        struct action *a = s->template ? dur_act_new(s, ACT_START, TAKE_PTR(w)) : NULL;
         if (!a) {
                 (void)meta_session_delete(d->meta, id);
                 ses_free(s);
@@ -179,5 +179,5 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         a->why = START_CREATE;
         snprintf(a->token, sizeof a->token, "%s", token);
         snprintf(a->snap, sizeof a->snap, "%s", p.src_snap);
-        act_enqueue(s, a, false);
+        dur_act_enqueue(s, a, false);
 }

@@ -168,66 +168,66 @@ int64_t dur_now_ns(void);
 uint64_t dur_mono_us(void);
 void dur_rollback(struct daemon *d);
 const char *dur_merr(struct daemon *d);
-enum store_reason store_reason_of(enum meta_snapshot_reason r);
+enum store_reason dur_store_reason_of(enum meta_snapshot_reason r);
 void dur_relaxed(struct daemon *d, bool on);
-void snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m, double freeze_ms);
+void dur_snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m, double freeze_ms);
 /* The session object (plus its token, shown once at create) as the answer to *w. */
-void answer_session(struct dur_waiter **w, struct session *s, const char *token);
-struct action *act_new(struct session *s, enum act_kind kind, struct dur_waiter *w);
-void act_enqueue(struct session *s, struct action *a, bool front);
-bool recover_queued(struct session *s);
-void act_done(struct action *a);
+void dur_answer_session(struct dur_waiter **w, struct session *s, const char *token);
+struct action *dur_act_new(struct session *s, enum act_kind kind, struct dur_waiter *w);
+void dur_act_enqueue(struct session *s, struct action *a, bool front);
+bool dur_recover_queued(struct session *s);
+void dur_act_done(struct action *a);
 /* Answers every action queued behind the current one with err and msg, and drops them. */
-void act_cancel_queued(struct session *s, int err, const char *msg);
-void act_fail(struct action *a, int err, const char *fmt, ...) _printf_(3, 4);
-void recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose);
-void restore_forked(struct job *j);
-int snapshot_of_session(struct session *s, const char *id, struct meta_snapshot *ret);
+void dur_act_cancel_queued(struct session *s, int err, const char *msg);
+void dur_act_fail(struct action *a, int err, const char *fmt, ...) _printf_(3, 4);
+void dur_recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose);
+void dur_restore_forked(struct job *j);
+int dur_snapshot_of_session(struct session *s, const char *id, struct meta_snapshot *ret);
 
 /* fork.c */
-void group_child_done(struct fork_group *g, unsigned i, bool ok);
-void run_fork(struct action *a);
-void create_from_snapshot(struct action *a);
+void dur_group_child_done(struct fork_group *g, unsigned i, bool ok);
+void dur_run_fork(struct action *a);
+void dur_create_from_snapshot(struct action *a);
 
 /* jobs.c */
-void work_destroy(struct job *j);
-void rm_submit(struct daemon *d, char *dir, bool subvol);
-void trash_dir(struct daemon *d, const char *dir);
-void reclaim_dir(struct daemon *d, const char *sbx);
-void drop_sandbox(struct session *s, int status, const char *msg, enum meta_sandbox_state st,
+void dur_work_destroy(struct job *j);
+void dur_rm_submit(struct daemon *d, char *dir, bool subvol);
+void dur_trash_dir(struct daemon *d, const char *dir);
+void dur_reclaim_dir(struct daemon *d, const char *sbx);
+void dur_drop_sandbox(struct session *s, int status, const char *msg, enum meta_sandbox_state st,
                          const char *reason);
-void job_free(struct job *j);
-struct job *job_new(struct daemon *d, struct session *s, struct action *a, enum job_kind kind,
+void dur_job_free(struct job *j);
+struct job *dur_job_new(struct daemon *d, struct session *s, struct action *a, enum job_kind kind,
                            void (*cont)(struct job *));
-int job_submit(struct job *j);
-bool store_damaged(int r);
-void snap_err(char *out, size_t size, const char *what, const char *snap, const struct job *j);
-void work_capture(struct job *j);
+int dur_job_submit(struct job *j);
+bool dur_store_damaged(int r);
+void dur_snap_err(char *out, size_t size, const char *what, const char *snap, const struct job *j);
+void dur_work_capture(struct job *j);
 
 /* park.c */
-char *parked_path(struct daemon *d, const char *ses, const char *suffix);
-void parked_drop(struct session *s);
-bool unpark_layer(struct session *s, const char *dir);
-void parked_sweep(struct daemon *d);
-void memory_event(struct session *s, const char *event, const char *snap, const struct job *j,
+char *dur_parked_path(struct daemon *d, const char *ses, const char *suffix);
+void dur_parked_drop(struct session *s);
+bool dur_unpark_layer(struct session *s, const char *dir);
+void dur_parked_sweep(struct daemon *d);
+void dur_memory_event(struct session *s, const char *event, const char *snap, const struct job *j,
                          const char *err);
-void pause_failed(struct action *a, struct job *j, const char *what, const char *err);
-void run_pause(struct action *a);
-void run_resume(struct action *a);
+void dur_pause_failed(struct action *a, struct job *j, const char *what, const char *err);
+void dur_run_pause(struct action *a);
+void dur_run_resume(struct action *a);
 
 /* snapshot.c */
-int sandbox_layer_load(struct session *s, const char *sbx);
-void layers_gc(struct daemon *d, bool at_start);
-int capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw, bool check_dirty,
+int dur_sandbox_layer_load(struct session *s, const char *sbx);
+void dur_layers_gc(struct daemon *d, bool at_start);
+int dur_capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw, bool check_dirty,
                          void (*cont)(struct job *));
-int snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_reason reason, const char *label,
+int dur_snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_reason reason, const char *label,
                            int (*extra)(struct session *s, const char *snap_id), struct meta_snapshot *ret);
-void source_layer_done(struct session *s, const struct job *j, const char *snap);
-void run_snapshot(struct action *a);
+void dur_source_layer_done(struct session *s, const struct job *j, const char *snap);
+void dur_run_snapshot(struct action *a);
 
 /* start.c */
-void log_materialized(const struct session *s, const char *snap, const struct job *j);
-void start_begin(struct action *a);
-void start_finish(struct action *a);
-void forget_unacknowledged(struct session *s);
-void start_fail(struct action *a, const char *fmt, ...) _printf_(2, 3);
+void dur_log_materialized(const struct session *s, const char *snap, const struct job *j);
+void dur_start_begin(struct action *a);
+void dur_start_finish(struct action *a);
+void dur_forget_unacknowledged(struct session *s);
+void dur_start_fail(struct action *a, const char *fmt, ...) _printf_(2, 3);

@@ -67,7 +67,7 @@ const char *dur_merr(struct daemon *d) {
         return *e ? e : rollback_err;
 }
 
-enum store_reason store_reason_of(enum meta_snapshot_reason r) {
+enum store_reason dur_store_reason_of(enum meta_snapshot_reason r) {
         switch (r) {
         case META_REASON_ROLLING: return STORE_REASON_ROLLING;
         case META_REASON_PAUSE: return STORE_REASON_PAUSE;
@@ -94,7 +94,7 @@ void dur_event(struct session *s, const char *kind, const struct buf *payload) {
 }
 
 /* freeze_ms < 0: unknown (the timeline; meta keeps no freeze times). */
-void snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m, double freeze_ms) {
+void dur_snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m, double freeze_ms) {
         char ts[40];
         dl_rfc3339_ms(m->time_ms, ts, sizeof ts);
         json_w_obj_begin(w);
@@ -126,9 +126,9 @@ void snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m, d
         json_w_obj_end(w);
 }
 
-void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m) { snapshot_write_json(w, m, -1); }
+void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m) { dur_snapshot_write_json(w, m, -1); }
 
-void answer_session(struct dur_waiter **wt, struct session *s, const char *token) {
+void dur_answer_session(struct dur_waiter **wt, struct session *s, const char *token) {
         if (!*wt)
                 return;
         struct buf b = BUF_INIT(0);
@@ -157,7 +157,7 @@ void answer_session(struct dur_waiter **wt, struct session *s, const char *token
 
 static void act_kick(struct session *s);
 
-struct action *act_new(struct session *s, enum act_kind kind, struct dur_waiter *w) {
+struct action *dur_act_new(struct session *s, enum act_kind kind, struct dur_waiter *w) {
         struct action *a = calloc(1, sizeof *a);
         if (!a) {
                 dur_answer_error(&w, -ENOMEM, "out of memory");
@@ -176,7 +176,7 @@ static void act_free(struct action *a) {
         free(a);
 }
 
-void act_enqueue(struct session *s, struct action *a, bool front) {
+void dur_act_enqueue(struct session *s, struct action *a, bool front) {
         if (front) {
                 a->next = s->queue;
                 s->queue = a;
@@ -199,7 +199,7 @@ static bool act_submit(struct session *s, struct action *a) {
                 free(a);
                 return false;
         }
-        act_enqueue(s, a, false);
+        dur_act_enqueue(s, a, false);
         return true;
 }
 
@@ -227,7 +227,7 @@ static void act_kick(struct session *s) {
                 s->kick_pending = true;
 }
 
-void act_cancel_queued(struct session *s, int err, const char *msg) {
+void dur_act_cancel_queued(struct session *s, int err, const char *msg) {
         struct action *q;
         while ((q = s->queue)) {
                 s->queue = q->next;
@@ -237,14 +237,14 @@ void act_cancel_queued(struct session *s, int err, const char *msg) {
         }
 }
 
-bool recover_queued(struct session *s) {
+bool dur_recover_queued(struct session *s) {
         for (struct action *q = s->queue; q; q = q->next)
                 if (q->kind == ACT_RECOVER)
                         return true;
         return s->act && s->act->kind == ACT_RECOVER;
 }
 
-void act_done(struct action *a) {
+void dur_act_done(struct action *a) {
         struct session *s = a->s;
         if (s->act == a)
                 s->act = NULL;
@@ -252,13 +252,13 @@ void act_done(struct action *a) {
         if (s->freed)
                 return;
         /* The sandbox died while the action ran: recover now. */
-        if (s->lost && s->state == META_SESSION_RUNNING && !recover_queued(s))
-                recover_queue(s, s->sbx_id, s->error ? s->error : "sandbox lost", false);
+        if (s->lost && s->state == META_SESSION_RUNNING && !dur_recover_queued(s))
+                dur_recover_queue(s, s->sbx_id, s->error ? s->error : "sandbox lost", false);
         act_kick(s);
 }
 
 /* Fails an action (-errno and why, to whoever waits) and ends it. */
-void act_fail(struct action *a, int err, const char *fmt, ...) {
+void dur_act_fail(struct action *a, int err, const char *fmt, ...) {
         char msg[768];
         va_list ap;
         va_start(ap, fmt);
@@ -266,31 +266,31 @@ void act_fail(struct action *a, int err, const char *fmt, ...) {
         va_end(ap);
         log_warn("%s: %s", a->s->id, msg);
         dur_answer_error(&a->w, err, "%s", msg);
-        act_done(a);
+        dur_act_done(a);
 }
 
 /* ---------------- recovery ---------------- */
 
-void recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose) {
-        struct action *a = act_new(s, ACT_RECOVER, NULL);
+void dur_recover_queue(struct session *s, const char *sbx, const char *why, bool on_purpose) {
+        struct action *a = dur_act_new(s, ACT_RECOVER, NULL);
         if (!a)
                 return;
         a->internal = true;
         a->lost_on_purpose = on_purpose;
         snprintf(a->lost_sbx, sizeof a->lost_sbx, "%s", sbx ? sbx : "");
         snprintf(a->lost_reason, sizeof a->lost_reason, "%s", why ? why : "");
-        act_enqueue(s, a, true);
+        dur_act_enqueue(s, a, true);
 }
 
 static void run_recover(struct action *a) {
         struct session *s = a->s;
         struct daemon *d = s->d;
         if (s->state == META_SESSION_PAUSED || s->state == META_SESSION_TERMINATED) {
-                act_done(a);
+                dur_act_done(a);
                 return;
         }
         if (s->sb && !s->lost && s->ready) {
-                act_done(a); /* already running again (a restore got there first) */
+                dur_act_done(a); /* already running again (a restore got there first) */
                 return;
         }
         const char *why = a->lost_reason[0] ? a->lost_reason : "sandbox lost";
@@ -304,10 +304,10 @@ static void run_recover(struct action *a) {
                 s->state = META_SESSION_RECOVERING;
         }
         if (s->sb || s->dir) {
-                drop_sandbox(s, 503, why, a->lost_on_purpose ? META_SANDBOX_DESTROYED : META_SANDBOX_DEAD, why);
+                dur_drop_sandbox(s, 503, why, a->lost_on_purpose ? META_SANDBOX_DESTROYED : META_SANDBOX_DEAD, why);
         } else if (a->lost_sbx[0]) {
                 /* Held by nobody (the daemon restarted): kill whatever is left of it. */
-                reclaim_dir(d, a->lost_sbx);
+                dur_reclaim_dir(d, a->lost_sbx);
                 if (meta_sandbox_set_state(d->meta, a->lost_sbx, a->lost_on_purpose ? META_SANDBOX_DESTROYED
                                                                                      : META_SANDBOX_DEAD, why) < 0 &&
                     a->lost_sbx[0])
@@ -315,7 +315,7 @@ static void run_recover(struct action *a) {
         }
         a->why = START_RECOVER;
         a->kind = ACT_START;
-        start_begin(a);
+        dur_start_begin(a);
 }
 
 /* ---------------- restore ---------------- */
@@ -372,56 +372,56 @@ out:
 static void ready_drop(struct action *a) {
         if (!a->ready_dir)
                 return;
-        trash_dir(a->s->d, a->ready_dir);
+        dur_trash_dir(a->s->d, a->ready_dir);
         free(a->ready_dir);
         a->ready_dir = NULL;
 }
 
 /* The store fork is made and, for a running session, the new sandbox's files are in
  * a->ready_dir: only now is anything committed or the old sandbox touched. */
-void restore_forked(struct job *j) {
+void dur_restore_forked(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         if (j->r < 0) {
                 char msg[700];
-                snap_err(msg, sizeof msg, "reading", a->snap, j);
+                dur_snap_err(msg, sizeof msg, "reading", a->snap, j);
                 ready_drop(a);
-                act_fail(a, -EIO, "restore failed: %s; the session is unchanged", msg);
+                dur_act_fail(a, -EIO, "restore failed: %s; the session is unchanged", msg);
                 return;
         }
         if (a->ready_dir) {
                 a->ready_layer = j->layer;
-                log_materialized(s, a->snap, j);
+                dur_log_materialized(s, a->snap, j);
         }
         struct meta_snapshot m;
         if (restore_record(s, j, a->snap, &m) < 0) {
                 ready_drop(a);
                 (void)store_snapshot_forget(s->d->store, &j->out[0]);
-                act_fail(a, -EIO, "recording the restore failed: %s", dur_merr(s->d));
+                dur_act_fail(a, -EIO, "recording the restore failed: %s", dur_merr(s->d));
                 return;
         }
         log_info("%s: restored %s as %s", s->id, a->snap, m.id);
-        parked_drop(s); /* the layer of the old head */
+        dur_parked_drop(s); /* the layer of the old head */
         if (s->sb || s->dir) {
                 ses_drop_sandbox(s, 503, "the session was restored to another snapshot");
                 if (s->dir)
-                        trash_dir(s->d, s->dir);
+                        dur_trash_dir(s->d, s->dir);
                 free(s->dir);
                 s->dir = NULL;
                 s->sbx_id[0] = '\0';
         }
         if (s->state == META_SESSION_PAUSED) {
-                answer_session(&a->w, s, NULL);
-                act_done(a);
+                dur_answer_session(&a->w, s, NULL);
+                dur_act_done(a);
                 return;
         }
         a->why = START_RESTORE;
         a->kind = ACT_START;
-        start_begin(a);
+        dur_start_begin(a);
 }
 
 /* The snapshot id of a request, checked against meta: 404 unknown or another session's. */
-int snapshot_of_session(struct session *s, const char *id, struct meta_snapshot *ret) {
+int dur_snapshot_of_session(struct session *s, const char *id, struct meta_snapshot *ret) {
         if (!meta_id_valid("snap", id))
                 return -ENOENT;
         struct meta_snapshot m;
@@ -439,20 +439,20 @@ static void run_restore(struct action *a) {
         const char *why;
         int err = dl_action_check(DL_RESTORE, s->state, &why);
         if (err) {
-                act_fail(a, err, "%s", why);
+                dur_act_fail(a, err, "%s", why);
                 return;
         }
         struct meta_snapshot m;
-        int r = snapshot_of_session(s, a->snap, &m);
+        int r = dur_snapshot_of_session(s, a->snap, &m);
         if (r < 0) {
-                act_fail(a, -ENOENT, "session %s has no snapshot %s", s->id, a->snap);
+                dur_act_fail(a, -ENOENT, "session %s has no snapshot %s", s->id, a->snap);
                 return;
         }
-        struct job *j = job_new(NULL, s, a, JOB_FORK, restore_forked);
+        struct job *j = dur_job_new(NULL, s, a, JOB_FORK, dur_restore_forked);
         if (!j || store_hash_from_hex(m.store_hash, &j->parent) < 0) {
                 if (j)
-                        job_free(j);
-                act_fail(a, -EIO, "snapshot %s has a bad store hash", a->snap);
+                        dur_job_free(j);
+                dur_act_fail(a, -EIO, "snapshot %s has a bad store hash", a->snap);
                 return;
         }
         j->n = 1;
@@ -467,14 +467,14 @@ static void run_restore(struct action *a) {
                     asprintf(&j->dir, "%s/upper", a->ready_dir) < 0 || (r = rt_volume_make_dir(a->ready_dir, 0700)) < 0) {
                         free(a->ready_dir);
                         a->ready_dir = NULL;
-                        job_free(j);
-                        act_fail(a, -EIO, "making the sandbox directory: %s", strerror(r < 0 ? -r : ENOMEM));
+                        dur_job_free(j);
+                        dur_act_fail(a, -EIO, "making the sandbox directory: %s", strerror(r < 0 ? -r : ENOMEM));
                         return;
                 }
         }
-        if ((r = job_submit(j)) < 0) {
+        if ((r = dur_job_submit(j)) < 0) {
                 ready_drop(a);
-                act_fail(a, -EIO, "starting the restore: %s", strerror(-r));
+                dur_act_fail(a, -EIO, "starting the restore: %s", strerror(-r));
                 return;
         }
 }
@@ -483,16 +483,16 @@ static void run_restore(struct action *a) {
 
 static void delete_finish(struct action *a) {
         struct session *s = a->s;
-        parked_drop(s);
-        forget_unacknowledged(s);
+        dur_parked_drop(s);
+        dur_forget_unacknowledged(s);
         dur_answer(&a->w, NULL);
         char msg[80];
         snprintf(msg, sizeof msg, "session %s was deleted", s->id);
-        act_cancel_queued(s, -ENOENT, msg);
-        act_done(a);
+        dur_act_cancel_queued(s, -ENOENT, msg);
+        dur_act_done(a);
         struct daemon *d = s->d;
         ses_free(s);
-        layers_gc(d, false); /* its source layers */
+        dur_layers_gc(d, false); /* its source layers */
 }
 
 static void delete_destroyed(struct job *j) {
@@ -507,7 +507,7 @@ static void run_delete(struct action *a) {
         if (s->state != META_SESSION_TERMINATED) {
                 if (meta_session_set_state(d->meta, s->id, 0, META_SESSION_TERMINATED, NULL) < 0 &&
                     meta_session_get(d->meta, s->id, &(struct meta_session){ 0 }) != -ENOENT) {
-                        act_fail(a, -EIO, "recording the deletion failed: %s", dur_merr(d));
+                        dur_act_fail(a, -EIO, "recording the deletion failed: %s", dur_merr(d));
                         return;
                 }
                 s->state = META_SESSION_TERMINATED;
@@ -516,7 +516,7 @@ static void run_delete(struct action *a) {
         /* The sandbox goes on the reaper thread; the answer waits for it (a 204 means
          * nothing of it is left). Its directory stays in DATA/sandboxes until then, so a
          * crash meanwhile leaves it to the start-up sweep. */
-        struct job *j = s->sb && s->dir ? job_new(NULL, s, a, JOB_DESTROY, delete_destroyed) : NULL;
+        struct job *j = s->sb && s->dir ? dur_job_new(NULL, s, a, JOB_DESTROY, delete_destroyed) : NULL;
         if (j && (j->dir = strdup(s->dir))) {
                 j->rt = s->rt;
                 j->sb = ses_take_sandbox(s, 503, "session deleted");
@@ -529,14 +529,14 @@ static void run_delete(struct action *a) {
                         s->job = j;
                         return;
                 }
-                work_destroy(j); /* could not queue it: here, then */
+                dur_work_destroy(j); /* could not queue it: here, then */
                 delete_destroyed(j);
-                job_free(j);
+                dur_job_free(j);
                 return;
         }
         if (j)
-                job_free(j);
-        drop_sandbox(s, 503, "session deleted", META_SANDBOX_DESTROYED, "deleted");
+                dur_job_free(j);
+        dur_drop_sandbox(s, 503, "session deleted", META_SANDBOX_DESTROYED, "deleted");
         delete_finish(a);
 }
 
@@ -546,7 +546,7 @@ static void run_adopt_wait(struct action *a) {
         /* The sandbox was adopted in dur_load; its HELLO finishes the action. */
         a->waiting_hello = true;
         if (a->s->ready)
-                start_finish(a);
+                dur_start_finish(a);
 }
 
 static void act_run(struct action *a) {
@@ -555,15 +555,15 @@ static void act_run(struct action *a) {
                 if (a->why == START_ADOPT)
                         run_adopt_wait(a);
                 else if (a->why == START_CREATE && a->snap[0])
-                        create_from_snapshot(a);
+                        dur_create_from_snapshot(a);
                 else
-                        start_begin(a);
+                        dur_start_begin(a);
                 return;
-        case ACT_RESUME: run_resume(a); return;
-        case ACT_SNAPSHOT: run_snapshot(a); return;
-        case ACT_PAUSE: run_pause(a); return;
+        case ACT_RESUME: dur_run_resume(a); return;
+        case ACT_SNAPSHOT: dur_run_snapshot(a); return;
+        case ACT_PAUSE: dur_run_pause(a); return;
         case ACT_RESTORE: run_restore(a); return;
-        case ACT_FORK: run_fork(a); return;
+        case ACT_FORK: dur_run_fork(a); return;
         case ACT_DELETE: run_delete(a); return;
         case ACT_RECOVER: run_recover(a); return;
         }
@@ -572,7 +572,7 @@ static void act_run(struct action *a) {
 /* ---------------- API entry points ---------------- */
 
 void dur_snapshot(struct session *s, const char *label, bool memory, struct dur_waiter *w) {
-        struct action *a = act_new(s, ACT_SNAPSHOT, w);
+        struct action *a = dur_act_new(s, ACT_SNAPSHOT, w);
         if (!a)
                 return;
         a->reason = META_REASON_MANUAL;
@@ -582,19 +582,19 @@ void dur_snapshot(struct session *s, const char *label, bool memory, struct dur_
 }
 
 void dur_pause(struct session *s, struct dur_waiter *w) {
-        struct action *a = act_new(s, ACT_PAUSE, w);
+        struct action *a = dur_act_new(s, ACT_PAUSE, w);
         if (a)
                 act_submit(s, a);
 }
 
 void dur_resume(struct session *s, struct dur_waiter *w) {
-        struct action *a = act_new(s, ACT_RESUME, w);
+        struct action *a = dur_act_new(s, ACT_RESUME, w);
         if (a)
                 act_submit(s, a);
 }
 
 void dur_restore(struct session *s, const char *snap_id, struct dur_waiter *w) {
-        struct action *a = act_new(s, ACT_RESTORE, w);
+        struct action *a = dur_act_new(s, ACT_RESTORE, w);
         if (!a)
                 return;
         snprintf(a->snap, sizeof a->snap, "%s", snap_id);
@@ -602,7 +602,7 @@ void dur_restore(struct session *s, const char *snap_id, struct dur_waiter *w) {
 }
 
 void dur_fork(struct session *s, const char *snap_id, unsigned count, struct dur_waiter *w) {
-        struct action *a = act_new(s, ACT_FORK, w);
+        struct action *a = dur_act_new(s, ACT_FORK, w);
         if (!a)
                 return;
         snprintf(a->snap, sizeof a->snap, "%s", snap_id ? snap_id : "");
@@ -616,11 +616,11 @@ void dur_delete(struct session *s, struct dur_waiter *w) {
                         dur_answer(&w, NULL); /* already on its way out */
                         return;
                 }
-        struct action *a = act_new(s, ACT_DELETE, w);
+        struct action *a = dur_act_new(s, ACT_DELETE, w);
         if (!a)
                 return;
         /* Past the queue's limit too: a delete must always be possible. */
-        act_enqueue(s, a, false);
+        dur_act_enqueue(s, a, false);
 }
 
 /* ---------------- GC ---------------- */
@@ -665,7 +665,7 @@ void dur_gc(struct daemon *d, struct dur_waiter *w) {
         }
         if (d->gc_running)
                 return; /* answered when the running one ends */
-        layers_gc(d, false);
+        dur_layers_gc(d, false);
         /* Records a worker committed to the store but the loop has not put into meta yet
          * must survive: keep everything committed since the oldest such job started. The
          * time is taken before the live set is read (docs/store.md, GC contract). */
@@ -673,7 +673,7 @@ void dur_gc(struct daemon *d, struct dur_waiter *w) {
         for (struct session *s = d->sessions; s; s = s->next)
                 if (s->job && s->job->start_ns < keep)
                         keep = s->job->start_ns;
-        struct job *j = job_new(d, NULL, NULL, JOB_GC, gc_done);
+        struct job *j = dur_job_new(d, NULL, NULL, JOB_GC, gc_done);
         if (!j) {
                 log_warn("gc: out of memory");
                 return;
@@ -685,7 +685,7 @@ void dur_gc(struct daemon *d, struct dur_waiter *w) {
                 snprintf(j->err, sizeof j->err, "reading the live set: %.200s", dur_merr(d));
                 d->gc_running = true;
                 gc_done(j);
-                job_free(j);
+                dur_job_free(j);
                 return;
         }
         d->gc_running = true;
@@ -693,7 +693,7 @@ void dur_gc(struct daemon *d, struct dur_waiter *w) {
                 j->r = -EAGAIN;
                 snprintf(j->err, sizeof j->err, "no worker thread");
                 gc_done(j);
-                job_free(j);
+                dur_job_free(j);
         }
 }
 
@@ -707,15 +707,15 @@ void dur_tick(struct daemon *d) {
                 if (s->state == META_SESSION_RUNNING && ses_usable(s) && s->interval_ms > 0 &&
                     now >= s->next_rolling_ms) {
                         s->next_rolling_ms = now + (uint64_t)s->interval_ms;
-                        struct action *a = act_new(s, ACT_SNAPSHOT, NULL);
+                        struct action *a = dur_act_new(s, ACT_SNAPSHOT, NULL);
                         if (a) {
                                 a->reason = META_REASON_ROLLING;
                                 a->internal = true;
-                                act_enqueue(s, a, false);
+                                dur_act_enqueue(s, a, false);
                         }
                 } else if (s->state == META_SESSION_RECOVERING && !s->sb && s->recover_at_ms && now >= s->recover_at_ms) {
                         s->recover_at_ms = 0;
-                        recover_queue(s, NULL, s->error ? s->error : "retrying the recovery", false);
+                        dur_recover_queue(s, NULL, s->error ? s->error : "retrying the recovery", false);
                 }
         }
         if (d->next_gc_ms && now >= d->next_gc_ms && !d->gc_running)

@@ -66,7 +66,7 @@ static void group_reply(struct fork_group *g, struct daemon *d) {
 
 static struct daemon *group_daemon;
 
-void group_child_done(struct fork_group *g, unsigned i, bool ok) {
+void dur_group_child_done(struct fork_group *g, unsigned i, bool ok) {
         g->ok[i] = ok;
         g->n_done++;
         if (!ok)
@@ -200,13 +200,13 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                         (void)store_hash_from_hex(hm.store_hash, &cs->head_hash);
                         cs->last_snapshot_ms = hm.time_ms;
                 }
-                struct action *a = act_new(cs, ACT_START, NULL);
+                struct action *a = dur_act_new(cs, ACT_START, NULL);
                 if (!a)
                         return -ENOMEM;
                 a->why = START_FORK;
                 a->group = g;
                 a->fork_index = i;
-                act_enqueue(cs, a, false);
+                dur_act_enqueue(cs, a, false);
         }
         return 0;
 }
@@ -217,18 +217,18 @@ static void fork_stored(struct job *j) {
         struct daemon *d = s->d;
         if (j->r < 0) {
                 char msg[700];
-                snap_err(msg, sizeof msg, "reading", a->snap, j);
-                act_fail(a, -EIO, "fork failed: %s", msg);
+                dur_snap_err(msg, sizeof msg, "reading", a->snap, j);
+                dur_act_fail(a, -EIO, "fork failed: %s", msg);
                 return;
         }
         struct meta_snapshot src;
         if (meta_snapshot_get(d->meta, a->snap, &src) < 0) {
-                act_fail(a, -ENOENT, "snapshot %s is gone", a->snap);
+                dur_act_fail(a, -ENOENT, "snapshot %s is gone", a->snap);
                 return;
         }
         struct fork_group *g = calloc(1, sizeof *g);
         if (!g) {
-                act_fail(a, -EIO, "out of memory");
+                dur_act_fail(a, -EIO, "out of memory");
                 return;
         }
         g->n = j->n;
@@ -238,13 +238,13 @@ static void fork_stored(struct job *j) {
                 snprintf(g->ids[i], sizeof g->ids[i], "%s", j->sessions[i]);
                 if (dl_token_new(g->tokens[i]) < 0) {
                         free(g);
-                        act_fail(a, -EIO, "no randomness for tokens");
+                        dur_act_fail(a, -EIO, "no randomness for tokens");
                         return;
                 }
         }
         if (fork_record(s, j, &src, g) < 0) {
                 free(g);
-                act_fail(a, -EIO, "recording the fork failed: %s", dur_merr(d));
+                dur_act_fail(a, -EIO, "recording the fork failed: %s", dur_merr(d));
                 return;
         }
         log_info("%s: forked %s into %u session(s)", s->id, src.id, g->n);
@@ -253,17 +253,17 @@ static void fork_stored(struct job *j) {
         int r = children_start(s, g, &src);
         if (r < 0)
                 log_warn("%s: starting fork children: %s", s->id, strerror(-r));
-        act_done(a);
+        dur_act_done(a);
 }
 
 static void fork_from(struct action *a, const struct meta_snapshot *src) {
         struct session *s = a->s;
         snprintf(a->snap, sizeof a->snap, "%s", src->id);
-        struct job *j = job_new(NULL, s, a, JOB_FORK, fork_stored);
+        struct job *j = dur_job_new(NULL, s, a, JOB_FORK, fork_stored);
         if (!j || store_hash_from_hex(src->store_hash, &j->parent) < 0) {
                 if (j)
-                        job_free(j);
-                act_fail(a, -EIO, "snapshot %s has a bad store hash", src->id);
+                        dur_job_free(j);
+                dur_act_fail(a, -EIO, "snapshot %s has a bad store hash", src->id);
                 return;
         }
         j->n = a->count;
@@ -278,9 +278,9 @@ static void fork_from(struct action *a, const struct meta_snapshot *src) {
                                 i--; /* drawn twice: draw again */
         }
         snprintf(j->label, sizeof j->label, "fork of %s", src->id);
-        int r = job_submit(j);
+        int r = dur_job_submit(j);
         if (r < 0) {
-                act_fail(a, -EIO, "starting the fork: %s", strerror(-r));
+                dur_act_fail(a, -EIO, "starting the fork: %s", strerror(-r));
                 return;
         }
 }
@@ -289,30 +289,30 @@ static void fork_captured(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         if (j->r < 0) {
-                act_fail(a, -EIO, "snapshot for the fork failed: %s", j->err);
+                dur_act_fail(a, -EIO, "snapshot for the fork failed: %s", j->err);
                 return;
         }
         struct meta_snapshot m;
-        if (snapshot_commit(s, j, META_REASON_FORK, a->label, NULL, &m) < 0) {
-                act_fail(a, -EIO, "recording the snapshot failed: %s", dur_merr(s->d));
+        if (dur_snapshot_commit(s, j, META_REASON_FORK, a->label, NULL, &m) < 0) {
+                dur_act_fail(a, -EIO, "recording the snapshot failed: %s", dur_merr(s->d));
                 return;
         }
-        source_layer_done(s, j, m.id);
+        dur_source_layer_done(s, j, m.id);
         fork_from(a, &m);
 }
 
-void run_fork(struct action *a) {
+void dur_run_fork(struct action *a) {
         struct session *s = a->s;
         const char *why;
         int err = dl_action_check(DL_FORK, s->state, &why);
         if (err) {
-                act_fail(a, err, "%s", why);
+                dur_act_fail(a, err, "%s", why);
                 return;
         }
         if (a->snap[0]) {
                 struct meta_snapshot m;
-                if (snapshot_of_session(s, a->snap, &m) < 0) {
-                        act_fail(a, -ENOENT, "session %s has no snapshot %s", s->id, a->snap);
+                if (dur_snapshot_of_session(s, a->snap, &m) < 0) {
+                        dur_act_fail(a, -ENOENT, "session %s has no snapshot %s", s->id, a->snap);
                         return;
                 }
                 fork_from(a, &m);
@@ -321,9 +321,9 @@ void run_fork(struct action *a) {
         /* No snapshot named: now. A running session takes one; a paused one is its head. */
         if (ses_usable(s)) {
                 snprintf(a->label, sizeof a->label, "fork source");
-                int r = capture_begin(a, META_REASON_FORK, true, false, fork_captured);
+                int r = dur_capture_begin(a, META_REASON_FORK, true, false, fork_captured);
                 if (r < 0)
-                        act_fail(a, -EIO, "starting the capture: %s", strerror(-r));
+                        dur_act_fail(a, -EIO, "starting the capture: %s", strerror(-r));
                 return;
         }
         struct meta_snapshot m;
@@ -331,7 +331,7 @@ void run_fork(struct action *a) {
                 fork_from(a, &m);
                 return;
         }
-        act_fail(a, s->state == META_SESSION_RECOVERING ? -EAGAIN : -EBUSY,
+        dur_act_fail(a, s->state == META_SESSION_RECOVERING ? -EAGAIN : -EBUSY,
                  "session %s has no snapshot to fork from and no running sandbox", s->id);
 }
 
@@ -343,8 +343,8 @@ static void create_forked(struct job *j) {
         struct daemon *d = s->d;
         if (j->r < 0) {
                 char msg[700];
-                snap_err(msg, sizeof msg, "reading", a->snap, j);
-                start_fail(a, "%s", msg);
+                dur_snap_err(msg, sizeof msg, "reading", a->snap, j);
+                dur_start_fail(a, "%s", msg);
                 return;
         }
         struct meta_snapshot m = { .reason = META_REASON_FORK, .logical_size = j->stats.bytes_logical };
@@ -360,32 +360,32 @@ static void create_forked(struct job *j) {
         if (r < 0 || (r = meta_begin(d->meta)) < 0 || (r = meta_snapshot_add(d->meta, &m)) < 0 ||
             (r = meta_session_set_head(d->meta, s->id, m.id)) < 0 || (r = meta_commit(d->meta)) < 0) {
                 dur_rollback(d);
-                start_fail(a, "recording the first snapshot: %s", dur_merr(d));
+                dur_start_fail(a, "recording the first snapshot: %s", dur_merr(d));
                 return;
         }
         snprintf(s->head, sizeof s->head, "%s", m.id);
         s->head_hash = j->out[0];
         s->last_snapshot_ms = meta_now_ms();
-        start_begin(a);
+        dur_start_begin(a);
 }
 
-void create_from_snapshot(struct action *a) {
+void dur_create_from_snapshot(struct action *a) {
         struct session *s = a->s;
         struct meta_snapshot src;
         struct job *j = NULL;
-        if (meta_snapshot_get(s->d->meta, a->snap, &src) < 0 || !(j = job_new(NULL, s, a, JOB_FORK, create_forked)) ||
+        if (meta_snapshot_get(s->d->meta, a->snap, &src) < 0 || !(j = dur_job_new(NULL, s, a, JOB_FORK, create_forked)) ||
             store_hash_from_hex(src.store_hash, &j->parent) < 0) {
                 if (j)
-                        job_free(j);
-                start_fail(a, "snapshot %s is gone", a->snap);
+                        dur_job_free(j);
+                dur_start_fail(a, "snapshot %s is gone", a->snap);
                 return;
         }
         j->n = 1;
         snprintf(j->sessions[0], sizeof j->sessions[0], "%s", s->id);
         snprintf(j->label, sizeof j->label, "created from %s", a->snap);
-        int r = job_submit(j);
+        int r = dur_job_submit(j);
         if (r < 0) {
-                start_fail(a, "starting the fork: %s", strerror(-r));
+                dur_start_fail(a, "starting the fork: %s", strerror(-r));
                 return;
         }
 }

@@ -27,7 +27,7 @@ static void work_rm(struct job *j) {
 /* A deleted session's sandbox: killed, unmounted, its cgroups and directory removed,
  * off the loop (a pid namespace's teardown and an unmount wait for the kernel for
  * milliseconds, which other sessions' requests would wait for too). */
-void work_destroy(struct job *j) {
+void dur_work_destroy(struct job *j) {
         if (j->sb && j->rt->destroy(j->sb) < 0) {
                 j->r = -EIO;
                 snprintf(j->err, sizeof j->err, "destroying sandbox: %s", runtime_last_error());
@@ -46,8 +46,8 @@ static void rm_done(struct job *j) {
 }
 
 /* Deletes dir (taken) on a worker; subvol: a read-only btrfs snapshot. */
-void rm_submit(struct daemon *d, char *dir, bool subvol) {
-        struct job *j = job_new(d, NULL, NULL, JOB_RM, rm_done);
+void dur_rm_submit(struct daemon *d, char *dir, bool subvol) {
+        struct job *j = dur_job_new(d, NULL, NULL, JOB_RM, rm_done);
         if (!j) {
                 free(dir);
                 return;
@@ -55,7 +55,7 @@ void rm_submit(struct daemon *d, char *dir, bool subvol) {
         j->dir = dir;
         j->subvol = subvol;
         if (wk_submit(d->workers, &j->wj) < 0)
-                job_free(j);
+                dur_job_free(j);
 }
 
 /* Removes a sandbox directory (its processes and mounts are gone already) off the loop:
@@ -63,7 +63,7 @@ void rm_submit(struct daemon *d, char *dir, bool subvol) {
  * while to delete, and a pause or restore should not wait for it. The trash is the one
  * of dir's filesystem (X/trash for X/sandboxes/sbx_… or X/parked/ses_…, X = DATA or the
  * quota volume DATA/vol): a rename cannot cross filesystems. */
-void trash_dir(struct daemon *d, const char *dir) {
+void dur_trash_dir(struct daemon *d, const char *dir) {
         _cleanup_free_ char *trash = NULL, *dst = NULL;
         const char *base = strrchr(dir, '/');
         base = base ? base + 1 : dir;
@@ -77,7 +77,7 @@ void trash_dir(struct daemon *d, const char *dir) {
                 goto now;
         if (rename(dir, dst) < 0)
                 goto now;
-        rm_submit(d, TAKE_PTR(dst), false); /* if it can't: left in trash, removed at the next start */
+        dur_rm_submit(d, TAKE_PTR(dst), false); /* if it can't: left in trash, removed at the next start */
         return;
 now: {
         int r = rt_rm_rf(dir);
@@ -88,7 +88,7 @@ now: {
 
 /* Kills what is left of a sandbox nobody holds (a daemon crash, a failed adopt) and
  * removes its directory. */
-void reclaim_dir(struct daemon *d, const char *sbx) {
+void dur_reclaim_dir(struct daemon *d, const char *sbx) {
         _cleanup_free_ char *dir = disk_sandbox_dir_find(d, sbx), *run = NULL;
         if (!dir || asprintf(&run, "%s/run", dir) < 0)
                 return;
@@ -105,12 +105,12 @@ void reclaim_dir(struct daemon *d, const char *sbx) {
 
 /* Destroys s's sandbox (requests on it end with status/msg), removes its directory and
  * records why in meta (dead: it died unasked; destroyed: on purpose). */
-void drop_sandbox(struct session *s, int status, const char *msg, enum meta_sandbox_state st,
+void dur_drop_sandbox(struct session *s, int status, const char *msg, enum meta_sandbox_state st,
                          const char *reason) {
         ses_drop_sandbox(s, status, msg);
         if (s->sbx_id[0]) {
                 if (s->dir)
-                        trash_dir(s->d, s->dir);
+                        dur_trash_dir(s->d, s->dir);
                 if (meta_sandbox_set_state(s->d->meta, s->sbx_id, st, reason) < 0)
                         log_warn("%s: sandbox %s state: %s", s->id, s->sbx_id, dur_merr(s->d));
         }
@@ -121,7 +121,7 @@ void drop_sandbox(struct session *s, int status, const char *msg, enum meta_sand
 
 /* ---------------- jobs ---------------- */
 
-void job_free(struct job *j) {
+void dur_job_free(struct job *j) {
         if (j->sb && j->kind == JOB_CREATE && j->rt->destroy(j->sb) < 0) /* made, then nobody took it */
                 log_warn("%s: destroying an unused sandbox: %s", j->session, runtime_last_error());
         free(j->lower);
@@ -140,12 +140,12 @@ static void job_done_cb(struct wjob *wj) {
         if (j->s && j->s->job == j)
                 j->s->job = NULL;
         j->cont(j);
-        job_free(j);
+        dur_job_free(j);
 }
 
 static void job_work(struct wjob *wj);
 
-struct job *job_new(struct daemon *d, struct session *s, struct action *a, enum job_kind kind,
+struct job *dur_job_new(struct daemon *d, struct session *s, struct action *a, enum job_kind kind,
                            void (*cont)(struct job *)) {
         struct job *j = calloc(1, sizeof *j);
         if (!j)
@@ -165,10 +165,10 @@ struct job *job_new(struct daemon *d, struct session *s, struct action *a, enum 
         return j;
 }
 
-int job_submit(struct job *j) {
+int dur_job_submit(struct job *j) {
         int r = wk_submit(j->d->workers, &j->wj);
         if (r < 0) {
-                job_free(j);
+                dur_job_free(j);
                 return r;
         }
         if (j->s)
@@ -184,12 +184,12 @@ static void job_set_err(struct job *j, const char *what, int r) {
 /* Whether a store error says a snapshot's data is damaged on disk — an object that does
  * not match its hash, one that is missing, a pack cut short — rather than a passing
  * failure: trying again cannot help, a restore to another snapshot or a repair can. */
-bool store_damaged(int r) { return r == -EBADMSG || r == -ENOENT || r == -EIO; }
+bool dur_store_damaged(int r) { return r == -EBADMSG || r == -ENOENT || r == -EIO; }
 
 /* The message for a failed read of snapshot snap by job j: "snapshot S is damaged: …" when
  * it is, else "WHAT S: …". */
-void snap_err(char *out, size_t size, const char *what, const char *snap, const struct job *j) {
-        if (store_damaged(j->r))
+void dur_snap_err(char *out, size_t size, const char *what, const char *snap, const struct job *j) {
+        if (dur_store_damaged(j->r))
                 snprintf(out, size, "snapshot %s is damaged: %s", snap, j->err);
         else
                 snprintf(out, size, "%s %s: %s", what, snap, j->err);
@@ -323,7 +323,7 @@ static bool precapture(struct job *j, struct store_hash *ret) {
         return true;
 }
 
-void work_capture(struct job *j) {
+void dur_work_capture(struct job *j) {
         /* No snapshot yet and nothing written: recovery from the template gives the same.
          * (A live checkpoint is what brings the files to the layer: it can't tell.) */
         bool files_tell = !(j->memory && j->thaw);
@@ -579,11 +579,11 @@ static void job_work(struct wjob *wj) {
         struct job *j = (struct job *)wj;
         switch (j->kind) {
         case JOB_CREATE: work_create(j); break;
-        case JOB_CAPTURE: work_capture(j); break;
+        case JOB_CAPTURE: dur_work_capture(j); break;
         case JOB_LAYER: work_layer(j); break;
         case JOB_FORK: work_fork(j); break;
         case JOB_GC: work_gc(j); break;
         case JOB_RM: work_rm(j); break;
-        case JOB_DESTROY: work_destroy(j); break;
+        case JOB_DESTROY: dur_work_destroy(j); break;
         }
 }

@@ -29,7 +29,7 @@
 #define PARK_MAGIC "space-parked 2"
 #define PARK_REC_MAX 512
 
-char *parked_path(struct daemon *d, const char *ses, const char *suffix) {
+char *dur_parked_path(struct daemon *d, const char *ses, const char *suffix) {
         char *p = NULL;
         return asprintf(&p, "%s/parked/%s%s", d->layer_dir ? d->layer_dir : d->data_dir, ses, suffix) < 0 ? NULL : p;
 }
@@ -45,15 +45,15 @@ static int park_record(struct session *s, char *out, size_t size) {
 }
 
 /* Removes s's parked layer and record, if any (off the loop: a layer can be large). */
-void parked_drop(struct session *s) {
-        _cleanup_free_ char *layer = parked_path(s->d, s->id, ""), *rec = parked_path(s->d, s->id, ".rec");
+void dur_parked_drop(struct session *s) {
+        _cleanup_free_ char *layer = dur_parked_path(s->d, s->id, ""), *rec = dur_parked_path(s->d, s->id, ".rec");
         if (!layer || !rec)
                 return;
         if (unlink(rec) < 0 && errno != ENOENT)
                 log_warn("%s: removing %s: %s", s->id, rec, strerror(errno));
         struct stat st;
         if (lstat(layer, &st) == 0)
-                trash_dir(s->d, layer);
+                dur_trash_dir(s->d, layer);
 }
 
 /* Pause: keeps s's sandbox directory (its sandbox is destroyed, nothing runs or is
@@ -62,15 +62,15 @@ void parked_drop(struct session *s) {
  * Anything that goes wrong leaves no record: resume then materializes as before. */
 static bool park_layer(struct session *s) {
         struct daemon *d = s->d;
-        _cleanup_free_ char *dir = NULL, *layer = parked_path(d, s->id, ""), *rec = parked_path(d, s->id, ".rec"),
-                            *tmp = parked_path(d, s->id, ".rec.tmp");
+        _cleanup_free_ char *dir = NULL, *layer = dur_parked_path(d, s->id, ""), *rec = dur_parked_path(d, s->id, ".rec"),
+                            *tmp = dur_parked_path(d, s->id, ".rec.tmp");
         char text[PARK_REC_MAX];
         _cleanup_close_ int fd = -1;
         int r = -ENOMEM;
         bool moved = false;
         if (!layer || !rec || !tmp || asprintf(&dir, "%s/parked", d->layer_dir ? d->layer_dir : d->data_dir) < 0)
                 goto fail;
-        parked_drop(s);
+        dur_parked_drop(s);
         /* EXDEV for a sandbox made before the data dir had its volume: it is not kept. */
         if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || !(moved = rename(s->dir, layer) == 0)) {
                 r = -errno;
@@ -93,7 +93,7 @@ static bool park_layer(struct session *s) {
 fail:
         log_warn("%s: keeping the writable layer failed (resume will restore the snapshot): %s", s->id,
                  strerror(-r));
-        parked_drop(s);
+        dur_parked_drop(s);
         return moved;
 }
 
@@ -102,8 +102,8 @@ fail:
  * layer (if any) is gone and the caller materializes the head. The store's stat cache of
  * the head is keyed by the layer's device and inode, which a rename keeps, so the next
  * capture stays incremental. */
-bool unpark_layer(struct session *s, const char *dir) {
-        _cleanup_free_ char *layer = parked_path(s->d, s->id, ""), *rec = parked_path(s->d, s->id, ".rec");
+bool dur_unpark_layer(struct session *s, const char *dir) {
+        _cleanup_free_ char *layer = dur_parked_path(s->d, s->id, ""), *rec = dur_parked_path(s->d, s->id, ".rec");
         char want[PARK_REC_MAX], have[PARK_REC_MAX];
         if (!layer || !rec)
                 return false;
@@ -111,7 +111,7 @@ bool unpark_layer(struct session *s, const char *dir) {
         if (fd < 0) {
                 if (errno != ENOENT)
                         log_warn("%s: reading %s: %s", s->id, rec, strerror(errno));
-                parked_drop(s);
+                dur_parked_drop(s);
                 return false;
         }
         ssize_t n = read(fd, have, sizeof have);
@@ -119,7 +119,7 @@ bool unpark_layer(struct session *s, const char *dir) {
         struct stat st;
         if (n < 0 || wn < 0 || n != wn || memcmp(have, want, (size_t)n) != 0) {
                 log_info("%s: the parked layer is not of head %s in this boot: restoring the snapshot", s->id, s->head);
-                parked_drop(s);
+                dur_parked_drop(s);
                 return false;
         }
         /* it shows the snapshot only over the snapshot layer it lay on, which must be there */
@@ -129,12 +129,12 @@ bool unpark_layer(struct session *s, const char *dir) {
         if ((lr < 0 && lr != -ENOENT) ||
             (l.set && (layers_files_dir(s->d->data_dir, &l, &files) < 0 || access(files, F_OK) < 0))) {
                 log_info("%s: the parked layer's snapshot layer is gone: restoring the snapshot", s->id);
-                parked_drop(s);
+                dur_parked_drop(s);
                 return false;
         }
         if (lstat(layer, &st) < 0 || !S_ISDIR(st.st_mode) || unlink(rec) < 0 || rename(layer, dir) < 0) {
                 log_warn("%s: taking the parked layer: %s; restoring the snapshot", s->id, strerror(errno));
-                parked_drop(s);
+                dur_parked_drop(s);
                 return false;
         }
         s->layer = l;
@@ -147,7 +147,7 @@ bool unpark_layer(struct session *s, const char *dir) {
 
 /* At start: parked layers of sessions that are not paused any more (a crash between the
  * state change and the removal) go. */
-void parked_sweep(struct daemon *d) {
+void dur_parked_sweep(struct daemon *d) {
         _cleanup_free_ char *dir = NULL, *legacy = NULL;
         /* Layers parked outside the volume by a spaced without it: of the old format. */
         if (d->layer_dir && strcmp(d->layer_dir, d->data_dir) && asprintf(&legacy, "%s/parked", d->data_dir) >= 0)
@@ -193,7 +193,7 @@ static int pause_extra(struct session *s, const char *snap_id) {
 }
 
 /* The event that says what became of a checkpoint (drivers with memory snapshots). */
-void memory_event(struct session *s, const char *event, const char *snap, const struct job *j,
+void dur_memory_event(struct session *s, const char *event, const char *snap, const struct job *j,
                          const char *err) {
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
@@ -222,35 +222,35 @@ void memory_event(struct session *s, const char *event, const char *snap, const 
 
 /* A capture that checkpointed (or tried to) left the sandbox stopped: if the pause is
  * not going through after all, the session needs a new sandbox. */
-void pause_failed(struct action *a, struct job *j, const char *what, const char *err) {
+void dur_pause_failed(struct action *a, struct job *j, const char *what, const char *err) {
         struct session *s = a->s;
         if (j->memory) {
                 char msg[600];
                 snprintf(msg, sizeof msg, "%s: %s", what, err);
-                act_fail(a, -EIO, "%s", msg);
+                dur_act_fail(a, -EIO, "%s", msg);
                 ses_mark_dead(s, "%s", msg);
                 return;
         }
         if (s->sb && !s->lost)
                 (void)s->rt->thaw(s->sb);
-        act_fail(a, -EIO, "%s: %s", what, err);
+        dur_act_fail(a, -EIO, "%s: %s", what, err);
 }
 
 static void pause_done(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         if (j->r < 0) {
-                pause_failed(a, j, "pause failed", j->err);
+                dur_pause_failed(a, j, "pause failed", j->err);
                 return;
         }
         struct meta_snapshot m;
-        int r = snapshot_commit(s, j, META_REASON_PAUSE, a->label, pause_extra, &m);
+        int r = dur_snapshot_commit(s, j, META_REASON_PAUSE, a->label, pause_extra, &m);
         if (r < 0) {
-                pause_failed(a, j, "recording the pause failed", dur_merr(s->d));
+                dur_pause_failed(a, j, "recording the pause failed", dur_merr(s->d));
                 return;
         }
         if (j->memory) {
-                memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
+                dur_memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
                 if (j->has_memory)
                         log_info("%s: memory of %s: checkpoint + store %" PRIu64 " us, %" PRIu64 " bytes new of %" PRIu64
                                  " (%" PRIu64 " delta chunks)",
@@ -265,17 +265,17 @@ static void pause_done(struct job *j) {
         uint64_t destroy_us = dur_mono_us() - t0;
         /* Only a layer that was frozen from the capture until now equals the snapshot. */
         if (s->dir && !(j->sb && park_layer(s)))
-                trash_dir(s->d, s->dir);
+                dur_trash_dir(s->d, s->dir);
         free(s->dir);
         s->dir = NULL;
         s->sbx_id[0] = '\0';
         log_info("%s: paused at %s (capture %" PRIu64 " us, sandbox destroyed in %" PRIu64 " us)", s->id, m.id,
                  j->capture_us, destroy_us);
-        answer_session(&a->w, s, NULL);
-        act_done(a);
+        dur_answer_session(&a->w, s, NULL);
+        dur_act_done(a);
 }
 
-void run_pause(struct action *a) {
+void dur_run_pause(struct action *a) {
         struct session *s = a->s;
         const char *why;
         int err = dl_action_check(DL_PAUSE, s->state, &why);
@@ -284,24 +284,24 @@ void run_pause(struct action *a) {
                 why = "the session has no sandbox right now";
         }
         if (err) {
-                act_fail(a, err, "%s", why);
+                dur_act_fail(a, err, "%s", why);
                 return;
         }
         /* Frozen until destroyed: nothing runs after the final snapshot. */
-        int r = capture_begin(a, META_REASON_PAUSE, false, false, pause_done);
+        int r = dur_capture_begin(a, META_REASON_PAUSE, false, false, pause_done);
         if (r < 0)
-                act_fail(a, -EIO, "starting the capture: %s", strerror(-r));
+                dur_act_fail(a, -EIO, "starting the capture: %s", strerror(-r));
 }
 
-void run_resume(struct action *a) {
+void dur_run_resume(struct action *a) {
         struct session *s = a->s;
         const char *why;
         int err = dl_action_check(DL_RESUME, s->state, &why);
         if (err) {
-                act_fail(a, err, "%s", why);
+                dur_act_fail(a, err, "%s", why);
                 return;
         }
         a->why = START_RESUME;
         a->kind = ACT_START;
-        start_begin(a);
+        dur_start_begin(a);
 }

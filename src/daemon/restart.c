@@ -219,10 +219,10 @@ int dur_load(struct daemon *d) {
                 if (ms->state == META_SESSION_TERMINATED || ms->state == META_SESSION_CREATING) {
                         /* Deleted, or never acknowledged as created: finish removing it. */
                         if (ms->sandbox_id[0])
-                                reclaim_dir(d, ms->sandbox_id);
+                                dur_reclaim_dir(d, ms->sandbox_id);
                         struct session *s;
                         if (load_session(d, ms, &s) == 0) {
-                                forget_unacknowledged(s);
+                                dur_forget_unacknowledged(s);
                                 ses_free(s);
                         }
                         dropped++;
@@ -238,15 +238,15 @@ int dur_load(struct daemon *d) {
                         continue;
                 }
                 /* running or recovering */
-                if (ms->sandbox_id[0] && (r = sandbox_layer_load(s, ms->sandbox_id)) < 0)
+                if (ms->sandbox_id[0] && (r = dur_sandbox_layer_load(s, ms->sandbox_id)) < 0)
                         log_warn("%s: which snapshot layer sandbox %s lies on is unknown (%s): recovering it", s->id,
                                  ms->sandbox_id, strerror(-r));
                 if (ms->sandbox_id[0] && r == 0 && (r = adopt_sandbox(s, ms->sandbox_id)) == 0) {
-                        struct action *a = act_new(s, ACT_START, NULL);
+                        struct action *a = dur_act_new(s, ACT_START, NULL);
                         if (a) {
                                 a->why = START_ADOPT;
                                 a->internal = true;
-                                act_enqueue(s, a, false);
+                                dur_act_enqueue(s, a, false);
                         }
                         adopted++;
                         continue;
@@ -260,13 +260,13 @@ int dur_load(struct daemon *d) {
                                  r == -ESRCH ? "its init is gone" : strerror(-r));
                 else
                         snprintf(why, sizeof why, "the daemon stopped the sandbox");
-                recover_queue(s, ms->sandbox_id, why, on_purpose && !ms->sandbox_id[0]);
+                dur_recover_queue(s, ms->sandbox_id, why, on_purpose && !ms->sandbox_id[0]);
                 recovering++;
         }
         meta_sessions_free(v, n);
 
-        parked_sweep(d);
-        layers_gc(d, true);
+        dur_parked_sweep(d);
+        dur_layers_gc(d, true);
 
         /* Directories a crash left in the trash, and sandboxes on disk that no session
          * holds now: in DATA and, with the quota volume, on it. */
@@ -308,7 +308,7 @@ static int reclaim_strays(struct daemon *d, const char *root) {
                 }
                 if (held)
                         continue;
-                reclaim_dir(d, de->d_name);
+                dur_reclaim_dir(d, de->d_name);
                 reclaimed++;
         }
         return reclaimed;
@@ -350,7 +350,7 @@ void dur_shutdown(struct daemon *d) {
                 bool ok = true;
                 if (ses_usable(s)) {
                         struct action a = { .s = s, .kind = ACT_SNAPSHOT, .reason = META_REASON_ROLLING };
-                        struct job *j = job_new(NULL, s, &a, JOB_CAPTURE, NULL);
+                        struct job *j = dur_job_new(NULL, s, &a, JOB_CAPTURE, NULL);
                         if (j && asprintf(&j->dir, "%s/upper", s->dir) >= 0) {
                                 j->rt = s->rt;
                                 j->sb = s->sb;
@@ -368,11 +368,11 @@ void dur_shutdown(struct daemon *d) {
                                         j->check_dirty = false;
                                         ses_quiesce(s, 503, "the daemon is shutting down");
                                 }
-                                work_capture(j);
+                                dur_work_capture(j);
                                 if (j->memory)
                                         log_info("%s: memory at shutdown: %s", s->id,
                                                  j->has_memory ? "checkpointed" : j->mem_err);
-                                if (j->r < 0 || (j->dirty && snapshot_commit(s, j, META_REASON_ROLLING, "spaced stopped",
+                                if (j->r < 0 || (j->dirty && dur_snapshot_commit(s, j, META_REASON_ROLLING, "spaced stopped",
                                                                              NULL, NULL) < 0)) {
                                         log_warn("%s: final snapshot failed (%s): its sandbox is left running", s->id,
                                                  j->r < 0 ? j->err : dur_merr(d));
@@ -383,7 +383,7 @@ void dur_shutdown(struct daemon *d) {
                                 ok = false;
                         }
                         if (j)
-                                job_free(j);
+                                dur_job_free(j);
                 } else {
                         /* Starting, re-attaching or recovering: left as it is; the next start
                          * re-attaches or reclaims it. */
@@ -397,7 +397,7 @@ void dur_shutdown(struct daemon *d) {
                 }
                 if (meta_session_set_sandbox(d->meta, s->id, NULL) < 0)
                         log_warn("%s: %s", s->id, dur_merr(d));
-                drop_sandbox(s, 503, "the daemon is shutting down", META_SANDBOX_DESTROYED, "spaced stopped");
+                dur_drop_sandbox(s, 503, "the daemon is shutting down", META_SANDBOX_DESTROYED, "spaced stopped");
                 stopped++;
         }
         if (stopped || kept)
@@ -406,7 +406,7 @@ void dur_shutdown(struct daemon *d) {
         /* Actions that did not get to run: their clients hear it; the next start resumes
          * whatever meta says (a create not acknowledged is removed then). */
         for (struct session *s = d->sessions; s; s = s->next) {
-                act_cancel_queued(s, -EAGAIN, "the daemon is shutting down");
+                dur_act_cancel_queued(s, -EAGAIN, "the daemon is shutting down");
                 if (s->act) {
                         dur_answer_error(&s->act->w, -EAGAIN, "the daemon is shutting down");
                         free(s->act);

@@ -16,7 +16,7 @@
 
 /* Which snapshot layer sandbox sbx's writable layer lies on. -EBADMSG: unknown, so the
  * sandbox can't be captured (nor re-attached). */
-int sandbox_layer_load(struct session *s, const char *sbx) {
+int dur_sandbox_layer_load(struct session *s, const char *sbx) {
         _cleanup_free_ char *dir = disk_sandbox_dir_find(s->d, sbx), *ref = NULL;
         s->layer = (struct layer_ref){ 0 };
         if (!dir)
@@ -27,12 +27,12 @@ int sandbox_layer_load(struct session *s, const char *sbx) {
         return r == -ENOENT ? 0 : r;
 }
 
-static void layer_drop(void *userdata, const char *dir) { trash_dir(userdata, dir); }
+static void layer_drop(void *userdata, const char *dir) { dur_trash_dir(userdata, dir); }
 
 static void source_snap_drop(void *userdata, const char *dir) {
         char *p = strdup(dir);
         if (p)
-                rm_submit(userdata, p, true);
+                dur_rm_submit(userdata, p, true);
 }
 
 /* L/layers: where the btrfs snapshots of source layers are; NULL without the volume. */
@@ -105,7 +105,7 @@ static int sources_kept(struct daemon *d, struct store_hash **keep, size_t *n, s
 /* Snapshot layers no sandbox, recovery or parked layer lies on any more go (a new start
  * makes them again), but for the source layers still kept; then the btrfs snapshots no
  * layer names. Not while a layer is being chosen, made or adopted. */
-void layers_gc(struct daemon *d, bool at_start) {
+void dur_layers_gc(struct daemon *d, bool at_start) {
         size_t n = 0, cap = 16;
         _cleanup_free_ struct store_hash *keep = malloc(cap * sizeof *keep);
         if (!keep)
@@ -114,7 +114,7 @@ void layers_gc(struct daemon *d, bool at_start) {
                 if (s->job && (s->job->kind == JOB_LAYER || s->job->src_keep))
                         return;
                 struct layer_ref parked = { 0 };
-                _cleanup_free_ char *lref = parked_path(d, s->id, "/layer");
+                _cleanup_free_ char *lref = dur_parked_path(d, s->id, "/layer");
                 if (lref)
                         (void)layers_ref_read(lref, &parked);
                 const struct layer_ref *refs[] = { &s->layer, &parked };
@@ -161,15 +161,15 @@ static char *sandbox_snap_path(struct session *s, bool keep) {
 }
 
 /* Starts a capture of s's upper dir (frozen meanwhile); cont gets the job. */
-int capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw, bool check_dirty,
+int dur_capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw, bool check_dirty,
                          void (*cont)(struct job *)) {
         struct session *s = a->s;
-        struct job *j = job_new(NULL, s, a, JOB_CAPTURE, cont);
+        struct job *j = dur_job_new(NULL, s, a, JOB_CAPTURE, cont);
         if (!j)
                 return -ENOMEM;
         if (asprintf(&j->dir, "%s/upper", s->dir) < 0) {
                 j->dir = NULL;
-                job_free(j);
+                dur_job_free(j);
                 return -ENOMEM;
         }
         j->rt = s->rt;
@@ -179,7 +179,7 @@ int capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw,
         j->since_ns = s->clean_since_ns;
         j->has_parent = s->head[0] != '\0';
         j->parent = s->head_hash;
-        j->sreason = store_reason_of(reason);
+        j->sreason = dur_store_reason_of(reason);
         snprintf(j->label, sizeof j->label, "%s", a->label);
         /* Memory goes with pause, with a snapshot that asks for it, and with every
          * snapshot of a driver whose checkpoint lets the sandbox go on (live_checkpoint:
@@ -193,7 +193,7 @@ int capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw,
                         j->thaw = false;
                 if (asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0) {
                         j->mem_dir = NULL;
-                        job_free(j);
+                        dur_job_free(j);
                         return -ENOMEM;
                 }
                 j->memory = true;
@@ -218,14 +218,14 @@ int capture_begin(struct action *a, enum meta_snapshot_reason reason, bool thaw,
                 if (!j->src_snap)
                         j->src_keep = j->src_capture = false;
         }
-        return job_submit(j);
+        return dur_job_submit(j);
 }
 
 static double job_freeze_ms(const struct job *j) { return j->sb ? (double)j->freeze_us / 1000.0 : -1; }
 
 /* Records a captured snapshot in meta: the row, the new head and an event, in one
  * transaction together with whatever `extra` adds (pause: the state). *ret gets the row. */
-int snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_reason reason, const char *label,
+int dur_snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_reason reason, const char *label,
                            int (*extra)(struct session *s, const char *snap_id), struct meta_snapshot *ret) {
         struct daemon *d = s->d;
         struct meta_snapshot m = { .reason = reason, .bytes_added = j->stats.bytes_written,
@@ -319,13 +319,13 @@ static void retention_apply(struct session *s) {
 }
 
 /* After the commit of a snapshot that made a source layer: say so, and apply the cap. */
-void source_layer_done(struct session *s, const struct job *j, const char *snap) {
+void dur_source_layer_done(struct session *s, const struct job *j, const char *snap) {
         if (!j->src_layer.set)
                 return;
         log_info("%s: source layer of %s from a btrfs snapshot: %" PRIu64 " us of the freeze, %" PRIu64
                  " us flushing before it",
                  s->id, snap, j->src_us, j->src_sync_us);
-        layers_gc(s->d, false);
+        dur_layers_gc(s->d, false);
 }
 
 static void snapshot_done(struct job *j) {
@@ -335,32 +335,32 @@ static void snapshot_done(struct job *j) {
         bool stopped = j->memory && !j->thaw;
         if (j->r < 0) {
                 if (stopped) {
-                        pause_failed(a, j, "snapshot failed", j->err);
+                        dur_pause_failed(a, j, "snapshot failed", j->err);
                         return;
                 }
-                act_fail(a, -EIO, "snapshot failed: %s", j->err);
+                dur_act_fail(a, -EIO, "snapshot failed: %s", j->err);
                 return;
         }
         if (!j->dirty) {
                 log_debug("%s: rolling snapshot skipped: nothing changed", s->id);
-                act_done(a);
+                dur_act_done(a);
                 return;
         }
         struct meta_snapshot m;
-        int r = snapshot_commit(s, j, a->reason, a->label, NULL, &m);
+        int r = dur_snapshot_commit(s, j, a->reason, a->label, NULL, &m);
         if (r < 0) {
                 if (stopped) {
-                        pause_failed(a, j, "recording the snapshot failed", dur_merr(s->d));
+                        dur_pause_failed(a, j, "recording the snapshot failed", dur_merr(s->d));
                         return;
                 }
-                act_fail(a, -EIO, "recording the snapshot failed: %s", dur_merr(s->d));
+                dur_act_fail(a, -EIO, "recording the snapshot failed: %s", dur_merr(s->d));
                 return;
         }
         if (j->memory)
-                memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
-        source_layer_done(s, j, m.id);
+                dur_memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
+        dur_source_layer_done(s, j, m.id);
         if (stopped) /* a new one continues from the image just stored (a restart on purpose) */
-                recover_queue(s, s->sbx_id, "restarted from its memory snapshot", true);
+                dur_recover_queue(s, s->sbx_id, "restarted from its memory snapshot", true);
         log_info("%s: snapshot %s (%s): %" PRIu64 " bytes new, %" PRIu64 " files read, frozen %" PRIu64
                  " us%s, capture %" PRIu64 " us",
                  s->id, m.id, meta_snapshot_reason_name(a->reason), j->stats.bytes_written, j->stats.files_read,
@@ -370,14 +370,14 @@ static void snapshot_done(struct job *j) {
         if (a->w) {
                 struct buf b = BUF_INIT(0);
                 struct json_writer w = JSON_WRITER_INIT(&b);
-                snapshot_write_json(&w, &m, job_freeze_ms(j));
+                dur_snapshot_write_json(&w, &m, job_freeze_ms(j));
                 dur_answer(&a->w, &b);
                 buf_free(&b);
         }
-        act_done(a);
+        dur_act_done(a);
 }
 
-void run_snapshot(struct action *a) {
+void dur_run_snapshot(struct action *a) {
         struct session *s = a->s;
         const char *why;
         int err = dl_action_check(DL_SNAPSHOT, s->state, &why);
@@ -387,14 +387,14 @@ void run_snapshot(struct action *a) {
         }
         if (err) {
                 if (a->internal) {
-                        act_done(a);
+                        dur_act_done(a);
                         return;
                 }
-                act_fail(a, err, "%s", why);
+                dur_act_fail(a, err, "%s", why);
                 return;
         }
         bool rolling = a->reason == META_REASON_ROLLING;
-        int r = capture_begin(a, a->reason, true, rolling, snapshot_done);
+        int r = dur_capture_begin(a, a->reason, true, rolling, snapshot_done);
         if (r < 0)
-                act_fail(a, -EIO, "starting the capture: %s", strerror(-r));
+                dur_act_fail(a, -EIO, "starting the capture: %s", strerror(-r));
 }

@@ -21,7 +21,7 @@
 
 static void start_created(struct action *a);
 
-void log_materialized(const struct session *s, const char *snap, const struct job *j) {
+void dur_log_materialized(const struct session *s, const char *snap, const struct job *j) {
         static const char *const how[] = { [LAYER_SAME] = "on its layer", [LAYER_DELTA] = "as a difference",
                                            [LAYER_MADE] = "on a new layer", [LAYER_PLAIN] = "whole (hard links)" };
         log_debug("%s: materialized %s %s in %" PRIu64 " us (%" PRIu64 " files written)", s->id, snap, how[j->layer_how],
@@ -37,9 +37,9 @@ static void start_materialized(struct job *j) {
                                            ? s->source_snapshot
                                            : s->head;
                 char msg[700];
-                snap_err(msg, sizeof msg, "restoring the files of", snap, j);
-                a->damaged = store_damaged(j->r);
-                start_fail(a, "%s", msg);
+                dur_snap_err(msg, sizeof msg, "restoring the files of", snap, j);
+                a->damaged = dur_store_damaged(j->r);
+                dur_start_fail(a, "%s", msg);
                 return;
         }
         if (a->want_memory && !j->has_memory) {
@@ -50,7 +50,7 @@ static void start_materialized(struct job *j) {
                 log_debug("%s: memory image of %s copied out in %" PRIu64 " us", s->id, s->head, j->checkpoint_us);
         if (j->dir) {
                 s->layer = j->layer;
-                log_materialized(s, s->head, j);
+                dur_log_materialized(s, s->head, j);
         }
         start_created(a);
 }
@@ -94,7 +94,7 @@ static void start_memory_plan(struct action *a) {
  * starts and says HELLO (dur_sandbox_ready). With nothing to restore, a warm one from
  * the pool (pool.c) does: its id, directory and empty layer are what the cold path
  * below would have made. */
-void start_begin(struct action *a) {
+void dur_start_begin(struct action *a) {
         struct session *s = a->s;
         struct daemon *d = s->d;
         struct wpool_sandbox ps = { 0 };
@@ -102,7 +102,7 @@ void start_begin(struct action *a) {
         bool pooled = !s->head[0] && !s->sb && s->rt == d->rt &&
                       wpool_take(d->pool, &(struct wpool_want){ .template = s->template, .network = s->network,
                                                               .limits = session_limits(s) }, &ps) == 0;
-        /* A restore's directory, filled already (restore_forked). */
+        /* A restore's directory, filled already (dur_restore_forked). */
         bool ready = !pooled && a->ready_dir;
         char sbx[SES_ID_LEN + 1];
         int r = pooled || ready ? 0 : util_random_id("sbx_", sbx, sizeof sbx);
@@ -119,17 +119,17 @@ void start_begin(struct action *a) {
             asprintf(&run, "%s/run", dir) < 0) {
                 pooled_drop(s, pooled, dir);
                 free(dir);
-                start_fail(a, "out of memory");
+                dur_start_fail(a, "out of memory");
                 return;
         }
-        bool unparked = !pooled && !ready && a->why == START_RESUME && s->head[0] && unpark_layer(s, dir);
+        bool unparked = !pooled && !ready && a->why == START_RESUME && s->head[0] && dur_unpark_layer(s, dir);
         /* On the quota volume a subvolume of its own: what a disk limit applies to. */
         if (!pooled && ((!unparked && !ready && (r = rt_volume_make_dir(dir, 0700)) < 0) ||
                         (mkdir(work, 0700) < 0 && errno != EEXIST) || mkdir(run, 0700) < 0)) {
                 r = r < 0 ? r : -errno;
                 (void)rt_rm_rf(dir);
                 free(dir);
-                start_fail(a, "making the sandbox directory: %s", strerror(-r));
+                dur_start_fail(a, "making the sandbox directory: %s", strerror(-r));
                 return;
         }
         struct meta_sandbox mb = { .state = META_SANDBOX_STARTING };
@@ -147,7 +147,7 @@ void start_begin(struct action *a) {
                 pooled_drop(s, pooled, dir);
                 (void)rt_rm_rf(dir);
                 free(dir);
-                start_fail(a, "recording the sandbox: %s", dur_merr(d));
+                dur_start_fail(a, "recording the sandbox: %s", dur_merr(d));
                 return;
         }
         dur_relaxed(d, false);
@@ -166,7 +166,7 @@ void start_begin(struct action *a) {
         start_memory_plan(a);
         if (!s->head[0]) {
                 if (mkdir(upper, 0755) < 0) {
-                        start_fail(a, "making the writable layer: %s", strerror(errno));
+                        dur_start_fail(a, "making the writable layer: %s", strerror(errno));
                         return;
                 }
                 start_created(a);
@@ -178,12 +178,12 @@ void start_begin(struct action *a) {
                 start_created(a);
                 return;
         }
-        struct job *j = job_new(NULL, s, a, JOB_LAYER, start_materialized);
+        struct job *j = dur_job_new(NULL, s, a, JOB_LAYER, start_materialized);
         if (!j || (!unparked && !ready && !(j->dir = strdup(upper))) ||
             (a->want_memory && asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0)) {
                 if (j)
-                        job_free(j);
-                start_fail(a, "out of memory");
+                        dur_job_free(j);
+                dur_start_fail(a, "out of memory");
                 return;
         }
         if (a->want_memory) {
@@ -191,9 +191,9 @@ void start_begin(struct action *a) {
                 j->memory_snap = a->memory;
         }
         j->parent = s->head_hash;
-        r = job_submit(j);
+        r = dur_job_submit(j);
         if (r < 0)
-                start_fail(a, "starting the restore: %s", strerror(-r));
+                dur_start_fail(a, "starting the restore: %s", strerror(-r));
 }
 
 /* Puts s's snapshot layer (if any) above the template in *lower, and records it beside
@@ -221,29 +221,29 @@ static void start_created(struct action *a) {
         _cleanup_free_ char *lower = NULL;
         int r = template_rootfs_path(d->data_dir, s->template, &lower);
         if (r < 0) {
-                start_fail(a, "template %s: %s", s->template, strerror(-r));
+                dur_start_fail(a, "template %s: %s", s->template, strerror(-r));
                 return;
         }
         if (!template_exists(d->data_dir, s->template)) {
-                start_fail(a, "template %s does not exist any more", s->template);
+                dur_start_fail(a, "template %s does not exist any more", s->template);
                 return;
         }
         if (s->disk && !d->disk_quota) {
-                start_fail(a, "its disk limit (%" PRIu64 " bytes) cannot be enforced on this host: %s", s->disk,
+                dur_start_fail(a, "its disk limit (%" PRIu64 " bytes) cannot be enforced on this host: %s", s->disk,
                            d->disk_error);
                 return;
         }
         if ((r = layer_lower(s, &lower)) < 0) {
-                start_fail(a, "the snapshot layer: %s", strerror(-r));
+                dur_start_fail(a, "the snapshot layer: %s", strerror(-r));
                 return;
         }
-        struct job *j = job_new(NULL, s, a, JOB_CREATE, start_create_done);
+        struct job *j = dur_job_new(NULL, s, a, JOB_CREATE, start_create_done);
         if (!j || asprintf(&j->upper, "%s/upper", s->dir) < 0 || asprintf(&j->work, "%s/work", s->dir) < 0 ||
             asprintf(&j->run, "%s/run", s->dir) < 0 ||
             (a->want_memory && asprintf(&j->mem_dir, "%s/checkpoint", s->dir) < 0)) {
                 if (j)
-                        job_free(j);
-                start_fail(a, "out of memory");
+                        dur_job_free(j);
+                dur_start_fail(a, "out of memory");
                 return;
         }
         j->rt = s->rt;
@@ -264,8 +264,8 @@ static void start_created(struct action *a) {
         j->spec.id = j->label;
         j->create_t0_ms = util_now_ms();
         if ((r = wk_submit(d->starter, &j->wj)) < 0) {
-                job_free(j);
-                start_fail(a, "starting the sandbox: %s", strerror(-r));
+                dur_job_free(j);
+                dur_start_fail(a, "starting the sandbox: %s", strerror(-r));
                 return;
         }
         s->job = j;
@@ -280,10 +280,10 @@ static void start_create_done(struct job *j) {
                 a->want_memory = false;
         }
         if (s->rt->memory_snapshots && s->head[0])
-                memory_event(s, a->want_memory ? "restored" : "booted", s->head, NULL,
+                dur_memory_event(s, a->want_memory ? "restored" : "booted", s->head, NULL,
                              a->want_memory ? NULL : a->memory_err);
         if (j->r < 0) {
-                start_fail(a, "creating the sandbox failed: %s", j->err);
+                dur_start_fail(a, "creating the sandbox failed: %s", j->err);
                 return;
         }
         s->sb = TAKE_PTR(j->sb);
@@ -302,7 +302,7 @@ static void start_watch(struct action *a) {
         struct daemon *d = s->d;
         int r = ses_watch(s);
         if (r < 0) {
-                start_fail(a, "watching the sandbox: %s", strerror(-r));
+                dur_start_fail(a, "watching the sandbox: %s", strerror(-r));
                 return;
         }
         dur_relaxed(d, true);
@@ -326,7 +326,7 @@ static const char *start_event_name(enum start_why why) {
 }
 
 /* HELLO: the sandbox runs. Commit, then answer. */
-void start_finish(struct action *a) {
+void dur_start_finish(struct action *a) {
         struct session *s = a->s;
         struct daemon *d = s->d;
         a->waiting_hello = false;
@@ -351,7 +351,7 @@ void start_finish(struct action *a) {
             (r = meta_commit(d->meta)) < 0) {
                 dur_rollback(d);
                 buf_free(&ev);
-                start_fail(a, "recording the running sandbox: %s", dur_merr(d));
+                dur_start_fail(a, "recording the running sandbox: %s", dur_merr(d));
                 return;
         }
         buf_free(&ev);
@@ -372,23 +372,23 @@ void start_finish(struct action *a) {
         }
         switch (a->why) {
         case START_CREATE:
-                answer_session(&a->w, s, a->token);
+                dur_answer_session(&a->w, s, a->token);
                 break;
         case START_RESUME:
         case START_RESTORE:
-                answer_session(&a->w, s, NULL);
+                dur_answer_session(&a->w, s, NULL);
                 break;
         case START_FORK:
-                group_child_done(a->group, a->fork_index, true);
+                dur_group_child_done(a->group, a->fork_index, true);
                 break;
         default:
                 break;
         }
-        act_done(a);
+        dur_act_done(a);
 }
 
 /* Forgets a session nobody was told about (a create or fork child that failed). */
-void forget_unacknowledged(struct session *s) {
+void dur_forget_unacknowledged(struct session *s) {
         struct daemon *d = s->d;
         struct meta_snapshot *v = NULL;
         size_t n = 0;
@@ -455,7 +455,7 @@ static int recovery_stopped(struct action *a, const char *msg) {
         return 0;
 }
 
-void start_fail(struct action *a, const char *fmt, ...) {
+void dur_start_fail(struct action *a, const char *fmt, ...) {
         struct session *s = a->s;
         char msg[768];
         va_list ap;
@@ -464,36 +464,36 @@ void start_fail(struct action *a, const char *fmt, ...) {
         va_end(ap);
         a->waiting_hello = false;
         log_warn("%s: starting a sandbox (%s) failed: %s", s->id, start_event_name(a->why), msg);
-        drop_sandbox(s, 503, msg, META_SANDBOX_DEAD, msg);
+        dur_drop_sandbox(s, 503, msg, META_SANDBOX_DEAD, msg);
         (void)meta_session_set_sandbox(s->d->meta, s->id, NULL);
         switch (a->why) {
         case START_CREATE:
         case START_FORK:
-                forget_unacknowledged(s);
+                dur_forget_unacknowledged(s);
                 dur_answer_error(&a->w, -EIO, "the session could not start: %s", msg);
                 if (a->why == START_FORK) {
                         if (!a->group->err[0])
                                 snprintf(a->group->err, sizeof a->group->err, "%s", msg);
-                        group_child_done(a->group, a->fork_index, false);
+                        dur_group_child_done(a->group, a->fork_index, false);
                 }
                 {
                         /* Nothing may run for it any more. */
                         char why[80];
                         snprintf(why, sizeof why, "session %s failed to start", s->id);
-                        act_cancel_queued(s, -ENOENT, why);
+                        dur_act_cancel_queued(s, -ENOENT, why);
                 }
-                act_done(a);
+                dur_act_done(a);
                 ses_free(s);
                 return;
         case START_RESUME:
                 /* Still paused at the same head: the log and the session's error say why. */
                 resume_failed(s, msg);
                 dur_answer_error(&a->w, -EIO, "resume failed: %s", msg);
-                act_done(a);
+                dur_act_done(a);
                 return;
         case START_RECOVER:
                 if (a->damaged && recovery_stopped(a, msg) == 0) {
-                        act_done(a);
+                        dur_act_done(a);
                         return;
                 }
                 /* fall through */
@@ -510,7 +510,7 @@ void start_fail(struct action *a, const char *fmt, ...) {
                         uint64_t delay = SES_RECOVER_RETRY_MS * (uint64_t)MIN(s->recover_failures, 30u);
                         s->recover_at_ms = util_now_ms() + delay;
                 }
-                act_done(a);
+                dur_act_done(a);
                 return;
         }
 }
@@ -518,7 +518,7 @@ void start_fail(struct action *a, const char *fmt, ...) {
 void dur_sandbox_ready(struct session *s) {
         struct action *a = s->act;
         if (a && a->kind == ACT_START && a->waiting_hello) {
-                start_finish(a);
+                dur_start_finish(a);
                 return;
         }
         log_debug("%s: HELLO with no start waiting for it", s->id);
@@ -535,9 +535,9 @@ static void start_retry(struct action *a, const char *why) {
         a->waiting_hello = false;
         log_warn("%s: sandbox %s was lost before it said hello (%s); starting another from %s", s->id, s->sbx_id, why,
                  s->head);
-        drop_sandbox(s, 503, why, META_SANDBOX_DEAD, why);
+        dur_drop_sandbox(s, 503, why, META_SANDBOX_DEAD, why);
         (void)meta_session_set_sandbox(s->d->meta, s->id, NULL);
-        start_begin(a);
+        dur_start_begin(a);
 }
 
 void dur_sandbox_lost(struct session *s, const char *why) {
@@ -546,11 +546,11 @@ void dur_sandbox_lost(struct session *s, const char *why) {
                 if (a->why == START_RESUME && a->start_retries < DUR_RESUME_RETRIES)
                         start_retry(a, why);
                 else
-                        start_fail(a, "%s", why);
+                        dur_start_fail(a, "%s", why);
                 return;
         }
-        if (!a && s->state == META_SESSION_RUNNING && !recover_queued(s))
-                recover_queue(s, s->sbx_id, why, false);
-        /* With an action running, act_done() queues the recovery when it ends: the
+        if (!a && s->state == META_SESSION_RUNNING && !dur_recover_queued(s))
+                dur_recover_queue(s, s->sbx_id, why, false);
+        /* With an action running, dur_act_done() queues the recovery when it ends: the
          * action may hold the sandbox (a capture freezes it). */
 }
