@@ -1,15 +1,16 @@
 /* Helpers shared by the route handlers (api*.c): JSON bodies, query parameters, the
- * session named in the path, and single-RESP requests to space-init. Each one answers
- * the client itself when it fails, so a handler just returns. */
+ * session named in the path, requests to space-init and their answers, and the waiters
+ * that answer a client later. Each one answers the client itself when it fails, so a
+ * handler just returns. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
+#include "common/buf.h"
 #include "common/json.h"
+#include "daemon/session.h"
 
 struct conn;
-struct session;
-struct op;
-struct buf;
+struct conn_hook_ops;
 struct dur_waiter;
 
 /* The HTTP status of a lifecycle error (daemon/durable.h): -EINVAL 400, -ENOENT 404,
@@ -27,9 +28,65 @@ bool api_admin(struct conn *c);
 struct session *api_session(struct conn *c, bool running);
 int api_query_bool(struct conn *c, const char *key, bool def, bool *ret);
 int api_query_int(struct conn *c, const char *key, int64_t def, int64_t min, int64_t max, int64_t *ret);
+
+/* A JSON document being written: an answer (api_json_reply) or a REQ to space-init
+ * (api_req_begin, then api_req_send or api_req_simple). Not to be copied once begun. */
+struct api_json {
+        struct buf b;
+        struct json_writer w;
+        bool window; /* a REQ that asked for a stream window (api_req_window) */
+};
+void api_json_begin(struct api_json *j);
+/* Answers status with what j holds, and frees it. */
+void api_json_reply(struct conn *c, int status, struct api_json *j);
+/* {"key":v} with status. */
+void api_reply_kint(struct conn *c, int status, const char *key, int64_t v);
+/* {"processes":[...]}-like answers: key and the RESP's array of that key ([] if none). */
+void api_json_karray(struct json_writer *w, const char *key, const struct json *resp);
+
+/* {"op":op, ...}: the fields follow through r->w. */
+void api_req_begin(struct api_json *r, const char *op);
+/* Asks for a stream window when s's init honours them (exec, attach, read). */
+void api_req_window(struct api_json *r, struct session *s);
+/* A new op of c's on s: its frames go to ops, and c's hook tells it when c goes. NULL
+ * (answered 500) without memory. */
+struct op *api_op_new(struct conn *c, struct session *s, enum op_kind kind, const struct op_ops *ops);
+/* Ends r, frees it, and sends it as op's REQ; on failure op is done and c answered 503/500. */
+int api_op_send(struct conn *c, struct op *op, struct api_json *r);
+/* Both: the op, or NULL when c was answered. r is freed in every case. */
+struct op *api_req_send(struct conn *c, struct session *s, struct api_json *r, enum op_kind kind,
+                        const struct op_ops *ops);
+/* A failed send of op's frames (r < 0): op is done and c answered 503 (init gone) or 500. */
+void api_op_send_failed(struct conn *c, struct op *op, int r);
+/* The op c's request waits on (through its hook), if any. */
+struct op *api_conn_op(struct conn *c);
+/* The op_ops parts every client connection fills the same way. */
+void api_op_fail(struct op *op, void *client, int status, const char *msg);
+bool api_op_behind(struct op *op, void *client);
+void api_op_detach(struct op *op, void *client);
+
 /* Sends req as an OP_SIMPLE; on_resp builds the answer from a successful RESP. */
 int api_simple_req(struct conn *c, struct session *s, const struct buf *req,
+                   void (*on_resp)(struct conn *, const struct json *));
+/* The same for a REQ being written (freed). */
+int api_req_simple(struct conn *c, struct session *s, struct api_json *r,
                    void (*on_resp)(struct conn *, const struct json *));
 /* on_resp callbacks answering {} with 200 or 201. */
 void api_resp_ok(struct conn *c, const struct json *resp);
 void api_resp_created(struct conn *c, const struct json *resp);
+/* Maps an error RESP of init ({"error":{"code","errno","message"}}) to an HTTP answer. */
+void api_reply_init_error(struct conn *c, const struct json *resp, bool exec);
+bool api_resp_is_error(const struct json *resp);
+
+/* Something that will answer a client later (a lifecycle action, a fork group): it hooks
+ * the connection, which forgets it when it closes or gets its answer, so *conn is never
+ * stale. */
+struct conn_waiter {
+        struct conn *conn;
+};
+/* An answer for a waiter, if its client is still there. */
+struct conn *waiter_take(struct conn_waiter *w);
+void waiter_set(struct conn_waiter *w, struct conn *c);
+
+/* The hook of a connection a template build streams to (api_templates.c: ctx is the job). */
+extern const struct conn_hook_ops tpl_conn_hook;

@@ -9,6 +9,82 @@
 #include "daemon/api.h"
 #include "daemon/spaced.h"
 
+/* ---- download and upload: the frames of their ops ---- */
+
+static void read_frame(struct op *op, void *client, const struct proto_hdr *h, const uint8_t *payload,
+                       const struct json *j) {
+        struct conn *c = client;
+        (void)op;
+        switch (h->type) {
+        case PROTO_RESP:
+                if (api_resp_is_error(j))
+                        api_reply_init_error(c, j, false);
+                else
+                        conn_stream_begin(c, 200, "application/octet-stream");
+                return;
+        case PROTO_DATA:
+                if (h->len == 0)
+                        conn_stream_end(c);
+                else
+                        conn_stream_chunk(c, payload, h->len);
+                return;
+        case PROTO_EXIT:
+                conn_abort(c); /* failed midway: the download must not look complete */
+                return;
+        default:
+                return;
+        }
+}
+
+/* A download under way cannot change its status line: it ends truncated. */
+static void read_fail(struct op *op, void *client, int status, const char *msg) {
+        struct conn *c = client;
+        if (c->streaming)
+                conn_abort(c);
+        else
+                api_op_fail(op, client, status, msg);
+}
+
+static const struct op_ops read_ops = {
+        .frame = read_frame,
+        .fail = read_fail,
+        .behind = api_op_behind,
+        .detach = api_op_detach,
+};
+
+static void write_frame(struct op *op, void *client, const struct proto_hdr *h, const uint8_t *payload,
+                        const struct json *j) {
+        (void)op;
+        (void)payload;
+        if (h->type != PROTO_RESP)
+                return;
+        if (api_resp_is_error(j)) {
+                api_reply_init_error(client, j, false);
+                return;
+        }
+        int64_t n = 0;
+        (void)json_get_int(j, "written", &n);
+        api_reply_kint(client, 201, "written", n);
+}
+
+/* init took queued data: the client's paused upload goes on. */
+static void write_room(struct op *op, void *client) {
+        struct conn *c = client;
+        (void)op;
+        if (c->in_paused)
+                conn_resume_input(c);
+}
+
+static const struct op_ops write_ops = {
+        .frame = write_frame,
+        .fail = api_op_fail,
+        .behind = api_op_behind,
+        .room = write_room,
+        .detach = api_op_detach,
+};
+
+/* ---- handlers ---- */
+
 /* The decoded ?path= of the request; answers 400 itself when missing or bad. */
 static int query_path(struct conn *c, const char *key, char *out, size_t outsz) {
         int r = http_query_get(c->req->query, key, out, outsz);
@@ -32,36 +108,24 @@ void api_file_get(struct conn *c) {
         char path[PROTO_MAX_PATH + 1];
         if (query_path(c, "path", path, sizeof path) < 0)
                 return;
-        struct buf req = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&req);
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "op", "read");
-        json_w_kstr(&w, "path", path);
-        json_w_kint(&w, "offset", 0);
-        json_w_kint(&w, "length", -1);
-        bool windowed = ses_req_window(s, &w);
-        json_w_obj_end(&w);
-        struct op *op;
-        int r = ses_op_new(s, c, OP_READ, &op);
-        if (r == 0 && windowed)
-                op_window_start(op);
-        if (r == 0 && (r = ses_send_req(s, op->id, &req)) < 0)
-                op_done(op);
-        buf_free(&req);
-        if (r < 0)
-                conn_reply_error(c, r == -EPIPE ? 503 : 500, "sending to space-init: %s", strerror(-r));
+        struct api_json r;
+        api_req_begin(&r, "read");
+        json_w_kstr(&r.w, "path", path);
+        json_w_kint(&r.w, "offset", 0);
+        json_w_kint(&r.w, "length", -1);
+        api_req_window(&r, s);
+        (void)api_req_send(c, s, &r, OP_READ, &read_ops);
 }
 
 static int upload_body(struct conn *c, const char *data, size_t n) {
-        struct op *op = c->op;
+        struct op *op = api_conn_op(c);
         if (!op)
                 return 0; /* answered already (sandbox died): the rest is dropped */
         struct session *s = op->ses;
         for (size_t off = 0; off < n; off += SES_UPLOAD_FRAME) {
                 int r = ses_send(s, PROTO_DATA, op->id, data + off, MIN((size_t)SES_UPLOAD_FRAME, n - off));
                 if (r < 0) {
-                        op_done(op);
-                        conn_reply_error(c, r == -EPIPE ? 503 : 500, "sending to space-init: %s", strerror(-r));
+                        api_op_send_failed(c, op, r);
                         return 0;
                 }
         }
@@ -73,15 +137,13 @@ static int upload_body(struct conn *c, const char *data, size_t n) {
 }
 
 static void upload_end(struct conn *c) {
-        struct op *op = c->op;
+        struct op *op = api_conn_op(c);
         if (!op)
                 return;
         int r = ses_send(op->ses, PROTO_DATA, op->id, NULL, 0);
-        if (r < 0) {
-                op_done(op);
-                conn_reply_error(c, r == -EPIPE ? 503 : 500, "sending to space-init: %s", strerror(-r));
-        }
-        /* The RESP {"written":N} answers (session.c). */
+        if (r < 0)
+                api_op_send_failed(c, op, r);
+        /* The RESP {"written":N} answers (write_frame). */
 }
 
 void api_file_put(struct conn *c) {
@@ -114,24 +176,14 @@ void api_file_put(struct conn *c) {
                 conn_reply_error(c, 413, "upload over %u bytes", HTTP_MAX_UPLOAD);
                 return;
         }
-        struct buf req = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&req);
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "op", "write");
-        json_w_kstr(&w, "path", path);
-        json_w_kint(&w, "mode", mode);
-        json_w_kbool(&w, "append", append);
-        json_w_kbool(&w, "parents", parents);
-        json_w_obj_end(&w);
-        struct op *op;
-        r = ses_op_new(s, c, OP_WRITE, &op);
-        if (r == 0 && (r = ses_send_req(s, op->id, &req)) < 0)
-                op_done(op);
-        buf_free(&req);
-        if (r < 0) {
-                conn_reply_error(c, r == -EPIPE ? 503 : 500, "sending to space-init: %s", strerror(-r));
+        struct api_json req;
+        api_req_begin(&req, "write");
+        json_w_kstr(&req.w, "path", path);
+        json_w_kint(&req.w, "mode", mode);
+        json_w_kbool(&req.w, "append", append);
+        json_w_kbool(&req.w, "parents", parents);
+        if (!api_req_send(c, s, &req, OP_WRITE, &write_ops))
                 return;
-        }
         c->on_body = upload_body;
         c->on_body_end = upload_end;
         conn_continue(c);
@@ -151,33 +203,21 @@ void api_file_delete(struct conn *c) {
         bool recursive;
         if (query_path(c, "path", path, sizeof path) < 0 || api_query_bool(c, "recursive", false, &recursive) < 0)
                 return;
-        struct buf req = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&req);
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "op", "remove");
-        json_w_kstr(&w, "path", path);
-        json_w_kbool(&w, "recursive", recursive);
-        json_w_obj_end(&w);
-        (void)api_simple_req(c, s, &req, remove_resp);
-        buf_free(&req);
+        struct api_json r;
+        api_req_begin(&r, "remove");
+        json_w_kstr(&r.w, "path", path);
+        json_w_kbool(&r.w, "recursive", recursive);
+        (void)api_req_simple(c, s, &r, remove_resp);
 }
 
 static void list_resp(struct conn *c, const struct json *resp) {
-        struct buf b = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&b);
-        json_w_obj_begin(&w);
-        json_w_key(&w, "entries");
-        const struct json *e = json_get(resp, "entries");
-        if (e && json_type(e) == JSON_ARRAY)
-                json_w_value(&w, e);
-        else {
-                json_w_arr_begin(&w);
-                json_w_arr_end(&w);
-        }
-        json_w_kbool(&w, "truncated", json_get_bool(resp, "truncated", false));
-        json_w_obj_end(&w);
-        conn_reply_json(c, 200, &b);
-        buf_free(&b);
+        struct api_json j;
+        api_json_begin(&j);
+        json_w_obj_begin(&j.w);
+        api_json_karray(&j.w, "entries", resp);
+        json_w_kbool(&j.w, "truncated", json_get_bool(resp, "truncated", false));
+        json_w_obj_end(&j.w);
+        api_json_reply(c, 200, &j);
 }
 
 void api_file_list(struct conn *c) {
@@ -194,24 +234,19 @@ void api_file_list(struct conn *c) {
                 conn_reply_error(c, 400, "after: bad value");
                 return;
         }
-        struct buf req = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&req);
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "op", "list");
-        json_w_kstr(&w, "path", path);
-        json_w_kstr(&w, "after", after);
-        json_w_kint(&w, "limit", limit);
-        json_w_obj_end(&w);
-        (void)api_simple_req(c, s, &req, list_resp);
-        buf_free(&req);
+        struct api_json req;
+        api_req_begin(&req, "list");
+        json_w_kstr(&req.w, "path", path);
+        json_w_kstr(&req.w, "after", after);
+        json_w_kint(&req.w, "limit", limit);
+        (void)api_req_simple(c, s, &req, list_resp);
 }
 
 static void stat_resp(struct conn *c, const struct json *resp) {
-        struct buf b = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&b);
-        json_w_value(&w, resp);
-        conn_reply_json(c, 200, &b);
-        buf_free(&b);
+        struct api_json j;
+        api_json_begin(&j);
+        json_w_value(&j.w, resp);
+        api_json_reply(c, 200, &j);
 }
 
 void api_file_stat(struct conn *c) {
@@ -221,14 +256,10 @@ void api_file_stat(struct conn *c) {
         char path[PROTO_MAX_PATH + 1];
         if (query_path(c, "path", path, sizeof path) < 0)
                 return;
-        struct buf req = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&req);
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "op", "stat");
-        json_w_kstr(&w, "path", path);
-        json_w_obj_end(&w);
-        (void)api_simple_req(c, s, &req, stat_resp);
-        buf_free(&req);
+        struct api_json r;
+        api_req_begin(&r, "stat");
+        json_w_kstr(&r.w, "path", path);
+        (void)api_req_simple(c, s, &r, stat_resp);
 }
 
 void api_file_mkdir(struct conn *c) {
@@ -249,14 +280,10 @@ void api_file_mkdir(struct conn *c) {
                 conn_reply_error(c, 400, "mode must be an integer (0 to 4095)");
                 return;
         }
-        struct buf req = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&req);
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "op", "mkdir");
-        json_w_kstr(&w, "path", path);
-        json_w_kbool(&w, "parents", json_get_bool(body, "parents", false));
-        json_w_kint(&w, "mode", mode);
-        json_w_obj_end(&w);
-        (void)api_simple_req(c, s, &req, api_resp_created);
-        buf_free(&req);
+        struct api_json r;
+        api_req_begin(&r, "mkdir");
+        json_w_kstr(&r.w, "path", path);
+        json_w_kbool(&r.w, "parents", json_get_bool(body, "parents", false));
+        json_w_kint(&r.w, "mode", mode);
+        (void)api_req_simple(c, s, &r, api_resp_created);
 }

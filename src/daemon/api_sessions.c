@@ -34,9 +34,7 @@ struct api_wait {
 
 static void api_wait_done(struct dur_waiter *w, int err, const char *msg, const struct buf *result) {
         struct api_wait *aw = (struct api_wait *)w;
-        struct conn *c = aw->cw.conn;
-        if (c && c->waiter == &aw->cw)
-                c->waiter = NULL;
+        struct conn *c = waiter_take(&aw->cw);
         if (c) {
                 if (err)
                         conn_reply_error(c, api_status_of(err), "%s", msg);
@@ -58,8 +56,7 @@ struct dur_waiter *api_waiter(struct conn *c, int ok_status) {
         }
         aw->w.ops = &api_wait_ops;
         aw->ok_status = ok_status;
-        aw->cw.conn = c;
-        c->waiter = &aw->cw;
+        waiter_set(&aw->cw, c);
         return &aw->w;
 }
 

@@ -122,7 +122,7 @@ static void build_done(void *ctx, struct tpl_job *j, int err, const char *msg, u
                 write_template(&w, c->d->data_dir, tpl_job_name(j), size, time(NULL));
         }
         json_w_obj_end(&w);
-        c->job = NULL;
+        conn_clear_hook(c, j);
         build_event(c, &b);
         conn_stream_end(c);
         buf_free(&b);
@@ -224,6 +224,6 @@ void api_template_build(struct conn *c) {
                 conn_reply_error(c, 500, "out of memory");
                 return;
         }
-        c->job = j;
+        conn_set_hook(c, &tpl_conn_hook, j);
         conn_stream_begin(c, 200, "application/x-ndjson");
 }

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon/server.h"
+
 const struct api_route api_routes[] = {
         { "GET", "/v1/health", API_BODY_JSON, api_health },
         { "POST", "/v1/sessions", API_BODY_JSON, api_session_create },
@@ -104,3 +106,11 @@ void api_allowed_methods(const char *path, char *out, size_t outsz) {
                 o += (size_t)n;
         }
 }
+
+const struct srv_router api_router = {
+        .match = api_route_match,
+        .allowed = api_allowed_methods,
+};
+
+/* main.c's call until it names the router itself: srv_serve_unix(d, &api_router, path). */
+int srv_listen_unix(struct daemon *d, const char *path) { return srv_serve_unix(d, &api_router, path); }

@@ -19,6 +19,7 @@ enum api_body {
 };
 
 struct conn;
+struct srv_router;
 typedef void (*api_handler_fn)(struct conn *c);
 
 struct api_route {
@@ -30,6 +31,8 @@ struct api_route {
 
 extern const struct api_route api_routes[];
 extern const size_t api_n_routes;
+/* The table as server.c takes it (server.h). */
+extern const struct srv_router api_router;
 
 /* Finds the route for method + path (decoded, without query). 0 and *ret on a match;
  * -ENOENT if no pattern matches the path (404); -EOPNOTSUPP if one does but not for this

@@ -1,6 +1,7 @@
 /* spaced's HTTP side: listening sockets, one struct conn per client, reading and parsing
- * requests one at a time (pipelined ones wait in the input buffer), dispatching them to
- * the route table, and writing answers with bounded output buffers. */
+ * requests one at a time (pipelined ones wait in the input buffer), dispatching them
+ * through the router it was given, and writing answers with bounded output buffers. What
+ * answers later reaches the client only through the connection's hook (server.h). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -13,12 +14,9 @@
 
 #include "common/log.h"
 #include "daemon/auth.h"
+#include "daemon/server.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
-
-static bool op_is_stream(const struct op *op) {
-        return op && (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ);
-}
 
 static void conn_process(struct conn *c);
 static void conn_update_events(struct conn *c);
@@ -33,30 +31,42 @@ static void conn_free_deferred(void *p) {
         free(c);
 }
 
-/* Detaches everything that points at c, closes its fd and frees it after the batch. */
+void conn_set_hook(struct conn *c, const struct conn_hook_ops *ops, void *ctx) {
+        c->hook = ops;
+        c->hook_ctx = ctx;
+}
+
+void conn_clear_hook(struct conn *c, const void *ctx) {
+        if (c->hook && c->hook_ctx == ctx) {
+                c->hook = NULL;
+                c->hook_ctx = NULL;
+        }
+}
+
+void *conn_hook_ctx(const struct conn *c, const struct conn_hook_ops *ops) {
+        return c->hook == ops ? c->hook_ctx : NULL;
+}
+
+/* Unhooks c and tells the hook: the request is answered (done), or its client is gone. */
+static void conn_unhook(struct conn *c, bool answered) {
+        const struct conn_hook_ops *h = c->hook;
+        void *ctx = c->hook_ctx;
+        if (!h)
+                return;
+        c->hook = NULL;
+        c->hook_ctx = NULL;
+        if (answered && h->done)
+                h->done(c, ctx);
+        else
+                h->gone(c, ctx);
+}
+
+/* Detaches whatever waits on c, closes its fd and frees it after the batch. */
 static void conn_close(struct conn *c) {
         if (c->closed)
                 return;
         c->closed = true;
-        if (c->op) {
-                struct op *op = c->op;
-                struct session *stalled = c->sandbox_stalled ? op->ses : NULL;
-                c->op = NULL;
-                c->sandbox_stalled = false;
-                op_conn_gone(op);
-                /* This client was the one its sandbox waited for: without it gone the
-                 * session would never read space-init again. */
-                if (stalled)
-                        ses_resume_later(stalled);
-        }
-        if (c->job) {
-                tpl_conn_gone(c->job);
-                c->job = NULL;
-        }
-        if (c->waiter) {
-                c->waiter->conn = NULL;
-                c->waiter = NULL;
-        }
+        conn_unhook(c, false);
         loop_del(c->d->loop, &c->src);
         c->src.fd = safe_close(c->src.fd);
         if (c->prev)
@@ -70,6 +80,8 @@ static void conn_close(struct conn *c) {
 }
 
 bool conn_over_high(const struct conn *c) { return c->out.len - c->out_off > CONN_OUT_HIGH; }
+
+bool conn_below_low(const struct conn *c) { return c->out.len - c->out_off < CONN_OUT_LOW; }
 
 /* Writes as much queued output as the socket takes. */
 static void conn_flush(struct conn *c) {
@@ -93,15 +105,8 @@ static void conn_flush(struct conn *c) {
                 buf_consume(&c->out, c->out_off);
                 c->out_off = 0;
         }
-        if (c->state == CONN_CLOSING && c->out.len == 0) {
+        if (c->state == CONN_CLOSING && c->out.len == 0)
                 conn_close(c);
-                return;
-        }
-        if (c->sandbox_stalled && c->out.len - c->out_off < CONN_OUT_LOW) {
-                c->sandbox_stalled = false;
-                if (c->op && c->op->ses)
-                        ses_resume(c->op->ses);
-        }
 }
 
 static void conn_update_events(struct conn *c) {
@@ -139,24 +144,9 @@ static void conn_process_deferred(void *p) {
 
 /* The response to the current request is complete: go on with the next one. */
 static void conn_request_done(struct conn *c) {
-        /* The request's op or build no longer needs this client: when it closes now, that
-         * must not count as a client going away mid-stream. */
-        if (c->op) {
-                struct op *op = c->op;
-                c->op = NULL;
-                if (op->kind == OP_WRITE)
-                        op_conn_gone(op); /* answered before the upload ended: abort it */
-                else
-                        op->conn = NULL;
-        }
-        if (c->job) {
-                tpl_conn_gone(c->job);
-                c->job = NULL;
-        }
-        if (c->waiter) {
-                c->waiter->conn = NULL;
-                c->waiter = NULL;
-        }
+        /* Whatever answered no longer needs this client: when it closes now, that must not
+         * count as a client going away mid-stream. */
+        conn_unhook(c, true);
         c->resp_done = true;
         c->streaming = false;
         c->on_body = NULL;
@@ -195,12 +185,8 @@ static void conn_send_head(struct conn *c, int status, const char *ctype, int64_
                 c->keep_alive = false;
 }
 
-void conn_reply_json(struct conn *c, int status, const struct buf *body) {
-        if (c->closed || c->resp_done)
-                return;
-        conn_send_head(c, status, "application/json", (int64_t)body->len + 1, NULL);
-        conn_append(c, body->data, body->len);
-        conn_append(c, "\n", 1);
+/* The response is queued whole: send what the socket takes and go on with the next request. */
+static void conn_response_complete(struct conn *c) {
         if (c->closed)
                 return;
         conn_flush(c);
@@ -210,9 +196,26 @@ void conn_reply_json(struct conn *c, int status, const struct buf *body) {
         conn_update_events(c);
 }
 
-void srv_error_body(struct buf *b, int status, const char *msg) {
+/* A complete JSON response: the head (with extra header lines, if any), body, newline. */
+static void conn_reply_body(struct conn *c, int status, const struct buf *body, const char *extra) {
+        conn_send_head(c, status, "application/json", (int64_t)body->len + 1, extra);
+        conn_append(c, body->data, body->len);
+        conn_append(c, "\n", 1);
+        conn_response_complete(c);
+}
+
+void conn_reply_json(struct conn *c, int status, const struct buf *body) {
+        if (c->closed || c->resp_done)
+                return;
+        conn_reply_body(c, status, body, NULL);
+}
+
+/* {"type":type,"error":{"code","message"}}; no type: a plain error body. */
+static void error_json(struct buf *b, const char *type, int status, const char *msg) {
         struct json_writer w = JSON_WRITER_INIT(b);
         json_w_obj_begin(&w);
+        if (type)
+                json_w_kstr(&w, "type", type);
         json_w_key(&w, "error");
         json_w_obj_begin(&w);
         json_w_kstr(&w, "code", http_status_code_name(status));
@@ -220,6 +223,8 @@ void srv_error_body(struct buf *b, int status, const char *msg) {
         json_w_obj_end(&w);
         json_w_obj_end(&w);
 }
+
+void srv_error_body(struct buf *b, int status, const char *msg) { error_json(b, NULL, status, msg); }
 
 void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
         if (c->closed || c->resp_done)
@@ -230,49 +235,26 @@ void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         log_debug("%s %s -> %d %s", c->req ? c->req->method : "?", c->req ? c->req->target : "?", status, msg);
+        struct buf b = BUF_INIT(0);
         if (c->streaming) {
                 /* The status line is out already: the error becomes the stream's last event. */
-                struct buf b = BUF_INIT(0);
-                struct json_writer w = JSON_WRITER_INIT(&b);
-                json_w_obj_begin(&w);
-                json_w_kstr(&w, "type", "error");
-                json_w_key(&w, "error");
-                json_w_obj_begin(&w);
-                json_w_kstr(&w, "code", http_status_code_name(status));
-                json_w_kstr(&w, "message", msg);
-                json_w_obj_end(&w);
-                json_w_obj_end(&w);
+                error_json(&b, "error", status, msg);
                 conn_stream_event(c, &b);
                 buf_free(&b);
                 conn_stream_end(c);
                 return;
         }
-        struct buf b = BUF_INIT(0);
         srv_error_body(&b, status, msg);
         char hdr[160] = "";
         if (status == 405 && c->req) {
                 char allow[128];
-                api_allowed_methods(c->req->path, allow, sizeof allow);
+                c->d->router->allowed(c->req->path, allow, sizeof allow);
                 snprintf(hdr, sizeof hdr, "Allow: %s\r\n", allow);
         } else if (status == 401) {
                 /* RFC 7235: a 401 names the scheme that would work (RFC 6750 for Bearer). */
                 snprintf(hdr, sizeof hdr, "WWW-Authenticate: Bearer realm=\"space\"\r\n");
         }
-        if (hdr[0]) {
-                conn_send_head(c, status, "application/json", (int64_t)b.len + 1, hdr);
-                conn_append(c, b.data, b.len);
-                conn_append(c, "\n", 1);
-                buf_free(&b);
-                if (c->closed)
-                        return;
-                conn_flush(c);
-                if (!c->closed) {
-                        conn_request_done(c);
-                        conn_update_events(c);
-                }
-                return;
-        }
-        conn_reply_json(c, status, &b);
+        conn_reply_body(c, status, &b, hdr[0] ? hdr : NULL);
         buf_free(&b);
 }
 
@@ -280,11 +262,7 @@ void conn_reply_empty(struct conn *c, int status) {
         if (c->closed || c->resp_done)
                 return;
         conn_send_head(c, status, NULL, 0, NULL);
-        conn_flush(c);
-        if (c->closed)
-                return;
-        conn_request_done(c);
-        conn_update_events(c);
+        conn_response_complete(c);
 }
 
 void conn_stream_begin(struct conn *c, int status, const char *content_type) {
@@ -296,13 +274,13 @@ void conn_stream_begin(struct conn *c, int status, const char *content_type) {
         conn_update_events(c);
 }
 
-void conn_stream_chunk(struct conn *c, const void *data, size_t n) {
-        if (c->closed || !c->streaming || n == 0)
-                return;
+/* One chunk of a chunked response: its size line, then the parts of its data. */
+static void conn_chunk(struct conn *c, const void *a, size_t an, const void *b, size_t bn) {
         struct buf h = BUF_INIT(0);
-        if (buf_printf(&h, "%zx\r\n", n) == 0) {
+        if (buf_printf(&h, "%zx\r\n", an + bn) == 0) {
                 conn_append(c, h.data, h.len);
-                conn_append(c, data, n);
+                conn_append(c, a, an);
+                conn_append(c, b, bn);
                 conn_append(c, "\r\n", 2);
         }
         buf_free(&h);
@@ -312,33 +290,23 @@ void conn_stream_chunk(struct conn *c, const void *data, size_t n) {
         conn_update_events(c);
 }
 
+void conn_stream_chunk(struct conn *c, const void *data, size_t n) {
+        if (c->closed || !c->streaming || n == 0)
+                return;
+        conn_chunk(c, data, n, NULL, 0);
+}
+
 void conn_stream_event(struct conn *c, const struct buf *json_line) {
         if (c->closed || !c->streaming)
                 return;
-        struct buf h = BUF_INIT(0);
-        if (buf_printf(&h, "%zx\r\n", json_line->len + 1) == 0) {
-                conn_append(c, h.data, h.len);
-                conn_append(c, json_line->data, json_line->len);
-                conn_append(c, "\n\r\n", 3);
-        }
-        buf_free(&h);
-        if (c->closed)
-                return;
-        conn_flush(c);
-        conn_update_events(c);
+        conn_chunk(c, json_line->data, json_line->len, "\n", 1);
 }
 
 void conn_stream_end(struct conn *c) {
         if (c->closed || !c->streaming)
                 return;
         conn_append(c, "0\r\n\r\n", 5);
-        if (c->closed)
-                return;
-        conn_flush(c);
-        if (c->closed)
-                return;
-        conn_request_done(c);
-        conn_update_events(c);
+        conn_response_complete(c);
 }
 
 void conn_abort(struct conn *c) {
@@ -426,7 +394,7 @@ static void on_head(struct conn *c) {
         log_debug("%s %s", c->req->method, c->req->target);
         if (!authenticate(c))
                 return;
-        int r = api_route_match(c->req->method, c->req->path, &c->route, &c->params);
+        int r = c->d->router->match(c->req->method, c->req->path, &c->route, &c->params);
         if (r == -ENOENT) {
                 c->state = CONN_BODY_DISCARD;
                 conn_reply_error(c, 404, "no route for %s", c->req->path);
@@ -522,11 +490,7 @@ static void conn_process(struct conn *c) {
                         } else {
                                 c->resp_done = false;
                                 c->state = CONN_BODY_DISCARD;
-                                if (c->op) {
-                                        struct op *op = c->op;
-                                        c->op = NULL;
-                                        op_conn_gone(op);
-                                }
+                                conn_unhook(c, false); /* an upload in progress is abandoned */
                                 conn_reply_error(c, ev.status, "%s", ev.message);
                                 if (!c->closed)
                                         c->state = CONN_CLOSING;
@@ -575,7 +539,7 @@ static void conn_read(struct conn *c) {
         }
         if (n == 0) {
                 c->peer_closed = true;
-                if (op_is_stream(c->op) || c->job)
+                if (c->hook && c->hook->hangup_is_gone)
                         conn_close(c);
                 return;
         }
@@ -619,7 +583,7 @@ void srv_tick(struct daemon *d) {
  * (exec, attach, download) is gone, and its request is cancelled (see docs/api.md). */
 static void on_rdhup(struct conn *c) {
         c->rdhup = true;
-        if (op_is_stream(c->op) || c->job)
+        if (c->hook && c->hook->hangup_is_gone)
                 conn_close(c);
 }
 
@@ -633,9 +597,10 @@ static void conn_event(struct loop_src *src, uint32_t revents) {
                 conn_flush(c);
                 if (c->closed)
                         return;
-                /* The client took output: its stream's window opens again. */
-                if (c->op && c->op->windowed)
-                        op_window_drained(c->op);
+                /* The client took output: what waits on it (a stream's window, a sandbox
+                 * that held its frames) may go on. */
+                if (c->hook && c->hook->drained)
+                        c->hook->drained(c, c->hook_ctx);
                 if (c->closed)
                         return;
         }
@@ -721,7 +686,8 @@ static void tcp_listener_event(struct loop_src *src, uint32_t revents) {
         listener_event(daemon_of_listener(src, true), src, true);
 }
 
-int srv_listen_unix(struct daemon *d, const char *path) {
+int srv_serve_unix(struct daemon *d, const struct srv_router *router, const char *path) {
+        d->router = router;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlen(path) >= sizeof sa.sun_path)
                 return -ENAMETOOLONG;

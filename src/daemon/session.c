@@ -1,7 +1,8 @@
 /* Sessions in memory: the live sandbox of each (made through the runtime ops table), its
  * socket to space-init in the event loop, and the requests in flight on it. The lifecycle
- * (create, snapshots, pause, recovery, ...) is durable.c's. Frames from init are
- * routed by request id to the HTTP connection waiting for them. Each output stream has a
+ * (create, snapshots, pause, recovery, ...) is durable.c's. Frames from init are routed
+ * by request id to their op, and through its handler (struct op_ops, api_*.c) to the
+ * client waiting for them: nothing here writes HTTP. Each output stream has a
  * window (docs/protocol.md §3.14): spaced grants space-init more only as the stream's
  * client takes what it got, so a client that reads slowly holds back its own stream and
  * nothing else. With an init that has no windows (one started before them and re-attached),
@@ -29,6 +30,7 @@
 
 static void ses_process(struct session *s);
 static void ses_update_events(struct session *s);
+static void ses_resume_later(struct session *s);
 
 /* No sandbox to talk to (none, or it died and waits for its recovery). */
 static bool ses_dead(const struct session *s) { return !s->sb || s->lost; }
@@ -75,8 +77,8 @@ static void ses_flush(struct session *s) {
                 /* Room again: paused uploads go on. */
                 for (struct op *op = s->ops, *next; op; op = next) {
                         next = op->next;
-                        if (op->kind == OP_WRITE && op->conn && op->conn->in_paused)
-                                conn_resume_input(op->conn);
+                        if (op->client && op->ops->room)
+                                op->ops->room(op, op->client);
                         if (ses_dead(s) || ses_out_full(s))
                                 break;
                 }
@@ -134,7 +136,7 @@ static bool op_output_frame(const struct op *op, const struct proto_hdr *h) {
 static void op_window_grant(struct op *op) {
         if (!op->windowed || op->done || op->owed < SES_WINDOW_STEP)
                 return;
-        if (op->conn && conn_over_high(op->conn))
+        if (op->client && op->ops->behind(op, op->client))
                 return;
         uint8_t p[PROTO_WINDOW_LEN];
         proto_window_encode(op->owed, p);
@@ -142,8 +144,6 @@ static void op_window_grant(struct op *op) {
         op->owed = 0;
         (void)ses_send(op->ses, PROTO_WINDOW, op->id, p, sizeof p);
 }
-
-void op_window_drained(struct op *op) { op_window_grant(op); }
 
 /* ---- ops ---- */
 
@@ -161,12 +161,13 @@ static uint32_t ses_alloc_id(struct session *s) {
         }
 }
 
-int ses_op_new(struct session *s, struct conn *c, enum op_kind kind, struct op **ret) {
+int ses_op_new(struct session *s, enum op_kind kind, const struct op_ops *ops, void *client, struct op **ret) {
         struct op *op = calloc(1, sizeof *op);
         if (!op)
                 return -ENOMEM;
         op->ses = s;
-        op->conn = c;
+        op->ops = ops;
+        op->client = client;
         op->kind = kind;
         op->pid = -1;
         op->id = kind == OP_HELLO ? 0 : ses_alloc_id(s);
@@ -174,8 +175,6 @@ int ses_op_new(struct session *s, struct conn *c, enum op_kind kind, struct op *
         if (s->ops)
                 s->ops->prev = op;
         s->ops = op;
-        if (c)
-                c->op = op;
         *ret = op;
         return 0;
 }
@@ -192,6 +191,7 @@ void op_done(struct op *op) {
         if (op->done)
                 return;
         op->done = true;
+        op->stalling = false;
         struct session *s = op->ses;
         if (op->prev)
                 op->prev->next = op->next;
@@ -199,9 +199,9 @@ void op_done(struct op *op) {
                 s->ops = op->next;
         if (op->next)
                 op->next->prev = op->prev;
-        if (op->conn && op->conn->op == op)
-                op->conn->op = NULL;
-        op->conn = NULL;
+        void *client = TAKE_PTR(op->client);
+        if (client)
+                op->ops->detach(op, client);
         (void)loop_defer(s->d->loop, op_free_deferred, op);
 }
 
@@ -219,7 +219,7 @@ static struct op *op_find(struct session *s, uint32_t id) {
 static void op_kill_fg(struct op *op) {
         struct session *s = op->ses;
         struct op *k;
-        if (ses_op_new(s, NULL, OP_KILL, &k) == 0) {
+        if (ses_op_new(s, OP_KILL, NULL, NULL, &k) == 0) {
                 struct buf b = BUF_INIT(0);
                 struct json_writer w = JSON_WRITER_INIT(&b);
                 json_w_obj_begin(&w);
@@ -236,10 +236,8 @@ static void op_kill_fg(struct op *op) {
         log_info("%s: client of exec pid %" PRId64 " went away: killed its process group", s->id, op->pid);
 }
 
-void op_conn_gone(struct op *op) {
-        if (op->done)
-                return;
-        op->conn = NULL;
+/* What a client's leaving means to op (op_client_gone). */
+static void op_abandon(struct op *op) {
         struct session *s = op->ses;
         switch (op->kind) {
         case OP_EXEC:
@@ -270,6 +268,33 @@ void op_conn_gone(struct op *op) {
                 op_done(op);
                 return;
         }
+}
+
+void op_client_gone(struct op *op) {
+        if (op->done)
+                return;
+        op->client = NULL;
+        bool stalling = op->stalling;
+        op->stalling = false;
+        struct session *s = op->ses;
+        op_abandon(op);
+        /* This client was the one its sandbox waited for: without it gone the session
+         * would never read space-init again (deferred: we may be in a close path). */
+        if (stalling)
+                ses_resume_later(s);
+}
+
+void op_client_done(struct op *op) { op->client = NULL; }
+
+static void ses_resume(struct session *s);
+
+void op_client_drained(struct op *op, bool caught_up) {
+        if (caught_up && op->stalling) {
+                op->stalling = false;
+                ses_resume(op->ses);
+        }
+        if (op->windowed)
+                op_window_grant(op);
 }
 
 /* ---- JSON of a session ---- */
@@ -367,15 +392,10 @@ void ses_write_json(struct json_writer *w, struct session *s) {
 void ses_fail_ops(struct session *s, int status, const char *msg) {
         while (s->ops) {
                 struct op *op = s->ops;
-                struct conn *c = op->conn;
-                enum op_kind kind = op->kind;
+                void *client = op->client;
                 op_done(op);
-                if (!c)
-                        continue;
-                if (c->streaming && kind == OP_READ)
-                        conn_abort(c);
-                else
-                        conn_reply_error(c, status, "%s", msg);
+                if (client)
+                        op->ops->fail(op, client, status, msg);
         }
 }
 
@@ -390,10 +410,7 @@ static void ses_unwatch(struct session *s) {
 void ses_quiesce(struct session *s, int status, const char *msg) {
         s->ready = false;
         s->hello_deadline_ms = 0;
-        s->stalled = false;
-        for (struct conn *c = s->d->conns; c; c = c->next)
-                if (c->op && c->op->ses == s)
-                        c->sandbox_stalled = false;
+        s->stalled = false; /* the ops that stalled it end now */
         ses_fail_ops(s, status, msg);
         ses_unwatch(s);
 }
@@ -430,10 +447,7 @@ void ses_mark_dead(struct session *s, const char *fmt, ...) {
         s->error = strdup(msg);
         s->lost = true;
         s->ready = false;
-        s->stalled = false;
-        for (struct conn *c = s->d->conns; c; c = c->next)
-                if (c->op && c->op->ses == s)
-                        c->sandbox_stalled = false;
+        s->stalled = false; /* the ops that stalled it end below */
         /* No more events from it; the sandbox itself is destroyed by the recovery, which
          * waits for a job that may still use it (a capture). */
         ses_unwatch(s);
@@ -493,104 +507,25 @@ void ses_free(struct session *s) {
 
 /* ---- frames from init ---- */
 
-static void event_begin(struct json_writer *w, const char *type) {
+static bool resp_is_error(const struct json *resp) { return json_get(resp, "error") != NULL; }
+
+/* {"phase":phase,"argv":[...]: the start of an exec event of the log. */
+static void exec_event_begin(struct json_writer *w, const struct op *op, const char *phase) {
         json_w_obj_begin(w);
-        json_w_kstr(w, "type", type);
+        json_w_kstr(w, "phase", phase);
+        json_w_key(w, "argv");
+        if (op->argv_json)
+                json_w_raw(w, op->argv_json, strlen(op->argv_json));
+        else
+                json_w_null(w);
 }
 
-/* stdout/stderr bytes as one NDJSON event; bytes that end mid-character wait for the rest. */
-static void op_output(struct op *op, int stream, const uint8_t *data, size_t n, bool flush) {
-        struct conn *c = op->conn;
-        struct utf8_carry *carry = &op->carry[stream];
-        if (!c)
-                return;
-        struct buf joined = BUF_INIT(0);
-        if (carry->n) {
-                if (buf_append(&joined, carry->b, carry->n) < 0 || buf_append(&joined, data, n) < 0) {
-                        buf_free(&joined);
-                        return;
-                }
-                carry->n = 0;
-                data = (const uint8_t *)joined.data;
-                n = joined.len;
-        }
-        size_t valid = text_utf8_valid_prefix(data, n);
-        size_t keep = 0;
-        if (!flush && valid < n && n - valid < 4 && text_utf8_incomplete_tail(data + valid, n - valid))
-                keep = n - valid;
-        size_t send = n - keep;
-        if (send > 0) {
-                struct buf b = BUF_INIT(0);
-                struct json_writer w = JSON_WRITER_INIT(&b);
-                event_begin(&w, stream == 0 ? "stdout" : "stderr");
-                if (text_utf8_valid_prefix(data, send) == send) {
-                        json_w_key(&w, "data");
-                        json_w_strn(&w, (const char *)data, send);
-                } else {
-                        struct buf e = BUF_INIT(0);
-                        if (text_b64_encode(&e, data, send) == 0) {
-                                json_w_key(&w, "data_b64");
-                                json_w_strn(&w, e.data, e.len);
-                        }
-                        buf_free(&e);
-                }
-                json_w_obj_end(&w);
-                if (!w.err)
-                        conn_stream_event(c, &b);
-                buf_free(&b);
-        }
-        if (keep) {
-                memcpy(carry->b, data + send, keep);
-                carry->n = (uint8_t)keep;
-        }
-        buf_free(&joined);
+static void exec_event_log(struct op *op, struct json_writer *w) {
+        json_w_obj_end(w);
+        if (!w->err)
+                dur_event(op->ses, "exec", w->b);
+        buf_free(w->b);
 }
-
-static void op_flush_carry(struct op *op) {
-        for (int i = 0; i < 2; i++)
-                if (op->carry[i].n)
-                        op_output(op, i, (const uint8_t *)"", 0, true);
-}
-
-/* EXIT of exec or attach -> the last event. */
-static void op_exit_event(struct op *op, const struct json *exit) {
-        struct conn *c = op->conn;
-        if (!c)
-                return;
-        struct buf b = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&b);
-        const struct json *err = json_get(exit, "error");
-        bool running = json_get_bool(exit, "running", false);
-        int64_t v;
-        if (err) {
-                event_begin(&w, "error");
-                json_w_key(&w, "error");
-                json_w_obj_begin(&w);
-                json_w_kstr(&w, "code", "internal");
-                const char *m = json_get_str(err, "message");
-                json_w_kstr(&w, "message", m ? m : "stream failed");
-                json_w_obj_end(&w);
-        } else if (running) {
-                event_begin(&w, "end");
-                json_w_kbool(&w, "running", true);
-        } else {
-                event_begin(&w, "exit");
-                if (json_get_int(exit, "exit_code", &v) == 0)
-                        json_w_kint(&w, "exit_code", v);
-                if (json_get_int(exit, "signal", &v) == 0)
-                        json_w_kint(&w, "signal", v);
-                if (json_get_bool(exit, "timed_out", false))
-                        json_w_kbool(&w, "timed_out", true);
-        }
-        if (op->kind == OP_ATTACH && json_get_int(exit, "offset", &v) == 0)
-                json_w_kint(&w, "offset", v);
-        json_w_obj_end(&w);
-        conn_stream_event(c, &b);
-        buf_free(&b);
-        conn_stream_end(c);
-}
-
-bool api_resp_is_error(const struct json *resp) { return json_get(resp, "error") != NULL; }
 
 /* The event log's record of a command: at its start (exit NULL), and at its end for a
  * foreground one (a background one ends unseen; ps and output tell how). */
@@ -598,13 +533,7 @@ static void exec_event(struct op *op, const struct json *exit) {
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
         char ts[40];
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "phase", exit ? "end" : "start");
-        json_w_key(&w, "argv");
-        if (op->argv_json)
-                json_w_raw(&w, op->argv_json, strlen(op->argv_json));
-        else
-                json_w_null(&w);
+        exec_event_begin(&w, op, exit ? "end" : "start");
         json_w_kint(&w, "pid", op->pid);
         dl_rfc3339_ms(op->started_ms, ts, sizeof ts);
         json_w_kstr(&w, "started_at", ts);
@@ -622,89 +551,65 @@ static void exec_event(struct op *op, const struct json *exit) {
                 if (json_get(exit, "error"))
                         json_w_kstr(&w, "error", "stream failed");
         }
-        json_w_obj_end(&w);
-        if (!w.err)
-                dur_event(op->ses, "exec", &b);
-        buf_free(&b);
+        exec_event_log(op, &w);
 }
 
-static void on_exec_resp(struct op *op, const struct json *resp) {
-        struct conn *c = op->conn;
-        if (api_resp_is_error(resp)) {
-                struct buf b = BUF_INIT(0);
-                struct json_writer w = JSON_WRITER_INIT(&b);
-                json_w_obj_begin(&w);
-                json_w_kstr(&w, "phase", "failed");
-                json_w_key(&w, "argv");
-                if (op->argv_json)
-                        json_w_raw(&w, op->argv_json, strlen(op->argv_json));
-                else
-                        json_w_null(&w);
-                const char *m = json_get_str(json_get(resp, "error"), "message");
-                json_w_kstr(&w, "error", m ? m : "could not start");
-                json_w_obj_end(&w);
-                if (!w.err)
-                        dur_event(op->ses, "exec", &b);
-                buf_free(&b);
-                op_done(op);
-                if (c)
-                        api_reply_init_error(c, resp, true);
-                return;
-        }
-        op->got_resp = true;
-        (void)json_get_int(resp, "pid", &op->pid);
-        exec_event(op, NULL);
-        if (op->background) {
-                op_done(op);
-                if (c) {
-                        struct buf b = BUF_INIT(0);
-                        struct json_writer w = JSON_WRITER_INIT(&b);
-                        json_w_obj_begin(&w);
-                        json_w_kint(&w, "pid", op->pid);
-                        json_w_obj_end(&w);
-                        conn_reply_json(c, 201, &b);
-                        buf_free(&b);
+/* A command init could not start. */
+static void exec_failed_event(struct op *op, const struct json *resp) {
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        exec_event_begin(&w, op, "failed");
+        const char *m = json_get_str(json_get(resp, "error"), "message");
+        json_w_kstr(&w, "error", m ? m : "could not start");
+        exec_event_log(op, &w);
+}
+
+/* Passes a frame on to op's client, if it has one (the one it had before op_done). */
+static void op_frame(struct op *op, void *client, const struct proto_hdr *h, const uint8_t *payload,
+                     const struct json *j) {
+        if (client)
+                op->ops->frame(op, client, h, payload, j);
+}
+
+/* The RESP to op's REQ: what it changes, then its client's answer. */
+static void on_resp(struct op *op, const struct proto_hdr *h, const struct json *resp) {
+        void *client = op->client;
+        switch (op->kind) {
+        case OP_EXEC:
+                if (resp_is_error(resp)) {
+                        exec_failed_event(op, resp);
+                        op_done(op);
+                        break;
                 }
-                return;
-        }
-        if (!c) {
-                op_kill_fg(op); /* the op lives on until the EXIT */
-                return;
-        }
-        conn_stream_begin(c, 200, "application/x-ndjson");
-        struct buf b = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&b);
-        event_begin(&w, "start");
-        json_w_kint(&w, "pid", op->pid);
-        json_w_obj_end(&w);
-        conn_stream_event(c, &b);
-        buf_free(&b);
-}
-
-static void on_attach_resp(struct op *op, const struct json *resp) {
-        struct conn *c = op->conn;
-        if (api_resp_is_error(resp)) {
+                op->got_resp = true;
+                (void)json_get_int(resp, "pid", &op->pid);
+                exec_event(op, NULL);
+                if (op->background) {
+                        op_done(op);
+                        break;
+                }
+                if (!client) {
+                        op_kill_fg(op); /* the op lives on until the EXIT */
+                        return;
+                }
+                break;
+        case OP_ATTACH:
+        case OP_READ:
+                if (resp_is_error(resp))
+                        op_done(op);
+                else
+                        op->got_resp = true;
+                break;
+        case OP_WRITE:
+        case OP_SIMPLE:
                 op_done(op);
-                if (c)
-                        api_reply_init_error(c, resp, false);
+                break;
+        case OP_KILL:
+        case OP_HELLO:
+                op_done(op);
                 return;
         }
-        op->got_resp = true;
-        if (!c)
-                return;
-        conn_stream_begin(c, 200, "application/x-ndjson");
-        struct buf b = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&b);
-        event_begin(&w, "attach");
-        int64_t v = 0;
-        (void)json_get_int(resp, "offset", &v);
-        json_w_kint(&w, "offset", v);
-        if (json_get_int(resp, "end", &v) == 0)
-                json_w_kint(&w, "end", v);
-        json_w_kbool(&w, "running", json_get_bool(resp, "running", false));
-        json_w_obj_end(&w);
-        conn_stream_event(c, &b);
-        buf_free(&b);
+        op_frame(op, client, h, NULL, resp);
 }
 
 static void on_hello(struct session *s, const struct json *hello) {
@@ -740,93 +645,38 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
         struct op *op = op_find(s, h->id);
         if (!op)
                 return; /* a stream we cancelled: its last frames cross our CANCEL */
-        struct conn *c = op->conn;
+        void *client = op->client;
         switch (h->type) {
         case PROTO_RESP:
-                switch (op->kind) {
-                case OP_EXEC:
-                        on_exec_resp(op, j);
-                        return;
-                case OP_ATTACH:
-                        on_attach_resp(op, j);
-                        return;
-                case OP_READ:
-                        if (api_resp_is_error(j)) {
-                                op_done(op);
-                                if (c)
-                                        api_reply_init_error(c, j, false);
-                                return;
-                        }
-                        op->got_resp = true;
-                        if (c)
-                                conn_stream_begin(c, 200, "application/octet-stream");
-                        return;
-                case OP_WRITE:
-                        op_done(op);
-                        if (c) {
-                                if (api_resp_is_error(j))
-                                        api_reply_init_error(c, j, false);
-                                else {
-                                        struct buf b = BUF_INIT(0);
-                                        struct json_writer w = JSON_WRITER_INIT(&b);
-                                        int64_t n = 0;
-                                        (void)json_get_int(j, "written", &n);
-                                        json_w_obj_begin(&w);
-                                        json_w_kint(&w, "written", n);
-                                        json_w_obj_end(&w);
-                                        conn_reply_json(c, 201, &b);
-                                        buf_free(&b);
-                                }
-                        }
-                        return;
-                case OP_SIMPLE: {
-                        void (*on_resp)(struct conn *, const struct json *) = op->on_resp;
-                        op_done(op);
-                        if (c) {
-                                if (api_resp_is_error(j))
-                                        api_reply_init_error(c, j, false);
-                                else if (on_resp)
-                                        on_resp(c, j);
-                        }
-                        return;
-                }
-                case OP_KILL:
-                case OP_HELLO:
-                        op_done(op);
-                        return;
-                }
+                on_resp(op, h, j);
                 return;
         case PROTO_STDOUT:
         case PROTO_STDERR:
                 if (op->kind == OP_EXEC || op->kind == OP_ATTACH)
-                        op_output(op, h->type == PROTO_STDOUT ? 0 : 1, payload, h->len, false);
+                        op_frame(op, client, h, payload, j);
                 return;
         case PROTO_EXIT:
                 if (op->kind == OP_EXEC && !op->background)
                         exec_event(op, j);
-                if (op->kind == OP_EXEC || op->kind == OP_ATTACH) {
-                        op_flush_carry(op);
-                        op_exit_event(op, j); /* ends the response; the op ends with it */
-                } else if (op->kind == OP_READ && c) {
+                if (op->kind == OP_READ) {
                         /* A read that failed midway: the download must not look complete. */
-                        log_warn("%s: read failed midway", s->id);
+                        if (client)
+                                log_warn("%s: read failed midway", s->id);
                         op_done(op);
-                        conn_abort(c);
                 }
+                /* exec, attach: the last event ends the response; the op ends with it */
+                if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ)
+                        op_frame(op, client, h, payload, j);
                 op_done(op);
                 return;
         case PROTO_DATA:
                 if (op->kind != OP_READ)
                         return;
-                if (h->len == 0) {
+                if (h->len == 0)
                         op_done(op);
-                        if (c)
-                                conn_stream_end(c);
-                        return;
-                }
-                op->bytes += h->len;
-                if (c)
-                        conn_stream_chunk(c, payload, h->len);
+                else
+                        op->bytes += h->len;
+                op_frame(op, client, h, payload, j);
                 return;
         default:
                 ses_mark_dead(s, "space-init sent an unexpected %s frame", proto_type_name(h->type));
@@ -858,12 +708,12 @@ static void ses_process(struct session *s) {
                         }
                         op->window_left -= h.len;
                         op->owed += h.len;
-                } else if (output && op->conn && conn_over_high(op->conn)) {
+                } else if (output && op->client && op->ops->behind(op, op->client)) {
                         /* An init without windows, and a client that reads slower than the
                          * command writes: hold this frame and stop reading init until the
-                         * client drains (conn_flush). */
+                         * client drains (op_client_drained). */
                         s->stalled = true;
-                        op->conn->sandbox_stalled = true;
+                        op->stalling = true;
                         break;
                 }
                 s->in_off += PROTO_HDR_SIZE + h.len;
@@ -882,7 +732,7 @@ static void ses_process(struct session *s) {
                 ses_update_events(s);
 }
 
-void ses_resume(struct session *s) {
+static void ses_resume(struct session *s) {
         if (!s->stalled || s->freed)
                 return;
         s->stalled = false;
@@ -891,7 +741,7 @@ void ses_resume(struct session *s) {
 
 static void ses_resume_deferred(void *p) { ses_resume(p); }
 
-void ses_resume_later(struct session *s) {
+static void ses_resume_later(struct session *s) {
         /* Frees are deferred too and run in queue order, so a session not yet freed now
          * outlives this callback. */
         if (!s->freed)
@@ -996,7 +846,7 @@ void ses_tick(struct daemon *d) {
                         continue;
                 for (struct op *op = s->ops, *onext; op; op = onext) {
                         onext = op->next;
-                        if (op->drain_deadline_ms && now > op->drain_deadline_ms && !op->conn) {
+                        if (op->drain_deadline_ms && now > op->drain_deadline_ms && !op->client) {
                                 log_info("%s: killed exec pid %" PRId64 " still streams after %d ms: cancelled",
                                          s->id, op->pid, SES_KILL_DRAIN_MS);
                                 (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);

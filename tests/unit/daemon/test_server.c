@@ -37,6 +37,7 @@ static int setup(void **state) {
         assert_non_null(mkdtemp(f->tmp));
         f->d.data_dir = f->tmp;
         f->d.rt = &fake_rt;
+        f->d.router = &api_router;
         f->d.unix_src.fd = f->d.tcp_src.fd = -1;
         assert_int_equal(loop_new(&f->d.loop), 0);
         int sv[2];

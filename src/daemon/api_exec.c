@@ -1,0 +1,370 @@
+/* Route handlers for commands and processes (docs/api.md): exec, ps, a process's output,
+ * signals. An exec or attach streams as NDJSON events made here from the frames of
+ * space-init (the op's handler, proc_ops): start, stdout/stderr, exit or end. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/proto.h"
+#include "daemon/api.h"
+#include "daemon/spaced.h"
+#include "daemon/util.h"
+
+/* ---- the stream of an exec or attach ---- */
+
+static void event_begin(struct api_json *j, const char *type) {
+        api_json_begin(j);
+        json_w_obj_begin(&j->w);
+        json_w_kstr(&j->w, "type", type);
+}
+
+static void event_send(struct conn *c, struct api_json *j) {
+        json_w_obj_end(&j->w);
+        if (!j->w.err)
+                conn_stream_event(c, &j->b);
+        buf_free(&j->b);
+}
+
+/* stdout/stderr bytes as one NDJSON event; bytes that end mid-character wait for the rest. */
+static void proc_output(struct op *op, struct conn *c, int stream, const uint8_t *data, size_t n, bool flush) {
+        struct utf8_carry *carry = &op->carry[stream];
+        struct buf joined = BUF_INIT(0);
+        if (carry->n) {
+                if (buf_append(&joined, carry->b, carry->n) < 0 || buf_append(&joined, data, n) < 0) {
+                        buf_free(&joined);
+                        return;
+                }
+                carry->n = 0;
+                data = (const uint8_t *)joined.data;
+                n = joined.len;
+        }
+        size_t valid = text_utf8_valid_prefix(data, n);
+        size_t keep = 0;
+        if (!flush && valid < n && n - valid < 4 && text_utf8_incomplete_tail(data + valid, n - valid))
+                keep = n - valid;
+        size_t send = n - keep;
+        if (send > 0) {
+                struct api_json j;
+                event_begin(&j, stream == 0 ? "stdout" : "stderr");
+                if (text_utf8_valid_prefix(data, send) == send) {
+                        json_w_key(&j.w, "data");
+                        json_w_strn(&j.w, (const char *)data, send);
+                } else {
+                        struct buf e = BUF_INIT(0);
+                        if (text_b64_encode(&e, data, send) == 0) {
+                                json_w_key(&j.w, "data_b64");
+                                json_w_strn(&j.w, e.data, e.len);
+                        }
+                        buf_free(&e);
+                }
+                event_send(c, &j);
+        }
+        if (keep) {
+                memcpy(carry->b, data + send, keep);
+                carry->n = (uint8_t)keep;
+        }
+        buf_free(&joined);
+}
+
+/* EXIT of exec or attach -> the last event, and the end of the response. */
+static void proc_exit(struct op *op, struct conn *c, const struct json *exit) {
+        for (int i = 0; i < 2; i++)
+                if (op->carry[i].n)
+                        proc_output(op, c, i, (const uint8_t *)"", 0, true);
+        struct api_json j;
+        const struct json *err = json_get(exit, "error");
+        bool running = json_get_bool(exit, "running", false);
+        int64_t v;
+        if (err) {
+                event_begin(&j, "error");
+                json_w_key(&j.w, "error");
+                json_w_obj_begin(&j.w);
+                json_w_kstr(&j.w, "code", "internal");
+                const char *m = json_get_str(err, "message");
+                json_w_kstr(&j.w, "message", m ? m : "stream failed");
+                json_w_obj_end(&j.w);
+        } else if (running) {
+                event_begin(&j, "end");
+                json_w_kbool(&j.w, "running", true);
+        } else {
+                event_begin(&j, "exit");
+                if (json_get_int(exit, "exit_code", &v) == 0)
+                        json_w_kint(&j.w, "exit_code", v);
+                if (json_get_int(exit, "signal", &v) == 0)
+                        json_w_kint(&j.w, "signal", v);
+                if (json_get_bool(exit, "timed_out", false))
+                        json_w_kbool(&j.w, "timed_out", true);
+        }
+        if (op->kind == OP_ATTACH && json_get_int(exit, "offset", &v) == 0)
+                json_w_kint(&j.w, "offset", v);
+        event_send(c, &j);
+        conn_stream_end(c);
+}
+
+/* The RESP: an exec started (a background one answers {"pid"} at once) or an attach. */
+static void proc_started(struct op *op, struct conn *c, const struct json *resp) {
+        if (op->kind == OP_EXEC && op->background) {
+                api_reply_kint(c, 201, "pid", op->pid);
+                return;
+        }
+        conn_stream_begin(c, 200, "application/x-ndjson");
+        struct api_json j;
+        if (op->kind == OP_EXEC) {
+                event_begin(&j, "start");
+                json_w_kint(&j.w, "pid", op->pid);
+        } else {
+                event_begin(&j, "attach");
+                int64_t v = 0;
+                (void)json_get_int(resp, "offset", &v);
+                json_w_kint(&j.w, "offset", v);
+                if (json_get_int(resp, "end", &v) == 0)
+                        json_w_kint(&j.w, "end", v);
+                json_w_kbool(&j.w, "running", json_get_bool(resp, "running", false));
+        }
+        event_send(c, &j);
+}
+
+static void proc_frame(struct op *op, void *client, const struct proto_hdr *h, const uint8_t *payload,
+                       const struct json *j) {
+        struct conn *c = client;
+        switch (h->type) {
+        case PROTO_RESP:
+                if (api_resp_is_error(j))
+                        api_reply_init_error(c, j, op->kind == OP_EXEC);
+                else
+                        proc_started(op, c, j);
+                return;
+        case PROTO_STDOUT:
+        case PROTO_STDERR:
+                proc_output(op, c, h->type == PROTO_STDOUT ? 0 : 1, payload, h->len, false);
+                return;
+        case PROTO_EXIT:
+                proc_exit(op, c, j);
+                return;
+        default:
+                return;
+        }
+}
+
+static const struct op_ops proc_ops = {
+        .frame = proc_frame,
+        .fail = api_op_fail,
+        .behind = api_op_behind,
+        .detach = api_op_detach,
+};
+
+/* ---- exec ---- */
+
+void api_exec(struct conn *c) {
+        _cleanup_json_ struct json *body = NULL;
+        if (api_body_json(c, &body) < 0)
+                return;
+        struct session *s = api_session(c, true);
+        if (!s)
+                return;
+        const struct json *argv = json_get(body, "argv");
+        if (!argv || json_type(argv) != JSON_ARRAY || json_len(argv) == 0) {
+                conn_reply_error(c, 400, "argv must be a non-empty array of strings");
+                return;
+        }
+        if (json_len(argv) > PROTO_MAX_ARGV) {
+                conn_reply_error(c, 413, "argv has more than %d entries", PROTO_MAX_ARGV);
+                return;
+        }
+        for (size_t i = 0; i < json_len(argv); i++)
+                if (!json_str(json_at(argv, i))) {
+                        conn_reply_error(c, 400, "argv must be a non-empty array of strings");
+                        return;
+                }
+        char **env = NULL;
+        size_t n_env = 0;
+        const char *why = "bad env";
+        if (ses_parse_env(json_get(body, "env"), &env, &n_env, &why) < 0) {
+                conn_reply_error(c, 400, "%s", why);
+                return;
+        }
+        const struct json *v;
+        const char *cwd = NULL;
+        if ((v = json_get(body, "cwd")) && json_type(v) != JSON_NULL && !(cwd = json_str(v))) {
+                why = "cwd must be a string";
+                goto bad;
+        }
+        if (cwd && strlen(cwd) > PROTO_MAX_PATH) {
+                why = "cwd too long";
+                goto bad;
+        }
+        int64_t timeout_ms = 0;
+        if ((v = json_get(body, "timeout_ms")) && json_type(v) != JSON_NULL &&
+            (json_int(v, &timeout_ms) < 0 || timeout_ms < 0 || timeout_ms > INT32_MAX)) {
+                why = "timeout_ms must be a non-negative integer";
+                goto bad;
+        }
+        bool background = json_get_bool(body, "background", false);
+        if ((v = json_get(body, "background")) && json_type(v) != JSON_BOOL && json_type(v) != JSON_NULL) {
+                why = "background must be true or false";
+                goto bad;
+        }
+        const char *in_text = NULL, *in_b64 = NULL;
+        if ((v = json_get(body, "stdin")) && json_type(v) != JSON_NULL && !(in_text = json_str(v))) {
+                why = "stdin must be a string";
+                goto bad;
+        }
+        if ((v = json_get(body, "stdin_b64")) && json_type(v) != JSON_NULL && !(in_b64 = json_str(v))) {
+                why = "stdin_b64 must be a base64 string";
+                goto bad;
+        }
+        if (in_text && in_b64) {
+                why = "give stdin or stdin_b64, not both";
+                goto bad;
+        }
+        if (background && (in_text || in_b64)) {
+                why = "a background command takes no stdin";
+                goto bad;
+        }
+        struct buf in = BUF_INIT(0);
+        if (in_b64 && text_b64_decode(&in, in_b64, strlen(in_b64)) < 0) {
+                buf_free(&in);
+                why = "stdin_b64 is not valid base64";
+                goto bad;
+        }
+        bool has_stdin = in_text || in_b64;
+
+        struct api_json r;
+        api_req_begin(&r, "exec");
+        r.b.max = PROTO_MAX_JSON;
+        json_w_key(&r.w, "argv");
+        json_w_value(&r.w, argv);
+        json_w_key(&r.w, "env");
+        json_w_arr_begin(&r.w);
+        for (size_t i = 0; i < s->n_env; i++)
+                json_w_str(&r.w, s->env[i]);
+        for (size_t i = 0; i < n_env; i++)
+                json_w_str(&r.w, env[i]);
+        json_w_arr_end(&r.w);
+        if (cwd)
+                json_w_kstr(&r.w, "cwd", cwd);
+        json_w_kint(&r.w, "timeout_ms", timeout_ms);
+        json_w_kbool(&r.w, "stdin", has_stdin);
+        json_w_kbool(&r.w, "background", background);
+        if (!background)
+                api_req_window(&r, s);
+        json_w_obj_end(&r.w);
+        for (size_t i = 0; i < n_env; i++)
+                free(env[i]);
+        free(env);
+        env = NULL;
+        if (r.w.err) {
+                buf_free(&r.b);
+                buf_free(&in);
+                conn_reply_error(c, 413, "the command line and environment are over %u bytes", PROTO_MAX_JSON);
+                return;
+        }
+        struct op *op = api_op_new(c, s, OP_EXEC, &proc_ops);
+        if (!op) {
+                buf_free(&r.b);
+                buf_free(&in);
+                return;
+        }
+        op->background = background;
+        op->started_ms = meta_now_ms();
+        {
+                struct buf ab = BUF_INIT(0);
+                struct json_writer aw = JSON_WRITER_INIT(&ab);
+                json_w_value(&aw, argv);
+                if (!aw.err && buf_putc(&ab, '\0') == 0)
+                        op->argv_json = strdup(ab.data);
+                buf_free(&ab);
+        }
+        int e = api_op_send(c, op, &r);
+        if (e == 0 && has_stdin) {
+                const char *data = in_text ? in_text : in.data;
+                size_t len = in_text ? strlen(in_text) : in.len;
+                for (size_t off = 0; e == 0 && off < len; off += SES_UPLOAD_FRAME)
+                        e = ses_send(s, PROTO_STDIN, op->id, data + off, MIN((size_t)SES_UPLOAD_FRAME, len - off));
+                if (e == 0)
+                        e = ses_send(s, PROTO_STDIN, op->id, NULL, 0);
+                if (e < 0)
+                        api_op_send_failed(c, op, e);
+        }
+        buf_free(&in);
+        return;
+bad:
+        for (size_t i = 0; i < n_env; i++)
+                free(env[i]);
+        free(env);
+        conn_reply_error(c, 400, "%s", why);
+}
+
+/* ---- processes ---- */
+
+static void ps_resp(struct conn *c, const struct json *resp) {
+        struct api_json j;
+        api_json_begin(&j);
+        json_w_obj_begin(&j.w);
+        api_json_karray(&j.w, "processes", resp);
+        json_w_obj_end(&j.w);
+        api_json_reply(c, 200, &j);
+}
+
+void api_process_list(struct conn *c) {
+        struct session *s = api_session(c, true);
+        if (!s)
+                return;
+        struct api_json r;
+        api_req_begin(&r, "ps");
+        (void)api_req_simple(c, s, &r, ps_resp);
+}
+
+static int pid_param(struct conn *c, int64_t *ret) {
+        const char *p = api_param(&c->params, "pid");
+        char *end;
+        errno = 0;
+        long long v = p ? strtoll(p, &end, 10) : 0;
+        if (!p || !*p || *end || errno || v <= 0 || v > INT32_MAX) {
+                conn_reply_error(c, 400, "pid must be a positive integer");
+                return -EINVAL;
+        }
+        *ret = v;
+        return 0;
+}
+
+void api_process_output(struct conn *c) {
+        struct session *s = api_session(c, true);
+        if (!s)
+                return;
+        int64_t pid, offset;
+        bool follow;
+        if (pid_param(c, &pid) < 0 || api_query_int(c, "offset", 0, 0, INT64_MAX, &offset) < 0 ||
+            api_query_bool(c, "follow", false, &follow) < 0)
+                return;
+        struct api_json r;
+        api_req_begin(&r, "attach");
+        json_w_kint(&r.w, "pid", pid);
+        json_w_kint(&r.w, "offset", offset);
+        json_w_kbool(&r.w, "follow", follow);
+        api_req_window(&r, s);
+        (void)api_req_send(c, s, &r, OP_ATTACH, &proc_ops);
+}
+
+void api_process_signal(struct conn *c) {
+        _cleanup_json_ struct json *body = NULL;
+        if (api_body_json(c, &body) < 0)
+                return;
+        struct session *s = api_session(c, true);
+        if (!s)
+                return;
+        int64_t pid, sig = 15;
+        if (pid_param(c, &pid) < 0)
+                return;
+        const struct json *v = json_get(body, "signal");
+        if (v && (json_int(v, &sig) < 0 || sig < 1 || sig > 64)) {
+                conn_reply_error(c, 400, "signal must be an integer from 1 to 64");
+                return;
+        }
+        struct api_json r;
+        api_req_begin(&r, "signal");
+        json_w_kint(&r.w, "pid", pid);
+        json_w_kint(&r.w, "signal", sig);
+        json_w_kbool(&r.w, "group", json_get_bool(body, "group", true));
+        (void)api_req_simple(c, s, &r, api_resp_ok);
+}
