@@ -64,6 +64,10 @@ struct session *api_session(struct conn *c, bool running) {
         return s;
 }
 
+struct session *api_session_json(struct conn *c, bool running, struct json **body) {
+        return api_body_json(c, body) < 0 ? NULL : api_session(c, running);
+}
+
 int api_query_bool(struct conn *c, const char *key, bool def, bool *ret) {
         char v[16];
         int r = http_query_get(c->req->query, key, v, sizeof v);
@@ -101,6 +105,29 @@ int api_query_int(struct conn *c, const char *key, int64_t def, int64_t min, int
         }
         *ret = n;
         return 0;
+}
+
+int api_body_int(struct conn *c, const struct json *body, const char *key, int64_t def, int64_t min, int64_t max,
+                 const char *why, int64_t *ret) {
+        const struct json *v = json_get(body, key);
+        int64_t n = def;
+        if (v && (json_int(v, &n) < 0 || n < min || n > max)) {
+                conn_reply_error(c, 400, "%s", why);
+                return -EINVAL;
+        }
+        *ret = n;
+        return 0;
+}
+
+char *api_json_text(const struct json *v) {
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        char *text = NULL;
+        json_w_value(&w, v);
+        if (!w.err && buf_putc(&b, '\0') == 0)
+                text = strdup(b.data);
+        buf_free(&b);
+        return text;
 }
 
 bool api_admin(struct conn *c) {

@@ -26,8 +26,15 @@ int api_body_json(struct conn *c, struct json **ret);
 bool api_admin(struct conn *c);
 /* The session of {id}; running: it must be running (404, 409 while starting, 503 dead). */
 struct session *api_session(struct conn *c, bool running);
+/* Both: the body (api_body_json, into *body: the caller frees it), then the session. */
+struct session *api_session_json(struct conn *c, bool running, struct json **body);
 int api_query_bool(struct conn *c, const char *key, bool def, bool *ret);
 int api_query_int(struct conn *c, const char *key, int64_t def, int64_t min, int64_t max, int64_t *ret);
+/* The integer key of a JSON body in [min, max] (def when absent); else answers 400 why. */
+int api_body_int(struct conn *c, const struct json *body, const char *key, int64_t def, int64_t min, int64_t max,
+                 const char *why, int64_t *ret);
+/* v as JSON text (malloc'd; NULL without memory). */
+char *api_json_text(const struct json *v);
 
 /* A JSON document being written: an answer (api_json_reply) or a REQ to space-init
  * (api_req_begin, then api_req_send or api_req_simple). Not to be copied once begun. */
@@ -41,8 +48,9 @@ void api_json_begin(struct api_json *j);
 void api_json_reply(struct conn *c, int status, struct api_json *j);
 /* {"key":v} with status. */
 void api_reply_kint(struct conn *c, int status, const char *key, int64_t v);
-/* {"processes":[...]}-like answers: key and the RESP's array of that key ([] if none). */
-void api_json_karray(struct json_writer *w, const char *key, const struct json *resp);
+/* 200 {key:[...]}: the array of that key of init's RESP ([] if none); with truncated, the
+ * RESP's "truncated" too (a list cut at its limit). */
+void api_reply_list(struct conn *c, const struct json *resp, const char *key, bool truncated);
 
 /* {"op":op, ...}: the fields follow through r->w. */
 void api_req_begin(struct api_json *r, const char *op);

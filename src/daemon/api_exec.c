@@ -157,9 +157,7 @@ static const struct op_ops proc_ops = {
 
 void api_exec(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
-                return;
-        struct session *s = api_session(c, true);
+        struct session *s = api_session_json(c, true, &body);
         if (!s)
                 return;
         const struct json *argv = json_get(body, "argv");
@@ -267,14 +265,7 @@ void api_exec(struct conn *c) {
         }
         op->background = background;
         op->started_ms = meta_now_ms();
-        {
-                struct buf ab = BUF_INIT(0);
-                struct json_writer aw = JSON_WRITER_INIT(&ab);
-                json_w_value(&aw, argv);
-                if (!aw.err && buf_putc(&ab, '\0') == 0)
-                        op->argv_json = strdup(ab.data);
-                buf_free(&ab);
-        }
+        op->argv_json = api_json_text(argv);
         int e = api_op_send(c, op, &r);
         if (e == 0 && has_stdin) {
                 const char *data = in_text ? in_text : in.data;
@@ -297,14 +288,7 @@ bad:
 
 /* ---- processes ---- */
 
-static void ps_resp(struct conn *c, const struct json *resp) {
-        struct api_json j;
-        api_json_begin(&j);
-        json_w_obj_begin(&j.w);
-        api_json_karray(&j.w, "processes", resp);
-        json_w_obj_end(&j.w);
-        api_json_reply(c, 200, &j);
-}
+static void ps_resp(struct conn *c, const struct json *resp) { api_reply_list(c, resp, "processes", false); }
 
 void api_process_list(struct conn *c) {
         struct session *s = api_session(c, true);
@@ -348,19 +332,13 @@ void api_process_output(struct conn *c) {
 
 void api_process_signal(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
-                return;
-        struct session *s = api_session(c, true);
+        struct session *s = api_session_json(c, true, &body);
         if (!s)
                 return;
-        int64_t pid, sig = 15;
-        if (pid_param(c, &pid) < 0)
+        int64_t pid, sig;
+        if (pid_param(c, &pid) < 0 ||
+            api_body_int(c, body, "signal", 15, 1, 64, "signal must be an integer from 1 to 64", &sig) < 0)
                 return;
-        const struct json *v = json_get(body, "signal");
-        if (v && (json_int(v, &sig) < 0 || sig < 1 || sig > 64)) {
-                conn_reply_error(c, 400, "signal must be an integer from 1 to 64");
-                return;
-        }
         struct api_json r;
         api_req_begin(&r, "signal");
         json_w_kint(&r.w, "pid", pid);

@@ -85,6 +85,12 @@ static const struct op_ops write_ops = {
 
 /* ---- handlers ---- */
 
+/* {"op":op,"path":path, ...}: every file request names its path first. */
+static void file_req(struct api_json *r, const char *op, const char *path) {
+        api_req_begin(r, op);
+        json_w_kstr(&r->w, "path", path);
+}
+
 /* The decoded ?path= of the request; answers 400 itself when missing or bad. */
 static int query_path(struct conn *c, const char *key, char *out, size_t outsz) {
         int r = http_query_get(c->req->query, key, out, outsz);
@@ -101,16 +107,19 @@ static int query_path(struct conn *c, const char *key, char *out, size_t outsz) 
         return r;
 }
 
-void api_file_get(struct conn *c) {
+/* The running session of {id} and the request's ?path=; NULL when c was answered. */
+static struct session *file_target(struct conn *c, char path[PROTO_MAX_PATH + 1]) {
         struct session *s = api_session(c, true);
+        return s && query_path(c, "path", path, PROTO_MAX_PATH + 1) >= 0 ? s : NULL;
+}
+
+void api_file_get(struct conn *c) {
+        char path[PROTO_MAX_PATH + 1];
+        struct session *s = file_target(c, path);
         if (!s)
                 return;
-        char path[PROTO_MAX_PATH + 1];
-        if (query_path(c, "path", path, sizeof path) < 0)
-                return;
         struct api_json r;
-        api_req_begin(&r, "read");
-        json_w_kstr(&r.w, "path", path);
+        file_req(&r, "read", path);
         json_w_kint(&r.w, "offset", 0);
         json_w_kint(&r.w, "length", -1);
         api_req_window(&r, s);
@@ -148,11 +157,9 @@ static void upload_end(struct conn *c) {
 
 void api_file_put(struct conn *c) {
         /* Called at the head: the body streams through upload_body. */
-        struct session *s = api_session(c, true);
-        if (!s)
-                return;
         char path[PROTO_MAX_PATH + 1], mode_s[16];
-        if (query_path(c, "path", path, sizeof path) < 0)
+        struct session *s = file_target(c, path);
+        if (!s)
                 return;
         long mode = 0644;
         int r = http_query_get(c->req->query, "mode", mode_s, sizeof mode_s);
@@ -177,8 +184,7 @@ void api_file_put(struct conn *c) {
                 return;
         }
         struct api_json req;
-        api_req_begin(&req, "write");
-        json_w_kstr(&req.w, "path", path);
+        file_req(&req, "write", path);
         json_w_kint(&req.w, "mode", mode);
         json_w_kbool(&req.w, "append", append);
         json_w_kbool(&req.w, "parents", parents);
@@ -196,38 +202,24 @@ static void remove_resp(struct conn *c, const struct json *resp) {
 }
 
 void api_file_delete(struct conn *c) {
-        struct session *s = api_session(c, true);
-        if (!s)
-                return;
         char path[PROTO_MAX_PATH + 1];
         bool recursive;
-        if (query_path(c, "path", path, sizeof path) < 0 || api_query_bool(c, "recursive", false, &recursive) < 0)
+        struct session *s = file_target(c, path);
+        if (!s || api_query_bool(c, "recursive", false, &recursive) < 0)
                 return;
         struct api_json r;
-        api_req_begin(&r, "remove");
-        json_w_kstr(&r.w, "path", path);
+        file_req(&r, "remove", path);
         json_w_kbool(&r.w, "recursive", recursive);
         (void)api_req_simple(c, s, &r, remove_resp);
 }
 
-static void list_resp(struct conn *c, const struct json *resp) {
-        struct api_json j;
-        api_json_begin(&j);
-        json_w_obj_begin(&j.w);
-        api_json_karray(&j.w, "entries", resp);
-        json_w_kbool(&j.w, "truncated", json_get_bool(resp, "truncated", false));
-        json_w_obj_end(&j.w);
-        api_json_reply(c, 200, &j);
-}
+static void list_resp(struct conn *c, const struct json *resp) { api_reply_list(c, resp, "entries", true); }
 
 void api_file_list(struct conn *c) {
-        struct session *s = api_session(c, true);
-        if (!s)
-                return;
         char path[PROTO_MAX_PATH + 1], after[PROTO_MAX_PATH + 1] = "";
         int64_t limit;
-        if (query_path(c, "path", path, sizeof path) < 0 ||
-            api_query_int(c, "limit", 0, 0, PROTO_MAX_LIST, &limit) < 0)
+        struct session *s = file_target(c, path);
+        if (!s || api_query_int(c, "limit", 0, 0, PROTO_MAX_LIST, &limit) < 0)
                 return;
         int r = http_query_get(c->req->query, "after", after, sizeof after);
         if (r < 0 && r != -ENOENT) {
@@ -235,8 +227,7 @@ void api_file_list(struct conn *c) {
                 return;
         }
         struct api_json req;
-        api_req_begin(&req, "list");
-        json_w_kstr(&req.w, "path", path);
+        file_req(&req, "list", path);
         json_w_kstr(&req.w, "after", after);
         json_w_kint(&req.w, "limit", limit);
         (void)api_req_simple(c, s, &req, list_resp);
@@ -250,23 +241,18 @@ static void stat_resp(struct conn *c, const struct json *resp) {
 }
 
 void api_file_stat(struct conn *c) {
-        struct session *s = api_session(c, true);
+        char path[PROTO_MAX_PATH + 1];
+        struct session *s = file_target(c, path);
         if (!s)
                 return;
-        char path[PROTO_MAX_PATH + 1];
-        if (query_path(c, "path", path, sizeof path) < 0)
-                return;
         struct api_json r;
-        api_req_begin(&r, "stat");
-        json_w_kstr(&r.w, "path", path);
+        file_req(&r, "stat", path);
         (void)api_req_simple(c, s, &r, stat_resp);
 }
 
 void api_file_mkdir(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
-                return;
-        struct session *s = api_session(c, true);
+        struct session *s = api_session_json(c, true, &body);
         if (!s)
                 return;
         const char *path = json_get_str(body, "path");
@@ -274,15 +260,11 @@ void api_file_mkdir(struct conn *c) {
                 conn_reply_error(c, 400, "path must be a non-empty string of at most %d bytes", PROTO_MAX_PATH);
                 return;
         }
-        int64_t mode = 0755;
-        const struct json *m = json_get(body, "mode");
-        if (m && (json_int(m, &mode) < 0 || mode < 0 || mode > 07777)) {
-                conn_reply_error(c, 400, "mode must be an integer (0 to 4095)");
+        int64_t mode;
+        if (api_body_int(c, body, "mode", 0755, 0, 07777, "mode must be an integer (0 to 4095)", &mode) < 0)
                 return;
-        }
         struct api_json r;
-        api_req_begin(&r, "mkdir");
-        json_w_kstr(&r.w, "path", path);
+        file_req(&r, "mkdir", path);
         json_w_kbool(&r.w, "parents", json_get_bool(body, "parents", false));
         json_w_kint(&r.w, "mode", mode);
         (void)api_req_simple(c, s, &r, api_resp_created);

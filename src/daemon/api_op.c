@@ -72,15 +72,22 @@ void api_json_reply(struct conn *c, int status, struct api_json *j) {
         buf_free(&j->b);
 }
 
-void api_json_karray(struct json_writer *w, const char *key, const struct json *resp) {
-        json_w_key(w, key);
+void api_reply_list(struct conn *c, const struct json *resp, const char *key, bool truncated) {
+        struct api_json j;
+        api_json_begin(&j);
+        json_w_obj_begin(&j.w);
+        json_w_key(&j.w, key);
         const struct json *a = json_get(resp, key);
         if (a && json_type(a) == JSON_ARRAY) {
-                json_w_value(w, a);
+                json_w_value(&j.w, a);
         } else {
-                json_w_arr_begin(w);
-                json_w_arr_end(w);
+                json_w_arr_begin(&j.w);
+                json_w_arr_end(&j.w);
         }
+        if (truncated)
+                json_w_kbool(&j.w, "truncated", json_get_bool(resp, "truncated", false));
+        json_w_obj_end(&j.w);
+        api_json_reply(c, 200, &j);
 }
 
 void api_reply_kint(struct conn *c, int status, const char *key, int64_t v) {
