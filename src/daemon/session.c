@@ -30,6 +30,7 @@
 
 static void ses_process(struct session *s);
 static void ses_update_events(struct session *s);
+static void ses_resume(struct session *s);
 static void ses_resume_later(struct session *s);
 
 /* No sandbox to talk to (none, or it died and waits for its recovery). */
@@ -131,7 +132,7 @@ static bool op_output_frame(const struct op *op, const struct proto_hdr *h) {
 }
 
 /* Gives init back the bytes passed on to op's client, unless that client is behind (it
- * gets them when it drains: op_window_drained). Small amounts wait for a step's worth
+ * gets them when it drains: op_client_drained). Small amounts wait for a step's worth
  * (init still has most of its window then). */
 static void op_window_grant(struct op *op) {
         if (!op->windowed || op->done || op->owed < SES_WINDOW_STEP)
@@ -285,8 +286,6 @@ void op_client_gone(struct op *op) {
 }
 
 void op_client_done(struct op *op) { op->client = NULL; }
-
-static void ses_resume(struct session *s);
 
 void op_client_drained(struct op *op, bool caught_up) {
         if (caught_up && op->stalling) {
