@@ -53,13 +53,10 @@ static int fake_health(struct rt_sandbox *sb, struct rt_health *ret) {
 }
 static int fake_destroy(struct rt_sandbox *sb) { (void)sb; return 0; }
 
+/* Just what session.c calls: the sandbox is the test's socket and an idle pidfd. */
 static const struct runtime_ops fake_rt = {
-        .name = "fake",
-        .init_fd = fake_init_fd,
-        .pid_fd = fake_pid_fd,
-        .init_pid = fake_init_pid,
-        .health = fake_health,
-        .destroy = fake_destroy,
+        .name = "fake", .init_fd = fake_init_fd, .pid_fd = fake_pid_fd, .init_pid = fake_init_pid,
+        .health = fake_health, .destroy = fake_destroy,
 };
 
 static int sandbox_token;
@@ -72,10 +69,8 @@ static int setup(void **state) {
         cur = f;
         snprintf(f->tmp, sizeof f->tmp, "/tmp/spaced-streams.XXXXXX");
         assert_non_null(mkdtemp(f->tmp));
-        f->d.data_dir = f->tmp;
-        f->d.rt = &fake_rt;
-        f->d.router = &api_router;
-        f->d.unix_src.fd = f->d.tcp_src.fd = -1;
+        f->d = (struct daemon){ .data_dir = f->tmp, .rt = &fake_rt, .router = &api_router,
+                                .unix_src.fd = -1, .tcp_src.fd = -1 };
         assert_int_equal(loop_new(&f->d.loop), 0);
         char path[128];
         snprintf(path, sizeof path, "%s/meta.db", f->tmp);
@@ -251,18 +246,26 @@ static size_t count_char(const struct buf *b, char ch) {
         return n;
 }
 
+/* The client sends request; init gets a REQ of op (returned, with its id). */
+static struct json *request_to_init(struct fixture *f, const char *request, const char *op, uint32_t *id) {
+        client_send(f, request);
+        struct proto_hdr h;
+        struct json *j;
+        init_next_frame(f, &h, &j, NULL);
+        assert_int_equal(h.type, PROTO_REQ);
+        assert_string_equal(json_get_str(j, "op"), op);
+        *id = h.id;
+        return j;
+}
+
 /* POST exec; returns the REQ's id once init got it, and answers it with pid CMD_PID. */
 static uint32_t start_exec(struct fixture *f, bool expect_window) {
         static const char body[] = "{\"argv\":[\"flood\"]}";
         char req[256];
         snprintf(req, sizeof req, "POST /v1/sessions/" SES_ID "/exec HTTP/1.1\r\nContent-Length: %zu\r\n\r\n%s",
                  sizeof body - 1, body);
-        client_send(f, req);
-        struct proto_hdr h;
-        struct json *j;
-        init_next_frame(f, &h, &j, NULL);
-        assert_int_equal(h.type, PROTO_REQ);
-        assert_string_equal(json_get_str(j, "op"), "exec");
+        uint32_t id;
+        struct json *j = request_to_init(f, req, "exec", &id);
         int64_t w = 0;
         assert_int_equal(json_get_int(j, "window", &w) == 0, expect_window);
         if (expect_window)
@@ -270,9 +273,9 @@ static uint32_t start_exec(struct fixture *f, bool expect_window) {
         json_free(j);
         char resp[64];
         snprintf(resp, sizeof resp, "{\"pid\":%d}", CMD_PID);
-        init_send_json(f, PROTO_RESP, h.id, resp);
+        init_send_json(f, PROTO_RESP, id, resp);
         turn(f, 3);
-        return h.id;
+        return id;
 }
 
 static struct buf out_frame(void) {
@@ -448,15 +451,11 @@ static void test_upload_pauses(void **state) {
         char head[256];
         snprintf(head, sizeof head, "PUT /v1/sessions/" SES_ID "/files?path=/big HTTP/1.1\r\nContent-Length: %zu\r\n\r\n",
                  total);
-        client_send(f, head);
-        struct proto_hdr h;
-        struct json *j;
-        init_next_frame(f, &h, &j, NULL);
-        assert_int_equal(h.type, PROTO_REQ);
-        assert_string_equal(json_get_str(j, "op"), "write");
+        uint32_t id;
+        struct json *j = request_to_init(f, head, "write", &id);
         assert_string_equal(json_get_str(j, "path"), "/big");
         json_free(j);
-        uint32_t id = h.id;
+        struct proto_hdr h;
 
         printf("check: an upload to an init that reads nothing pauses at spaced's bound\n");
         char chunk[65536];
@@ -515,12 +514,11 @@ static void test_upload_pauses(void **state) {
         buf_free(&data);
 }
 
-int main(void) {
-        const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_stall_without_windows, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_stalled_client_leaves, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_windows_hold_only_the_stream, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_upload_pauses, setup, teardown),
-        };
-        return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_stall_without_windows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_client_leaves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_windows_hold_only_the_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upload_pauses, setup, teardown),
+};
+
+int main(void) { return cmocka_run_group_tests(tests, NULL, NULL); }
