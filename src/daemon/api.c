@@ -10,6 +10,12 @@
 #include "daemon/session_rules.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "daemon/durable.h"
+#include "daemon/disk.h"
+#include "daemon/routes.h"
+#include "daemon/http.h"
 #include "runtime/runtime.h"
 
 int api_body_json(struct conn *c, struct json **ret) {
@@ -215,37 +221,3 @@ void api_session_delete(struct conn *c) {
         if (s && (w = api_waiter(c, 204)))
                 dur_delete(s, w);
 }
-
-/* ---- waiters ---- */
-
-static void waiter_gone(struct conn *c, void *ctx) {
-        struct conn_waiter *w = ctx;
-        (void)c;
-        w->conn = NULL;
-}
-
-static const struct conn_hook_ops waiter_hook = { .gone = waiter_gone };
-
-struct conn *waiter_take(struct conn_waiter *w) {
-        struct conn *c = w->conn;
-        w->conn = NULL;
-        if (c)
-                conn_clear_hook(c, w);
-        return c;
-}
-
-void waiter_set(struct conn_waiter *w, struct conn *c) {
-        w->conn = c;
-        if (c)
-                conn_set_hook(c, &waiter_hook, w);
-}
-
-/* ---- template builds ---- */
-
-static void tpl_hook_gone(struct conn *c, void *ctx) {
-        (void)c;
-        tpl_unwatch(ctx);
-}
-
-/* A client that hangs up on the build's stream has left; the build goes on (tpl_unwatch). */
-const struct conn_hook_ops tpl_conn_hook = { .gone = tpl_hook_gone, .hangup_is_gone = true };

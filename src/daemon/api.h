@@ -86,15 +86,3 @@ void api_resp_created(struct conn *c, const struct json *resp);
 void api_reply_init_error(struct conn *c, const struct json *resp, bool exec);
 bool api_resp_is_error(const struct json *resp);
 
-/* Something that will answer a client later (a lifecycle action, a fork group): it hooks
- * the connection, which forgets it when it closes or gets its answer, so *conn is never
- * stale. */
-struct conn_waiter {
-        struct conn *conn;
-};
-/* An answer for a waiter, if its client is still there. */
-struct conn *waiter_take(struct conn_waiter *w);
-void waiter_set(struct conn_waiter *w, struct conn *c);
-
-/* The hook of a connection a template build streams to (api_templates.c: ctx is the job). */
-extern const struct conn_hook_ops tpl_conn_hook;

@@ -9,6 +9,9 @@
 #include "daemon/api.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "daemon/routes.h"
 
 /* ---- the stream of an exec or attach ---- */
 

@@ -8,6 +8,9 @@
 #include "common/proto.h"
 #include "daemon/api.h"
 #include "daemon/spaced.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "daemon/http.h"
 
 /* ---- download and upload: the frames of their ops ---- */
 

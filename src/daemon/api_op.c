@@ -9,6 +9,8 @@
 #include "daemon/api.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
 
 /* ---- the connection's hook ---- */
 

@@ -12,6 +12,12 @@
 #include "daemon/session_rules.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "daemon/durable.h"
+#include "daemon/disk.h"
+#include "daemon/routes.h"
+#include "daemon/http.h"
 #include "runtime/runtime.h"
 #include "runtime/template.h"
 
@@ -25,16 +31,26 @@ int api_status_of(int err) {
         }
 }
 
-/* A lifecycle request's answer to its HTTP client, if the client is still there. */
+/* A lifecycle request's answer to its HTTP client, if the client is still there: the
+ * waiter hooks the connection, which tells it when the client leaves. */
 struct api_wait {
         struct dur_waiter w;
-        struct conn_waiter cw; /* the connection forgets it when it closes */
+        struct conn *c;        /* NULL once the client left */
         int ok_status;
 };
 
+static void api_wait_gone(struct conn *c, void *ctx) {
+        (void)c;
+        ((struct api_wait *)ctx)->c = NULL;
+}
+
+static const struct conn_hook_ops api_wait_hook = { .gone = api_wait_gone };
+
 static void api_wait_done(struct dur_waiter *w, int err, const char *msg, const struct buf *result) {
         struct api_wait *aw = (struct api_wait *)w;
-        struct conn *c = waiter_take(&aw->cw);
+        struct conn *c = TAKE_PTR(aw->c);
+        if (c)
+                conn_clear_hook(c, aw);
         if (c) {
                 if (err)
                         conn_reply_error(c, api_status_of(err), "%s", msg);
@@ -56,7 +72,8 @@ struct dur_waiter *api_waiter(struct conn *c, int ok_status) {
         }
         aw->w.ops = &api_wait_ops;
         aw->ok_status = ok_status;
-        waiter_set(&aw->cw, c);
+        aw->c = c;
+        conn_set_hook(c, &api_wait_hook, aw);
         return &aw->w;
 }
 

@@ -12,6 +12,10 @@
 #include "daemon/spaced.h"
 #include "daemon/templates.h"
 #include "daemon/util.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "daemon/routes.h"
+#include "daemon/http.h"
 #include "runtime/runtime.h"
 #include "runtime/template.h"
 
@@ -88,6 +92,14 @@ void api_template_delete(struct conn *c) {
 }
 
 /* ---- a build streaming to its client ---- */
+
+static void build_gone(struct conn *c, void *ctx) {
+        (void)c;
+        tpl_unwatch(ctx);
+}
+
+/* A client that hangs up on the build's stream has left; the build goes on (tpl_unwatch). */
+static const struct conn_hook_ops build_hook = { .gone = build_gone, .hangup_is_gone = true };
 
 static void build_event(struct conn *c, const struct buf *b) { conn_stream_event(c, b); }
 
@@ -224,6 +236,6 @@ void api_template_build(struct conn *c) {
                 conn_reply_error(c, 500, "out of memory");
                 return;
         }
-        conn_set_hook(c, &tpl_conn_hook, j);
+        conn_set_hook(c, &build_hook, j);
         conn_stream_begin(c, 200, "application/x-ndjson");
 }

@@ -6,6 +6,8 @@
 #include "daemon/api.h"
 #include "daemon/warmpool.h"
 #include "daemon/spaced.h"
+#include "daemon/server.h"
+#include "daemon/routes.h"
 #include "runtime/template.h"
 
 static void reply_pool(struct conn *c) {

@@ -9,8 +9,11 @@
 #include <sys/statvfs.h>
 
 #include "common/log.h"
+#include "daemon/disk.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
+#include "daemon/session.h"
+#include "daemon/layers.h"
 #include "runtime/fsutil.h"
 #include "runtime/quota.h"
 #include "runtime/runtime.h"

@@ -13,8 +13,12 @@
 #include <time.h>
 
 #include "common/log.h"
-#include "daemon/api.h"
 #include "daemon/auth.h"
+#include "daemon/disk.h"
+#include "daemon/durable.h"
+#include "daemon/layers.h"
+#include "daemon/session.h"
+#include "daemon/templates.h"
 #include "daemon/session_rules.h"
 #include "daemon/warmpool.h"
 #include "daemon/spaced.h"
@@ -226,6 +230,8 @@ void dur_source_layer_done(struct session *s, const struct job *j, const char *s
 void dur_run_snapshot(struct action *a);
 
 /* start.c */
+/* What the lifecycle does when a sandbox says HELLO or dies (d->ses_hooks). */
+extern const struct ses_hooks dur_ses_hooks;
 void dur_log_materialized(const struct session *s, const char *snap, const struct job *j);
 void dur_start_begin(struct action *a);
 void dur_start_finish(struct action *a);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "daemon/durable.h"
 #include "daemon/durable-internal.h"
 
 /* ---------------- small helpers ---------------- */
@@ -83,14 +84,6 @@ enum store_reason dur_store_reason_of(enum meta_snapshot_reason r) {
 void dur_relaxed(struct daemon *d, bool on) {
         if (meta_set_relaxed(d->meta, on) < 0)
                 log_warn("meta: synchronous mode: %s", dur_merr(d));
-}
-
-void dur_event(struct session *s, const char *kind, const struct buf *payload) {
-        dur_relaxed(s->d, true);
-        int r = meta_event_append(s->d->meta, s->id, kind, payload->data, payload->len, NULL);
-        if (r < 0)
-                log_warn("%s: event %s not recorded: %s", s->id, kind, dur_merr(s->d));
-        dur_relaxed(s->d, false);
 }
 
 /* freeze_ms < 0: unknown (the timeline; meta keeps no freeze times). */

@@ -72,8 +72,3 @@ void dur_gc(struct daemon *d, struct dur_waiter *w);
 
 /* {"id","session","parent",...}: a snapshot as the API shows it. */
 void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m);
-/* session.c calls these: */
-void dur_sandbox_ready(struct session *s);                 /* HELLO came */
-void dur_sandbox_lost(struct session *s, const char *why); /* died unasked */
-/* Appends an event (JSON payload) to s's log; logs failures. */
-void dur_event(struct session *s, const char *kind, const struct buf *payload);

@@ -28,7 +28,7 @@ static void group_reply(struct fork_group *g, struct daemon *d) {
                 struct session *src = ses_find(d, g->src_session);
                 struct buf ev = BUF_INIT(0);
                 if (src && dl_lifecycle_json(&ev, "fork_failed", g->src_snap, g->err) == 0)
-                        dur_event(src, "lifecycle", &ev);
+                        ses_event(src, "lifecycle", &ev);
                 buf_free(&ev);
                 dur_answer_error(&g->w, -EIO, "fork failed: %s", g->err[0] ? g->err : "a new session did not start");
                 free(g);

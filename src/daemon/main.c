@@ -16,10 +16,17 @@
 
 #include "common/log.h"
 #include "daemon/auth.h"
+#include "daemon/routes.h"
 #include "daemon/warmpool.h"
 #include "daemon/spaced.h"
 #include "daemon/tokens.h"
 #include "daemon/util.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "daemon/durable.h"
+#include "daemon/disk.h"
+#include "daemon/templates.h"
+#include "daemon/loop.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
 
@@ -346,7 +353,7 @@ int main(int argc, char **argv) {
                 log_error("template worker pipe: %s", strerror(-r));
                 return 1;
         }
-        if ((r = srv_listen_unix(d, d->sock_path)) < 0) {
+        if ((r = srv_serve_unix(d, &api_router, d->sock_path)) < 0) {
                 log_error("listening on %s: %s", d->sock_path, strerror(-r));
                 return 1;
         }

@@ -216,7 +216,7 @@ void dur_memory_event(struct session *s, const char *event, const char *snap, co
         }
         json_w_obj_end(&w);
         if (!w.err)
-                dur_event(s, "memory", &b);
+                ses_event(s, "memory", &b);
         buf_free(&b);
 }
 

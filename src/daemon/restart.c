@@ -38,6 +38,7 @@ static void reaper_event(struct loop_src *src, uint32_t revents) {
 }
 
 int dur_open(struct daemon *d) {
+        d->ses_hooks = &dur_ses_hooks;
         _cleanup_free_ char *mpath = NULL, *spath = NULL;
         if (asprintf(&mpath, "%s/meta.db", d->data_dir) < 0 || asprintf(&spath, "%s/store", d->data_dir) < 0)
                 return -ENOMEM;

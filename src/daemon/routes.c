@@ -111,6 +111,3 @@ const struct srv_router api_router = {
         .match = api_route_match,
         .allowed = api_allowed_methods,
 };
-
-/* main.c's call until it names the router itself: srv_serve_unix(d, &api_router, path). */
-int srv_listen_unix(struct daemon *d, const char *path) { return srv_serve_unix(d, &api_router, path); }

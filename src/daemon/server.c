@@ -17,6 +17,8 @@
 #include "daemon/server.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
+#include "daemon/http.h"
+#include "daemon/loop.h"
 
 static void conn_process(struct conn *c);
 static void conn_update_events(struct conn *c);

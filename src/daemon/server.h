@@ -105,8 +105,6 @@ struct conn {
 int srv_serve_unix(struct daemon *d, const struct srv_router *router, const char *path);
 /* Listens on host:port too (after srv_serve_unix: the same router). */
 int srv_listen_tcp(struct daemon *d, const char *hostport);
-/* Until main.c calls srv_serve_unix: the same with spaced's route table (routes.c). */
-int srv_listen_unix(struct daemon *d, const char *path);
 void srv_close_all(struct daemon *d);
 /* Serves HTTP on a connected, non-blocking fd (taken over on success) through d->router. */
 int srv_conn_new(struct daemon *d, int fd);

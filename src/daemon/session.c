@@ -20,10 +20,14 @@
 
 #include "common/log.h"
 #include "common/proto.h"
+#include "daemon/session.h"
 #include "daemon/auth.h"
 #include "daemon/session_rules.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
+#include "daemon/durable.h"
+#include "daemon/disk.h"
+#include "daemon/loop.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
 #include "runtime/template.h"
@@ -451,7 +455,8 @@ void ses_mark_dead(struct session *s, const char *fmt, ...) {
          * waits for a job that may still use it (a capture). */
         ses_unwatch(s);
         ses_fail_ops(s, 503, msg);
-        dur_sandbox_lost(s, msg);
+        if (s->d->ses_hooks)
+                s->d->ses_hooks->lost(s, msg);
 }
 
 static void ses_free_deferred(void *p) {
@@ -465,6 +470,16 @@ static void ses_free_deferred(void *p) {
         free(s->dir);
         free(s->error);
         free(s);
+}
+
+void ses_event(struct session *s, const char *kind, const struct buf *payload) {
+        struct meta *m = s->d->meta;
+        if (meta_set_relaxed(m, true) < 0)
+                log_warn("meta: synchronous mode: %s", meta_last_error(m));
+        if (meta_event_append(m, s->id, kind, payload->data, payload->len, NULL) < 0)
+                log_warn("%s: event %s not recorded: %s", s->id, kind, meta_last_error(m));
+        if (meta_set_relaxed(m, false) < 0)
+                log_warn("meta: synchronous mode: %s", meta_last_error(m));
 }
 
 int ses_alloc(struct daemon *d, const char *id, struct session **ret) {
@@ -522,7 +537,7 @@ static void exec_event_begin(struct json_writer *w, const struct op *op, const c
 static void exec_event_log(struct op *op, struct json_writer *w) {
         json_w_obj_end(w);
         if (!w->err)
-                dur_event(op->ses, "exec", w->b);
+                ses_event(op->ses, "exec", w->b);
         buf_free(w->b);
 }
 
@@ -624,7 +639,8 @@ static void on_hello(struct session *s, const struct json *hello) {
         s->hello_deadline_ms = 0;
         s->ready = true;
         log_info("%s: sandbox %s ready (template %s, init pid %d)", s->id, s->sbx_id, s->template, (int)s->init_pid);
-        dur_sandbox_ready(s);
+        if (s->d->ses_hooks)
+                s->d->ses_hooks->ready(s);
 }
 
 static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t *payload) {

@@ -179,6 +179,15 @@ struct session *ses_find(struct daemon *d, const char *id);
 void ses_write_json(struct json_writer *w, struct session *s);
 /* A session object in memory, linked into d (fields zero, fds -1). */
 int ses_alloc(struct daemon *d, const char *id, struct session **ret);
+/* What the room above (the lifecycle) hears of a session's sandbox; set once in
+ * d->ses_hooks before any sandbox runs. */
+struct ses_hooks {
+        void (*ready)(struct session *s);                 /* HELLO came */
+        void (*lost)(struct session *s, const char *why); /* it died unasked */
+};
+/* Appends an event (JSON payload) to s's log, relaxed (no answer waits on it: it becomes
+ * durable with the next full commit); logs failures. */
+void ses_event(struct session *s, const char *kind, const struct buf *payload);
 /* Unlinks and frees s after the batch (its sandbox must be gone, no job in flight). */
 void ses_free(struct session *s);
 /* The sandbox died or misbehaved: requests on it end with 503 and a recovery follows. */

@@ -12,15 +12,7 @@
 #include "common/json.h"
 #include "meta/meta.h"
 #include "store/store.h"
-#include "daemon/disk.h"
-#include "daemon/durable.h"
-#include "daemon/http.h"
-#include "daemon/layers.h"
 #include "daemon/loop.h"
-#include "daemon/routes.h"
-#include "daemon/server.h"
-#include "daemon/session.h"
-#include "daemon/templates.h"
 
 #define SPACED_VERSION "0.1.0"
 
@@ -77,6 +69,7 @@ struct daemon {
         struct loop_src tpl_src;  /* read end of the template workers' pipe */
         int tpl_wfd;
         const struct srv_router *router; /* what requests go to (server.h) */
+        const struct ses_hooks *ses_hooks; /* what the lifecycle hears of sandboxes (session.h) */
         struct conn *conns;
         size_t n_conns;
         struct session *sessions;
@@ -107,8 +100,7 @@ struct daemon {
         bool gc_running;
         struct dur_waiter *gc_waiters[16];
         size_t n_gc_waiters;
-        struct wpool *pool;        /* warm pool (pool.h); NULL until the sessions are loaded */
+        struct wpool *pool;        /* warm pool (warmpool.h); NULL until the sessions are loaded */
 };
 
-/* templates.c (until server.c has its connection hook) */
-void tpl_conn_gone(struct tpl_job *j);
+

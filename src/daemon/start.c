@@ -91,7 +91,7 @@ static void start_memory_plan(struct action *a) {
 }
 
 /* A new sandbox for s: its writable layer is the head snapshot (or empty), then it
- * starts and says HELLO (dur_sandbox_ready). With nothing to restore, a warm one from
+ * starts and says HELLO (sandbox_ready). With nothing to restore, a warm one from
  * the pool (pool.c) does: its id, directory and empty layer are what the cold path
  * below would have made. */
 void dur_start_begin(struct action *a) {
@@ -515,7 +515,7 @@ void dur_start_fail(struct action *a, const char *fmt, ...) {
         }
 }
 
-void dur_sandbox_ready(struct session *s) {
+static void sandbox_ready(struct session *s) {
         struct action *a = s->act;
         if (a && a->kind == ACT_START && a->waiting_hello) {
                 dur_start_finish(a);
@@ -540,7 +540,7 @@ static void start_retry(struct action *a, const char *why) {
         dur_start_begin(a);
 }
 
-void dur_sandbox_lost(struct session *s, const char *why) {
+static void sandbox_lost(struct session *s, const char *why) {
         struct action *a = s->act;
         if (a && a->kind == ACT_START && a->waiting_hello) {
                 if (a->why == START_RESUME && a->start_retries < DUR_RESUME_RETRIES)
@@ -554,3 +554,5 @@ void dur_sandbox_lost(struct session *s, const char *why) {
         /* With an action running, dur_act_done() queues the recovery when it ends: the
          * action may hold the sandbox (a capture freezes it). */
 }
+
+const struct ses_hooks dur_ses_hooks = { .ready = sandbox_ready, .lost = sandbox_lost };

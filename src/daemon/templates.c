@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "daemon/spaced.h"
 #include "daemon/templates.h"
+#include "daemon/loop.h"
 #include "runtime/runtime.h"
 
 #define TPL_MSG_MAX 1024 /* one progress line; records stay under PIPE_BUF, so writes are atomic */
@@ -106,8 +107,6 @@ void tpl_unwatch(struct tpl_job *j) {
         j->ops = NULL;
         j->ctx = NULL;
 }
-
-void tpl_conn_gone(struct tpl_job *j) { tpl_unwatch(j); }
 
 const char *tpl_job_name(const struct tpl_job *j) { return j->name; }
 

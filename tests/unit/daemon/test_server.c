@@ -20,6 +20,10 @@
 #include "common/json.h"
 #include "daemon/auth.h"
 #include "daemon/spaced.h"
+#include "daemon/http.h"
+#include "daemon/routes.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
 #include "runtime/runtime.h"
 
 static const struct runtime_ops fake_rt = { .name = "fake" };

@@ -23,6 +23,10 @@
 #include "common/proto.h"
 #include "daemon/auth.h"
 #include "daemon/spaced.h"
+#include "daemon/http.h"
+#include "daemon/routes.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
 #include "runtime/runtime.h"
 
 #define SES_ID "ses_0123456789abcdef"
