@@ -11,7 +11,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <zstd.h>
 
 #include "store/store-internal.h"
 
@@ -66,7 +65,7 @@ static int blk_hdr_parse(const uint8_t *p, struct blk_hdr *ret) {
                 return store_fail(-EBADMSG, "invalid block codec");
         if (h.nobj == 0 || h.nobj > BLOCK_MAX_OBJECTS)
                 return store_fail(-EBADMSG, "block claims %u objects (limit %u)", h.nobj, BLOCK_MAX_OBJECTS);
-        if (h.plain_len > STORE_MAX_OBJECT || h.stored_len > ZSTD_compressBound(STORE_MAX_OBJECT))
+        if (h.plain_len > STORE_MAX_OBJECT || h.stored_len > z_bound(STORE_MAX_OBJECT))
                 return store_fail(-EBADMSG, "block claims %u bytes (limit %u)", h.plain_len, STORE_MAX_OBJECT);
         if (h.codec == BLOCK_RAW && h.stored_len != h.plain_len)
                 return store_fail(-EBADMSG, "raw block with differing lengths");
@@ -1246,7 +1245,7 @@ int pw_add_block(struct pack_writer *w, const struct blk_obj *v, size_t n, bool 
         uint8_t codec = BLOCK_RAW;
         size_t stored = plain_len;
         if (compress && plain_len >= 64) {
-                size_t cap = ZSTD_compressBound(plain_len);
+                size_t cap = z_bound(plain_len);
                 packed = malloc(cap);
                 if (!packed)
                         return -ENOMEM;
@@ -1284,7 +1283,7 @@ int pw_add_block(struct pack_writer *w, const struct blk_obj *v, size_t n, bool 
 
 int pw_add_delta(struct pack_writer *w, const struct store_hash *h, const struct store_hash *base, const void *frame,
                  size_t frame_len, uint32_t plain_len) {
-        if (frame_len == 0 || frame_len + DELTA_HEAD > ZSTD_compressBound(STORE_MAX_OBJECT) || plain_len > STORE_MAX_OBJECT)
+        if (frame_len == 0 || frame_len + DELTA_HEAD > z_bound(STORE_MAX_OBJECT) || plain_len > STORE_MAX_OBJECT)
                 return -EINVAL;
         uint8_t hdr[BLOCK_HEADER + BLOCK_OBJ + DELTA_HEAD];
         memcpy(hdr, BLOCK_MAGIC, 4);

@@ -59,9 +59,14 @@ int obj_exists(struct store *s, const struct store_hash *h, bool refresh);
  * its length on disk (header, table and payload). */
 int obj_locate(struct store *s, const struct store_hash *h, char name[64], uint64_t *ret_block, uint64_t *ret_len);
 
-/* zstd with one context per thread. *ret_n = compressed size, or 0 if it did not fit. */
+/* ---- zstd (zstd.c): one context per thread ---- */
+/* The most n plain bytes can take compressed: a buffer this large always fits. */
+size_t z_bound(size_t n);
+/* *ret_n = compressed size, or 0 if it did not fit in cap. */
 int z_compress(const void *src, size_t n, void *dst, size_t cap, int level, size_t *ret_n);
 int z_decompress(const void *src, size_t n, void *dst, size_t plain_len);
+/* false for len bytes that look already compressed (their first 4 KiB barely shrink). */
+bool z_worth_compressing(int level, const void *p, size_t len);
 
 /* ---- packs: the files objects live in (pack.c; format in docs/store.md) ----
  *

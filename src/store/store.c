@@ -20,7 +20,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
-#include <zstd.h>
 
 #include "store/store-internal.h"
 
@@ -378,18 +377,6 @@ static int txn_claim(struct txn *t, const struct store_hash *h, enum obj_kind ki
         return r;
 }
 
-/* Big payloads that are already compressed (media, archives) are spotted from their
- * first 4 KiB and stored raw without compressing them whole for nothing. */
-static bool worth_compressing(struct store *s, const void *p, size_t len) {
-        if (len < 64 * 1024)
-                return true;
-        uint8_t out[ZSTD_COMPRESSBOUND(4096)];
-        size_t n;
-        if (z_compress(p, 4096, out, sizeof out, s->level, &n) < 0)
-                return true;
-        return n && n < 4096 - 4096 / 32;
-}
-
 int txn_put(struct txn *t, enum obj_kind kind, const void *plain, size_t len, const struct store_hash *known,
             struct store_hash *ret) {
         if (len > STORE_MAX_OBJECT)
@@ -407,7 +394,7 @@ int txn_put(struct txn *t, enum obj_kind kind, const void *plain, size_t len, co
                         r = pw_add_small(t->w, plain, (uint32_t)len, (uint8_t)kind, &h);
                 else {
                         struct blk_obj o = { .data = plain, .len = (uint32_t)len, .kind = (uint8_t)kind, .hash = h };
-                        r = pw_add_block(t->w, &o, 1, worth_compressing(t->s, plain, len));
+                        r = pw_add_block(t->w, &o, 1, z_worth_compressing(t->s->level, plain, len));
                 }
                 if (r < 0)
                         return store_fail(r, "cannot store a %s: %s", obj_kind_name(kind), strerror(-r));
@@ -438,7 +425,7 @@ int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n, 
                         return r;
                 if (r > 0) {
                         fresh[k++] = v[i];
-                        compress = compress || worth_compressing(t->s, v[i].data, v[i].len);
+                        compress = compress || z_worth_compressing(t->s->level, v[i].data, v[i].len);
                 }
         }
         if (!k)
@@ -474,7 +461,7 @@ int txn_put_delta(struct txn *t, const void *data, size_t len, const struct stor
                 return r;
         if (r < 0 || bl != len)
                 return 0;
-        size_t cap = ZSTD_compressBound(len);
+        size_t cap = z_bound(len);
         _cleanup_free_ uint8_t *x = malloc(len), *frame = malloc(cap), *alone = malloc(cap);
         if (!x || !frame || !alone)
                 return -ENOMEM;
