@@ -1,5 +1,6 @@
-/* Whole-buffer writes to a file descriptor (fdio.h). */
+/* File descriptor helpers (fdio.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "common/fdio.h"
@@ -16,5 +17,20 @@ int fdio_write_all(int fd, const void *data, size_t n) {
                 p += w;
                 n -= (size_t)w;
         }
+        return 0;
+}
+
+int fdio_opendir(int dfd, DIR **ret) {
+        int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        rewinddir(d);
+        *ret = d;
         return 0;
 }

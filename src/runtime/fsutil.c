@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "common/fdio.h"
 #include "common/macros.h"
 
 int rt_write_file(const char *path, const char *s) {
@@ -76,16 +77,10 @@ int rt_mkdir_p(const char *path, mode_t mode) {
 static int rm_children(int dfd, dev_t dev, unsigned depth) {
         if (depth > RM_MAX_DEPTH)
                 return -ELOOP;
-        int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-        if (dup_fd < 0)
-                return -errno;
-        _cleanup_closedir_ DIR *d = fdopendir(dup_fd);
-        if (!d) {
-                int r = -errno;
-                close(dup_fd);
-                return r;
-        }
-        int ret = 0;
+        _cleanup_closedir_ DIR *d = NULL;
+        int ret = fdio_opendir(dfd, &d);
+        if (ret < 0)
+                return ret;
         struct dirent *de;
         while ((errno = 0, de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

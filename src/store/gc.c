@@ -14,23 +14,19 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 /* Pins of running operations; removes temp dirs whose owner is gone. With live, the names
  * (transaction ids) of the running ones are added there. */
 static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, uint64_t *removed, bool dry_run,
                      struct hset *live) {
-        int fd = dup(s->tmpfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
-        rewinddir(d);
+        DIR *d;
+        int r = fdio_opendir(s->tmpfd, &d);
+        if (r < 0)
+                return r;
         _cleanup_free_ struct store_hash *v = NULL;
         size_t n = 0, cap = 0;
-        int r = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (de->d_name[0] == '.')
@@ -80,16 +76,11 @@ static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, ui
 
 /* Records whose ref file was created at or after cutoff_ns. */
 static int refs_recent(struct store *s, int64_t cutoff_ns, struct hset *ret) {
-        int fd = dup(s->snapfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
-        rewinddir(d);
+        DIR *d;
+        int r = fdio_opendir(s->snapfd, &d);
+        if (r < 0)
+                return r;
         struct dirent *de;
-        int r = 0;
         while ((de = readdir(d)) && r >= 0) {
                 struct store_hash h;
                 struct stat st;
@@ -103,16 +94,11 @@ static int refs_recent(struct store *s, int64_t cutoff_ns, struct hset *ret) {
 }
 
 static int refs_list(struct store *s, struct hset *ret) {
-        int fd = dup(s->snapfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
-        rewinddir(d);
+        DIR *d;
+        int r = fdio_opendir(s->snapfd, &d);
+        if (r < 0)
+                return r;
         struct dirent *de;
-        int r = 0;
         while ((de = readdir(d)) && r >= 0) {
                 struct store_hash h;
                 if (store_hash_from_hex(de->d_name, &h) == 0)
@@ -156,14 +142,9 @@ static int mark(struct reach *rc, const struct store_hash *h) {
 
 /* Temp packs of transactions that are not running (crashed or killed captures). */
 static void sweep_temp_packs(struct store *s, const struct hset *live_txns, bool dry_run, struct store_gc_result *res) {
-        int fd = dup(s->packfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        DIR *d;
+        if (fdio_opendir(s->packfd, &d) < 0)
                 return;
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (strncmp(de->d_name, PACK_TEMP_PREFIX, strlen(PACK_TEMP_PREFIX)))
@@ -369,14 +350,9 @@ static int sweep_packs(struct store *s, const struct hset *seen, bool dry_run, s
 
 /* Stat caches of snapshots that are gone, and temp files of interrupted cache writes. */
 static void sweep_caches(struct store *s, const struct hset *seen, bool dry_run) {
-        int fd = dup(s->cachefd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        DIR *d;
+        if (fdio_opendir(s->cachefd, &d) < 0)
                 return;
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

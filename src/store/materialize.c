@@ -16,6 +16,7 @@
 #include <sys/xattr.h>
 #include <time.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 /* Trees are shared by the walk and the file tasks that point into them. */
@@ -503,12 +504,9 @@ static int target_prepare(const char *dir, int *ret) {
         if (fd < 0)
                 return store_fail(-errno, errno == ENOTDIR || errno == ELOOP ? "%s is not a directory" : "cannot open %s: %m",
                                   dir);
-        int fd2 = dup(fd);
-        DIR *d = fd2 >= 0 ? fdopendir(fd2) : NULL;
-        if (!d) {
-                int r = -errno;
-                if (fd2 >= 0)
-                        close(fd2);
+        DIR *d;
+        int r = fdio_opendir(fd, &d);
+        if (r < 0) {
                 close(fd);
                 return r;
         }

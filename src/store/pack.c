@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 #define PACK_MAX_OPEN 128u           /* packs with an open fd before idle ones are closed */
@@ -375,19 +376,14 @@ int packs_refresh(struct store *s, bool recheck, void (*foreign)(void *ud, const
         struct stat dst;
         if (fstat(s->packfd, &dst) < 0)
                 return store_fail(-errno, "cannot read packs/: %m");
-        int fd = dup(s->packfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return store_fail(-errno, "cannot read packs/: %m");
-        }
+        DIR *d;
+        int r = fdio_opendir(s->packfd, &d);
+        if (r < 0)
+                return store_fail(r, "cannot read packs/: %s", strerror(-r));
         /* the names first, then one pass under the write lock */
         char **names = NULL;
         size_t n = 0, cap = 0;
-        int r = 0;
         struct dirent *de;
-        rewinddir(d);
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
                     !strncmp(de->d_name, PACK_TEMP_PREFIX, strlen(PACK_TEMP_PREFIX)))

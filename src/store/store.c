@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 #define FORMAT_LINE "space-store 2\n"
@@ -70,18 +71,14 @@ static bool known_name(const char *n) {
 
 static int store_init_layout(int dfd, const char *dir) {
         _cleanup_closedir_ DIR *d = NULL;
-        int fd = dup(dfd);
-        if (fd < 0 || !(d = fdopendir(fd))) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
+        int r = fdio_opendir(dfd, &d);
+        if (r < 0)
+                return r;
         struct dirent *de;
         while ((de = readdir(d)))
                 if (!known_name(de->d_name))
                         return store_fail(-EBADMSG, "%s is not a space store and not empty (it holds \"%s\")", dir,
                                           de->d_name);
-        int r;
         if ((r = mkdirat_ok(dfd, "packs", 0755)) < 0 || (r = mkdirat_ok(dfd, "snapshots", 0755)) < 0 ||
             (r = mkdirat_ok(dfd, "cache", 0700)) < 0 || (r = mkdirat_ok(dfd, "tmp", 0700)) < 0)
                 return store_fail(r, "%s: cannot create the store layout: %s", dir, strerror(-r));
@@ -597,15 +594,10 @@ static int snap_time_cmp(const void *a, const void *b) {
 
 /* Names of the refs, unsorted, without loading the records. */
 static int list_refs(struct store *s, struct store_hash **ret, size_t *ret_n) {
-        int fd = dup(s->snapfd);
-        if (fd < 0)
-                return -errno;
-        _cleanup_closedir_ DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        rewinddir(d);
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = fdio_opendir(s->snapfd, &d);
+        if (r < 0)
+                return r;
         _cleanup_free_ struct store_hash *v = NULL;
         size_t n = 0, cap = 0;
         struct dirent *de;

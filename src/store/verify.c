@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 struct problem {
@@ -237,14 +238,9 @@ static void scan_packs(struct vctx *v, store_progress_fn progress, void *pud) {
 }
 
 static void scan_refs(struct vctx *v) {
-        int fd = dup(v->s->snapfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        DIR *d;
+        if (fdio_opendir(v->s->snapfd, &d) < 0)
                 return;
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 struct store_hash h;
