@@ -20,17 +20,23 @@ int fdio_write_all(int fd, const void *data, size_t n) {
         return 0;
 }
 
-int fdio_opendir(int dfd, DIR **ret) {
-        int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return -errno;
+int fdio_fdopendir(int fd, DIR **ret) {
         DIR *d = fdopendir(fd);
         if (!d) {
                 int r = -errno;
                 close(fd);
                 return r;
         }
-        rewinddir(d);
         *ret = d;
         return 0;
+}
+
+int fdio_opendir(int dfd, DIR **ret) {
+        int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        int r = fdio_fdopendir(fd, ret);
+        if (r == 0)
+                rewinddir(*ret);
+        return r;
 }

@@ -9,6 +9,8 @@
  * (-EPIPE when the reader went away, with SIGPIPE ignored). */
 int fdio_write_all(int fd, const void *data, size_t n);
 
+/* A directory stream that owns fd: closedir closes it, and so does a failure here. */
+int fdio_fdopendir(int fd, DIR **ret);
 /* A directory stream over a close-on-exec duplicate of dfd, read from the directory's
  * start (the duplicate shares dfd's offset, so it rewinds); dfd stays the caller's, for the
  * *at calls. -errno on failure, *ret untouched. */

@@ -762,16 +762,7 @@ static int walk_dir(struct capture *c, struct cnode *dn, int dfd, unsigned depth
                                        STORE_MAX_DIR_ENTRIES);
                         break;
                 }
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 32;
-                        char **nn = realloc(names, cap * sizeof *nn);
-                        if (!nn) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        names = nn;
-                }
-                if (!(names[n] = strdup(de->d_name))) {
+                if (ARRAY_RESERVE(names, cap, n + 1, 32) < 0 || !(names[n] = strdup(de->d_name))) {
                         r = -ENOMEM;
                         break;
                 }

@@ -51,14 +51,9 @@ static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, ui
                         continue;
                 struct store_hash h;
                 while (read(pf, &h, sizeof h) == (ssize_t)sizeof h) {
-                        if (n == cap) {
-                                cap = cap ? cap * 2 : 16;
-                                struct store_hash *nv = realloc(v, cap * sizeof *nv);
-                                if (!nv) {
-                                        r = -ENOMEM;
-                                        break;
-                                }
-                                v = nv;
+                        if (ARRAY_RESERVE(v, cap, n + 1, 16) < 0) {
+                                r = -ENOMEM;
+                                break;
                         }
                         v[n++] = h;
                 }
@@ -74,39 +69,29 @@ static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, ui
 /* Slack for the file system's coarse clock, which can lag CLOCK_REALTIME by a tick. */
 #define KEEP_SLACK_NS (50 * 1000000LL)
 
-/* Records whose ref file was created at or after cutoff_ns. */
-static int refs_recent(struct store *s, int64_t cutoff_ns, struct hset *ret) {
-        DIR *d;
-        int r = fdio_opendir(s->snapfd, &d);
-        if (r < 0)
-                return r;
-        struct dirent *de;
-        while ((de = readdir(d)) && r >= 0) {
-                struct store_hash h;
-                struct stat st;
-                if (store_hash_from_hex(de->d_name, &h) < 0 || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue;
-                if (st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec >= cutoff_ns - KEEP_SLACK_NS)
-                        r = hset_add(ret, &h, 1);
-        }
-        closedir(d);
-        return r < 0 ? r : 0;
+struct recent {
+        struct hset *set;
+        int64_t cutoff_ns;
+};
+
+static int ref_add_recent(void *ud, int dfd, const char *name, const struct store_hash *h) {
+        struct recent *x = ud;
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        if (st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec < x->cutoff_ns - KEEP_SLACK_NS)
+                return 0;
+        return hset_add(x->set, h, 1);
 }
 
-static int refs_list(struct store *s, struct hset *ret) {
-        DIR *d;
-        int r = fdio_opendir(s->snapfd, &d);
-        if (r < 0)
-                return r;
-        struct dirent *de;
-        while ((de = readdir(d)) && r >= 0) {
-                struct store_hash h;
-                if (store_hash_from_hex(de->d_name, &h) == 0)
-                        r = hset_add(ret, &h, 1);
-        }
-        closedir(d);
-        return r < 0 ? r : 0;
+/* Records whose ref file was created at or after cutoff_ns. */
+static int refs_recent(struct store *s, int64_t cutoff_ns, struct hset *ret) {
+        return refs_for_each(s, ref_add_recent, &(struct recent){ ret, cutoff_ns });
 }
+
+static int ref_add(void *ud, int dfd, const char *name, const struct store_hash *h) { return hset_add(ud, h, 1); }
+
+static int refs_list(struct store *s, struct hset *ret) { return refs_for_each(s, ref_add, ret); }
 
 struct gctx {
         struct store_gc_result *res;

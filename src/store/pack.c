@@ -226,15 +226,9 @@ static int pack_rebuild(int fd, uint64_t size, struct pack *p) {
                 uint32_t o = 0;
                 for (unsigned i = 0; ok && i < h.nobj; i++) {
                         uint32_t len = get_le32(tab + i * BLOCK_OBJ);
-                        if (sc.n == sc.cap) {
-                                size_t nc = sc.cap ? sc.cap * 2 : 256;
-                                struct pack_ent *ne = nc <= PACK_MAX_OBJECTS ? realloc(sc.e, nc * sizeof *ne) : NULL;
-                                if (!ne) {
-                                        ok = false;
-                                        break;
-                                }
-                                sc.e = ne;
-                                sc.cap = nc;
+                        if (sc.n >= PACK_MAX_OBJECTS || ARRAY_RESERVE(sc.e, sc.cap, sc.n + 1, 256) < 0) {
+                                ok = false;
+                                break;
                         }
                         struct pack_ent *e = &sc.e[sc.n++];
                         if (h.codec == BLOCK_DELTA)
@@ -328,14 +322,8 @@ static int pack_load(struct store *s, const char *name, struct pack **ret) {
 /* ---- the handle's list of packs ---- */
 
 static int packset_add_locked(struct packset *ps, struct pack *p) {
-        if (ps->n == ps->cap) {
-                size_t nc = ps->cap ? ps->cap * 2 : 16;
-                struct pack **nv = realloc(ps->v, nc * sizeof *nv);
-                if (!nv)
-                        return -ENOMEM;
-                ps->v = nv;
-                ps->cap = nc;
-        }
+        if (ARRAY_RESERVE(ps->v, ps->cap, ps->n + 1, 16) < 0)
+                return -ENOMEM;
         ps->v[ps->n++] = p;
         return 0;
 }
@@ -393,16 +381,7 @@ int packs_refresh(struct store *s, bool recheck, void (*foreign)(void *ud, const
                                 foreign(ud, de->d_name, "not named like a pack");
                         continue;
                 }
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 64;
-                        char **nn = realloc(names, cap * sizeof *nn);
-                        if (!nn) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        names = nn;
-                }
-                if (!(names[n] = strdup(de->d_name))) {
+                if (ARRAY_RESERVE(names, cap, n + 1, 64) < 0 || !(names[n] = strdup(de->d_name))) {
                         r = -ENOMEM;
                         break;
                 }

@@ -340,6 +340,10 @@ struct store {
  * Returns a fd to close to release. */
 int store_lock(struct store *s, bool exclusive);
 int store_gc_gen(struct store *s, uint64_t *ret);
+/* Calls fn for every ref (snapshots/HASH: dfd is snapshots/, name the file's) until fn
+ * returns < 0, which is returned. */
+int refs_for_each(struct store *s, int (*fn)(void *ud, int dfd, const char *name, const struct store_hash *h),
+                  void *ud);
 
 /* ---- write transaction: objects go into temp packs, renamed into place at commit ---- */
 struct txn;

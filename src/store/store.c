@@ -522,18 +522,27 @@ static int txn_publish_locked(struct txn *t) {
         return pw_publish(t->w);
 }
 
-int txn_commit_objects(struct txn *t, struct store_op_stats *st) {
+/* Seals the transaction's packs, then publishes them under the store lock. *ret_lock gets
+ * the lock as soon as it is taken, whatever follows: the caller closes it once what must
+ * happen under it (a snapshot's ref) is done. */
+static int txn_seal_publish(struct txn *t, struct store_op_stats *st, int *ret_lock) {
         int r = pw_seal(t->w); /* the slow part (fsync) runs without the lock */
         if (r < 0) {
                 txn_stats(t, st);
                 return r;
         }
-        _cleanup_close_ int lk = store_lock(t->s, false);
+        int lk = store_lock(t->s, false);
         if (lk < 0)
                 return lk;
+        *ret_lock = lk;
         r = txn_publish_locked(t);
         txn_stats(t, st);
         return r;
+}
+
+int txn_commit_objects(struct txn *t, struct store_op_stats *st) {
+        _cleanup_close_ int lk = -EBADF;
+        return txn_seal_publish(t, st, &lk);
 }
 
 int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_stats *st, struct store_hash *ret) {
@@ -547,16 +556,8 @@ int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_sta
         r = txn_put(t, OBJ_SNAPSHOT, b.data, b.len, &h, &h);
         if (r < 0)
                 return r;
-        r = pw_seal(t->w);
-        if (r < 0) {
-                txn_stats(t, st);
-                return r;
-        }
-        _cleanup_close_ int lk = store_lock(t->s, false);
-        if (lk < 0)
-                return lk;
-        r = txn_publish_locked(t);
-        txn_stats(t, st);
+        _cleanup_close_ int lk = -EBADF;
+        r = txn_seal_publish(t, st, &lk);
         if (r < 0)
                 return r;
         char hex[STORE_HEX_LEN + 1];
@@ -592,30 +593,44 @@ static int snap_time_cmp(const void *a, const void *b) {
         return memcmp(x->h.b, y->h.b, STORE_HASH_LEN);
 }
 
-/* Names of the refs, unsorted, without loading the records. */
-static int list_refs(struct store *s, struct store_hash **ret, size_t *ret_n) {
+int refs_for_each(struct store *s, int (*fn)(void *ud, int dfd, const char *name, const struct store_hash *h),
+                  void *ud) {
         _cleanup_closedir_ DIR *d = NULL;
         int r = fdio_opendir(s->snapfd, &d);
         if (r < 0)
                 return r;
-        _cleanup_free_ struct store_hash *v = NULL;
-        size_t n = 0, cap = 0;
         struct dirent *de;
-        while ((de = readdir(d))) {
+        while (r >= 0 && (de = readdir(d))) {
                 struct store_hash h;
-                if (store_hash_from_hex(de->d_name, &h) < 0)
-                        continue;
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 64;
-                        struct store_hash *nv = realloc(v, cap * sizeof *nv);
-                        if (!nv)
-                                return -ENOMEM;
-                        v = nv;
-                }
-                v[n++] = h;
+                if (store_hash_from_hex(de->d_name, &h) == 0)
+                        r = fn(ud, dirfd(d), de->d_name, &h);
         }
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
+        return r < 0 ? r : 0;
+}
+
+struct hash_vec {
+        struct store_hash *v;
+        size_t n, cap;
+};
+
+static int ref_push(void *ud, int dfd, const char *name, const struct store_hash *h) {
+        struct hash_vec *hv = ud;
+        if (ARRAY_RESERVE(hv->v, hv->cap, hv->n + 1, 64) < 0)
+                return -ENOMEM;
+        hv->v[hv->n++] = *h;
+        return 0;
+}
+
+/* Names of the refs, unsorted, without loading the records. */
+static int list_refs(struct store *s, struct store_hash **ret, size_t *ret_n) {
+        struct hash_vec hv = { 0 };
+        int r = refs_for_each(s, ref_push, &hv);
+        if (r < 0) {
+                free(hv.v);
+                return r;
+        }
+        *ret = hv.v;
+        *ret_n = hv.n;
         return 0;
 }
 
