@@ -5,6 +5,14 @@
 
 #include "common/fdio.h"
 
+ssize_t fdio_read(int fd, void *buf, size_t n) {
+        for (;;) {
+                ssize_t k = read(fd, buf, n);
+                if (k >= 0 || errno != EINTR)
+                        return k < 0 ? -errno : k;
+        }
+}
+
 int fdio_write_all(int fd, const void *data, size_t n) {
         const char *p = data;
         while (n > 0) {

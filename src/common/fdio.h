@@ -4,7 +4,10 @@
 #pragma once
 #include <dirent.h>
 #include <stddef.h>
+#include <sys/types.h>
 
+/* One read(2), retried after EINTR: bytes read (0 at EOF) or -errno. */
+ssize_t fdio_read(int fd, void *buf, size_t n);
 /* Writes data[0..n) to fd, retrying after EINTR and short writes; -errno on failure
  * (-EPIPE when the reader went away, with SIGPIPE ignored). */
 int fdio_write_all(int fd, const void *data, size_t n);

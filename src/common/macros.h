@@ -83,10 +83,10 @@ static inline int array_reserve(void **p, size_t *cap, size_t need, size_t elem,
         return 0;
 }
 /* The same for a typed array variable: ARRAY_RESERVE(v, cap, n + 1, 16). */
-#define ARRAY_RESERVE(p, cap, need, first)                                                   \
-        ({                                                                                    \
-                void *_ar_ = (p);                                                             \
-                int _ar_r_ = array_reserve(&_ar_, &(cap), (need), sizeof *(p), (first));     \
-                (p) = _ar_;                                                                   \
-                _ar_r_;                                                                       \
+#define ARRAY_RESERVE(p, cap, need, first)                                                      \
+        ({                                                                                      \
+                void *_ar_ = (p);                                                               \
+                int _ar_r_ = array_reserve(&_ar_, &(cap), (need), sizeof *(p), (first));        \
+                (p) = _ar_;                                                                     \
+                _ar_r_;                                                                         \
         })

@@ -32,12 +32,9 @@ int rt_read_file(const char *path, char *buf, size_t size) {
                 return -errno;
         size_t len = 0;
         while (len < size - 1) {
-                ssize_t r = read(fd, buf + len, size - 1 - len);
-                if (r < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
+                ssize_t r = fdio_read(fd, buf + len, size - 1 - len);
+                if (r < 0)
+                        return (int)r;
                 if (r == 0)
                         break;
                 len += (size_t)r;

@@ -262,14 +262,9 @@ static int copy_file_data(const char *src, const char *dst, mode_t mode) {
                         plain = true;
                 }
                 char buf[65536];
-                ssize_t n = read(in, buf, sizeof buf);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return 0;
+                ssize_t n = fdio_read(in, buf, sizeof buf);
+                if (n <= 0)
+                        return (int)n;
                 int w = fdio_write_all(out, buf, (size_t)n);
                 if (w < 0)
                         return w;
