@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/fdio.h"
+#include "common/sock.h"
 #include "init/init.h"
 
 #define RELAY_BUF (64 * 1024)
@@ -18,10 +19,9 @@
 #define RELAY_CONNECT_WAIT_NS 10000000
 
 int init_relay(const char *path) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof sa.sun_path)
+        struct sockaddr_un sa;
+        if (sock_unix_addr(path, &sa) < 0)
                 return 2;
-        strcpy(sa.sun_path, path);
         int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (s < 0)
                 return 1;

@@ -12,6 +12,7 @@
 #include <sys/un.h>
 
 #include "common/log.h"
+#include "common/sock.h"
 #include "init/init.h"
 
 /* ---- output towards spaced ---- */
@@ -228,10 +229,10 @@ static void listen_cb(struct watch *w, uint32_t revents) {
 }
 
 static int listen_path(const char *path) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, path);
+        struct sockaddr_un sa;
+        int r = sock_unix_addr(path, &sa);
+        if (r < 0)
+                return r;
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
