@@ -1,5 +1,6 @@
 /* Growable byte buffer; every append checks the buffer's cap so a peer can't grow it forever. */
 #include "common/buf.h"
+#include "common/fdio.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -42,14 +43,9 @@ int buf_read_fd(struct buf *b, int fd) {
                 } else {
                         want = 1; /* at the cap: one more byte means too large, EOF means done */
                 }
-                ssize_t n = read(fd, dst, want);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return 0;
+                ssize_t n = fdio_read(fd, dst, want);
+                if (n <= 0)
+                        return (int)n;
                 if (dst == &probe)
                         return -E2BIG;
                 b->len += (size_t)n;

@@ -77,4 +77,5 @@ void json_w_value(struct json_writer *w, const struct json *j);
 /* Shorthands for key + value. */
 static inline void json_w_kstr(struct json_writer *w, const char *k, const char *v) { json_w_key(w, k); v ? json_w_str(w, v) : json_w_null(w); }
 static inline void json_w_kint(struct json_writer *w, const char *k, int64_t v) { json_w_key(w, k); json_w_int(w, v); }
+static inline void json_w_kuint(struct json_writer *w, const char *k, uint64_t v) { json_w_key(w, k); json_w_uint(w, v); }
 static inline void json_w_kbool(struct json_writer *w, const char *k, bool v) { json_w_key(w, k); json_w_bool(w, v); }

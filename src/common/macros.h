@@ -3,6 +3,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -60,3 +61,32 @@ static inline int safe_close(int fd) {
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Room for need elements of elem bytes in the array *p of capacity *cap, doubling from
+ * first. -ENOMEM, with *p and *cap as they were, when memory or size_t runs out. */
+static inline int array_reserve(void **p, size_t *cap, size_t need, size_t elem, size_t first) {
+        if (need <= *cap)
+                return 0;
+        size_t nc = *cap ? *cap : first;
+        while (nc < need) {
+                if (nc > SIZE_MAX / 2)
+                        return -ENOMEM;
+                nc *= 2;
+        }
+        if (nc > SIZE_MAX / elem)
+                return -ENOMEM;
+        void *n = realloc(*p, nc * elem);
+        if (!n)
+                return -ENOMEM;
+        *p = n;
+        *cap = nc;
+        return 0;
+}
+/* The same for a typed array variable: ARRAY_RESERVE(v, cap, n + 1, 16). */
+#define ARRAY_RESERVE(p, cap, need, first)                                                      \
+        ({                                                                                      \
+                void *_ar_ = (p);                                                               \
+                int _ar_r_ = array_reserve(&_ar_, &(cap), (need), sizeof *(p), (first));        \
+                (p) = _ar_;                                                                     \
+                _ar_r_;                                                                         \
+        })

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "init/init.h"
 
@@ -388,11 +389,9 @@ void op_list(uint32_t id, const struct json *req) {
         int r = fs_resolve(path, O_RDONLY | O_DIRECTORY, 0, &fd);
         if (r < 0)
                 return send_error(id, -r, "%.512s: %s", path ? path : "(no path)", strerror(-r));
-        _cleanup_closedir_ DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return send_error(id, errno, "%.512s: %s", path, strerror(errno));
-        }
+        _cleanup_closedir_ DIR *d = NULL;
+        if ((r = fdio_fdopendir(fd, &d)) < 0)
+                return send_error(id, -r, "%.512s: %s", path, strerror(-r));
         /* Keep the PROTO_MAX_LIST smallest names after "after" in a max-heap, so pages are
          * right however large the directory is, with bounded memory. */
         size_t n = 0, cap = 0;

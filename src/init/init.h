@@ -1,5 +1,6 @@
 /* space-init internals: the state of the single-threaded event loop shared by its files
- * (main.c: loop, connection and dispatch; proc.c: commands; fs.c: file operations). */
+ * (main.c: loop and dispatch; transport.c: the connection to spaced; proc.c: commands;
+ * fs.c: file operations). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -113,19 +114,40 @@ int64_t wall_ms(void);
 int watch_set(struct watch *w, uint32_t events);
 void watch_close(struct watch *w);
 
-/* Output towards spaced; all bounded by the connection's queue cap. */
+/* main.c: the live request ids of the connection. */
+struct stream *stream_new(uint32_t id, enum stream_kind kind);
+void stream_free(struct stream *s);
+
+/* transport.c: the connection to spaced. Output is bounded by the connection's queue cap. */
 size_t conn_queued(const struct conn *c);
 void send_frame(uint8_t type, uint32_t id, const void *p, size_t n);
 void send_json(uint8_t type, uint32_t id, struct buf *json);
 void send_error(uint32_t id, int err, const char *fmt, ...) _printf_(3, 4);
-struct stream *stream_new(uint32_t id, enum stream_kind kind);
-void stream_free(struct stream *s);
+/* Writes what the queue holds, as far as the socket takes it. */
+void conn_flush(struct conn *c);
+/* The next whole frame from spaced (it stays in the input buffer until conn_frame_done);
+ * false when there is none yet, the output queue is too full to take a request, or the
+ * connection is closing (a framing error closes it). */
+bool conn_next_frame(struct conn *c, struct proto_hdr *ret_h, const uint8_t **ret_p);
+void conn_frame_done(struct conn *c, const struct proto_hdr *h);
+/* epoll interest for the loop's next wait: output while some is queued, input when
+ * want_input and the input buffer has room. */
+void conn_watch(struct conn *c, bool want_input);
+/* Takes fd as g.conn and queues HELLO; the caller has ended the previous connection. */
+int conn_open(int fd);
+/* Frees c (its streams already gone) and clears g.conn. */
+void conn_free(struct conn *c);
+/* Accepts connections on a new socket at path, or else on the listening socket fd; each
+ * accepted one waits in g.pending_fd. */
+int conn_listen(const char *path, int fd);
 /* The optional "window" of a streaming request (0: none); -EINVAL when malformed. */
 int req_window(const struct json *req, uint32_t *ret);
 void stream_set_window(struct stream *s, uint32_t window);
 /* Output bytes s may send now (SIZE_MAX without a window), and taking n of them. */
 size_t stream_room(const struct stream *s);
 void stream_charge(struct stream *s, size_t n);
+/* A WINDOW from spaced: more room for s. */
+void stream_grant(struct stream *s, uint32_t grant);
 
 /* proc.c */
 void op_exec(uint32_t id, const struct json *req);

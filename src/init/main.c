@@ -2,25 +2,25 @@
  * to spaced (fd 3, or accepted on --listen or on the listening fd $SPACE_INIT_LISTEN_FD),
  * runs commands, streams their output, serves files and reaps every zombie. The newest
  * connection wins; with something to accept on, init and its processes outlive a lost
- * connection (a daemon restart). The protocol is docs/protocol.md. */
+ * connection (a daemon restart). The protocol is docs/protocol.md. This file is the loop
+ * and the dispatch of requests; transport.c carries the frames. */
 #include <fcntl.h>
 #include <getopt.h>
 #include <linux/close_range.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 
 #include "common/log.h"
 #include "init/init.h"
 
-struct init g = { .epfd = -EBADF, .root_fd = -EBADF, .pending_fd = -EBADF, .guest_init_fd = -EBADF };
+struct init g = { .epfd = -EBADF, .root_fd = -EBADF, .pending_fd = -EBADF, .guest_init_fd = -EBADF,
+                  .listen = { .fd = -EBADF } };
 
 uint64_t now_ms(void) {
         struct timespec ts;
@@ -54,47 +54,7 @@ void watch_close(struct watch *w) {
         w->fd = safe_close(w->fd);
 }
 
-/* ---- output towards spaced ---- */
-
-size_t conn_queued(const struct conn *c) { return c ? c->out.len - c->out_off : 0; }
-
-void send_frame(uint8_t type, uint32_t id, const void *p, size_t n) {
-        struct conn *c = g.conn;
-        if (!c || c->closing)
-                return;
-        if (c->out_off > 0 && c->out_off == c->out.len) {
-                buf_reset(&c->out);
-                c->out_off = 0;
-        }
-        int r = proto_frame_append(&c->out, type, id, p, (uint32_t)n);
-        if (r < 0) {
-                /* Only a bug can get here (every producer checks the queue first). */
-                log_error("dropping connection: cannot queue %s frame: %s", proto_type_name(type), strerror(-r));
-                c->closing = true;
-        }
-}
-
-void send_json(uint8_t type, uint32_t id, struct buf *json) { send_frame(type, id, json->data, json->len); }
-
-void send_error(uint32_t id, int err, const char *fmt, ...) {
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-        const char *name = strerrorname_np(err);
-        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
-        struct json_writer w = JSON_WRITER_INIT(&b);
-        json_w_obj_begin(&w);
-        json_w_key(&w, "error");
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "code", name ? name : "EIO");
-        json_w_kint(&w, "errno", err);
-        json_w_kstr(&w, "message", msg);
-        json_w_obj_end(&w);
-        json_w_obj_end(&w);
-        send_json(PROTO_RESP, id, &b);
-}
+/* ---- streams: the live request ids of the connection ---- */
 
 struct stream *stream_new(uint32_t id, enum stream_kind kind) {
         struct conn *c = g.conn;
@@ -128,34 +88,6 @@ void stream_free(struct stream *s) {
         free(s->tmp_name);
         free(s->name);
         free(s);
-}
-
-int req_window(const struct json *req, uint32_t *ret) {
-        int64_t v = 0;
-        if (json_get(req, "window") && (json_get_int(req, "window", &v) < 0 || v < 0 || v > PROTO_MAX_WINDOW))
-                return -EINVAL;
-        *ret = (uint32_t)v;
-        return 0;
-}
-
-void stream_set_window(struct stream *s, uint32_t window) {
-        s->windowed = window > 0;
-        s->credit = window;
-}
-
-size_t stream_room(const struct stream *s) { return s->windowed ? s->credit : SIZE_MAX; }
-
-void stream_charge(struct stream *s, size_t n) {
-        if (s->windowed)
-                s->credit -= (uint32_t)MIN(n, (size_t)s->credit);
-}
-
-/* A WINDOW from spaced: more room for one stream, never past PROTO_MAX_WINDOW (a grant
- * over it is clipped, so no sum can overflow). */
-static void stream_grant(struct stream *s, uint32_t grant) {
-        if (!s->windowed || s->kind == STREAM_WRITE)
-                return;
-        s->credit = (uint32_t)MIN((uint64_t)s->credit + grant, (uint64_t)PROTO_MAX_WINDOW);
 }
 
 static struct stream *stream_find(uint32_t id) {
@@ -215,7 +147,8 @@ static void handle_req(uint32_t id, const uint8_t *p, size_t n) {
         send_error(id, EOPNOTSUPP, "unknown op \"%.64s\"", op);
 }
 
-static void handle_cancel(struct stream *s) {
+/* A CANCEL, or the connection going: the stream ends without a reply. */
+static void stream_cancel(struct stream *s) {
         switch (s->kind) {
         case STREAM_EXEC:
                 proc_detach(s->proc);
@@ -249,7 +182,7 @@ static void handle_frame(const struct proto_hdr *h, const uint8_t *p) {
         case PROTO_CANCEL:
                 s = stream_find(h->id);
                 if (s)
-                        handle_cancel(s);
+                        stream_cancel(s);
                 break;
         case PROTO_WINDOW:
                 s = stream_find(h->id);
@@ -262,163 +195,31 @@ static void handle_frame(const struct proto_hdr *h, const uint8_t *p) {
         }
 }
 
-static void conn_process_input(struct conn *c) {
-        /* Stop taking requests while their answers can't leave (output queue full) or a
-         * command's stdin is backed up: both bound init's memory, and TCP-like backpressure
-         * reaches spaced through the socket. */
-        while (!c->closing && !proc_stdin_full() && conn_queued(c) < INIT_OUT_HIGH) {
-                struct proto_hdr h;
-                const uint8_t *p;
-                int r = proto_frame_peek(&c->in, &h, &p);
-                if (r == 0)
-                        break;
-                if (r < 0) {
-                        log_warn("framing error from spaced (%s), closing the connection", strerror(-r));
-                        c->closing = true;
-                        break;
-                }
+/* Requests wait too while a command's stdin is backed up (the transport holds them back
+ * while the output queue is full): both bound init's memory. */
+static void dispatch_input(struct conn *c) {
+        struct proto_hdr h;
+        const uint8_t *p;
+        while (!proc_stdin_full() && conn_next_frame(c, &h, &p)) {
                 handle_frame(&h, p);
-                buf_consume(&c->in, PROTO_HDR_SIZE + h.len);
+                conn_frame_done(c, &h);
         }
 }
 
-/* ---- the connection ---- */
+/* ---- the connection's lifetime ---- */
 
-static void conn_cb(struct watch *w, uint32_t revents) {
-        struct conn *c = container_of(w, struct conn, w);
-        if (c->closing)
-                return;
-        if (revents & EPOLLERR) {
-                log_info("connection error, closing it");
-                c->closing = true;
-                return;
-        }
-        if (revents & (EPOLLIN | EPOLLHUP)) {
-                size_t room = c->in.max - c->in.len;
-                if (room > INIT_CHUNK)
-                        room = INIT_CHUNK;
-                if (room == 0 && (revents & EPOLLHUP)) {
-                        /* can't read the rest, and level-triggered HUP would spin */
-                        c->closing = true;
-                        return;
-                }
-                if (room > 0 && buf_reserve(&c->in, room) == 0) {
-                        ssize_t n = read(w->fd, c->in.data + c->in.len, room);
-                        if (n > 0)
-                                c->in.len += (size_t)n;
-                        else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-                                log_info("connection closed by spaced");
-                                c->closing = true;
-                                return;
-                        }
-                }
-        }
-        /* EPOLLOUT: the loop flushes after every batch of events. */
-}
-
-static void conn_flush(struct conn *c) {
-        while (!c->closing && conn_queued(c) > 0) {
-                const void *p = c->out.data + c->out_off;
-                ssize_t n = c->is_sock ? send(c->w.fd, p, conn_queued(c), MSG_NOSIGNAL | MSG_DONTWAIT)
-                                       : write(c->w.fd, p, conn_queued(c));
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno != EAGAIN)
-                                c->closing = true;
-                        break;
-                }
-                c->out_off += (size_t)n;
-        }
-        if (c->out_off == c->out.len) {
-                buf_reset(&c->out);
-                c->out_off = 0;
-        } else if (c->out_off >= INIT_OUT_HIGH) {
-                buf_consume(&c->out, c->out_off);
-                c->out_off = 0;
-        }
-}
-
-static void conn_destroy(struct conn *c) {
-        while (c->streams) {
-                struct stream *s = c->streams;
-                if (s->kind == STREAM_EXEC)
-                        proc_detach(s->proc);
-                else if (s->kind == STREAM_WRITE)
-                        write_abort(s);
-                stream_free(s);
-        }
-        watch_close(&c->w);
-        buf_free(&c->in);
-        buf_free(&c->out);
-        free(c);
-        g.conn = NULL;
+static void conn_end(struct conn *c) {
+        while (c->streams)
+                stream_cancel(c->streams);
+        conn_free(c);
 }
 
 static int conn_start(int fd) {
         if (g.conn) {
                 log_info("a new connection replaces the active one");
-                conn_destroy(g.conn);
+                conn_end(g.conn);
         }
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
-                int e = -errno;
-                close(fd);
-                return e;
-        }
-        struct conn *c = calloc(1, sizeof *c);
-        if (!c) {
-                close(fd);
-                return -ENOMEM;
-        }
-        c->w = (struct watch){ .fd = fd, .cb = conn_cb };
-        struct stat st;
-        c->is_sock = fstat(fd, &st) < 0 || S_ISSOCK(st.st_mode);
-        c->in = BUF_INIT(PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD);
-        c->out = BUF_INIT(INIT_OUT_MAX);
-        g.conn = c;
-        int r = watch_set(&c->w, EPOLLIN);
-        if (r < 0) {
-                conn_destroy(c);
-                return r;
-        }
-        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
-        struct json_writer jw = JSON_WRITER_INIT(&b);
-        json_w_obj_begin(&jw);
-        json_w_kint(&jw, "version", PROTO_VERSION);
-        json_w_kint(&jw, "pid", getpid());
-        json_w_kint(&jw, "uptime_ms", (int64_t)(now_ms() - g.start_ms));
-        json_w_kbool(&jw, "window", true); /* honours "window" and WINDOW (§3.14) */
-        json_w_obj_end(&jw);
-        send_json(PROTO_HELLO, 0, &b);
-        return 0;
-}
-
-static void listen_cb(struct watch *w, uint32_t revents) {
-        int fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-                if (errno != EAGAIN && errno != EINTR)
-                        log_warn("accept: %m");
-                return;
-        }
-        /* Started by the loop, outside the callbacks: replacing the active connection frees
-         * it, and an event for it may still be pending in this epoll batch. */
-        safe_close(g.pending_fd);
-        g.pending_fd = fd;
-}
-
-static int listen_on(const char *path) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, path);
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        (void)unlink(path);
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 8) < 0)
-                return -errno;
-        return TAKE_FD(fd);
+        return conn_open(fd);
 }
 
 /* ---- the guest's control port ---- */
@@ -653,29 +454,12 @@ int main(int argc, char **argv) {
                 log_error("cannot set up signals: %s", strerror(-r));
                 return 1;
         }
-        g.listen = (struct watch){ .fd = -EBADF, .cb = listen_cb };
-        if (listen_path) {
-                r = listen_on(listen_path);
-                if (r < 0) {
-                        log_error("cannot listen on %s: %s", listen_path, strerror(-r));
-                        return 1;
-                }
-                g.listen.fd = r;
-        } else if (listen_fd >= 0) {
-                int fl = fcntl(listen_fd, F_GETFL);
-                if (fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-                    fcntl(listen_fd, F_SETFD, FD_CLOEXEC) < 0) {
-                        log_error("listening fd %d: %m", listen_fd);
-                        return 1;
-                }
-                g.listen.fd = listen_fd;
-        }
-        if (g.listen.fd >= 0) {
-                r = watch_set(&g.listen, EPOLLIN);
-                if (r < 0) {
-                        log_error("epoll: %s", strerror(-r));
-                        return 1;
-                }
+        if (listen_path && (r = conn_listen(listen_path, -EBADF)) < 0) {
+                log_error("cannot listen on %s: %s", listen_path, strerror(-r));
+                return 1;
+        } else if (!listen_path && listen_fd >= 0 && (r = conn_listen(NULL, listen_fd)) < 0) {
+                log_error("listening fd %d: %s", listen_fd, strerror(-r));
+                return 1;
         }
         if (g.guest && (r = watch_set(&g.ctl, EPOLLIN)) < 0) {
                 log_error("epoll: %s", strerror(-r));
@@ -700,13 +484,13 @@ int main(int argc, char **argv) {
                 }
                 struct conn *cn = g.conn;
                 if (cn && !cn->closing)
-                        conn_process_input(cn);
+                        dispatch_input(cn);
                 procs_pump();
                 if (cn && !cn->closing)
                         conn_flush(cn);
                 procs_pump(); /* refill what the flush freed, or a read stalls with nothing queued */
                 if (cn && cn->closing) {
-                        conn_destroy(cn);
+                        conn_end(cn);
                         cn = NULL;
                         if (g.listen.fd < 0 && !g.guest) {
                                 log_info("connection gone and nothing to accept another: exiting");
@@ -717,15 +501,8 @@ int main(int argc, char **argv) {
                 procs_update_watches();
                 if (g.guest && g.ctl.events == 0 && now_ms() >= g.ctl_retry_ms)
                         (void)watch_set(&g.ctl, EPOLLIN);
-                if (cn) {
-                        uint32_t ev = 0;
-                        if (!proc_stdin_full() && cn->in.len < cn->in.max)
-                                ev |= EPOLLIN;
-                        if (conn_queued(cn) > 0)
-                                ev |= EPOLLOUT;
-                        if (watch_set(&cn->w, ev) < 0)
-                                cn->closing = true;
-                }
+                if (cn)
+                        conn_watch(cn, !proc_stdin_full());
                 if (g.terminating) {
                         if (!procs_any_running()) {
                                 log_info("every process ended: exiting");

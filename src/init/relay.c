@@ -10,31 +10,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
+#include "common/sock.h"
 #include "init/init.h"
 
 #define RELAY_BUF (64 * 1024)
 #define RELAY_CONNECT_TRIES 1000           /* × 10 ms */
 #define RELAY_CONNECT_WAIT_NS 10000000
 
-/* Writes all of buf; false when the other side is gone. */
-static bool write_all(int fd, const char *buf, size_t n) {
-        while (n > 0) {
-                ssize_t w = write(fd, buf, n);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w <= 0)
-                        return false;
-                buf += w;
-                n -= (size_t)w;
-        }
-        return true;
-}
-
 int init_relay(const char *path) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof sa.sun_path)
+        struct sockaddr_un sa;
+        if (sock_unix_addr(path, &sa) < 0)
                 return 2;
-        strcpy(sa.sun_path, path);
         int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (s < 0)
                 return 1;
@@ -63,7 +50,7 @@ int init_relay(const char *path) {
                         ssize_t n = read(in[i], buf, sizeof buf);
                         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
-                        if (n <= 0 || !write_all(out[i], buf, (size_t)n))
+                        if (n <= 0 || fdio_write_all(out[i], buf, (size_t)n) < 0) /* the other side is gone */
                                 open_in[i] = false;
                 }
         }

@@ -38,36 +38,21 @@ static int name_lookup(const char *const *names, size_t n, const char *name) {
         return -EINVAL;
 }
 
-const char *meta_session_state_name(enum meta_session_state s) {
-        return (unsigned)s < ELEMENTSOF(session_states) ? session_states[s] : NULL;
-}
-int meta_session_state_from_name(const char *name, enum meta_session_state *ret) {
-        int r = name_lookup(session_states, ELEMENTSOF(session_states), name);
-        if (r < 0)
-                return r;
-        *ret = (enum meta_session_state)r;
-        return 0;
-}
-const char *meta_sandbox_state_name(enum meta_sandbox_state s) {
-        return (unsigned)s < ELEMENTSOF(sandbox_states) ? sandbox_states[s] : NULL;
-}
-int meta_sandbox_state_from_name(const char *name, enum meta_sandbox_state *ret) {
-        int r = name_lookup(sandbox_states, ELEMENTSOF(sandbox_states), name);
-        if (r < 0)
-                return r;
-        *ret = (enum meta_sandbox_state)r;
-        return 0;
-}
-const char *meta_snapshot_reason_name(enum meta_snapshot_reason r) {
-        return (unsigned)r < ELEMENTSOF(reasons) ? reasons[r] : NULL;
-}
-int meta_snapshot_reason_from_name(const char *name, enum meta_snapshot_reason *ret) {
-        int r = name_lookup(reasons, ELEMENTSOF(reasons), name);
-        if (r < 0)
-                return r;
-        *ret = (enum meta_snapshot_reason)r;
-        return 0;
-}
+/* The _name and _from_name pair of one enum over its table of names. */
+#define NAME_TABLE(type, prefix, names)                                                         \
+        const char *prefix##_name(type v) {                                                     \
+                return (unsigned)v < ELEMENTSOF(names) ? names[v] : NULL;                       \
+        }                                                                                       \
+        int prefix##_from_name(const char *name, type *ret) {                                   \
+                int r = name_lookup(names, ELEMENTSOF(names), name);                            \
+                if (r < 0)                                                                      \
+                        return r;                                                               \
+                *ret = (type)r;                                                                 \
+                return 0;                                                                       \
+        }
+NAME_TABLE(enum meta_session_state, meta_session_state, session_states)
+NAME_TABLE(enum meta_sandbox_state, meta_sandbox_state, sandbox_states)
+NAME_TABLE(enum meta_snapshot_reason, meta_snapshot_reason, reasons)
 
 int meta_error(struct meta *m, int r, const char *fmt, ...) {
         va_list ap;
@@ -201,6 +186,28 @@ static bool empty(const char *s) {
 
 /* A fixed-size string field of a caller's struct must be terminated inside its array. */
 #define FIELD_OK(f) (strnlen((f), sizeof(f)) < sizeof(f))
+
+/* Backend calls whose results (one record, or a list and its length: the op's last
+ * arguments) reach the caller only when the call succeeds. */
+#define OUT_ONE(ret, op, ...)                                                                   \
+        ({                                                                                      \
+                __typeof__(*(ret)) one_;                                                        \
+                int r_ = m->ops->op(m, __VA_ARGS__, &one_);                                     \
+                if (r_ >= 0)                                                                    \
+                        *(ret) = one_;                                                          \
+                MIN(r_, 0);                                                                     \
+        })
+#define OUT_LIST(ret, ret_n, op, ...)                                                           \
+        ({                                                                                      \
+                __typeof__(*(ret)) v_ = NULL;                                                   \
+                size_t n_ = 0;                                                                  \
+                int r_ = m->ops->op(m, ##__VA_ARGS__, &v_, &n_);                                \
+                if (r_ >= 0) {                                                                  \
+                        *(ret) = v_;                                                            \
+                        *(ret_n) = n_;                                                          \
+                }                                                                               \
+                MIN(r_, 0);                                                                     \
+        })
 
 /* JSON text of len bytes (≤ META_JSON_MAX); object_only for env. */
 static int check_json(struct meta *m, const char *what, const char *text, size_t len, bool object_only) {
@@ -387,12 +394,7 @@ int meta_session_get(struct meta *m, const char *id, struct meta_session *ret) {
         m->err[0] = 0;
         if (!id || !ret)
                 return -EINVAL;
-        struct meta_session tmp;
-        int r = m->ops->session_get(m, id, &tmp);
-        if (r < 0)
-                return r;
-        *ret = tmp;
-        return 0;
+        return OUT_ONE(ret, session_get, id);
 }
 
 int meta_session_list(struct meta *m, const struct meta_session_filter *f, struct meta_session **ret,
@@ -405,14 +407,7 @@ int meta_session_list(struct meta *m, const struct meta_session_filter *f, struc
                 ff.limit = META_PAGE_MAX;
         if (ff.state_mask >> _META_SESSION_STATE_MAX)
                 return meta_error(m, -EINVAL, "bad state mask");
-        struct meta_session *v = NULL;
-        size_t n = 0;
-        int r = m->ops->session_list(m, &ff, &v, &n);
-        if (r < 0)
-                return r;
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return OUT_LIST(ret, ret_n, session_list, &ff);
 }
 
 int meta_session_list_recover(struct meta *m, struct meta_session **ret, size_t *ret_n) {
@@ -506,12 +501,7 @@ int meta_sandbox_get(struct meta *m, const char *id, struct meta_sandbox *ret) {
         m->err[0] = 0;
         if (!id || !ret)
                 return -EINVAL;
-        struct meta_sandbox tmp;
-        int r = m->ops->sandbox_get(m, id, &tmp);
-        if (r < 0)
-                return r;
-        *ret = tmp;
-        return 0;
+        return OUT_ONE(ret, sandbox_get, id);
 }
 
 int meta_sandbox_set_state(struct meta *m, const char *id, enum meta_sandbox_state st, const char *reason) {
@@ -534,28 +524,14 @@ int meta_sandbox_list_session(struct meta *m, const char *session_id, struct met
         m->err[0] = 0;
         if (!session_id || !ret || !ret_n)
                 return -EINVAL;
-        struct meta_sandbox *v = NULL;
-        size_t n = 0;
-        int r = m->ops->sandbox_list(m, session_id, NULL, &v, &n);
-        if (r < 0)
-                return r;
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return OUT_LIST(ret, ret_n, sandbox_list, session_id, NULL);
 }
 
 int meta_sandbox_list_live(struct meta *m, const char *host_id, struct meta_sandbox **ret, size_t *ret_n) {
         m->err[0] = 0;
         if (!host_id || !ret || !ret_n)
                 return -EINVAL;
-        struct meta_sandbox *v = NULL;
-        size_t n = 0;
-        int r = m->ops->sandbox_list(m, NULL, host_id, &v, &n);
-        if (r < 0)
-                return r;
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return OUT_LIST(ret, ret_n, sandbox_list, NULL, host_id);
 }
 
 /* ---- snapshots ---- */
@@ -590,26 +566,14 @@ int meta_snapshot_get(struct meta *m, const char *id, struct meta_snapshot *ret)
         m->err[0] = 0;
         if (!id || !ret)
                 return -EINVAL;
-        struct meta_snapshot tmp;
-        int r = m->ops->snapshot_get(m, id, &tmp);
-        if (r < 0)
-                return r;
-        *ret = tmp;
-        return 0;
+        return OUT_ONE(ret, snapshot_get, id);
 }
 
 int meta_snapshot_list(struct meta *m, const char *session_id, struct meta_snapshot **ret, size_t *ret_n) {
         m->err[0] = 0;
         if (!session_id || !ret || !ret_n)
                 return -EINVAL;
-        struct meta_snapshot *v = NULL;
-        size_t n = 0;
-        int r = m->ops->snapshot_list(m, session_id, &v, &n);
-        if (r < 0)
-                return r;
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return OUT_LIST(ret, ret_n, snapshot_list, session_id);
 }
 
 int meta_snapshot_set_pinned(struct meta *m, const char *id, bool pinned) {
@@ -630,28 +594,14 @@ int meta_snapshot_expired(struct meta *m, const char *session_id, struct meta_id
         m->err[0] = 0;
         if (!session_id || !ret || !ret_n)
                 return -EINVAL;
-        struct meta_id *v = NULL;
-        size_t n = 0;
-        int r = m->ops->snapshot_expired(m, session_id, &v, &n);
-        if (r < 0)
-                return r;
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return OUT_LIST(ret, ret_n, snapshot_expired, session_id);
 }
 
 int meta_snapshot_live_hashes(struct meta *m, struct meta_hash **ret, size_t *ret_n) {
         m->err[0] = 0;
         if (!ret || !ret_n)
                 return -EINVAL;
-        struct meta_hash *v = NULL;
-        size_t n = 0;
-        int r = m->ops->snapshot_live_hashes(m, &v, &n);
-        if (r < 0)
-                return r;
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return OUT_LIST(ret, ret_n, snapshot_live_hashes);
 }
 
 /* ---- events ---- */
@@ -690,14 +640,7 @@ int meta_event_list(struct meta *m, const char *session_id, int64_t after_seq, u
                 limit = META_PAGE_MAX;
         if (after_seq < 0)
                 after_seq = 0;
-        struct meta_event *v = NULL;
-        size_t n = 0;
-        int r = m->ops->event_list(m, session_id, after_seq, limit, META_PAGE_MAX_BYTES, &v, &n);
-        if (r < 0)
-                return r;
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return OUT_LIST(ret, ret_n, event_list, session_id, after_seq, limit, META_PAGE_MAX_BYTES);
 }
 
 int meta_event_last_seq(struct meta *m, const char *session_id, int64_t *ret) {
@@ -729,26 +672,14 @@ int meta_host_get(struct meta *m, const char *host_id, struct meta_host *ret) {
         m->err[0] = 0;
         if (!host_id || !ret)
                 return -EINVAL;
-        struct meta_host tmp;
-        int r = m->ops->host_get(m, host_id, &tmp);
-        if (r < 0)
-                return r;
-        *ret = tmp;
-        return 0;
+        return OUT_ONE(ret, host_get, host_id);
 }
 
 int meta_host_list_expired(struct meta *m, int64_t now_ms, struct meta_host **ret, size_t *ret_n) {
         m->err[0] = 0;
         if (!ret || !ret_n)
                 return -EINVAL;
-        struct meta_host *v = NULL;
-        size_t n = 0;
-        int r = m->ops->host_list_expired(m, now_ms, &v, &n);
-        if (r < 0)
-                return r;
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return OUT_LIST(ret, ret_n, host_list_expired, now_ms);
 }
 
 int meta_host_delete(struct meta *m, const char *host_id) {
@@ -796,5 +727,5 @@ int meta_token_list(struct meta *m, struct meta_token **ret, size_t *ret_n) {
         m->err[0] = 0;
         if (!ret || !ret_n)
                 return -EINVAL;
-        return m->ops->token_list(m, ret, ret_n);
+        return OUT_LIST(ret, ret_n, token_list);
 }

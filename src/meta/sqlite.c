@@ -411,15 +411,9 @@ static int read_columns(struct meta *m, sqlite3_stmt *st, const struct column *c
 
 /* Grows a list by one element, zeroed. */
 static void *grow(struct meta *m, void **v, size_t *cap, size_t n, size_t elsz) {
-        if (n == *cap) {
-                size_t nc = *cap ? *cap * 2 : 16;
-                void *p = realloc(*v, nc * elsz);
-                if (!p) {
-                        meta_error(m, -ENOMEM, "out of memory");
-                        return NULL;
-                }
-                *v = p;
-                *cap = nc;
+        if (array_reserve(v, cap, n + 1, elsz, 16) < 0) {
+                meta_error(m, -ENOMEM, "out of memory");
+                return NULL;
         }
         void *e = (char *)*v + n * elsz;
         memset(e, 0, elsz);

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "common/fdio.h"
 #include "common/macros.h"
 
 int rt_write_file(const char *path, const char *s) {
@@ -31,12 +32,9 @@ int rt_read_file(const char *path, char *buf, size_t size) {
                 return -errno;
         size_t len = 0;
         while (len < size - 1) {
-                ssize_t r = read(fd, buf + len, size - 1 - len);
-                if (r < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
+                ssize_t r = fdio_read(fd, buf + len, size - 1 - len);
+                if (r < 0)
+                        return (int)r;
                 if (r == 0)
                         break;
                 len += (size_t)r;
@@ -76,16 +74,10 @@ int rt_mkdir_p(const char *path, mode_t mode) {
 static int rm_children(int dfd, dev_t dev, unsigned depth) {
         if (depth > RM_MAX_DEPTH)
                 return -ELOOP;
-        int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-        if (dup_fd < 0)
-                return -errno;
-        _cleanup_closedir_ DIR *d = fdopendir(dup_fd);
-        if (!d) {
-                int r = -errno;
-                close(dup_fd);
-                return r;
-        }
-        int ret = 0;
+        _cleanup_closedir_ DIR *d = NULL;
+        int ret = fdio_opendir(dfd, &d);
+        if (ret < 0)
+                return ret;
         struct dirent *de;
         while ((errno = 0, de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

@@ -25,6 +25,7 @@
 #include <linux/loop.h>
 #include <linux/magic.h>
 #include <linux/quota.h>
+#include "common/fdio.h"
 #include "common/macros.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
@@ -66,14 +67,10 @@ static int set_projid_fd(int fd, uint32_t id, bool dir) {
 static int projid_walk(int dfd, uint32_t id, dev_t dev, unsigned depth) {
         if (depth > QUOTA_MAX_DEPTH)
                 return -ELOOP;
-        int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-        if (dup_fd < 0)
-                return -errno;
-        _cleanup_closedir_ DIR *d = fdopendir(dup_fd);
-        if (!d) {
-                close(dup_fd);
-                return -errno;
-        }
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = fdio_opendir(dfd, &d);
+        if (r < 0)
+                return r;
         struct dirent *de;
         while ((errno = 0, de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -87,7 +84,7 @@ static int projid_walk(int dfd, uint32_t id, dev_t dev, unsigned depth) {
                                                 O_NONBLOCK | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
                 if (fd < 0)
                         return -errno;
-                int r = set_projid_fd(fd, id, S_ISDIR(st.st_mode));
+                r = set_projid_fd(fd, id, S_ISDIR(st.st_mode));
                 if (r == 0 && S_ISDIR(st.st_mode))
                         r = projid_walk(fd, id, dev, depth + 1);
                 if (r < 0)

@@ -262,14 +262,9 @@ static int copy_file_data(const char *src, const char *dst, mode_t mode) {
                         plain = true;
                 }
                 char buf[65536];
-                ssize_t n = read(in, buf, sizeof buf);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return 0;
+                ssize_t n = fdio_read(in, buf, sizeof buf);
+                if (n <= 0)
+                        return (int)n;
                 int w = fdio_write_all(out, buf, (size_t)n);
                 if (w < 0)
                         return w;
@@ -816,22 +811,17 @@ int template_build(const char *data_dir, const char *name, const struct template
                 }
                 progress(cb, userdata, "extracting %s", src->path);
                 r = tar_extract(src->path, rootfs, false, cb, userdata);
-                if (r == 0) {
-                        progress(cb, userdata, "shifting ownership by %u", RT_ID_BASE);
-                        r = template_shift_tree(rootfs);
-                        if (r < 0)
-                                runtime_set_error("template: shifting ownership failed: %s", strerror(-r));
-                }
                 break;
         case TEMPLATE_FROM_DEBOOTSTRAP:
                 r = build_debootstrap(src, rootfs, cb, userdata);
-                if (r == 0) {
-                        progress(cb, userdata, "shifting ownership by %u", RT_ID_BASE);
-                        r = template_shift_tree(rootfs);
-                        if (r < 0)
-                                runtime_set_error("template: shifting ownership failed: %s", strerror(-r));
-                }
                 break;
+        }
+        /* A copied tree keeps its shifted owners; an unpacked one is shifted here. */
+        if (r == 0 && src->kind != TEMPLATE_FROM_DIR) {
+                progress(cb, userdata, "shifting ownership by %u", RT_ID_BASE);
+                r = template_shift_tree(rootfs);
+                if (r < 0)
+                        runtime_set_error("template: shifting ownership failed: %s", strerror(-r));
         }
         if (r < 0)
                 goto fail;

@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 #define READ_BUF (4u << 20)
@@ -748,14 +749,9 @@ static int walk_dir(struct capture *c, struct cnode *dn, int dfd, unsigned depth
                         }
                 return walk_names(c, dn, dfd, depth, names, n);
         }
-        int fd2 = dup(dfd);
-        if (fd2 < 0)
-                return -errno;
-        _cleanup_closedir_ DIR *d = fdopendir(fd2);
-        if (!d) {
-                close(fd2);
-                return -errno;
-        }
+        _cleanup_closedir_ DIR *d = NULL;
+        if ((r = fdio_opendir(dfd, &d)) < 0)
+                return r;
         struct dirent *de;
         errno = 0;
         while ((de = readdir(d))) {
@@ -766,16 +762,7 @@ static int walk_dir(struct capture *c, struct cnode *dn, int dfd, unsigned depth
                                        STORE_MAX_DIR_ENTRIES);
                         break;
                 }
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 32;
-                        char **nn = realloc(names, cap * sizeof *nn);
-                        if (!nn) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        names = nn;
-                }
-                if (!(names[n] = strdup(de->d_name))) {
+                if (ARRAY_RESERVE(names, cap, n + 1, 32) < 0 || !(names[n] = strdup(de->d_name))) {
                         r = -ENOMEM;
                         break;
                 }

@@ -14,23 +14,19 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 /* Pins of running operations; removes temp dirs whose owner is gone. With live, the names
  * (transaction ids) of the running ones are added there. */
 static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, uint64_t *removed, bool dry_run,
                      struct hset *live) {
-        int fd = dup(s->tmpfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
-        rewinddir(d);
+        DIR *d;
+        int r = fdio_opendir(s->tmpfd, &d);
+        if (r < 0)
+                return r;
         _cleanup_free_ struct store_hash *v = NULL;
         size_t n = 0, cap = 0;
-        int r = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (de->d_name[0] == '.')
@@ -55,14 +51,9 @@ static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, ui
                         continue;
                 struct store_hash h;
                 while (read(pf, &h, sizeof h) == (ssize_t)sizeof h) {
-                        if (n == cap) {
-                                cap = cap ? cap * 2 : 16;
-                                struct store_hash *nv = realloc(v, cap * sizeof *nv);
-                                if (!nv) {
-                                        r = -ENOMEM;
-                                        break;
-                                }
-                                v = nv;
+                        if (ARRAY_RESERVE(v, cap, n + 1, 16) < 0) {
+                                r = -ENOMEM;
+                                break;
                         }
                         v[n++] = h;
                 }
@@ -78,49 +69,29 @@ static int read_pins(struct store *s, struct store_hash **ret, size_t *ret_n, ui
 /* Slack for the file system's coarse clock, which can lag CLOCK_REALTIME by a tick. */
 #define KEEP_SLACK_NS (50 * 1000000LL)
 
-/* Records whose ref file was created at or after cutoff_ns. */
-static int refs_recent(struct store *s, int64_t cutoff_ns, struct hset *ret) {
-        int fd = dup(s->snapfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
-        rewinddir(d);
-        struct dirent *de;
-        int r = 0;
-        while ((de = readdir(d)) && r >= 0) {
-                struct store_hash h;
-                struct stat st;
-                if (store_hash_from_hex(de->d_name, &h) < 0 || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue;
-                if (st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec >= cutoff_ns - KEEP_SLACK_NS)
-                        r = hset_add(ret, &h, 1);
-        }
-        closedir(d);
-        return r < 0 ? r : 0;
+struct recent {
+        struct hset *set;
+        int64_t cutoff_ns;
+};
+
+static int ref_add_recent(void *ud, int dfd, const char *name, const struct store_hash *h) {
+        struct recent *x = ud;
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        if (st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec < x->cutoff_ns - KEEP_SLACK_NS)
+                return 0;
+        return hset_add(x->set, h, 1);
 }
 
-static int refs_list(struct store *s, struct hset *ret) {
-        int fd = dup(s->snapfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
-        rewinddir(d);
-        struct dirent *de;
-        int r = 0;
-        while ((de = readdir(d)) && r >= 0) {
-                struct store_hash h;
-                if (store_hash_from_hex(de->d_name, &h) == 0)
-                        r = hset_add(ret, &h, 1);
-        }
-        closedir(d);
-        return r < 0 ? r : 0;
+/* Records whose ref file was created at or after cutoff_ns. */
+static int refs_recent(struct store *s, int64_t cutoff_ns, struct hset *ret) {
+        return refs_for_each(s, ref_add_recent, &(struct recent){ ret, cutoff_ns });
 }
+
+static int ref_add(void *ud, int dfd, const char *name, const struct store_hash *h) { return hset_add(ud, h, 1); }
+
+static int refs_list(struct store *s, struct hset *ret) { return refs_for_each(s, ref_add, ret); }
 
 struct gctx {
         struct store_gc_result *res;
@@ -156,14 +127,9 @@ static int mark(struct reach *rc, const struct store_hash *h) {
 
 /* Temp packs of transactions that are not running (crashed or killed captures). */
 static void sweep_temp_packs(struct store *s, const struct hset *live_txns, bool dry_run, struct store_gc_result *res) {
-        int fd = dup(s->packfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        DIR *d;
+        if (fdio_opendir(s->packfd, &d) < 0)
                 return;
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (strncmp(de->d_name, PACK_TEMP_PREFIX, strlen(PACK_TEMP_PREFIX)))
@@ -369,14 +335,9 @@ static int sweep_packs(struct store *s, const struct hset *seen, bool dry_run, s
 
 /* Stat caches of snapshots that are gone, and temp files of interrupted cache writes. */
 static void sweep_caches(struct store *s, const struct hset *seen, bool dry_run) {
-        int fd = dup(s->cachefd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        DIR *d;
+        if (fdio_opendir(s->cachefd, &d) < 0)
                 return;
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

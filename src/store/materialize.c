@@ -16,6 +16,7 @@
 #include <sys/xattr.h>
 #include <time.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 /* Trees are shared by the walk and the file tasks that point into them. */
@@ -245,14 +246,8 @@ static const char *link_find(struct mat *m, uint64_t id) {
 }
 
 static int link_add(struct mat *m, uint64_t id, const char *path) {
-        if (m->links_n == m->links_cap) {
-                size_t nc = m->links_cap ? m->links_cap * 2 : 16;
-                struct link_ent *nl = realloc(m->links, nc * sizeof *nl);
-                if (!nl)
-                        return -ENOMEM;
-                m->links = nl;
-                m->links_cap = nc;
-        }
+        if (ARRAY_RESERVE(m->links, m->links_cap, m->links_n + 1, 16) < 0)
+                return -ENOMEM;
         char *p = strdup(path);
         if (!p)
                 return -ENOMEM;
@@ -279,14 +274,8 @@ static int mat_dir(struct mat *m, const struct store_hash *tree, int dfd, const 
 
 /* A directory's metadata is set once its files exist (finish_dirs). */
 static int dir_later(struct mat *m, struct tree_ref *tr, const struct t_entry *e, char **path, bool strip_opaque) {
-        if (m->dirs_n == m->dirs_cap) {
-                size_t nc = m->dirs_cap ? m->dirs_cap * 2 : 64;
-                struct dir_ent *nd = realloc(m->dirs, nc * sizeof *nd);
-                if (!nd)
-                        return -ENOMEM;
-                m->dirs = nd;
-                m->dirs_cap = nc;
-        }
+        if (ARRAY_RESERVE(m->dirs, m->dirs_cap, m->dirs_n + 1, 64) < 0)
+                return -ENOMEM;
         atomic_fetch_add(&tr->refs, 1);
         m->dirs[m->dirs_n++] = (struct dir_ent){ .tr = tr, .e = e, .path = TAKE_PTR(*path), .strip_opaque = strip_opaque };
         return 0;
@@ -503,12 +492,9 @@ static int target_prepare(const char *dir, int *ret) {
         if (fd < 0)
                 return store_fail(-errno, errno == ENOTDIR || errno == ELOOP ? "%s is not a directory" : "cannot open %s: %m",
                                   dir);
-        int fd2 = dup(fd);
-        DIR *d = fd2 >= 0 ? fdopendir(fd2) : NULL;
-        if (!d) {
-                int r = -errno;
-                if (fd2 >= 0)
-                        close(fd2);
+        DIR *d;
+        int r = fdio_opendir(fd, &d);
+        if (r < 0) {
                 close(fd);
                 return r;
         }

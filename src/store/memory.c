@@ -63,15 +63,8 @@ int store_memory_put(struct store *s, int fd, uint64_t size, struct store_op_sta
                         memset(buf + got, 0, want - got);
                 if (all_zero(buf, want))
                         continue;
-                if (m.n == cap) {
-                        cap = cap ? cap * 2 : 64;
-                        struct t_chunk *nc = realloc(m.chunks, cap * sizeof *nc);
-                        if (!nc) {
-                                r = -ENOMEM;
-                                goto out;
-                        }
-                        m.chunks = nc;
-                }
+                if ((r = ARRAY_RESERVE(m.chunks, cap, m.n + 1, 64)) < 0)
+                        goto out;
                 struct t_chunk *c = &m.chunks[m.n];
                 c->off = off;
                 c->len = (uint32_t)want;

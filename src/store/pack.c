@@ -11,8 +11,8 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <zstd.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 #define PACK_MAX_OPEN 128u           /* packs with an open fd before idle ones are closed */
@@ -66,7 +66,7 @@ static int blk_hdr_parse(const uint8_t *p, struct blk_hdr *ret) {
                 return store_fail(-EBADMSG, "invalid block codec");
         if (h.nobj == 0 || h.nobj > BLOCK_MAX_OBJECTS)
                 return store_fail(-EBADMSG, "block claims %u objects (limit %u)", h.nobj, BLOCK_MAX_OBJECTS);
-        if (h.plain_len > STORE_MAX_OBJECT || h.stored_len > ZSTD_compressBound(STORE_MAX_OBJECT))
+        if (h.plain_len > STORE_MAX_OBJECT || h.stored_len > z_bound(STORE_MAX_OBJECT))
                 return store_fail(-EBADMSG, "block claims %u bytes (limit %u)", h.plain_len, STORE_MAX_OBJECT);
         if (h.codec == BLOCK_RAW && h.stored_len != h.plain_len)
                 return store_fail(-EBADMSG, "raw block with differing lengths");
@@ -226,15 +226,9 @@ static int pack_rebuild(int fd, uint64_t size, struct pack *p) {
                 uint32_t o = 0;
                 for (unsigned i = 0; ok && i < h.nobj; i++) {
                         uint32_t len = get_le32(tab + i * BLOCK_OBJ);
-                        if (sc.n == sc.cap) {
-                                size_t nc = sc.cap ? sc.cap * 2 : 256;
-                                struct pack_ent *ne = nc <= PACK_MAX_OBJECTS ? realloc(sc.e, nc * sizeof *ne) : NULL;
-                                if (!ne) {
-                                        ok = false;
-                                        break;
-                                }
-                                sc.e = ne;
-                                sc.cap = nc;
+                        if (sc.n >= PACK_MAX_OBJECTS || ARRAY_RESERVE(sc.e, sc.cap, sc.n + 1, 256) < 0) {
+                                ok = false;
+                                break;
                         }
                         struct pack_ent *e = &sc.e[sc.n++];
                         if (h.codec == BLOCK_DELTA)
@@ -328,14 +322,8 @@ static int pack_load(struct store *s, const char *name, struct pack **ret) {
 /* ---- the handle's list of packs ---- */
 
 static int packset_add_locked(struct packset *ps, struct pack *p) {
-        if (ps->n == ps->cap) {
-                size_t nc = ps->cap ? ps->cap * 2 : 16;
-                struct pack **nv = realloc(ps->v, nc * sizeof *nv);
-                if (!nv)
-                        return -ENOMEM;
-                ps->v = nv;
-                ps->cap = nc;
-        }
+        if (ARRAY_RESERVE(ps->v, ps->cap, ps->n + 1, 16) < 0)
+                return -ENOMEM;
         ps->v[ps->n++] = p;
         return 0;
 }
@@ -376,19 +364,14 @@ int packs_refresh(struct store *s, bool recheck, void (*foreign)(void *ud, const
         struct stat dst;
         if (fstat(s->packfd, &dst) < 0)
                 return store_fail(-errno, "cannot read packs/: %m");
-        int fd = dup(s->packfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return store_fail(-errno, "cannot read packs/: %m");
-        }
+        DIR *d;
+        int r = fdio_opendir(s->packfd, &d);
+        if (r < 0)
+                return store_fail(r, "cannot read packs/: %s", strerror(-r));
         /* the names first, then one pass under the write lock */
         char **names = NULL;
         size_t n = 0, cap = 0;
-        int r = 0;
         struct dirent *de;
-        rewinddir(d);
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
                     !strncmp(de->d_name, PACK_TEMP_PREFIX, strlen(PACK_TEMP_PREFIX)))
@@ -398,16 +381,7 @@ int packs_refresh(struct store *s, bool recheck, void (*foreign)(void *ud, const
                                 foreign(ud, de->d_name, "not named like a pack");
                         continue;
                 }
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 64;
-                        char **nn = realloc(names, cap * sizeof *nn);
-                        if (!nn) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        names = nn;
-                }
-                if (!(names[n] = strdup(de->d_name))) {
+                if (ARRAY_RESERVE(names, cap, n + 1, 64) < 0 || !(names[n] = strdup(de->d_name))) {
                         r = -ENOMEM;
                         break;
                 }
@@ -1246,7 +1220,7 @@ int pw_add_block(struct pack_writer *w, const struct blk_obj *v, size_t n, bool 
         uint8_t codec = BLOCK_RAW;
         size_t stored = plain_len;
         if (compress && plain_len >= 64) {
-                size_t cap = ZSTD_compressBound(plain_len);
+                size_t cap = z_bound(plain_len);
                 packed = malloc(cap);
                 if (!packed)
                         return -ENOMEM;
@@ -1284,7 +1258,7 @@ int pw_add_block(struct pack_writer *w, const struct blk_obj *v, size_t n, bool 
 
 int pw_add_delta(struct pack_writer *w, const struct store_hash *h, const struct store_hash *base, const void *frame,
                  size_t frame_len, uint32_t plain_len) {
-        if (frame_len == 0 || frame_len + DELTA_HEAD > ZSTD_compressBound(STORE_MAX_OBJECT) || plain_len > STORE_MAX_OBJECT)
+        if (frame_len == 0 || frame_len + DELTA_HEAD > z_bound(STORE_MAX_OBJECT) || plain_len > STORE_MAX_OBJECT)
                 return -EINVAL;
         uint8_t hdr[BLOCK_HEADER + BLOCK_OBJ + DELTA_HEAD];
         memcpy(hdr, BLOCK_MAGIC, 4);

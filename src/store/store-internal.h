@@ -59,9 +59,14 @@ int obj_exists(struct store *s, const struct store_hash *h, bool refresh);
  * its length on disk (header, table and payload). */
 int obj_locate(struct store *s, const struct store_hash *h, char name[64], uint64_t *ret_block, uint64_t *ret_len);
 
-/* zstd with one context per thread. *ret_n = compressed size, or 0 if it did not fit. */
+/* ---- zstd (zstd.c): one context per thread ---- */
+/* The most n plain bytes can take compressed: a buffer this large always fits. */
+size_t z_bound(size_t n);
+/* *ret_n = compressed size, or 0 if it did not fit in cap. */
 int z_compress(const void *src, size_t n, void *dst, size_t cap, int level, size_t *ret_n);
 int z_decompress(const void *src, size_t n, void *dst, size_t plain_len);
+/* false for len bytes that look already compressed (their first 4 KiB barely shrink). */
+bool z_worth_compressing(int level, const void *p, size_t len);
 
 /* ---- packs: the files objects live in (pack.c; format in docs/store.md) ----
  *
@@ -335,6 +340,10 @@ struct store {
  * Returns a fd to close to release. */
 int store_lock(struct store *s, bool exclusive);
 int store_gc_gen(struct store *s, uint64_t *ret);
+/* Calls fn for every ref (snapshots/HASH: dfd is snapshots/, name the file's) until fn
+ * returns < 0, which is returned. */
+int refs_for_each(struct store *s, int (*fn)(void *ud, int dfd, const char *name, const struct store_hash *h),
+                  void *ud);
 
 /* ---- write transaction: objects go into temp packs, renamed into place at commit ---- */
 struct txn;

@@ -20,8 +20,8 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
-#include <zstd.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 #define FORMAT_LINE "space-store 2\n"
@@ -71,18 +71,14 @@ static bool known_name(const char *n) {
 
 static int store_init_layout(int dfd, const char *dir) {
         _cleanup_closedir_ DIR *d = NULL;
-        int fd = dup(dfd);
-        if (fd < 0 || !(d = fdopendir(fd))) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
+        int r = fdio_opendir(dfd, &d);
+        if (r < 0)
+                return r;
         struct dirent *de;
         while ((de = readdir(d)))
                 if (!known_name(de->d_name))
                         return store_fail(-EBADMSG, "%s is not a space store and not empty (it holds \"%s\")", dir,
                                           de->d_name);
-        int r;
         if ((r = mkdirat_ok(dfd, "packs", 0755)) < 0 || (r = mkdirat_ok(dfd, "snapshots", 0755)) < 0 ||
             (r = mkdirat_ok(dfd, "cache", 0700)) < 0 || (r = mkdirat_ok(dfd, "tmp", 0700)) < 0)
                 return store_fail(r, "%s: cannot create the store layout: %s", dir, strerror(-r));
@@ -378,18 +374,6 @@ static int txn_claim(struct txn *t, const struct store_hash *h, enum obj_kind ki
         return r;
 }
 
-/* Big payloads that are already compressed (media, archives) are spotted from their
- * first 4 KiB and stored raw without compressing them whole for nothing. */
-static bool worth_compressing(struct store *s, const void *p, size_t len) {
-        if (len < 64 * 1024)
-                return true;
-        uint8_t out[ZSTD_COMPRESSBOUND(4096)];
-        size_t n;
-        if (z_compress(p, 4096, out, sizeof out, s->level, &n) < 0)
-                return true;
-        return n && n < 4096 - 4096 / 32;
-}
-
 int txn_put(struct txn *t, enum obj_kind kind, const void *plain, size_t len, const struct store_hash *known,
             struct store_hash *ret) {
         if (len > STORE_MAX_OBJECT)
@@ -407,7 +391,7 @@ int txn_put(struct txn *t, enum obj_kind kind, const void *plain, size_t len, co
                         r = pw_add_small(t->w, plain, (uint32_t)len, (uint8_t)kind, &h);
                 else {
                         struct blk_obj o = { .data = plain, .len = (uint32_t)len, .kind = (uint8_t)kind, .hash = h };
-                        r = pw_add_block(t->w, &o, 1, worth_compressing(t->s, plain, len));
+                        r = pw_add_block(t->w, &o, 1, z_worth_compressing(t->s->level, plain, len));
                 }
                 if (r < 0)
                         return store_fail(r, "cannot store a %s: %s", obj_kind_name(kind), strerror(-r));
@@ -438,7 +422,7 @@ int txn_put_run(struct txn *t, enum obj_kind kind, struct blk_obj *v, size_t n, 
                         return r;
                 if (r > 0) {
                         fresh[k++] = v[i];
-                        compress = compress || worth_compressing(t->s, v[i].data, v[i].len);
+                        compress = compress || z_worth_compressing(t->s->level, v[i].data, v[i].len);
                 }
         }
         if (!k)
@@ -474,7 +458,7 @@ int txn_put_delta(struct txn *t, const void *data, size_t len, const struct stor
                 return r;
         if (r < 0 || bl != len)
                 return 0;
-        size_t cap = ZSTD_compressBound(len);
+        size_t cap = z_bound(len);
         _cleanup_free_ uint8_t *x = malloc(len), *frame = malloc(cap), *alone = malloc(cap);
         if (!x || !frame || !alone)
                 return -ENOMEM;
@@ -538,18 +522,27 @@ static int txn_publish_locked(struct txn *t) {
         return pw_publish(t->w);
 }
 
-int txn_commit_objects(struct txn *t, struct store_op_stats *st) {
+/* Seals the transaction's packs, then publishes them under the store lock. *ret_lock gets
+ * the lock as soon as it is taken, whatever follows: the caller closes it once what must
+ * happen under it (a snapshot's ref) is done. */
+static int txn_seal_publish(struct txn *t, struct store_op_stats *st, int *ret_lock) {
         int r = pw_seal(t->w); /* the slow part (fsync) runs without the lock */
         if (r < 0) {
                 txn_stats(t, st);
                 return r;
         }
-        _cleanup_close_ int lk = store_lock(t->s, false);
+        int lk = store_lock(t->s, false);
         if (lk < 0)
                 return lk;
+        *ret_lock = lk;
         r = txn_publish_locked(t);
         txn_stats(t, st);
         return r;
+}
+
+int txn_commit_objects(struct txn *t, struct store_op_stats *st) {
+        _cleanup_close_ int lk = -EBADF;
+        return txn_seal_publish(t, st, &lk);
 }
 
 int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_stats *st, struct store_hash *ret) {
@@ -563,16 +556,8 @@ int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_sta
         r = txn_put(t, OBJ_SNAPSHOT, b.data, b.len, &h, &h);
         if (r < 0)
                 return r;
-        r = pw_seal(t->w);
-        if (r < 0) {
-                txn_stats(t, st);
-                return r;
-        }
-        _cleanup_close_ int lk = store_lock(t->s, false);
-        if (lk < 0)
-                return lk;
-        r = txn_publish_locked(t);
-        txn_stats(t, st);
+        _cleanup_close_ int lk = -EBADF;
+        r = txn_seal_publish(t, st, &lk);
         if (r < 0)
                 return r;
         char hex[STORE_HEX_LEN + 1];
@@ -608,35 +593,44 @@ static int snap_time_cmp(const void *a, const void *b) {
         return memcmp(x->h.b, y->h.b, STORE_HASH_LEN);
 }
 
+int refs_for_each(struct store *s, int (*fn)(void *ud, int dfd, const char *name, const struct store_hash *h),
+                  void *ud) {
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = fdio_opendir(s->snapfd, &d);
+        if (r < 0)
+                return r;
+        struct dirent *de;
+        while (r >= 0 && (de = readdir(d))) {
+                struct store_hash h;
+                if (store_hash_from_hex(de->d_name, &h) == 0)
+                        r = fn(ud, dirfd(d), de->d_name, &h);
+        }
+        return r < 0 ? r : 0;
+}
+
+struct hash_vec {
+        struct store_hash *v;
+        size_t n, cap;
+};
+
+static int ref_push(void *ud, int dfd, const char *name, const struct store_hash *h) {
+        struct hash_vec *hv = ud;
+        if (ARRAY_RESERVE(hv->v, hv->cap, hv->n + 1, 64) < 0)
+                return -ENOMEM;
+        hv->v[hv->n++] = *h;
+        return 0;
+}
+
 /* Names of the refs, unsorted, without loading the records. */
 static int list_refs(struct store *s, struct store_hash **ret, size_t *ret_n) {
-        int fd = dup(s->snapfd);
-        if (fd < 0)
-                return -errno;
-        _cleanup_closedir_ DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
+        struct hash_vec hv = { 0 };
+        int r = refs_for_each(s, ref_push, &hv);
+        if (r < 0) {
+                free(hv.v);
+                return r;
         }
-        rewinddir(d);
-        _cleanup_free_ struct store_hash *v = NULL;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                struct store_hash h;
-                if (store_hash_from_hex(de->d_name, &h) < 0)
-                        continue;
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 64;
-                        struct store_hash *nv = realloc(v, cap * sizeof *nv);
-                        if (!nv)
-                                return -ENOMEM;
-                        v = nv;
-                }
-                v[n++] = h;
-        }
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
+        *ret = hv.v;
+        *ret_n = hv.n;
         return 0;
 }
 

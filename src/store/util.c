@@ -8,6 +8,7 @@
 #include <time.h>
 #include <openssl/evp.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 static __thread char error_detail[1024];
@@ -169,13 +170,10 @@ int store_rm_rf_at(int dfd, const char *name) {
         int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                int r = -errno;
-                close(fd);
+        DIR *d;
+        int r = fdio_fdopendir(fd, &d);
+        if (r < 0)
                 return r;
-        }
-        int r = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/fdio.h"
 #include "store/store-internal.h"
 
 struct problem {
@@ -33,15 +34,9 @@ struct vctx {
 static void add_problem(struct vctx *v, enum store_problem_kind kind, const struct store_hash *h, const char *path,
                         const char *msg) {
         pthread_mutex_lock(&v->mu);
-        if (v->nprobs == v->cap) {
-                size_t nc = v->cap ? v->cap * 2 : 16;
-                struct problem *np = realloc(v->probs, nc * sizeof *np);
-                if (!np) {
-                        pthread_mutex_unlock(&v->mu);
-                        return;
-                }
-                v->probs = np;
-                v->cap = nc;
+        if (ARRAY_RESERVE(v->probs, v->cap, v->nprobs + 1, 16) < 0) {
+                pthread_mutex_unlock(&v->mu);
+                return;
         }
         struct problem *p = &v->probs[v->nprobs++];
         *p = (struct problem){ .kind = kind, .path = strdup(path ? path : ""), .msg = strdup(msg) };
@@ -237,14 +232,9 @@ static void scan_packs(struct vctx *v, store_progress_fn progress, void *pud) {
 }
 
 static void scan_refs(struct vctx *v) {
-        int fd = dup(v->s->snapfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        DIR *d;
+        if (fdio_opendir(v->s->snapfd, &d) < 0)
                 return;
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 struct store_hash h;

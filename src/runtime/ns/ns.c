@@ -446,17 +446,24 @@ static int sock_addr(const char *run_dir, struct sockaddr_un *sa, int *dirfd) {
         return 0;
 }
 
+/* A unix stream socket and the address of init's socket in run_dir (for bind or connect,
+ * while *dirfd is open). */
+static int sock_new(const char *run_dir, struct sockaddr_un *sa, int *dirfd) {
+        int r = sock_addr(run_dir, sa, dirfd);
+        if (r < 0)
+                return r;
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        return fd < 0 ? -errno : fd;
+}
+
 /* The listening socket space-init keeps for reconnects. Bound on the host, in run_dir,
  * which is not mounted inside the sandbox: only the daemon (root) can reach it. */
 static int listen_socket(const char *run_dir) {
         struct sockaddr_un sa;
         _cleanup_close_ int dirfd = -EBADF;
-        int r = sock_addr(run_dir, &sa, &dirfd);
-        if (r < 0)
-                return r;
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int fd = sock_new(run_dir, &sa, &dirfd);
         if (fd < 0)
-                return -errno;
+                return fd;
         (void)unlink(sa.sun_path);
         if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(sa.sun_path, 0600) < 0 || listen(fd, 8) < 0)
                 return -errno;
@@ -467,12 +474,9 @@ static int listen_socket(const char *run_dir) {
 static int connect_init(const char *run_dir) {
         struct sockaddr_un sa;
         _cleanup_close_ int dirfd = -EBADF;
-        int r = sock_addr(run_dir, &sa, &dirfd);
-        if (r < 0)
-                return r;
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int fd = sock_new(run_dir, &sa, &dirfd);
         if (fd < 0)
-                return -errno;
+                return fd;
         if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
                 return -errno;
         return TAKE_FD(fd);

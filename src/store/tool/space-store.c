@@ -55,12 +55,16 @@ static const char *const main_usage =
         "exit status: 0 success, 1 failure, 2 usage error, 3 not found,\n"
         "             4 damaged data (verify found problems, or get met a corrupt object)\n";
 
-static _printf_(1, 2) void err(const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
+static _printf_(1, 0) void verr(const char *fmt, va_list ap) {
         fprintf(stderr, "space-store%s%s: ", *cmd_name ? " " : "", cmd_name);
         vfprintf(stderr, fmt, ap);
         fputc('\n', stderr);
+}
+
+static _printf_(1, 2) void err(const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        verr(fmt, ap);
         va_end(ap);
 }
 
@@ -86,9 +90,7 @@ static int usage_error(const char *usage, const char *fmt, ...) _printf_(2, 3);
 static int usage_error(const char *usage, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "space-store%s%s: ", *cmd_name ? " " : "", cmd_name);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
+        verr(fmt, ap);
         va_end(ap);
         fputs(usage, stderr);
         return EXIT_USAGE;
@@ -150,12 +152,29 @@ static int resolve(struct store *s, const char *arg, struct store_hash *ret) {
         return 0;
 }
 
-static bool want_help(int argc, char **argv) {
+/* Opens the store and resolves arg to one of its snapshots; on failure nothing stays open. */
+static int open_snapshot(const char *arg, struct store **ret, struct store_hash *ret_h) {
+        struct store *s;
+        int r = open_store(false, &s);
+        if (r)
+                return r;
+        if ((r = resolve(s, arg, ret_h))) {
+                store_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+/* For the commands without options: true (usage printed) when an argument asks for help. */
+static bool show_help(int argc, char **argv, const char *usage) {
         for (int i = 1; i < argc; i++) {
                 if (!strcmp(argv[i], "--"))
                         break;
-                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                        fputs(usage, stdout);
                         return true;
+                }
         }
         return false;
 }
@@ -183,6 +202,15 @@ static int parse_flags(int argc, char **argv, const char *usage, const struct fl
         return -1;
 }
 
+/* parse_flags, then open the store. s stays NULL when the command is over already (help
+ * printed, or an error): then return what this returned. */
+static int open_with_flags(int argc, char **argv, const char *usage, const struct flag *flags, size_t n,
+                           struct store **ret) {
+        *ret = NULL;
+        int rc = parse_flags(argc, argv, usage, flags, n);
+        return rc >= 0 ? rc : open_store(false, ret);
+}
+
 static void hex_of(const struct store_hash *h, char out[STORE_HEX_LEN + 1]) { store_hash_to_hex(h, out); }
 
 static void print_time(int64_t ns, char *out, size_t n) {
@@ -193,42 +221,42 @@ static void print_time(int64_t ns, char *out, size_t n) {
 }
 
 static void stats_json(struct json_writer *w, const struct store_op_stats *st) {
-        json_w_key(w, "entries");
-        json_w_uint(w, st->entries);
-        json_w_key(w, "files");
-        json_w_uint(w, st->files);
-        json_w_key(w, "files_read");
-        json_w_uint(w, st->files_read);
-        json_w_key(w, "bytes_read");
-        json_w_uint(w, st->bytes_read);
-        json_w_key(w, "bytes_logical");
-        json_w_uint(w, st->bytes_logical);
-        json_w_key(w, "objects_written");
-        json_w_uint(w, st->objects_written);
-        json_w_key(w, "bytes_written");
-        json_w_uint(w, st->bytes_written);
-        json_w_key(w, "objects_reused");
-        json_w_uint(w, st->objects_reused);
-        json_w_key(w, "trees_written");
-        json_w_uint(w, st->trees_written);
-        json_w_key(w, "deltas_written");
-        json_w_uint(w, st->deltas_written);
+        const struct {
+                const char *key;
+                uint64_t v;
+        } f[] = {
+                { "entries", st->entries },           { "files", st->files },
+                { "files_read", st->files_read },     { "bytes_read", st->bytes_read },
+                { "bytes_logical", st->bytes_logical }, { "objects_written", st->objects_written },
+                { "bytes_written", st->bytes_written }, { "objects_reused", st->objects_reused },
+                { "trees_written", st->trees_written }, { "deltas_written", st->deltas_written },
+        };
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+                json_w_kuint(w, f[i].key, f[i].v);
 }
+
+/* rc, unless what went to stdout could not be written. */
+static int flushed(int rc) { return fflush(stdout) == 0 ? rc : EXIT_FAIL; }
 
 static int print_buf(struct buf *b) {
         buf_putc(b, '\n');
         fwrite(b->data, 1, b->len, stdout);
-        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+        return flushed(0);
+}
+
+static int print_hash(const struct store_hash *h) {
+        char hex[STORE_HEX_LEN + 1];
+        hex_of(h, hex);
+        printf("%s\n", hex);
+        return flushed(0);
 }
 
 /* ---- commands ---- */
 
 static int cmd_init(int argc, char **argv) {
         static const char usage[] = "usage: space-store init\n  Creates an empty store at --store DIR (or $SPACE_STORE).\n";
-        if (want_help(argc, argv)) {
-                fputs(usage, stdout);
+        if (show_help(argc, argv, usage))
                 return 0;
-        }
         if (argc != 1)
                 return usage_error(usage, "init takes no arguments");
         struct store *s;
@@ -315,12 +343,10 @@ static int cmd_put(int argc, char **argv) {
         store_free(s);
         if (r < 0)
                 return fail(r, "capture failed");
+        if (!json)
+                return print_hash(&h);
         char hex[STORE_HEX_LEN + 1];
         hex_of(&h, hex);
-        if (!json) {
-                printf("%s\n", hex);
-                return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
-        }
         _cleanup_buf_ struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
@@ -354,14 +380,10 @@ static int cmd_get(int argc, char **argv) {
         if (argc - optind != 2)
                 return usage_error(usage, "get needs a snapshot and a directory");
         struct store *s;
-        int r = open_store(false, &s);
+        struct store_hash h;
+        int r = open_snapshot(argv[optind], &s, &h);
         if (r)
                 return r;
-        struct store_hash h;
-        if ((r = resolve(s, argv[optind], &h))) {
-                store_free(s);
-                return r;
-        }
         struct store_op_stats st = { 0 };
         mo.progress = on_progress;
         mo.stats = &st;
@@ -393,18 +415,16 @@ static int cmd_diff(int argc, char **argv) {
                 "  Lists the paths that differ from snapshot A to snapshot B, in path order:\n"
                 "  'A path' added, 'D path' removed, 'M path' modified (content, type, mode,\n"
                 "  owner, mtime or xattrs). Unchanged directories are skipped unread.\n";
-        if (want_help(argc, argv)) {
-                fputs(usage, stdout);
+        if (show_help(argc, argv, usage))
                 return 0;
-        }
         if (argc != 3)
                 return usage_error(usage, "diff needs two snapshots");
         struct store *s;
-        int r = open_store(false, &s);
+        struct store_hash a, b;
+        int r = open_snapshot(argv[1], &s, &a);
         if (r)
                 return r;
-        struct store_hash a, b;
-        if ((r = resolve(s, argv[1], &a)) || (r = resolve(s, argv[2], &b))) {
+        if ((r = resolve(s, argv[2], &b))) {
                 store_free(s);
                 return r;
         }
@@ -413,7 +433,7 @@ static int cmd_diff(int argc, char **argv) {
         store_free(s);
         if (r < 0)
                 return fail(r, "diff failed");
-        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+        return flushed(0);
 }
 
 static void info_json(struct json_writer *w, const struct store_snapshot_info *i) {
@@ -433,10 +453,8 @@ static void info_json(struct json_writer *w, const struct store_snapshot_info *i
         json_w_kstr(w, "root", hex);
         hex_of(&i->memory, hex);
         json_w_kstr(w, "memory", i->has_memory ? hex : NULL);
-        json_w_key(w, "files");
-        json_w_uint(w, i->files);
-        json_w_key(w, "bytes_logical");
-        json_w_uint(w, i->bytes_logical);
+        json_w_kuint(w, "files", i->files);
+        json_w_kuint(w, "bytes_logical", i->bytes_logical);
         json_w_obj_end(w);
 }
 
@@ -446,12 +464,9 @@ static int cmd_log(int argc, char **argv) {
                 "  Lists the snapshots of the store, oldest first: id, time (UTC), reason,\n"
                 "  files, bytes, session and label. --json prints one object per line.\n";
         bool json = false;
-        int rc0 = parse_flags(argc, argv, usage, (const struct flag[]){ { "--json", &json } }, 1);
-        if (rc0 >= 0)
-                return rc0;
         struct store *s;
-        int r = open_store(false, &s);
-        if (r)
+        int r = open_with_flags(argc, argv, usage, (const struct flag[]){ { "--json", &json } }, 1, &s);
+        if (!s)
                 return r;
         struct store_hash *v = NULL;
         size_t n = 0;
@@ -486,27 +501,21 @@ static int cmd_log(int argc, char **argv) {
         }
         free(v);
         store_free(s);
-        return fflush(stdout) == 0 ? rc : EXIT_FAIL;
+        return flushed(rc);
 }
 
 static int cmd_show(int argc, char **argv) {
         static const char usage[] = "usage: space-store show SNAP\n  Prints one snapshot record as JSON.\n";
-        if (want_help(argc, argv)) {
-                fputs(usage, stdout);
+        if (show_help(argc, argv, usage))
                 return 0;
-        }
         if (argc != 2)
                 return usage_error(usage, "show needs one snapshot");
         struct store *s;
-        int r = open_store(false, &s);
-        if (r)
-                return r;
         struct store_hash h;
         struct store_snapshot_info info;
-        if ((r = resolve(s, argv[1], &h))) {
-                store_free(s);
+        int r = open_snapshot(argv[1], &s, &h);
+        if (r)
                 return r;
-        }
         r = store_snapshot_get(s, &h, &info);
         store_free(s);
         if (r < 0)
@@ -541,22 +550,15 @@ static int cmd_fork(int argc, char **argv) {
         if (argc - optind != 1)
                 return usage_error(usage, "fork needs one snapshot");
         struct store *s;
-        int r = open_store(false, &s);
+        struct store_hash h, n;
+        int r = open_snapshot(argv[optind], &s, &h);
         if (r)
                 return r;
-        struct store_hash h, n;
-        if ((r = resolve(s, argv[optind], &h))) {
-                store_free(s);
-                return r;
-        }
         r = store_fork(s, &h, session, label, &n);
         store_free(s);
         if (r < 0)
                 return fail(r, "fork failed");
-        char hex[STORE_HEX_LEN + 1];
-        hex_of(&n, hex);
-        printf("%s\n", hex);
-        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+        return print_hash(&n);
 }
 
 static int cmd_rm(int argc, char **argv) {
@@ -564,10 +566,8 @@ static int cmd_rm(int argc, char **argv) {
                 "usage: space-store rm SNAP...\n"
                 "  Stops listing the snapshots. Their data stays until 'gc' finds that no\n"
                 "  listed snapshot reaches it.\n";
-        if (want_help(argc, argv)) {
-                fputs(usage, stdout);
+        if (show_help(argc, argv, usage))
                 return 0;
-        }
         if (argc < 2)
                 return usage_error(usage, "rm needs at least one snapshot");
         struct store *s;
@@ -602,12 +602,9 @@ static int cmd_verify(int argc, char **argv) {
                 "  and memory image are present. One line per problem on stdout; exit 4 if\n"
                 "  any was found.\n";
         bool json = false;
-        int rc0 = parse_flags(argc, argv, usage, (const struct flag[]){ { "--json", &json } }, 1);
-        if (rc0 >= 0)
-                return rc0;
         struct store *s;
-        int r = open_store(false, &s);
-        if (r)
+        int r = open_with_flags(argc, argv, usage, (const struct flag[]){ { "--json", &json } }, 1, &s);
+        if (!s)
                 return r;
         struct store_verify_result res = { 0 };
         r = store_verify(s, on_problem, NULL, on_progress, NULL, &res);
@@ -638,13 +635,10 @@ static int cmd_gc(int argc, char **argv) {
                 "  captures run. --dry-run only counts.\n";
         struct store_gc_opts go = { 0 };
         bool json = false;
-        int rc0 = parse_flags(argc, argv, usage,
-                              (const struct flag[]){ { "--dry-run", &go.dry_run }, { "--json", &json } }, 2);
-        if (rc0 >= 0)
-                return rc0;
         struct store *s;
-        int r = open_store(false, &s);
-        if (r)
+        int r = open_with_flags(argc, argv, usage,
+                                (const struct flag[]){ { "--dry-run", &go.dry_run }, { "--json", &json } }, 2, &s);
+        if (!s)
                 return r;
         struct store_hash *live = NULL;
         size_t n = 0;
@@ -676,7 +670,7 @@ static int cmd_gc(int argc, char **argv) {
                 printf("%s%" PRIu64 " objects (%s) removed, %" PRIu64 " kept, %" PRIu64 " live snapshots\n",
                        go.dry_run ? "would be: " : "", res.objects_removed, b, res.objects_kept, res.live_snapshots);
         }
-        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+        return flushed(0);
 }
 
 static int cmd_stats(int argc, char **argv) {
@@ -685,12 +679,9 @@ static int cmd_stats(int argc, char **argv) {
                 "  Objects (by kind), bytes stored on disk, bytes before compression, the\n"
                 "  logical bytes of all listed snapshots and the dedup ratio (logical/stored).\n";
         bool json = false;
-        int rc0 = parse_flags(argc, argv, usage, (const struct flag[]){ { "--json", &json } }, 1);
-        if (rc0 >= 0)
-                return rc0;
         struct store *s;
-        int r = open_store(false, &s);
-        if (r)
+        int r = open_with_flags(argc, argv, usage, (const struct flag[]){ { "--json", &json } }, 1, &s);
+        if (!s)
                 return r;
         struct store_stats st;
         r = store_stats(s, &st);
@@ -717,7 +708,7 @@ static int cmd_stats(int argc, char **argv) {
                 printf("bytes logical  %s (%" PRIu64 ")\n", c, st.bytes_logical);
                 printf("dedup ratio    %.2f\n", st.dedup_ratio);
         }
-        return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+        return flushed(0);
 }
 
 static const struct {
