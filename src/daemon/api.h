@@ -69,7 +69,7 @@ void api_op_send_failed(struct conn *c, struct op *op, int r);
 /* The op c's request waits on (through its hook), if any. */
 struct op *api_conn_op(struct conn *c);
 /* The op_ops parts every client connection fills the same way. */
-void api_op_fail(struct op *op, void *client, int status, const char *msg);
+void api_op_fail(struct op *op, void *client, int err, const char *msg);
 bool api_op_behind(struct op *op, void *client);
 void api_op_detach(struct op *op, void *client);
 

@@ -40,12 +40,12 @@ static void read_frame(struct op *op, void *client, const struct proto_hdr *h, c
 }
 
 /* A download under way cannot change its status line: it ends truncated. */
-static void read_fail(struct op *op, void *client, int status, const char *msg) {
+static void read_fail(struct op *op, void *client, int err, const char *msg) {
         struct conn *c = client;
         if (c->streaming)
                 conn_abort(c);
         else
-                api_op_fail(op, client, status, msg);
+                api_op_fail(op, client, err, msg);
 }
 
 static const struct op_ops read_ops = {

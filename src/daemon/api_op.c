@@ -49,9 +49,9 @@ struct op *api_conn_op(struct conn *c) {
         return op ? op : conn_hook_ctx(c, &op_stream_hook);
 }
 
-void api_op_fail(struct op *op, void *client, int status, const char *msg) {
+void api_op_fail(struct op *op, void *client, int err, const char *msg) {
         (void)op;
-        conn_reply_error(client, status, "%s", msg);
+        conn_reply_error(client, api_status_of(err), "%s", msg);
 }
 
 bool api_op_behind(struct op *op, void *client) {

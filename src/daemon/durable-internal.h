@@ -198,7 +198,7 @@ void dur_work_destroy(struct job *j);
 void dur_rm_submit(struct daemon *d, char *dir, bool subvol);
 void dur_trash_dir(struct daemon *d, const char *dir);
 void dur_reclaim_dir(struct daemon *d, const char *sbx);
-void dur_drop_sandbox(struct session *s, int status, const char *msg, enum meta_sandbox_state st,
+void dur_drop_sandbox(struct session *s, const char *msg, enum meta_sandbox_state st,
                          const char *reason);
 void dur_job_free(struct job *j);
 struct job *dur_job_new(struct daemon *d, struct session *s, struct action *a, enum job_kind kind,

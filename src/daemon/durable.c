@@ -297,7 +297,7 @@ static void run_recover(struct action *a) {
                 s->state = META_SESSION_RECOVERING;
         }
         if (s->sb || s->dir) {
-                dur_drop_sandbox(s, 503, why, a->lost_on_purpose ? META_SANDBOX_DESTROYED : META_SANDBOX_DEAD, why);
+                dur_drop_sandbox(s, why, a->lost_on_purpose ? META_SANDBOX_DESTROYED : META_SANDBOX_DEAD, why);
         } else if (a->lost_sbx[0]) {
                 /* Held by nobody (the daemon restarted): kill whatever is left of it. */
                 dur_reclaim_dir(d, a->lost_sbx);
@@ -396,7 +396,7 @@ void dur_restore_forked(struct job *j) {
         log_info("%s: restored %s as %s", s->id, a->snap, m.id);
         dur_parked_drop(s); /* the layer of the old head */
         if (s->sb || s->dir) {
-                ses_drop_sandbox(s, 503, "the session was restored to another snapshot");
+                ses_drop_sandbox(s, "the session was restored to another snapshot");
                 if (s->dir)
                         dur_trash_dir(s->d, s->dir);
                 free(s->dir);
@@ -512,7 +512,7 @@ static void run_delete(struct action *a) {
         struct job *j = s->sb && s->dir ? dur_job_new(NULL, s, a, JOB_DESTROY, delete_destroyed) : NULL;
         if (j && (j->dir = strdup(s->dir))) {
                 j->rt = s->rt;
-                j->sb = ses_take_sandbox(s, 503, "session deleted");
+                j->sb = ses_take_sandbox(s, "session deleted");
                 if (meta_sandbox_set_state(d->meta, s->sbx_id, META_SANDBOX_DESTROYED, "deleted") < 0)
                         log_warn("%s: sandbox %s state: %s", s->id, s->sbx_id, dur_merr(d));
                 free(s->dir);
@@ -529,7 +529,7 @@ static void run_delete(struct action *a) {
         }
         if (j)
                 dur_job_free(j);
-        dur_drop_sandbox(s, 503, "session deleted", META_SANDBOX_DESTROYED, "deleted");
+        dur_drop_sandbox(s, "session deleted", META_SANDBOX_DESTROYED, "deleted");
         delete_finish(a);
 }
 

@@ -103,11 +103,11 @@ void dur_reclaim_dir(struct daemon *d, const char *sbx) {
                 log_warn("removing %s: %s", dir, strerror(-r));
 }
 
-/* Destroys s's sandbox (requests on it end with status/msg), removes its directory and
+/* Destroys s's sandbox (requests on it end with msg, as unavailable), removes its directory and
  * records why in meta (dead: it died unasked; destroyed: on purpose). */
-void dur_drop_sandbox(struct session *s, int status, const char *msg, enum meta_sandbox_state st,
+void dur_drop_sandbox(struct session *s, const char *msg, enum meta_sandbox_state st,
                          const char *reason) {
-        ses_drop_sandbox(s, status, msg);
+        ses_drop_sandbox(s, msg);
         if (s->sbx_id[0]) {
                 if (s->dir)
                         dur_trash_dir(s->d, s->dir);

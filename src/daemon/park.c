@@ -261,7 +261,7 @@ static void pause_done(struct job *j) {
         }
         s->state = META_SESSION_PAUSED;
         uint64_t t0 = dur_mono_us();
-        ses_drop_sandbox(s, 503, "the session was paused");
+        ses_drop_sandbox(s, "the session was paused");
         uint64_t destroy_us = dur_mono_us() - t0;
         /* Only a layer that was frozen from the capture until now equals the snapshot. */
         if (s->dir && !(j->sb && park_layer(s)))

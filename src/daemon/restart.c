@@ -194,7 +194,7 @@ static int adopt_sandbox(struct session *s, const char *sbx) {
                 log_warn("%s: thawing adopted sandbox %s: %s", s->id, sbx, runtime_last_error());
         r = ses_watch(s);
         if (r < 0) {
-                ses_drop_sandbox(s, 503, "adopt failed");
+                ses_drop_sandbox(s, "adopt failed");
                 free(s->dir);
                 s->dir = NULL;
                 s->sbx_id[0] = '\0';
@@ -367,7 +367,7 @@ void dur_shutdown(struct daemon *d) {
                                     asprintf(&j->mem_dir, "%s/checkpoint", s->dir) >= 0) {
                                         j->memory = true;
                                         j->check_dirty = false;
-                                        ses_quiesce(s, 503, "the daemon is shutting down");
+                                        ses_quiesce(s, "the daemon is shutting down");
                                 }
                                 dur_work_capture(j);
                                 if (j->memory)
@@ -391,14 +391,14 @@ void dur_shutdown(struct daemon *d) {
                         ok = false;
                 }
                 if (!ok) {
-                        ses_fail_ops(s, 503, "the daemon is shutting down");
+                        ses_fail_ops(s, "the daemon is shutting down");
                         ses_unwatch_keep(s);
                         kept++;
                         continue;
                 }
                 if (meta_session_set_sandbox(d->meta, s->id, NULL) < 0)
                         log_warn("%s: %s", s->id, dur_merr(d));
-                dur_drop_sandbox(s, 503, "the daemon is shutting down", META_SANDBOX_DESTROYED, "spaced stopped");
+                dur_drop_sandbox(s, "the daemon is shutting down", META_SANDBOX_DESTROYED, "spaced stopped");
                 stopped++;
         }
         if (stopped || kept)

@@ -392,13 +392,13 @@ void ses_write_json(struct json_writer *w, struct session *s) {
 /* ---- failing and tearing down ---- */
 
 /* Every request in flight on s ends with status + msg. */
-void ses_fail_ops(struct session *s, int status, const char *msg) {
+void ses_fail_ops(struct session *s, const char *msg) {
         while (s->ops) {
                 struct op *op = s->ops;
                 void *client = op->client;
                 op_done(op);
                 if (client)
-                        op->ops->fail(op, client, status, msg);
+                        op->ops->fail(op, client, -EAGAIN, msg);
         }
 }
 
@@ -410,22 +410,22 @@ static void ses_unwatch(struct session *s) {
         s->pid_src.fd = -1;
 }
 
-void ses_quiesce(struct session *s, int status, const char *msg) {
+void ses_quiesce(struct session *s, const char *msg) {
         s->ready = false;
         s->hello_deadline_ms = 0;
         s->stalled = false; /* the ops that stalled it end now */
-        ses_fail_ops(s, status, msg);
+        ses_fail_ops(s, msg);
         ses_unwatch(s);
 }
 
-void ses_drop_sandbox(struct session *s, int status, const char *msg) {
-        struct rt_sandbox *sb = ses_take_sandbox(s, status, msg);
+void ses_drop_sandbox(struct session *s, const char *msg) {
+        struct rt_sandbox *sb = ses_take_sandbox(s, msg);
         if (sb && s->rt->destroy(sb) < 0)
                 log_warn("%s: destroying sandbox %s: %s", s->id, s->sbx_id, runtime_last_error());
 }
 
-struct rt_sandbox *ses_take_sandbox(struct session *s, int status, const char *msg) {
-        ses_quiesce(s, status, msg);
+struct rt_sandbox *ses_take_sandbox(struct session *s, const char *msg) {
+        ses_quiesce(s, msg);
         struct rt_sandbox *sb = TAKE_PTR(s->sb);
         s->lost = false;
         s->init_pid = 0;
@@ -454,7 +454,7 @@ void ses_mark_dead(struct session *s, const char *fmt, ...) {
         /* No more events from it; the sandbox itself is destroyed by the recovery, which
          * waits for a job that may still use it (a capture). */
         ses_unwatch(s);
-        ses_fail_ops(s, 503, msg);
+        ses_fail_ops(s, msg);
         if (s->d->ses_hooks)
                 s->d->ses_hooks->lost(s, msg);
 }
@@ -508,7 +508,7 @@ void ses_free(struct session *s) {
         if (s->freed)
                 return;
         s->freed = true;
-        ses_drop_sandbox(s, 503, "session deleted");
+        ses_drop_sandbox(s, "session deleted");
         if (s->prev)
                 s->prev->next = s->next;
         else

@@ -129,9 +129,9 @@ struct op_ops {
          * of a read. */
         void (*frame)(struct op *op, void *client, const struct proto_hdr *h, const uint8_t *payload,
                       const struct json *j);
-        /* The request ends unanswered (its sandbox died, is paused, the daemon stops): status
-         * and msg say why. op is done. */
-        void (*fail)(struct op *op, void *client, int status, const char *msg);
+        /* The request ends unanswered (its sandbox died, is paused, the daemon stops): err
+         * (-EAGAIN: try again once the session runs) and msg say why. op is done. */
+        void (*fail)(struct op *op, void *client, int err, const char *msg);
         /* The client holds more unsent output than a stream may add to: its stream waits. */
         bool (*behind)(struct op *op, void *client);
         /* init's queue has room again (ses_out_full no longer): an upload paused for it goes
@@ -196,13 +196,13 @@ void ses_mark_dead(struct session *s, const char *fmt, ...) _printf_(2, 3);
 int ses_watch(struct session *s);
 /* Stops watching s->sb (kept, not destroyed: a worker is about to checkpoint it, which
  * takes its socket and pid away); requests in flight end with status/msg. */
-void ses_quiesce(struct session *s, int status, const char *msg);
+void ses_quiesce(struct session *s, const char *msg);
 /* Stops watching, destroys s->sb (if any); requests in flight end with status/msg. */
-void ses_drop_sandbox(struct session *s, int status, const char *msg);
+void ses_drop_sandbox(struct session *s, const char *msg);
 /* The same, but hands the sandbox (still running, unwatched) to the caller to destroy. */
-struct rt_sandbox *ses_take_sandbox(struct session *s, int status, const char *msg);
+struct rt_sandbox *ses_take_sandbox(struct session *s, const char *msg);
 /* Requests in flight end with status + msg. */
-void ses_fail_ops(struct session *s, int status, const char *msg);
+void ses_fail_ops(struct session *s, const char *msg);
 /* Forgets s's sandbox without stopping it (it outlives the daemon, re-attached later). */
 void ses_unwatch_keep(struct session *s);
 /* The token matches the session's stored hash (constant-time compare). */

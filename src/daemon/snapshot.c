@@ -204,7 +204,7 @@ int dur_capture_begin(struct action *a, enum meta_snapshot_reason reason, bool t
                                     meta_snapshot_get(s->d->meta, s->head, &hm) == 0 && hm.memory_hash[0] &&
                                     store_hash_from_hex(hm.memory_hash, &j->mem_parent) == 0;
                 if (!live)
-                        ses_quiesce(s, 503, thaw ? "the session is taking a memory snapshot" : "the session is being paused");
+                        ses_quiesce(s, thaw ? "the session is taking a memory snapshot" : "the session is being paused");
         }
         if (j->thaw && !j->memory && j->sb) {
                 j->src_keep = (reason == META_REASON_MANUAL || reason == META_REASON_FORK) && !s->layer.set;

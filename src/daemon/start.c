@@ -464,7 +464,7 @@ void dur_start_fail(struct action *a, const char *fmt, ...) {
         va_end(ap);
         a->waiting_hello = false;
         log_warn("%s: starting a sandbox (%s) failed: %s", s->id, start_event_name(a->why), msg);
-        dur_drop_sandbox(s, 503, msg, META_SANDBOX_DEAD, msg);
+        dur_drop_sandbox(s, msg, META_SANDBOX_DEAD, msg);
         (void)meta_session_set_sandbox(s->d->meta, s->id, NULL);
         switch (a->why) {
         case START_CREATE:
@@ -535,7 +535,7 @@ static void start_retry(struct action *a, const char *why) {
         a->waiting_hello = false;
         log_warn("%s: sandbox %s was lost before it said hello (%s); starting another from %s", s->id, s->sbx_id, why,
                  s->head);
-        dur_drop_sandbox(s, 503, why, META_SANDBOX_DEAD, why);
+        dur_drop_sandbox(s, why, META_SANDBOX_DEAD, why);
         (void)meta_session_set_sandbox(s->d->meta, s->id, NULL);
         dur_start_begin(a);
 }
