@@ -200,9 +200,10 @@ static int parse_line(struct config *c, const char *path, unsigned ln, char *s, 
         char *v = eq + 1;
         while (is_blank(*v))
                 v++;
-        /* a '#' after a blank starts a comment; one inside a value is part of it */
+        /* a '#' that starts the value or follows a blank starts a comment; one inside a
+         * value is part of it */
         for (char *p = v; *p; p++)
-                if (*p == '#' && p > v && is_blank(p[-1])) {
+                if (*p == '#' && (p == v || is_blank(p[-1]))) {
                         *p = '\0';
                         break;
                 }
