@@ -126,22 +126,33 @@ static int write_pidfile(const char *path) {
         return 0;
 }
 
-/* Before anything is written to the data directory: its metadata store opens (migrated
- * forward when an older spaced wrote it), or spaced stops here and says why. A directory
- * a newer spaced wrote is refused and left as it is (docs/install.md "Upgrades"). */
+/* Before anything is written to the data directory: its snapshot store is of a format
+ * this spaced reads, and its metadata store opens (migrated forward when an older spaced
+ * wrote it); or spaced stops here and says why. A directory a newer spaced wrote is
+ * refused and left as it is (docs/install.md "Upgrades"). */
 static int check_data_dir(const char *data_dir) {
-        _cleanup_free_ char *path = NULL;
-        if (asprintf(&path, "%s/meta.db", data_dir) < 0)
+        _cleanup_free_ char *mpath = NULL, *spath = NULL;
+        if (asprintf(&mpath, "%s/meta.db", data_dir) < 0 || asprintf(&spath, "%s/store", data_dir) < 0)
                 return -ENOMEM;
+        static const char refuse[] = "refusing the data directory %s, nothing in it was changed: a newer spaced "
+                                     "than %s wrote it (run that one on it, or this one on another --data)";
+        int r = store_probe(spath);
+        if (r == -EBADMSG) {
+                log_error("snapshot store: %s", store_error_detail());
+                log_error(refuse, data_dir, SPACED_VERSION);
+                return r;
+        }
+        if (r < 0 && r != -ENOENT) {
+                log_error("snapshot store %s: %s", spath, store_error_detail());
+                return r;
+        }
         char why[512];
         _cleanup_meta_ struct meta *m = NULL;
-        int r = meta_open(path, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m);
+        r = meta_open(mpath, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m);
+        if (r < 0)
+                log_error("metadata store %s: %s", mpath, why);
         if (r == -EPROTO)
-                log_error("%s: %s: the data directory %s was written by a newer spaced than %s; refusing it, "
-                          "nothing in it was changed (run that newer spaced on it, or this one on another --data)",
-                          path, why, data_dir, SPACED_VERSION);
-        else if (r < 0)
-                log_error("metadata store %s: %s", path, why);
+                log_error(refuse, data_dir, SPACED_VERSION);
         return r;
 }
 
