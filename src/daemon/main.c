@@ -73,6 +73,9 @@ static void usage(FILE *f) {
                 "KVM when a probe of milliseconds finds it runs guest kernel code at hardware speed,\n"
                 "else TCG; the verdict and why: 'space health', microvm_accel).\n"
                 "\n"
+                "Exit status: 0 after SIGTERM or SIGINT, 1 a failure, 2 a bad option or configuration\n"
+                "file, 3 a data directory this spaced does not read (one a newer spaced wrote).\n"
+                "\n"
                 "Sessions are durable (DIR/meta.db, DIR/store): after a restart, even after kill -9,\n"
                 "running sessions are re-attached to their sandboxes or recovered from their newest\n"
                 "snapshot, paused ones stay paused. SIGTERM or SIGINT takes a last snapshot of every\n"
@@ -134,12 +137,10 @@ static int check_data_dir(const char *data_dir) {
         _cleanup_free_ char *mpath = NULL, *spath = NULL;
         if (asprintf(&mpath, "%s/meta.db", data_dir) < 0 || asprintf(&spath, "%s/store", data_dir) < 0)
                 return -ENOMEM;
-        static const char refuse[] = "refusing the data directory %s, nothing in it was changed: a newer spaced "
-                                     "than %s wrote it (run that one on it, or this one on another --data)";
         int r = store_probe(spath);
         if (r == -EBADMSG) {
                 log_error("snapshot store: %s", store_error_detail());
-                log_error(refuse, data_dir, SPACED_VERSION);
+                log_error("refusing the data directory %s, nothing in it was changed", data_dir);
                 return r;
         }
         if (r < 0 && r != -ENOENT) {
@@ -152,7 +153,8 @@ static int check_data_dir(const char *data_dir) {
         if (r < 0)
                 log_error("metadata store %s: %s", mpath, why);
         if (r == -EPROTO)
-                log_error(refuse, data_dir, SPACED_VERSION);
+                log_error("refusing the data directory %s, nothing in it was changed: a newer spaced than %s "
+                          "wrote it (run that one on it, or this one on another --data)", data_dir, SPACED_VERSION);
         return r;
 }
 
@@ -338,8 +340,8 @@ int main(int argc, char **argv) {
                 log_error("another spaced uses %s (%s is locked): %m", d->data_dir, lock_path);
                 return 1;
         }
-        if (check_data_dir(d->data_dir) < 0)
-                return 1;
+        if ((r = check_data_dir(d->data_dir)) < 0)
+                return r == -EPROTO || r == -EBADMSG ? 3 : 1;
         if ((r = rt_mkdir_p(sbx_dir, 0700)) < 0) {
                 log_error("%s: %s", sbx_dir, strerror(-r));
                 return 1;

@@ -169,7 +169,8 @@ check "ExecStart runs the installed spaced on the installed configuration file" 
 check "Type=notify (spaced sends READY=1), Delegate=yes, Restart=on-failure" \
         test "$(key Type)/$(key Delegate)/$(key Restart)" = "notify/yes/on-failure"
 check "SIGTERM to spaced alone (KillMode=mixed): it takes the last snapshots itself" test "$(key KillMode)" = mixed
-check "a configuration error (exit 2) is not restarted" test "$(key RestartPreventExitStatus)" = 2
+check "a configuration error (exit 2) or a newer data directory (3) is not restarted" \
+        test "$(key RestartPreventExitStatus)" = "2 3"
 check "the data directory is the service's state directory" test "$(key StateDirectory)" = space
 caps=$(sed -n '/^CapabilityBoundingSet=/,/[^\\]$/p' "$U" | tr -d '\\\n' | sed 's/^CapabilityBoundingSet=//')
 check "the bounding set keeps what sandboxes need and drops what nothing needs" sh -c "
