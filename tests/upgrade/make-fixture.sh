@@ -1,9 +1,9 @@
 #!/bin/bash
-# Makes an upgrade fixture (tests/upgrade/README.md): a small data directory written by the
+# Makes an upgrade fixture (docs/install.md "Upgrades"): a small data directory written by the
 # build in BIN_DIR (spaced, space, space-init of a release), packed as
 # fixtures/NAME.tar.zst, and fixtures/NAME.env with what test_upgrade.sh must find in it.
 # Run it once per release with that release's build, and commit both files:
-#   tests/upgrade/make-fixture.sh /path/to/release/build/bin 0.1.0
+#   tests/upgrade/make-fixture.sh /path/to/release/build/bin schema2-5cd4805
 # What is in it: a template (a tiny tree, no programs: they come from the host at test
 # time), session A with two labelled snapshots, a change no snapshot holds when SIGTERM
 # comes (the last snapshot takes it) and an event of its own; session B paused (a parked
@@ -30,9 +30,14 @@ ALICE=$("$BIN/spaced" token add --data "$DATA" --tenant alice --name alice-ci)
 REVOKED=$("$BIN/spaced" token add --data "$DATA" --tenant bob --name bob-old)
 "$BIN/spaced" token revoke --data "$DATA" "$REVOKED" >/dev/null
 
-"$BIN/spaced" --data "$DATA" --disk-volume-size 0 --log-level debug >"$T/spaced.log" 2>&1 &
+# no quota volume (a small fixture); releases from before disk limits have no such option
+novol=
+"$BIN/spaced" --help | grep -q -- --disk-volume-size && novol="--disk-volume-size 0"
+# shellcheck disable=SC2086
+"$BIN/spaced" --data "$DATA" $novol --log-level debug >"$T/spaced.log" 2>&1 &
 PID=$!
 for _ in $(seq 100); do sp health >/dev/null 2>&1 && break; sleep 0.1; done
+sp health >/dev/null 2>&1 || { tail -n 20 "$T/spaced.log"; echo "make-fixture: spaced did not start" >&2; exit 1; }
 sp template build mini --from-dir "$T/rootfs" >/dev/null
 
 A=$(sp create --template mini --memory 64M --token-file "$T/a.token")

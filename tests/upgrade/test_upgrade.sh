@@ -133,7 +133,11 @@ refused() { # data dir, what the error must say; spaced must exit 3 without serv
         grep -q "refusing the data directory $d, nothing in it was changed" "$T/refused.log" || return 1
         diff "$T/before" "$T/after" >/dev/null || { diff "$T/before" "$T/after" | head; return 1; }
 }
-fx=$(ls "$FIXTURES"/*.tar.zst | head -n 1)
+# the fixture of the oldest schema: a refusal must not migrate it either
+fx=$(for f in "$FIXTURES"/*.env; do echo "$(sed -n 's/^FX_SCHEMA=//p' "$f") ${f%.env}.tar.zst"; done | sort -n | head -n 1 | cut -d' ' -f2)
+# shellcheck disable=SC1090
+. "${fx%.tar.zst}.env"
+echo "# downgrades on $(basename "$fx") (schema $FX_SCHEMA)"
 NEWER=$((CURRENT + 1))
 unpack "$fx" "$T/down"
 sqlite3 "$T/down/meta.db" "INSERT INTO meta_schema (version, applied_ms) VALUES ($NEWER, 0)"
