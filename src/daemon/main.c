@@ -340,8 +340,12 @@ int main(int argc, char **argv) {
                 log_error("another spaced uses %s (%s is locked): %m", d->data_dir, lock_path);
                 return 1;
         }
-        if ((r = check_data_dir(d->data_dir)) < 0)
+        if ((r = check_data_dir(d->data_dir)) < 0) {
+                free(d->data_dir);
+                free(d->init_path);
+                free(d->sock_path);
                 return r == -EPROTO || r == -EBADMSG ? 3 : 1;
+        }
         if ((r = rt_mkdir_p(sbx_dir, 0700)) < 0) {
                 log_error("%s: %s", sbx_dir, strerror(-r));
                 return 1;
