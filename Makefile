@@ -11,7 +11,8 @@ export SPACE_WERROR := $(WERROR)
 
 # make install [PREFIX=/usr/local] [DESTDIR=...]: the build is configured for PREFIX (the
 # installed programs find each other and /etc/space or PREFIX/etc/space there), built and
-# installed with cmake --install; make uninstall removes what it installed.
+# installed with cmake --install; make uninstall [DESTDIR=...] removes what it installed
+# but the configuration file.
 PREFIX ?= /usr/local
 DEB ?= $(BUILD)/deb
 
@@ -54,9 +55,10 @@ install: deps
 	cmake --build $(BUILD) -j$(JOBS)
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
 
+# (the same DESTDIR as the install; the configuration file stays)
 uninstall:
 	@[ -f $(BUILD)/install_manifest.txt ] || { echo "nothing installed from $(BUILD)"; exit 1; }
-	tr '\n' '\0' <$(BUILD)/install_manifest.txt | xargs -0 rm -f
+	grep -v '/space/spaced\.conf$$' $(BUILD)/install_manifest.txt | sed 's|^|$(DESTDIR)|' | tr '\n' '\0' | xargs -0 rm -f
 
 # The Debian packages space, libspace0 and libspace-dev (debian/), built by dpkg-buildpackage
 # in a copy of the tree: $(DEB)/*.deb.
