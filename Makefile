@@ -9,7 +9,14 @@ WERROR ?= $(if $(filter-out false 0,$(CI)),ON,OFF)
 # scripts/run-tests configures the sanitizer build itself and reads this.
 export SPACE_WERROR := $(WERROR)
 
-.PHONY: all deps build build-matrix run stop check check-asan unit clean
+# make install [PREFIX=/usr/local] [DESTDIR=...]: the build is configured for PREFIX (the
+# installed programs find each other and /etc/space or PREFIX/etc/space there), built and
+# installed with cmake --install; make uninstall [DESTDIR=...] removes what it installed
+# but the configuration file.
+PREFIX ?= /usr/local
+DEB ?= $(BUILD)/deb
+
+.PHONY: all deps build build-matrix run stop check check-asan unit clean install uninstall deb
 
 all: build
 
@@ -41,6 +48,22 @@ check: build
 
 unit: build
 	cd $(BUILD) && ctest -L unit --output-on-failure
+
+install: deps
+	@if [ ! -f $(BUILD)/CMakeCache.txt ] || ! grep -qx 'CMAKE_INSTALL_PREFIX:PATH=$(PREFIX)' $(BUILD)/CMakeCache.txt; then \
+		cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPACE_WERROR=$(WERROR) -DCMAKE_INSTALL_PREFIX=$(PREFIX); fi
+	cmake --build $(BUILD) -j$(JOBS)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
+
+# (the same DESTDIR as the install; the configuration file stays)
+uninstall:
+	@[ -f $(BUILD)/install_manifest.txt ] || { echo "nothing installed from $(BUILD)"; exit 1; }
+	grep -v '/space/spaced\.conf$$' $(BUILD)/install_manifest.txt | sed 's|^|$(DESTDIR)|' | tr '\n' '\0' | xargs -0 rm -f
+
+# The Debian packages space, libspace0 and libspace-dev (debian/), built by dpkg-buildpackage
+# in a copy of the tree: $(DEB)/*.deb.
+deb: deps
+	@scripts/build-deb "$(DEB)"
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-matrix

@@ -2070,7 +2070,7 @@ int main(int argc, char **argv) {
                 case 'h': fputs(main_help, stdout); return EXIT_SUCCESS;
                 case 'H': g_host = optarg; break;
                 case 'K': g_token = optarg; break;
-                case 'V': printf("space 0.1\n"); return EXIT_SUCCESS;
+                case 'V': printf("space %s\n", SPACE_VERSION); return EXIT_SUCCESS;
                 case ':':
                         fprintf(stderr, "space: option '%s' needs a value\nTry 'space --help'.\n", argv[optind - 1]);
                         return EXIT_USAGE;

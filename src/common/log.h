@@ -6,6 +6,7 @@
 enum log_level { LOG_ERR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 
 void log_set_level(enum log_level l);
+/* Also looks whether stderr is the journal ($JOURNAL_STREAM): call it first. */
 void log_set_ident(const char *ident);
 void log_msg(enum log_level l, const char *fmt, ...) _printf_(2, 3);
 

@@ -4,7 +4,6 @@
  * SIGTERM/SIGINT, when it snapshots what changed, stops the sandboxes and exits. */
 #include <fcntl.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
@@ -15,7 +14,9 @@
 #include <sys/timerfd.h>
 
 #include "common/log.h"
+#include "common/notify.h"
 #include "daemon/auth.h"
+#include "daemon/config.h"
 #include "daemon/routes.h"
 #include "daemon/warmpool.h"
 #include "daemon/spaced.h"
@@ -61,12 +62,26 @@ static void usage(FILE *f) {
                 "  --disk-default SIZE\n"
                 "                     disk limit of a session that asks none (default 10G; 0 = none)\n"
                 "  --log-level LEVEL  error, warn, info (default) or debug\n"
+                "  --config PATH      the configuration file (default $SPACE_CONFIG, else\n"
+                "                     " CONFIG_DEFAULT_PATH ", which may be missing)\n"
+                "  --check-config     check the configuration file and the options, print the\n"
+                "                     settings in effect and where each comes from, and exit\n"
                 "  --help             this text\n"
                 "  --version          the version\n"
+                "\n"
+                "The configuration file sets any option above but --config, --check-config, --help\n"
+                "and --version: one 'key = value' per line, the key an option's name without its\n"
+                "dashes ('pool = base=2', repeatable like --pool; a flag takes yes or no); '#' starts\n"
+                "a comment at the start of a line or after a blank. An unknown key is an error that\n"
+                "names its line. The command line wins over $SPACE_DATA and $SPACE_LOG, which win\n"
+                "over the file. 'spaced token' reads the file's data too.\n"
                 "\n"
                 "SPACE_MICROVM_ACCEL=auto|kvm|tcg: the microvm runtime's accelerator (default auto:\n"
                 "KVM when a probe of milliseconds finds it runs guest kernel code at hardware speed,\n"
                 "else TCG; the verdict and why: 'space health', microvm_accel).\n"
+                "\n"
+                "Exit status: 0 after SIGTERM or SIGINT, 1 a failure, 2 a bad option or configuration\n"
+                "file, 3 a data directory this spaced does not read (one a newer spaced wrote).\n"
                 "\n"
                 "Sessions are durable (DIR/meta.db, DIR/store): after a restart, even after kill -9,\n"
                 "running sessions are re-attached to their sandboxes or recovered from their newest\n"
@@ -107,18 +122,6 @@ static void timer_event(struct loop_src *src, uint32_t revents) {
         srv_tick(d);
 }
 
-static char *default_init_path(void) {
-        char exe[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n < 0)
-                return NULL;
-        exe[n] = '\0';
-        char *p = NULL;
-        if (asprintf(&p, "%s/space-init", dirname(exe)) < 0)
-                return NULL;
-        return p;
-}
-
 static int write_pidfile(const char *path) {
         _cleanup_free_ char *tmp = NULL;
         if (asprintf(&tmp, "%s.tmp", path) < 0)
@@ -131,6 +134,35 @@ static int write_pidfile(const char *path) {
         if (rename(tmp, path) < 0)
                 return -errno;
         return 0;
+}
+
+/* Before anything is written to the data directory: its snapshot store is of a format
+ * this spaced reads, and its metadata store opens (migrated forward when an older spaced
+ * wrote it); or spaced stops here and says why. A directory a newer spaced wrote is
+ * refused and left as it is (docs/install.md "Upgrades"). */
+static int check_data_dir(const char *data_dir) {
+        _cleanup_free_ char *mpath = NULL, *spath = NULL;
+        if (asprintf(&mpath, "%s/meta.db", data_dir) < 0 || asprintf(&spath, "%s/store", data_dir) < 0)
+                return -ENOMEM;
+        int r = store_probe(spath);
+        if (r == -EBADMSG) {
+                log_error("snapshot store: %s", store_error_detail());
+                log_error("refusing the data directory %s, nothing in it was changed", data_dir);
+                return r;
+        }
+        if (r < 0 && r != -ENOENT) {
+                log_error("snapshot store %s: %s", spath, store_error_detail());
+                return r;
+        }
+        char why[512];
+        _cleanup_meta_ struct meta *m = NULL;
+        r = meta_open(mpath, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m);
+        if (r < 0)
+                log_error("metadata store %s: %s", mpath, why);
+        if (r == -EPROTO)
+                log_error("refusing the data directory %s, nothing in it was changed: a newer spaced than %s "
+                          "wrote it (run that one on it, or this one on another --data)", data_dir, SPACED_VERSION);
+        return r;
 }
 
 /* A TCP listener without tokens would be an open door (or, before this check, one that
@@ -167,7 +199,7 @@ static void log_microvm_accel(void) {
 
 int main(int argc, char **argv) {
         enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION, OPT_POOL,
-               OPT_VOL_SIZE, OPT_DISK_DEFAULT };
+               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_CONFIG, OPT_CHECK_CONFIG };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -178,22 +210,44 @@ int main(int argc, char **argv) {
                 { "pool", required_argument, NULL, OPT_POOL },
                 { "disk-volume-size", required_argument, NULL, OPT_VOL_SIZE },
                 { "disk-default", required_argument, NULL, OPT_DISK_DEFAULT },
+                { "config", required_argument, NULL, OPT_CONFIG },
+                { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
         };
-        if (argc >= 2 && strcmp(argv[1], "token") == 0)
+        char cerr[CONFIG_ERR_SIZE];
+        _cleanup_config_ struct config *cfg = NULL;
+        if (argc >= 2 && strcmp(argv[1], "token") == 0) {
+                /* the daemon's data directory, when the file names it */
+                const char *cdata;
+                if (config_load(opts, 1, argv, &cfg, &(int){ 0 }, &(char **){ NULL }, cerr) < 0) {
+                        fprintf(stderr, "spaced: %s\n", cerr);
+                        return 2;
+                }
+                if ((cdata = config_get(cfg, "data")) && setenv("SPACE_DATA", cdata, 1) < 0)
+                        return 1;
                 return tokens_main(argc - 1, argv + 1);
+        }
         const char *data = getenv("SPACE_DATA"), *listen_addr = NULL, *pidfile = NULL, *init = NULL,
                    *runtime = "ns";
         const char *pool_args[WPOOL_MAX_TEMPLATES];
         size_t n_pool = 0;
         enum log_level level = LOG_INFO;
         uint64_t vol_size = 0, disk_default = SES_DEFAULT_DISK;
-        bool vol_size_given = false;
+        bool vol_size_given = false, check_config = false;
+        /* Before any thread or child: none of them may speak for spaced. */
+        struct notify nt;
+        if (notify_open(&nt) < 0)
+                fprintf(stderr, "spaced: NOTIFY_SOCKET is not a socket address: no readiness is sent\n");
         const char *env_level = getenv("SPACE_LOG");
         if (env_level)
                 (void)parse_level(env_level, &level);
+        /* The file's settings go before the command line's options, parsed as theirs. */
+        if (config_load(opts, argc, argv, &cfg, &argc, &argv, cerr) < 0) {
+                fprintf(stderr, "spaced: %s\n", cerr);
+                return 2;
+        }
         int o;
         while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
                 switch (o) {
@@ -201,24 +255,34 @@ int main(int argc, char **argv) {
                 case OPT_LISTEN: listen_addr = optarg; break;
                 case OPT_PIDFILE: pidfile = optarg; break;
                 case OPT_INIT: init = optarg; break;
-                case OPT_RUNTIME: runtime = optarg; break;
+                case OPT_RUNTIME:
+                        if (!runtime_find(optarg)) {
+                                fprintf(stderr, "spaced: %sno runtime named %s\n", config_origin(cfg, optind - 1), optarg);
+                                return 2;
+                        }
+                        runtime = optarg;
+                        break;
+                case OPT_CONFIG: break; /* read before this loop */
+                case OPT_CHECK_CONFIG: check_config = true; break;
                 case OPT_POOL:
                         if (wpool_set_arg(NULL, optarg) < 0 || n_pool >= WPOOL_MAX_TEMPLATES) {
-                                fprintf(stderr, "spaced: bad --pool %s (TEMPLATE=N, N at most %d, at most %d templates)\n",
-                                        optarg, WPOOL_MAX_SIZE, WPOOL_MAX_TEMPLATES);
+                                fprintf(stderr, "spaced: %sbad --pool %s (TEMPLATE=N, N at most %d, at most %d templates)\n",
+                                        config_origin(cfg, optind - 1), optarg, WPOOL_MAX_SIZE, WPOOL_MAX_TEMPLATES);
                                 return 2;
                         }
                         pool_args[n_pool++] = optarg;
                         break;
                 case OPT_LOG:
                         if (parse_level(optarg, &level) < 0) {
-                                fprintf(stderr, "spaced: bad --log-level %s (error, warn, info, debug)\n", optarg);
+                                fprintf(stderr, "spaced: %sbad --log-level %s (error, warn, info, debug)\n",
+                                        config_origin(cfg, optind - 1), optarg);
                                 return 2;
                         }
                         break;
                 case OPT_VOL_SIZE:
                         if (util_parse_size(optarg, &vol_size) < 0) {
-                                fprintf(stderr, "spaced: bad --disk-volume-size %s (a size like 64G, or 0)\n", optarg);
+                                fprintf(stderr, "spaced: %sbad --disk-volume-size %s (a size like 64G, or 0)\n",
+                                        config_origin(cfg, optind - 1), optarg);
                                 return 2;
                         }
                         vol_size_given = true;
@@ -226,7 +290,8 @@ int main(int argc, char **argv) {
                 case OPT_DISK_DEFAULT:
                         if (util_parse_size(optarg, &disk_default) < 0 ||
                             (disk_default && (disk_default < SES_MIN_DISK || disk_default > SES_MAX_DISK))) {
-                                fprintf(stderr, "spaced: bad --disk-default %s (0, or a size from 16M to 16T)\n", optarg);
+                                fprintf(stderr, "spaced: %sbad --disk-default %s (0, or a size from 16M to 16T)\n",
+                                        config_origin(cfg, optind - 1), optarg);
                                 return 2;
                         }
                         break;
@@ -254,6 +319,10 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "spaced: no runtime named %s\n", runtime);
                 return 2;
         }
+        if (check_config) {
+                config_print(cfg, stdout);
+                return 0;
+        }
         int r = rt_mkdir_p(data, 0755);
         char real[PATH_MAX];
         if (r < 0 || !realpath(data, real)) {
@@ -261,7 +330,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         d->data_dir = strdup(real);
-        d->init_path = init ? strdup(init) : default_init_path();
+        d->init_path = init ? strdup(init) : config_default_init();
         if (!d->data_dir || !d->init_path || asprintf(&d->sock_path, "%s/spaced.sock", d->data_dir) < 0) {
                 log_error("out of memory");
                 return 1;
@@ -277,6 +346,12 @@ int main(int argc, char **argv) {
         if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
                 log_error("another spaced uses %s (%s is locked): %m", d->data_dir, lock_path);
                 return 1;
+        }
+        if ((r = check_data_dir(d->data_dir)) < 0) {
+                free(d->data_dir);
+                free(d->init_path);
+                free(d->sock_path);
+                return r == -EPROTO || r == -EBADMSG ? 3 : 1;
         }
         if ((r = rt_mkdir_p(sbx_dir, 0700)) < 0) {
                 log_error("%s: %s", sbx_dir, strerror(-r));
@@ -369,6 +444,7 @@ int main(int argc, char **argv) {
         }
         log_info("spaced %s ready: data %s, socket %s%s%s, runtime %s, init %s", SPACED_VERSION, d->data_dir,
                  d->sock_path, listen_addr ? ", tcp " : "", listen_addr ? listen_addr : "", d->rt->name, d->init_path);
+        (void)notify_send(&nt, "READY=1\nSTATUS=ready");
 
         while (!d->stopping) {
                 r = loop_run_once(d->loop, -1);
@@ -378,6 +454,7 @@ int main(int argc, char **argv) {
                 }
         }
 
+        (void)notify_send(&nt, "STOPPING=1\nSTATUS=taking the last snapshots and stopping the sandboxes");
         srv_close_all(d);
         d->pool = wpool_free(d->pool);
         dur_shutdown(d);
@@ -396,6 +473,7 @@ int main(int argc, char **argv) {
         free(d->data_dir);
         free(d->init_path);
         free(d->sock_path);
+        notify_close(&nt);
         log_info("stopped");
         return r < 0 ? 1 : 0;
 }

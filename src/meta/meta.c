@@ -246,8 +246,11 @@ static const char *cut_text(const char *in, char out[META_TEXT_MAX + 1]) {
 int meta_open(const char *uri, const struct meta_opts *o, struct meta **ret) {
         if (!uri || !ret)
                 return -EINVAL;
-        if (o && o->version != META_OPTS_VERSION)
+        if (o && (o->version < 1 || o->version > META_OPTS_VERSION))
                 return -EINVAL;
+        char *why = o && o->version >= 2 && o->error_size ? o->error : NULL;
+        if (why)
+                why[0] = '\0';
         const struct meta_backend_ops *ops = &meta_sqlite_ops;
         const char *target = uri;
         if (strncmp(uri, "sqlite:", 7) == 0)
@@ -261,8 +264,11 @@ int meta_open(const char *uri, const struct meta_opts *o, struct meta **ret) {
                 return -ENOMEM;
         m->ops = ops;
         int r = ops->open(m, target, o);
-        if (r < 0)
+        if (r < 0) {
+                if (why)
+                        snprintf(why, o->error_size, "%s", m->err[0] ? m->err : strerror(-r));
                 return r;
+        }
         *ret = TAKE_PTR(m);
         return 0;
 }

@@ -151,17 +151,21 @@ struct meta_hash {
 
 struct meta;
 
-#define META_OPTS_VERSION 1
+#define META_OPTS_VERSION 2 /* 2 added error; version 1 structs are still accepted */
 struct meta_opts {
         unsigned version;        /* META_OPTS_VERSION */
         unsigned busy_timeout_ms; /* wait this long for another writer; 0 = 5000 */
+        /* Where a failed meta_open says why, for humans (a failed open has no handle to
+         * ask meta_last_error); may be NULL. */
+        char *error;
+        size_t error_size;
 };
 #define META_OPTS_INIT .version = META_OPTS_VERSION
 
 /* Opens the store named by uri: "sqlite:PATH", or a plain PATH (SQLite), creating the
  * file and migrating its schema to the current version. "postgresql://…" is
- * -EPROTONOSUPPORT for now. -EPROTO if the file has a newer schema than this code.
- * o may be NULL. */
+ * -EPROTONOSUPPORT for now. -EPROTO if the file has a newer schema than this code (it is
+ * left as it was). o may be NULL. */
 int meta_open(const char *uri, const struct meta_opts *o, struct meta **ret);
 /* Rolls back an open transaction and closes. Accepts NULL; returns NULL. */
 struct meta *meta_free(struct meta *m);

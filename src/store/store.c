@@ -111,6 +111,18 @@ static int check_format(int dfd, const char *dir) {
         return 0;
 }
 
+int store_probe(const char *dir) {
+        if (!dir || !*dir)
+                return store_fail(-EINVAL, "no store directory given");
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return errno == ENOENT ? -ENOENT : store_fail(-errno, "cannot open store %s: %m", dir);
+        int r = check_format(dfd, dir);
+        if (r < 0 && r != -ENOENT && r != -EBADMSG)
+                return store_fail(r, "%s: cannot read the format file: %s", dir, strerror(-r));
+        return r;
+}
+
 int store_open(const char *dir, const struct store_opts *o, struct store **ret) {
         struct store_opts def = { STORE_OPTS_INIT };
         if (!o)

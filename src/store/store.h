@@ -67,6 +67,10 @@ struct store_opts {
 /* Opens (or with o->create makes) the store at dir. -ENOENT if there is none,
  * -EBADMSG if dir holds something that is not a store of a format we read. */
 int store_open(const char *dir, const struct store_opts *o, struct store **ret);
+/* Whether dir holds a store this code reads, without opening it or changing anything:
+ * 0 yes, -ENOENT no store there (yet), -EBADMSG a foreign or newer format (the detail,
+ * with the format found, in store_error_detail). */
+int store_probe(const char *dir);
 struct store *store_free(struct store *s);
 static inline void store_freep(struct store **s) { *s = store_free(*s); }
 #define _cleanup_store_ __attribute__((cleanup(store_freep)))

@@ -198,6 +198,14 @@ static void test_open_migrate(void **state) {
         struct meta *m2 = (struct meta *)0x1;
         assert_int_equal(meta_open(f->path, NULL, &m2), -EPROTO);
         assert_ptr_equal(m2, (struct meta *)0x1);
+        printf("# ... and says why, with both versions, where the caller asks (meta_opts.error)\n");
+        char why[256] = "stale";
+        assert_int_equal(meta_open(f->path, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m2),
+                         -EPROTO);
+        assert_non_null(strstr(why, "schema version 99 is newer than this program's 2"));
+        assert_ptr_equal(m2, (struct meta *)0x1);
+        printf("# a version 1 options struct (no error field) still opens\n");
+        assert_int_equal(meta_open(f->path, &(struct meta_opts){ .version = 1 }, &m2), -EPROTO);
         assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
         assert_int_equal(sqlite3_exec(db, "DELETE FROM meta_schema WHERE version = 99", NULL, NULL, NULL), SQLITE_OK);
         sqlite3_close(db);
@@ -219,6 +227,11 @@ static void test_open_migrate(void **state) {
         snprintf(missing, sizeof missing, "%s/no/such/dir.db", f->dir);
         assert_int_equal(meta_open(missing, NULL, &m2), -ENOENT);
         assert_ptr_equal(m2, (struct meta *)0x1);
+        char why2[8] = "stale";
+        assert_int_equal(meta_open(missing, &(struct meta_opts){ META_OPTS_INIT, .error = why2, .error_size = sizeof why2 }, &m2),
+                         -ENOENT);
+        assert_true(why2[0] != '\0' && strlen(why2) < sizeof why2); /* cut to the buffer, never past it */
+        assert_string_not_equal(why2, "stale");
 
         printf("# sqlite:PATH names the same file\n");
         char uri[160];

@@ -216,6 +216,18 @@ static void test_store_dirs(void **state) {
         assert_int_equal(store_open(p, NULL, &x), -EBADMSG);
         printf("  %s\n", store_error_detail());
         assert_non_null(strstr(store_error_detail(), "unsupported format"));
+        printf("checking store_probe tells the same without opening: future, missing, none yet, a store\n");
+        assert_int_equal(store_probe(p), -EBADMSG);
+        assert_non_null(strstr(store_error_detail(), "unsupported format (\"space-store 9\")"));
+        snprintf(fp, sizeof fp, "%s/nothing", base);
+        assert_int_equal(store_probe(fp), -ENOENT);
+        assert_int_equal(store_probe(src), -ENOENT);
+        assert_int_equal(store_probe(""), -EINVAL);
+        snprintf(fp, sizeof fp, "%s/fresh", base);
+        assert_int_equal(store_open(fp, &(struct store_opts){ STORE_OPTS_INIT, .create = true }, &x), 0);
+        x = store_free(x);
+        assert_int_equal(store_probe(fp), 0);
+        snprintf(fp, sizeof fp, "%s/format", p);
         f = fopen(fp, "w");
         fputs("space-store 1\n", f); /* one file per object: read no more */
         fclose(f);
