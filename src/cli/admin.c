@@ -12,13 +12,8 @@
 const struct cli_cmd cli_health = {
         .name = "health",
         .summary = "check that the daemon answers",
-        .help = "Usage: space health [OPTIONS]\n"
-                "\n"
-                "Ask the daemon whether it is up; prints its health object. Exit 1 if unreachable.\n"
-                "\n"
-                "Options:\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS]",
+        .about = "Ask the daemon whether it is up; prints its health object. Exit 1 if unreachable.\n",
         .flags = CLI_JSON | CLI_CLIENT, /* --json is accepted; health prints JSON either way */
         .json_path = "/v1/health",
 };
@@ -43,15 +38,10 @@ static int gc_run(struct cli_call *call) {
 const struct cli_cmd cli_gc = {
         .name = "gc",
         .summary = "collect unreferenced snapshot data now",
-        .help = "Usage: space gc [OPTIONS]\n"
-                "\n"
-                "Collect the snapshot store's garbage now (spaced also does it by itself from\n"
-                "time to time): data only deleted sessions and expired rolling snapshots held.\n"
-                "\n"
-                "Options:\n"
-                "      --json            print {\"objects_removed\":N,\"bytes_freed\":N}\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS]",
+        .about = "Collect the snapshot store's garbage now (spaced also does it by itself from\n"
+                "time to time): data only deleted sessions and expired rolling snapshots held.\n",
+        .options = "      --json            print {\"objects_removed\":N,\"bytes_freed\":N}\n",
         .flags = CLI_JSON | CLI_CLIENT,
         .run = gc_run,
 };
@@ -94,17 +84,12 @@ static int pool_run(struct cli_call *call) {
 const struct cli_cmd cli_pool = {
         .name = "pool",
         .summary = "show or set the warm pool of ready sandboxes",
-        .help = "Usage: space pool [OPTIONS] [TEMPLATE=N]\n"
-                "\n"
-                "Show the warm pool: per template, how many sandboxes spaced keeps made ahead so\n"
+        .usage = "[OPTIONS] [TEMPLATE=N]",
+        .about = "Show the warm pool: per template, how many sandboxes spaced keeps made ahead so\n"
                 "that a create only hands one over. With TEMPLATE=N, keep N of TEMPLATE from now\n"
                 "on (0 = none: every create makes its sandbox then); lasts until spaced stops\n"
-                "(spaced --pool TEMPLATE=N sets it at start).\n"
-                "\n"
-                "Options:\n"
-                "      --json            print the daemon's JSON on one line\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "(spaced --pool TEMPLATE=N sets it at start).\n",
+        .options = "      --json            print the daemon's JSON on one line\n",
         .flags = CLI_JSON | CLI_CLIENT,
         .max_args = 1,
         .args_size = sizeof(struct pool_args),

@@ -16,6 +16,7 @@
 #include "common/fdio.h"
 
 #define CLI_MAX_LONG_OPTS 32 /* a command's own long options */
+#define CLI_HELP_COLUMN 24   /* where option descriptions start in --help */
 
 /* ---- messages -------------------------------------------------------------------- */
 
@@ -51,7 +52,14 @@ int cli_api_fail_on(const struct cli_call *call, const char *id, int r) {
 }
 
 int cli_show_help(const struct cli_cmd *cmd) {
-        fputs(cmd->help, stdout);
+        printf("Usage: space %s %s\n\n%s", cmd->name, cmd->usage, cmd->about);
+        if (cmd->sub)
+                return EXIT_SUCCESS;
+        /* the options cli_run reads for every command, described where they are read */
+        int w = (cmd->help_column ? cmd->help_column : CLI_HELP_COLUMN) - (int)strlen("  -h, ") - 1;
+        printf("\nOptions:\n%s", cmd->options ? cmd->options : "");
+        printf("      %-*s daemon address (default: $SPACE_HOST)\n", w, "--host ADDR");
+        printf("  -h, %-*s show this help\n", w, "--help");
         return EXIT_SUCCESS;
 }
 

@@ -36,7 +36,11 @@ struct cli_entry;
 struct cli_cmd {
         const char *name;    /* "exec", "template build": what messages call it */
         const char *summary; /* its line in 'space --help' */
-        const char *help;    /* its --help text, printed as it is */
+        /* Its --help: "Usage: space <name> <usage>", a blank line, about; then (not for a
+         * group) "Options:", options and the lines of --host and --help, whose descriptions
+         * start at help_column (0: 24) like those of options. */
+        const char *usage, *about, *options;
+        int help_column;
         unsigned flags;
         const char *short_opts;          /* the command's own options, getopt style ("t:m:e:s:") */
         const struct option *long_opts;  /* ... and long ones, {0}-terminated; vals h H j q are taken */

@@ -95,20 +95,15 @@ static int events_run(struct cli_call *call) {
 const struct cli_cmd cli_events = {
         .name = "events",
         .summary = "print (or follow) a session's event log",
-        .help = "Usage: space events [OPTIONS] ID\n"
-                "\n"
-                "Print a session's event log, oldest first: every exec, lifecycle change (created,\n"
+        .usage = "[OPTIONS] ID",
+        .about = "Print a session's event log, oldest first: every exec, lifecycle change (created,\n"
                 "paused, resumed, restored, forked), snapshot, recovery, and the events an agent\n"
-                "appended. One line per event: SEQ TIME KIND DATA (DATA is JSON).\n"
-                "\n"
-                "Options:\n"
-                "      --after SEQ       only events after sequence number SEQ\n"
+                "appended. One line per event: SEQ TIME KIND DATA (DATA is JSON).\n",
+        .options = "      --after SEQ       only events after sequence number SEQ\n"
                 "  -n, --limit N         at most N events (default: all)\n"
                 "  -f, --follow          keep printing new events as they come (polls twice a\n"
                 "                        second) until interrupted or the session is deleted\n"
-                "      --json            one JSON object per line: {\"seq\",\"time\",\"kind\",\"data\"}\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "      --json            one JSON object per line: {\"seq\",\"time\",\"kind\",\"data\"}\n",
         .flags = CLI_JSON | CLI_SESSION | CLI_CHECK_FIRST,
         .short_opts = "n:f",
         .long_opts = (const struct option[]){
@@ -161,16 +156,11 @@ static int event_run(struct cli_call *call) {
 const struct cli_cmd cli_event = {
         .name = "event",
         .summary = "append an event of your own to the log",
-        .help = "Usage: space event [OPTIONS] ID --data JSON\n"
-                "\n"
-                "Append an event of your own to a session's event log (an agent's tool call or\n"
-                "note) and print its sequence number.\n"
-                "\n"
-                "Options:\n"
-                "  -k, --kind KIND       agent, tool_call or note (default: note)\n"
-                "  -d, --data JSON       the event's data: a JSON object, at most 64 KiB\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS] ID --data JSON",
+        .about = "Append an event of your own to a session's event log (an agent's tool call or\n"
+                "note) and print its sequence number.\n",
+        .options = "  -k, --kind KIND       agent, tool_call or note (default: note)\n"
+                "  -d, --data JSON       the event's data: a JSON object, at most 64 KiB\n",
         .flags = CLI_SESSION,
         .short_opts = "k:d:",
         .long_opts = (const struct option[]){

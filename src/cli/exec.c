@@ -122,24 +122,19 @@ static void exec_cleanup(struct cli_call *call) {
 const struct cli_cmd cli_exec = {
         .name = "exec",
         .summary = "run a command in a sandbox, streaming its output",
-        .help = "Usage: space exec [OPTIONS] ID [--] COMMAND [ARG...]\n"
-                "\n"
-                "Run a command in a sandbox. Its stdout and stderr are streamed to ours as they\n"
+        .usage = "[OPTIONS] ID [--] COMMAND [ARG...]",
+        .about = "Run a command in a sandbox. Its stdout and stderr are streamed to ours as they\n"
                 "come; space exits with the command's exit code, 128+N when signal N killed it,\n"
                 "127 when it could not be started, 1 on other errors.\n"
                 "Our stdin is sent to the command (at most 512 KiB) with -i or when stdin is not a\n"
-                "terminal; use </dev/null to send nothing.\n"
-                "\n"
-                "Options:\n"
-                "  -i, --interactive     send stdin even when it is a terminal\n"
+                "terminal; use </dev/null to send nothing.\n",
+        .options = "  -i, --interactive     send stdin even when it is a terminal\n"
                 "  -w, --cwd DIR         working directory inside the sandbox\n"
                 "  -e, --env K=V         extra environment (repeatable)\n"
                 "      --timeout SEC     kill the command after SEC seconds\n"
                 "  -d, --background      start it in the background, print its pid and return;\n"
                 "                        see its output with 'space logs ID PID' (no stdin)\n"
-                "      --json            with -d: print {\"pid\":N}\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "      --json            with -d: print {\"pid\":N}\n",
         /* options end at the id, so the command's own options stay its own */
         .flags = CLI_JSON | CLI_IN_ORDER | CLI_SESSION | CLI_CHECK_FIRST,
         .short_opts = "iw:e:d",
@@ -200,17 +195,12 @@ static int logs_run(struct cli_call *call) {
 const struct cli_cmd cli_logs = {
         .name = "logs",
         .summary = "print (or follow) a background process's output",
-        .help = "Usage: space logs [OPTIONS] ID PID\n"
-                "\n"
-                "Print the recorded output of a process (usually one started with 'exec -d'):\n"
-                "stdout to stdout, stderr to stderr.\n"
-                "\n"
-                "Options:\n"
-                "  -f, --follow          keep printing until the process ends, then exit with its\n"
+        .usage = "[OPTIONS] ID PID",
+        .about = "Print the recorded output of a process (usually one started with 'exec -d'):\n"
+                "stdout to stdout, stderr to stderr.\n",
+        .options = "  -f, --follow          keep printing until the process ends, then exit with its\n"
                 "                        status (128+N when killed by signal N)\n"
-                "      --offset N        skip the first N bytes of recorded output\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "      --offset N        skip the first N bytes of recorded output\n",
         .flags = CLI_SESSION,
         .short_opts = "f",
         .long_opts = (const struct option[]){
@@ -252,14 +242,9 @@ static int kill_run(struct cli_call *call) {
 const struct cli_cmd cli_kill = {
         .name = "kill",
         .summary = "signal a process in a sandbox",
-        .help = "Usage: space kill [OPTIONS] ID PID [SIGNAL]\n"
-                "\n"
-                "Send a signal (default TERM) to a process in a sandbox. SIGNAL is a name (TERM,\n"
-                "SIGKILL, int) or a number.\n"
-                "\n"
-                "Options:\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS] ID PID [SIGNAL]",
+        .about = "Send a signal (default TERM) to a process in a sandbox. SIGNAL is a name (TERM,\n"
+                "SIGKILL, int) or a number.\n",
         .flags = CLI_IN_ORDER | CLI_SESSION,
         .min_args = 2, .max_args = 3, .missing = "sandbox id and pid", .missing_rest = "pid",
         .args_size = sizeof(struct kill_args),
@@ -309,14 +294,9 @@ static int ps_run(struct cli_call *call) {
 const struct cli_cmd cli_ps = {
         .name = "ps",
         .summary = "list a sandbox's processes",
-        .help = "Usage: space ps [OPTIONS] ID\n"
-                "\n"
-                "List the processes a sandbox's init tracks (background ones and their results).\n"
-                "\n"
-                "Options:\n"
-                "      --json            print the daemon's JSON ({\"processes\":[...]})\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS] ID",
+        .about = "List the processes a sandbox's init tracks (background ones and their results).\n",
+        .options = "      --json            print the daemon's JSON ({\"processes\":[...]})\n",
         .flags = CLI_JSON | CLI_SESSION,
         .min_args = 1, .max_args = 1, .missing = "sandbox id",
         .json_path = "/processes",

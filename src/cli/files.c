@@ -231,17 +231,12 @@ static int cp_run(struct cli_call *call) {
 const struct cli_cmd cli_cp = {
         .name = "cp",
         .summary = "copy files between the host and a sandbox",
-        .help = "Usage: space cp [OPTIONS] SRC DST\n"
-                "\n"
-                "Copy files between the host and a sandbox. One side is ID:/absolute/path in the\n"
+        .usage = "[OPTIONS] SRC DST",
+        .about = "Copy files between the host and a sandbox. One side is ID:/absolute/path in the\n"
                 "sandbox, the other a local path; '-' is stdin (as SRC) or stdout (as DST).\n"
                 "A DST that is an existing directory (or ends in '/') gets SRC's name inside it.\n"
-                "Directories are copied recursively (regular files and directories only).\n"
-                "\n"
-                "Options:\n"
-                "  -p, --parents         create missing parent directories in the sandbox\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "Directories are copied recursively (regular files and directories only).\n",
+        .options = "  -p, --parents         create missing parent directories in the sandbox\n",
         .flags = CLI_SESSION,
         .short_opts = "p",
         .long_opts = (const struct option[]){ { "parents", no_argument, NULL, 'p' }, { 0 } },

@@ -81,13 +81,10 @@ static int create_run(struct cli_call *call) {
 const struct cli_cmd cli_create = {
         .name = "create",
         .summary = "create a sandbox session, print its id",
-        .help = "Usage: space create [OPTIONS]\n"
-                "\n"
-                "Create a sandbox session and print its id. Its token is shown only now: keep\n"
-                "it (--json or --token-file) to reconnect with 'space connect ID --token T'.\n"
-                "\n"
-                "Options:\n"
-                "  -t, --template NAME   template to start from (daemon default: base)\n"
+        .usage = "[OPTIONS]",
+        .about = "Create a sandbox session and print its id. Its token is shown only now: keep\n"
+                "it (--json or --token-file) to reconnect with 'space connect ID --token T'.\n",
+        .options = "  -t, --template NAME   template to start from (daemon default: base)\n"
                 "      --runtime NAME    ns or gvisor (keeps running processes across pause,\n"
                 "                        resume and fork); default: the daemon's --runtime\n"
                 "  -m, --memory SIZE     memory limit, e.g. 512M, 2G (binary units)\n"
@@ -106,9 +103,7 @@ const struct cli_cmd cli_create = {
                 "                        pause and fork-source ones are always kept\n"
                 "      --token-file FILE write the session's token to FILE (mode 0600)\n"
                 "      --json            print the whole session object, with its \"token\",\n"
-                "                        instead of the id\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "                        instead of the id\n",
         .flags = CLI_JSON | CLI_CLIENT,
         .short_opts = "t:m:e:s:",
         .long_opts = (const struct option[]){
@@ -157,15 +152,10 @@ static int ls_run(struct cli_call *call) {
 const struct cli_cmd cli_ls = {
         .name = "ls",
         .summary = "list sessions",
-        .help = "Usage: space ls [OPTIONS]\n"
-                "\n"
-                "List the sessions the daemon knows.\n"
-                "\n"
-                "Options:\n"
-                "      --json            print the daemon's JSON ({\"sessions\":[...]})\n"
-                "  -q, --quiet           print ids only\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS]",
+        .about = "List the sessions the daemon knows.\n",
+        .options = "      --json            print the daemon's JSON ({\"sessions\":[...]})\n"
+                "  -q, --quiet           print ids only\n",
         .flags = CLI_JSON | CLI_QUIET | CLI_CLIENT,
         .json_path = "/v1/sessions",
         .run = ls_run,
@@ -178,14 +168,9 @@ static int inspect_run(struct cli_call *call) { return cli_print_json(space_sess
 const struct cli_cmd cli_inspect = {
         .name = "inspect",
         .summary = "show a session's details",
-        .help = "Usage: space inspect [OPTIONS] ID\n"
-                "\n"
-                "Print a session's object (state, limits, health) as indented JSON.\n"
-                "\n"
-                "Options:\n"
-                "      --json            print it on one line, as the daemon sent it\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS] ID",
+        .about = "Print a session's object (state, limits, health) as indented JSON.\n",
+        .options = "      --json            print it on one line, as the daemon sent it\n",
         .flags = CLI_JSON | CLI_SESSION,
         .min_args = 1, .max_args = 1, .missing = "sandbox id",
         .run = inspect_run,
@@ -220,14 +205,9 @@ static int rm_run(struct cli_call *call) { return cli_each_arg(call, rm_one); }
 const struct cli_cmd cli_rm = {
         .name = "rm",
         .summary = "delete sessions",
-        .help = "Usage: space rm [OPTIONS] ID...\n"
-                "\n"
-                "Delete sessions: their processes are killed and their files are gone. Prints each\n"
-                "id deleted; goes on past failures and exits 1 if any.\n"
-                "\n"
-                "Options:\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS] ID...",
+        .about = "Delete sessions: their processes are killed and their files are gone. Prints each\n"
+                "id deleted; goes on past failures and exits 1 if any.\n",
         .flags = CLI_CLIENT,
         .min_args = 1, .max_args = -1, .missing = "sandbox id",
         .run = rm_run,
@@ -267,18 +247,13 @@ static int connect_run(struct cli_call *call) {
 const struct cli_cmd cli_connect = {
         .name = "connect",
         .summary = "reconnect to a session with its token",
-        .help = "Usage: space connect [OPTIONS] ID [--token TOKEN]\n"
-                "\n"
-                "Reconnect to a session with the token its create (or fork) returned: checks the\n"
+        .usage = "[OPTIONS] ID [--token TOKEN]",
+        .about = "Reconnect to a session with the token its create (or fork) returned: checks the\n"
                 "token and prints the session with its running background processes. Re-attach\n"
                 "to a process's output with 'space logs --offset N --follow ID PID'. Later\n"
-                "commands send the token when SPACE_SESSION_TOKEN holds it.\n"
-                "\n"
-                "Options:\n"
-                "  -t, --token TOKEN     the session token (default: $SPACE_SESSION_TOKEN)\n"
-                "      --json            print the answer on one line, as the daemon sent it\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "commands send the token when SPACE_SESSION_TOKEN holds it.\n",
+        .options = "  -t, --token TOKEN     the session token (default: $SPACE_SESSION_TOKEN)\n"
+                "      --json            print the answer on one line, as the daemon sent it\n",
         .flags = CLI_JSON | CLI_CLIENT,
         .short_opts = "t:",
         .long_opts = (const struct option[]){ { "token", required_argument, NULL, 't' }, { 0 } },
@@ -317,17 +292,12 @@ static int resume_run(struct cli_call *call) { return cli_each_arg(call, resume_
 const struct cli_cmd cli_pause = {
         .name = "pause",
         .summary = "snapshot a session and release its sandbox",
-        .help = "Usage: space pause [OPTIONS] ID...\n"
-                "\n"
-                "Pause sessions: a final snapshot, then the sandbox is destroyed (no process,\n"
+        .usage = "[OPTIONS] ID...",
+        .about = "Pause sessions: a final snapshot, then the sandbox is destroyed (no process,\n"
                 "mount or cgroup is left; processes end). Files and the event log stay; 'space\n"
                 "resume' brings the session back. Prints each id paused; goes on past failures\n"
-                "and exits 1 if any.\n"
-                "\n"
-                "Options:\n"
-                "      --json            print each session object instead of the id\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "and exits 1 if any.\n",
+        .options = "      --json            print each session object instead of the id\n",
         .flags = CLI_JSON | CLI_CLIENT,
         .min_args = 1, .max_args = -1, .missing = "session id",
         .run = pause_run,
@@ -336,16 +306,11 @@ const struct cli_cmd cli_pause = {
 const struct cli_cmd cli_resume = {
         .name = "resume",
         .summary = "bring a paused session back on a new sandbox",
-        .help = "Usage: space resume [OPTIONS] ID...\n"
-                "\n"
-                "Resume paused sessions on a new sandbox from their newest snapshot: same id, same\n"
+        .usage = "[OPTIONS] ID...",
+        .about = "Resume paused sessions on a new sandbox from their newest snapshot: same id, same\n"
                 "files, same event log. Prints each id resumed; exits 1 if any failed (resuming a\n"
-                "session that is not paused is an error).\n"
-                "\n"
-                "Options:\n"
-                "      --json            print each session object instead of the id\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "session that is not paused is an error).\n",
+        .options = "      --json            print each session object instead of the id\n",
         .flags = CLI_JSON | CLI_CLIENT,
         .min_args = 1, .max_args = -1, .missing = "session id",
         .run = resume_run,

@@ -74,17 +74,12 @@ static int snapshot_run(struct cli_call *call) {
 const struct cli_cmd cli_snapshot = {
         .name = "snapshot",
         .summary = "take a snapshot of a session's files, print its id",
-        .help = "Usage: space snapshot [OPTIONS] ID\n"
-                "\n"
-                "Take a snapshot of a session's files now and print its id (snap_...).\n"
-                "\n"
-                "Options:\n"
-                "  -l, --label TEXT      a label to find it by (at most 256 bytes)\n"
+        .usage = "[OPTIONS] ID",
+        .about = "Take a snapshot of a session's files now and print its id (snap_...).\n",
+        .options = "  -l, --label TEXT      a label to find it by (at most 256 bytes)\n"
                 "      --memory          the running processes too (gvisor, microvm): the sandbox\n"
                 "                        is checkpointed and restarted from the image\n"
-                "      --json            print the snapshot object\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "      --json            print the snapshot object\n",
         .flags = CLI_JSON | CLI_SESSION,
         .short_opts = "l:",
         .long_opts = (const struct option[]){
@@ -123,17 +118,12 @@ static int snapshots_run(struct cli_call *call) {
 const struct cli_cmd cli_snapshots = {
         .name = "snapshots",
         .summary = "list a session's snapshot timeline",
-        .help = "Usage: space snapshots [OPTIONS] ID\n"
-                "\n"
-                "List a session's snapshot timeline, oldest first: id, time, reason (rolling,\n"
+        .usage = "[OPTIONS] ID",
+        .about = "List a session's snapshot timeline, oldest first: id, time, reason (rolling,\n"
                 "pause, manual, fork, restore), bytes it added to the store, size of the files it\n"
-                "holds, label.\n"
-                "\n"
-                "Options:\n"
-                "      --json            print the daemon's JSON ({\"snapshots\":[...]})\n"
-                "  -q, --quiet           print ids only\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "holds, label.\n",
+        .options = "      --json            print the daemon's JSON ({\"snapshots\":[...]})\n"
+                "  -q, --quiet           print ids only\n",
         .flags = CLI_JSON | CLI_QUIET | CLI_SESSION,
         .min_args = 1, .max_args = 1, .missing = "session id",
         .json_path = "/snapshots",
@@ -153,16 +143,11 @@ static int restore_run(struct cli_call *call) {
 const struct cli_cmd cli_restore = {
         .name = "restore",
         .summary = "put a session's files back to one of its snapshots",
-        .help = "Usage: space restore [OPTIONS] ID SNAP\n"
-                "\n"
-                "Time travel in place: the session's files go back to snapshot SNAP (one of its\n"
+        .usage = "[OPTIONS] ID SNAP",
+        .about = "Time travel in place: the session's files go back to snapshot SNAP (one of its\n"
                 "own; see 'space snapshots ID'). Newer snapshots stay in the timeline, so you can\n"
-                "restore forward again. Processes restart on the new sandbox. Prints the id.\n"
-                "\n"
-                "Options:\n"
-                "      --json            print the session object instead of the id\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "restore forward again. Processes restart on the new sandbox. Prints the id.\n",
+        .options = "      --json            print the session object instead of the id\n",
         .flags = CLI_JSON | CLI_SESSION,
         .min_args = 2, .max_args = 2, .missing = "session id and snapshot", .missing_rest = "snapshot",
         .run = restore_run,
@@ -232,19 +217,14 @@ static int fork_run(struct cli_call *call) {
 const struct cli_cmd cli_fork = {
         .name = "fork",
         .summary = "branch a session into N independent copies",
-        .help = "Usage: space fork [OPTIONS] ID\n"
-                "\n"
-                "Branch a session: N new sessions that start from a snapshot of it, independent of\n"
+        .usage = "[OPTIONS] ID",
+        .about = "Branch a session: N new sessions that start from a snapshot of it, independent of\n"
                 "each other and of it (stored data is shared copy-on-write). Prints the new ids,\n"
-                "one per line. Their tokens are shown only with --json (or --token-dir).\n"
-                "\n"
-                "Options:\n"
-                "  -s, --snapshot SNAP   start from this snapshot (default: a new one of now)\n"
+                "one per line. Their tokens are shown only with --json (or --token-dir).\n",
+        .options = "  -s, --snapshot SNAP   start from this snapshot (default: a new one of now)\n"
                 "  -n, --count N         how many sessions (1..64, default 1)\n"
                 "      --token-dir DIR   write each new session's token to DIR/ID.token (mode 0600)\n"
-                "      --json            print {\"sessions\":[...]}: each session object with its token\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+                "      --json            print {\"sessions\":[...]}: each session object with its token\n",
         .flags = CLI_JSON | CLI_SESSION,
         .short_opts = "s:n:",
         .long_opts = (const struct option[]){

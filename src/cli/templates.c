@@ -83,28 +83,24 @@ static int build_run(struct cli_call *call) {
 
 static const struct cli_cmd cli_template_build = {
         .name = "template build",
-        .help = "Usage: space template build [OPTIONS] NAME [--from-dir DIR | --from-tar FILE |\n"
+        .usage = "[OPTIONS] NAME [--from-dir DIR | --from-tar FILE |\n"
                 "                            --debootstrap SUITE [--packages a,b] [--mirror URL]]\n"
-                "                            [--runtime ns|gvisor|microvm]\n"
-                "\n"
-                "Build a template on the daemon's host from a directory, a tar file, or a Debian\n"
+                "                            [--runtime ns|gvisor|microvm]",
+        .about = "Build a template on the daemon's host from a directory, a tar file, or a Debian\n"
                 "suite through debootstrap (the daemon caches debootstrap output). Without a\n"
                 "source the daemon builds its default for NAME: 'base' is Debian bookworm\n"
                 "(minbase) with python3. Progress lines go to stdout; the last line is\n"
                 "\"built template NAME (SIZE)\".\n"
-                "Paths are read by the daemon; relative ones are made absolute here first.\n"
-                "\n"
-                "Options:\n"
-                "      --from-dir DIR        copy this directory tree\n"
+                "Paths are read by the daemon; relative ones are made absolute here first.\n",
+        .options = "      --from-dir DIR        copy this directory tree\n"
                 "      --from-tar FILE       unpack this tar file\n"
                 "      --debootstrap SUITE   install Debian SUITE (e.g. bookworm), minbase variant\n"
                 "      --packages a,b        extra packages for --debootstrap\n"
                 "      --mirror URL          Debian mirror for --debootstrap\n"
                 "      --runtime NAME        the template's default runtime: sessions made from it\n"
                 "                            run on NAME unless their create names one\n"
-                "      --json                print the template object at the end (progress to stderr)\n"
-                "      --host ADDR           daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help                show this help\n",
+                "      --json                print the template object at the end (progress to stderr)\n",
+        .help_column = 28,
         .flags = CLI_JSON | CLI_CLIENT,
         .long_opts = (const struct option[]){
                 { "from-dir", required_argument, NULL, 'D' }, { "from-tar", required_argument, NULL, 'T' },
@@ -142,15 +138,10 @@ static int ls_run(struct cli_call *call) {
 
 static const struct cli_cmd cli_template_ls = {
         .name = "template ls",
-        .help = "Usage: space template ls [OPTIONS]\n"
-                "\n"
-                "List the templates on the daemon's host.\n"
-                "\n"
-                "Options:\n"
-                "      --json            print the daemon's JSON ({\"templates\":[...]})\n"
-                "  -q, --quiet           print names only\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS]",
+        .about = "List the templates on the daemon's host.\n",
+        .options = "      --json            print the daemon's JSON ({\"templates\":[...]})\n"
+                "  -q, --quiet           print names only\n",
         .flags = CLI_JSON | CLI_QUIET | CLI_CLIENT,
         .json_path = "/v1/templates",
         .run = ls_run,
@@ -169,13 +160,8 @@ static int rm_run(struct cli_call *call) { return cli_each_arg(call, rm_one); }
 
 static const struct cli_cmd cli_template_rm = {
         .name = "template rm",
-        .help = "Usage: space template rm [OPTIONS] NAME...\n"
-                "\n"
-                "Delete templates. A template a session still uses can't be deleted.\n"
-                "\n"
-                "Options:\n"
-                "      --host ADDR       daemon address (default: $SPACE_HOST)\n"
-                "  -h, --help            show this help\n",
+        .usage = "[OPTIONS] NAME...",
+        .about = "Delete templates. A template a session still uses can't be deleted.\n",
         .flags = CLI_CLIENT,
         .min_args = 1, .max_args = -1, .missing = "template name",
         .run = rm_run,
@@ -194,9 +180,8 @@ static const struct cli_entry template_commands[] = {
 const struct cli_cmd cli_template = {
         .name = "template",
         .summary = "build, list and delete templates",
-        .help = "Usage: space template COMMAND ...\n"
-                "\n"
-                "Manage the templates sandboxes start from.\n"
+        .usage = "COMMAND ...",
+        .about = "Manage the templates sandboxes start from.\n"
                 "\n"
                 "Commands:\n"
                 "  build NAME [--from-dir DIR | --from-tar FILE | --debootstrap SUITE [--packages a,b]] [--runtime R]\n"
