@@ -1,10 +1,13 @@
-/* The prologue every `space` command runs, written once: its options (its own through its
- * option hook, --host/--help/--json/--quiet here), the argument count, connecting to
- * spaced and opening the session, then the command's run; and the messages and printers
- * the commands share. Exit statuses: 0 ok, 1 error, 2 usage error. */
+/* The prologue every `space` command runs, written once: its options as its row declares
+ * them (each value checked as it is read), --help made from the row, the argument count,
+ * connecting to spaced and opening the session, then the command's check and run; and the
+ * messages and printers the commands share. Exit statuses: 0 ok, 1 error, 2 usage error. */
 #include "cli/cli.h"
 
+#include <assert.h>
 #include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,8 +18,12 @@
 #include "common/buf.h"
 #include "common/fdio.h"
 
-#define CLI_MAX_LONG_OPTS 32 /* a command's own long options */
-#define CLI_HELP_COLUMN 24   /* where option descriptions start in --help */
+#define CLI_HELP_COLUMN 24 /* where option descriptions start in --help */
+#define CLI_LONG_VAL 256   /* getopt's val of an option without a letter: this + its index */
+
+/* The options cli_run reads for every command, after the command's own. */
+static const struct cli_opt host_opt = { "host", 0, CLI_OPT_STR, "ADDR", .doc = "daemon address (default: $SPACE_HOST)" };
+static const struct cli_opt help_opt = { "help", 'h', CLI_OPT_FLAG, NULL, .doc = "show this help" };
 
 /* ---- messages -------------------------------------------------------------------- */
 
@@ -51,68 +58,172 @@ int cli_api_fail_on(const struct cli_call *call, const char *id, int r) {
         return cli_error("%s: %s", id, api_message(call, r));
 }
 
+/* ---- --help ---------------------------------------------------------------------- */
+
+/* "  -m, --memory SIZE     memory limit, ..." with the description at column, its later
+ * lines indented to it. */
+static void print_option(const struct cli_opt *o, int column) {
+        int n = o->letter ? printf("  -%c, --%s", o->letter, o->name) : printf("      --%s", o->name);
+        if (o->arg)
+                n += printf(" %s", o->arg);
+        printf("%*s", n < column ? column - n : 2, "");
+        for (const char *p = o->doc;;) {
+                const char *nl = strchr(p, '\n');
+                if (!nl) {
+                        printf("%s\n", p);
+                        break;
+                }
+                printf("%.*s\n%*s", (int)(nl - p), p, column, "");
+                p = nl + 1;
+        }
+}
+
 int cli_show_help(const struct cli_cmd *cmd) {
         printf("Usage: space %s %s\n\n%s", cmd->name, cmd->usage, cmd->about);
         if (cmd->sub)
                 return EXIT_SUCCESS;
-        /* the options cli_run reads for every command, described where they are read */
-        int w = (cmd->help_column ? cmd->help_column : CLI_HELP_COLUMN) - (int)strlen("  -h, ") - 1;
-        printf("\nOptions:\n%s", cmd->options ? cmd->options : "");
-        printf("      %-*s daemon address (default: $SPACE_HOST)\n", w, "--host ADDR");
-        printf("  -h, %-*s show this help\n", w, "--help");
+        int column = cmd->help_column ? cmd->help_column : CLI_HELP_COLUMN;
+        printf("\nOptions:\n");
+        for (const struct cli_opt *o = cmd->opts; o && o->name; o++)
+                if (o->doc)
+                        print_option(o, column);
+        print_option(&host_opt, column);
+        print_option(&help_opt, column);
         return EXIT_SUCCESS;
 }
 
-/* ---- the prologue ---------------------------------------------------------------- */
+/* ---- options --------------------------------------------------------------------- */
+
+/* The index of option name among n, or -1. */
+static int find_opt(const struct cli_opt *const *opts, size_t n, const char *name) {
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(opts[i]->name, name) == 0)
+                        return (int)i;
+        return -1;
+}
+
+/* One value of option o into v (and call->env), checked; 0 or the usage error's status. */
+static int take_value(struct cli_call *call, const struct cli_opt *o, struct cli_value *v, const char *arg) {
+        const struct cli_cmd *cmd = call->cmd;
+        int r = 0;
+        switch (o->kind) {
+        case CLI_OPT_FLAG: break;
+        case CLI_OPT_STR:
+                if (o->max && strlen(arg) > o->max)
+                        return cli_usage(cmd, "%s longer than %" PRIu64 " bytes", o->what, o->max);
+                break;
+        case CLI_OPT_ENV:
+                if (!cli_env_ok(arg))
+                        return cli_usage(cmd, "invalid environment entry '%s' (want K=V)", arg);
+                if (call->n_env >= CLI_MAX_ENV)
+                        return cli_usage(cmd, "more than %d --env entries", CLI_MAX_ENV);
+                call->env[call->n_env++] = arg;
+                break;
+        case CLI_OPT_SIZE: r = cli_parse_size(arg, &v->u); break;
+        case CLI_OPT_DURATION: r = cli_parse_duration_ms(arg, &v->u); break;
+        case CLI_OPT_UINT: r = cli_parse_uint(arg, o->min, o->max, &v->u); break;
+        case CLI_OPT_NUMBER: r = cli_parse_positive(arg, (double)o->max, &v->num); break;
+        }
+        if (r < 0 && o->range)
+                return cli_usage(cmd, "invalid %s '%s' (%" PRIu64 "..%" PRIu64 ")", o->what, arg, o->min, o->max);
+        if (r < 0)
+                return cli_usage(cmd, "invalid %s '%s'%s", o->what, arg, o->hint ? o->hint : "");
+        v->set = true;
+        v->str = arg;
+        return 0;
+}
+
+/* A command's options as getopt_long takes them: opts[i] is read into call->values[i]. */
+struct getopt_spec {
+        const struct cli_opt *opts[CLI_MAX_OPTS];
+        size_t n;
+        struct option lopts[CLI_MAX_OPTS + 1];
+        char sopts[3 * CLI_MAX_OPTS + 3];
+};
+
+/* 0, or EXIT_FAILURE when the row declares more than we take. */
+static int getopt_spec_init(const struct cli_cmd *cmd, struct getopt_spec *g) {
+        g->n = 0;
+        for (const struct cli_opt *o = cmd->opts; o && o->name; o++) {
+                if (g->n == CLI_MAX_OPTS - 2)
+                        return cli_error("%s: more than %d options", cmd->name, CLI_MAX_OPTS - 2);
+                g->opts[g->n++] = o;
+        }
+        g->opts[g->n++] = &host_opt;
+        g->opts[g->n++] = &help_opt;
+        size_t s = 0;
+        if (cmd->flags & CLI_IN_ORDER)
+                g->sopts[s++] = '+';
+        g->sopts[s++] = ':';
+        for (size_t i = 0; i < g->n; i++) {
+                const struct cli_opt *o = g->opts[i];
+                int t = o->same_as ? find_opt(g->opts, g->n, o->same_as) : (int)i;
+                assert(t >= 0); /* the table test checks every same_as */
+                int val = g->opts[t]->letter ? g->opts[t]->letter : CLI_LONG_VAL + t;
+                int has_arg = o->kind == CLI_OPT_FLAG ? no_argument : required_argument;
+                g->lopts[i] = (struct option){ o->name, has_arg, NULL, val };
+                if (o->letter) {
+                        g->sopts[s++] = o->letter;
+                        if (has_arg)
+                                g->sopts[s++] = ':';
+                }
+        }
+        g->lopts[g->n] = (struct option){ 0 };
+        g->sopts[s] = '\0';
+        return 0;
+}
 
 /* The command's options into call: -1 to go on, else the exit status (help shown, or the
  * usage error printed). */
 static int parse_options(struct cli_call *call, int argc, char **argv) {
         const struct cli_cmd *cmd = call->cmd;
-        struct option lopts[CLI_MAX_LONG_OPTS + 5];
-        size_t n = 0;
-        for (const struct option *o = cmd->long_opts; o && o->name; o++) {
-                if (n == CLI_MAX_LONG_OPTS)
-                        return cli_error("%s: more than %d options", cmd->name, CLI_MAX_LONG_OPTS);
-                lopts[n++] = *o;
-        }
-        if (cmd->flags & CLI_JSON)
-                lopts[n++] = (struct option){ "json", no_argument, NULL, 'j' };
-        if (cmd->flags & CLI_QUIET)
-                lopts[n++] = (struct option){ "quiet", no_argument, NULL, 'q' };
-        lopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
-        lopts[n++] = (struct option){ "host", required_argument, NULL, 'H' };
-        lopts[n] = (struct option){ 0 };
-        char sopts[64];
-        int w = snprintf(sopts, sizeof sopts, "%s:%s%sh", cmd->flags & CLI_IN_ORDER ? "+" : "",
-                         cmd->short_opts ? cmd->short_opts : "", cmd->flags & CLI_QUIET ? "q" : "");
-        if (w < 0 || (size_t)w >= sizeof sopts)
-                return cli_error("%s: too many short options", cmd->name);
-
+        struct getopt_spec g;
+        if (getopt_spec_init(cmd, &g))
+                return EXIT_FAILURE;
         optind = 0; /* GNU: full re-initialisation */
         opterr = 0;
         int c;
-        while ((c = getopt_long(argc, argv, sopts, lopts, NULL)) != -1) {
-                int r = 0;
-                switch (c) {
-                case '?':
-                        if (optopt)
-                                return cli_usage(cmd, "unknown option '-%c'", optopt);
+        while ((c = getopt_long(argc, argv, g.sopts, g.lopts, NULL)) != -1) {
+                if (c == '?' && optopt)
+                        return cli_usage(cmd, "unknown option '-%c'", optopt);
+                if (c == '?')
                         return cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
-                case ':': return cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
-                case 'h': return cli_show_help(cmd);
-                case 'H': call->host = optarg; break;
-                case 'j': call->json = true; break;
-                case 'q': call->quiet = true; break;
-                default: r = cmd->option ? cmd->option(call, c, optarg) : CLI_EXIT_USAGE; break;
-                }
+                if (c == ':')
+                        return cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
+                int i = c >= CLI_LONG_VAL ? c - CLI_LONG_VAL : -1;
+                for (size_t k = 0; i < 0 && k < g.n; k++)
+                        if (g.opts[k]->letter == c)
+                                i = (int)k;
+                assert(i >= 0);
+                if (g.opts[i] == &help_opt)
+                        return cli_show_help(cmd);
+                int r = take_value(call, g.opts[i], &call->values[i], optarg);
                 if (r)
                         return r;
         }
+        call->host = call->values[g.n - 2].str;
+        call->json = cli_opt_set(call, "json");
+        call->quiet = cli_opt_set(call, "quiet");
         call->argc = argc - optind;
         call->argv = argv + optind;
         return -1;
 }
+
+static const struct cli_value *value_of(const struct cli_call *call, const char *name) {
+        static const struct cli_value unset = { 0 };
+        size_t i = 0;
+        for (const struct cli_opt *o = call->cmd->opts; o && o->name; o++, i++)
+                if (strcmp(o->name, name) == 0)
+                        return &call->values[i];
+        return &unset; /* an option the command doesn't take: never given */
+}
+
+bool cli_opt_set(const struct cli_call *call, const char *name) { return value_of(call, name)->set; }
+const char *cli_opt_str(const struct cli_call *call, const char *name) { return value_of(call, name)->str; }
+uint64_t cli_opt_u64(const struct cli_call *call, const char *name) { return value_of(call, name)->u; }
+double cli_opt_num(const struct cli_call *call, const char *name) { return value_of(call, name)->num; }
+
+/* ---- the prologue ---------------------------------------------------------------- */
 
 /* The count of the arguments: false after printing the usage error. */
 static bool args_ok(const struct cli_call *call) {
@@ -180,6 +291,28 @@ static int open_session(struct cli_call *call) {
         return 0;
 }
 
+static int print_list(const struct cli_call *call, const struct cli_list *l) {
+        void *rows = NULL;
+        size_t n = 0;
+        int e = l->fetch(call, &rows, &n);
+        if (e < 0)
+                return cli_api_fail(call, e);
+        if (!call->quiet)
+                l->header();
+        for (size_t i = 0; i < n; i++) {
+                const char *row = (const char *)rows + i * l->row_size;
+                if (call->quiet)
+                        printf("%s\n", row + l->id_offset);
+                else
+                        l->print(row);
+        }
+        if (l->free_rows)
+                l->free_rows(rows, n);
+        else
+                free(rows);
+        return EXIT_SUCCESS;
+}
+
 static int run_call(struct cli_call *call, int argc, char **argv) {
         const struct cli_cmd *cmd = call->cmd;
         int r = parse_options(call, argc, argv);
@@ -196,9 +329,9 @@ static int run_call(struct cli_call *call, int argc, char **argv) {
                 return r;
         if (cmd->flags & CLI_SESSION && (r = open_session(call)))
                 return r;
-        if (!cmd->run || (call->json && cmd->json_path))
+        if (cmd->json_path && (call->json || !(cmd->run || cmd->list)))
                 return cli_get_json_and_print(call, cmd->json_path);
-        return cmd->run(call);
+        return cmd->list ? print_list(call, cmd->list) : cmd->run(call);
 }
 
 /* A group ("template"): its next word names the command. */
@@ -207,49 +340,39 @@ static int run_group(const struct cli_cmd *cmd, const struct cli_globals *g, int
                 return cli_usage(cmd, "missing %s", cmd->missing);
         if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)
                 return cli_show_help(cmd);
-        const struct cli_entry *e = cli_find(cmd->sub, argv[1], true);
-        if (!e)
+        const struct cli_cmd *sub = cli_find(cmd->sub, argv[1], true);
+        if (!sub)
                 return cli_usage(cmd, "unknown command '%s'", argv[1]);
-        return cli_run(e->cmd, g, argc - 1, argv + 1);
+        return cli_run(sub, g, argc - 1, argv + 1);
 }
 
 int cli_run(const struct cli_cmd *cmd, const struct cli_globals *g, int argc, char **argv) {
         if (cmd->sub)
                 return run_group(cmd, g, argc, argv);
         struct cli_call call = { .cmd = cmd, .globals = g };
-        if (cmd->args_size) {
-                call.args = calloc(1, cmd->args_size);
-                if (!call.args)
-                        return cli_error("out of memory");
-                if (cmd->args_init)
-                        memcpy(call.args, cmd->args_init, cmd->args_size);
-        }
         int r = run_call(&call, argc, argv);
-        if (cmd->cleanup)
-                cmd->cleanup(&call);
+        if (call.args_free)
+                call.args_free(call.args);
+        else
+                free(call.args);
         space_session_free(call.session);
         space_client_free(call.client);
-        free(call.args);
         return r;
 }
 
-const struct cli_entry *cli_find(const struct cli_entry *table, const char *word, bool with_alias) {
-        for (const struct cli_entry *e = table; e->word; e++)
-                if (strcmp(e->word, word) == 0 && (with_alias || !(e->flags & CLI_ALIAS)))
-                        return e;
+static const char *word_of(const struct cli_cmd *cmd) {
+        const char *sp = strrchr(cmd->name, ' ');
+        return sp ? sp + 1 : cmd->name;
+}
+
+const struct cli_cmd *cli_find(const struct cli_cmd *table, const char *word, bool with_alias) {
+        for (const struct cli_cmd *c = table; c->name; c++)
+                if (strcmp(word_of(c), word) == 0 || (with_alias && c->alias && strcmp(c->alias, word) == 0))
+                        return c;
         return NULL;
 }
 
 /* ---- pieces some commands share -------------------------------------------------- */
-
-int cli_env_add(const struct cli_call *call, struct cli_env *env, const char *kv) {
-        if (!cli_env_ok(kv))
-                return cli_usage(call->cmd, "invalid environment entry '%s' (want K=V)", kv);
-        if (env->n >= CLI_MAX_ENV)
-                return cli_usage(call->cmd, "more than %d --env entries", CLI_MAX_ENV);
-        env->v[env->n++] = kv;
-        return 0;
-}
 
 int cli_each_arg(struct cli_call *call, int (*fn)(struct cli_call *call, const char *arg)) {
         int status = EXIT_SUCCESS;
@@ -288,6 +411,13 @@ int cli_exit_status(const struct space_exec_result *res) {
         if (res->exit_code < 0)
                 return EXIT_FAILURE;
         return res->exit_code & 0xff;
+}
+
+int cli_on_output(void *userdata, enum space_stream stream, const void *data, size_t len) {
+        int r = fdio_write_all(stream == SPACE_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
+        if (r == -EPIPE)
+                *(bool *)userdata = true;
+        return r;
 }
 
 int cli_print_raw_json(const char *json) {

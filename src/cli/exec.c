@@ -1,5 +1,6 @@
-/* space exec, logs, kill, ps: the commands on a sandbox's processes. exec and logs --follow
- * exit with the command's status (128+N when signal N killed it). */
+/* space exec, logs, kill, ps: the commands on a sandbox's processes (their rows are in
+ * commands.c). exec and logs --follow exit with the command's status (128+N when signal N
+ * killed it). */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -7,18 +8,8 @@
 #include <unistd.h>
 
 #include "cli/args.h"
-#include "cli/cli.h"
 #include "cli/commands.h"
 #include "common/buf.h"
-#include "common/fdio.h"
-
-/* Output of a command to ours; a reader of ours that went away is noted in *ud. */
-static int on_output(void *ud, enum space_stream stream, const void *data, size_t len) {
-        int r = fdio_write_all(stream == SPACE_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
-        if (r == -EPIPE)
-                *(bool *)ud = true;
-        return r;
-}
 
 static int parse_pid(const char *s, int *ret) {
         uint64_t v;
@@ -30,38 +21,42 @@ static int parse_pid(const char *s, int *ret) {
 
 /* ---- exec ------------------------------------------------------------------------ */
 
+/* What exec's check leaves for its run. */
 struct exec_args {
         struct space_exec_opts eo;
-        struct cli_env env;
-        bool interactive;
         bool broken_pipe;
         struct buf in; /* our stdin, read before connecting */
 };
 
-static int exec_option(struct cli_call *call, int opt, const char *arg) {
-        struct exec_args *a = call->args;
-        double tmo;
-        switch (opt) {
-        case 'i': a->interactive = true; break;
-        case 'w': a->eo.cwd = arg; break;
-        case 'e': return cli_env_add(call, &a->env, arg);
-        case 'T':
-                if (cli_parse_positive(arg, CLI_MAX_TIMEOUT_S, &tmo) < 0)
-                        return cli_usage(call->cmd, "invalid timeout '%s' (seconds)", arg);
-                a->eo.timeout_ms = (uint64_t)(tmo * 1000);
-                if (a->eo.timeout_ms == 0)
-                        a->eo.timeout_ms = 1;
-                break;
-        case 'd': a->eo.background = true; break;
+static void exec_args_free(void *p) {
+        struct exec_args *a = p;
+        if (a)
+                buf_free(&a->in);
+        free(a);
+}
+
+/* Our stdin into a->in when it goes to the command; 0 or EXIT_FAILURE after saying why. */
+static int read_stdin(struct exec_args *a, bool interactive) {
+        a->in = BUF_INIT(SPACE_MAX_STDIN);
+        if (!interactive && (a->eo.background || isatty(STDIN_FILENO)))
+                return 0;
+        int r = buf_read_fd(&a->in, STDIN_FILENO);
+        if (r == -E2BIG)
+                return cli_error("stdin is larger than %u KiB, the most exec can send; copy big inputs "
+                                 "in with 'space cp'", SPACE_MAX_STDIN >> 10);
+        if (r < 0 && r != -EBADF)
+                return cli_error("reading stdin: %s", strerror(-r));
+        if (a->in.len > 0) {
+                a->eo.stdin_data = a->in.data;
+                a->eo.stdin_len = a->in.len;
         }
         return 0;
 }
 
 /* "ID [--] COMMAND [ARG...]", then our stdin when it goes to the command. */
-static int exec_check(struct cli_call *call) {
-        struct exec_args *a = call->args;
-        struct space_exec_opts *eo = &a->eo;
-        if (eo->background && a->interactive)
+int cli_exec_check(struct cli_call *call) {
+        bool background = cli_opt_set(call, "background"), interactive = cli_opt_set(call, "interactive");
+        if (background && interactive)
                 return cli_usage(call->cmd, "a background command takes no stdin (-d with -i)");
         if (call->argc < 1)
                 return cli_usage(call->cmd, "missing sandbox id");
@@ -70,29 +65,28 @@ static int exec_check(struct cli_call *call) {
                 i++;
         if (i >= call->argc)
                 return cli_usage(call->cmd, "missing command");
-        eo->argv = (const char *const *)&call->argv[i];
-        if (a->env.n)
-                eo->env = a->env.v;
 
-        a->in = BUF_INIT(SPACE_MAX_STDIN);
-        if (a->interactive || (!eo->background && !isatty(STDIN_FILENO))) {
-                int r = buf_read_fd(&a->in, STDIN_FILENO);
-                if (r == -E2BIG)
-                        return cli_error("stdin is larger than %u KiB, the most exec can send; copy big inputs "
-                                         "in with 'space cp'", SPACE_MAX_STDIN >> 10);
-                if (r < 0 && r != -EBADF)
-                        return cli_error("reading stdin: %s", strerror(-r));
-                if (a->in.len > 0) {
-                        eo->stdin_data = a->in.data;
-                        eo->stdin_len = a->in.len;
-                }
-        }
-        eo->on_output = on_output;
-        eo->userdata = &a->broken_pipe;
-        return 0;
+        struct exec_args *a = calloc(1, sizeof *a);
+        if (!a)
+                return cli_error("out of memory");
+        call->args = a;
+        call->args_free = exec_args_free;
+        /* a timeout under a millisecond is one, not none */
+        uint64_t timeout_ms = (uint64_t)(cli_opt_num(call, "timeout") * 1000);
+        a->eo = (struct space_exec_opts){
+                SPACE_EXEC_OPTS_INIT,
+                .argv = (const char *const *)&call->argv[i],
+                .env = call->n_env ? call->env : NULL,
+                .cwd = cli_opt_str(call, "cwd"),
+                .timeout_ms = cli_opt_set(call, "timeout") && timeout_ms == 0 ? 1 : timeout_ms,
+                .background = background,
+                .on_output = cli_on_output,
+                .userdata = &a->broken_pipe,
+        };
+        return read_stdin(a, interactive);
 }
 
-static int exec_run(struct cli_call *call) {
+int cli_exec(struct cli_call *call) {
         struct exec_args *a = call->args;
         struct space_exec_result res = { 0 };
         int r = space_exec(call->session, &a->eo, &res);
@@ -102,155 +96,74 @@ static int exec_run(struct cli_call *call) {
                 cli_api_fail(call, r);
                 return r == -ENOEXEC ? CLI_EXIT_NOT_STARTED : EXIT_FAILURE;
         }
-        if (a->eo.background) {
-                if (call->json)
-                        printf("{\"pid\":%d}\n", res.pid);
-                else
-                        printf("%d\n", res.pid);
+        if (a->eo.background && call->json)
+                printf("{\"pid\":%d}\n", res.pid);
+        else if (a->eo.background)
+                printf("%d\n", res.pid);
+        if (a->eo.background)
                 return EXIT_SUCCESS;
-        }
         if (res.timed_out)
                 cli_error("command timed out after %.3g s and was killed", (double)a->eo.timeout_ms / 1000);
         return cli_exit_status(&res);
 }
 
-static void exec_cleanup(struct cli_call *call) {
-        struct exec_args *a = call->args;
-        buf_free(&a->in);
-}
-
-const struct cli_cmd cli_exec = {
-        .name = "exec",
-        .summary = "run a command in a sandbox, streaming its output",
-        .usage = "[OPTIONS] ID [--] COMMAND [ARG...]",
-        .about = "Run a command in a sandbox. Its stdout and stderr are streamed to ours as they\n"
-                "come; space exits with the command's exit code, 128+N when signal N killed it,\n"
-                "127 when it could not be started, 1 on other errors.\n"
-                "Our stdin is sent to the command (at most 512 KiB) with -i or when stdin is not a\n"
-                "terminal; use </dev/null to send nothing.\n",
-        .options = "  -i, --interactive     send stdin even when it is a terminal\n"
-                "  -w, --cwd DIR         working directory inside the sandbox\n"
-                "  -e, --env K=V         extra environment (repeatable)\n"
-                "      --timeout SEC     kill the command after SEC seconds\n"
-                "  -d, --background      start it in the background, print its pid and return;\n"
-                "                        see its output with 'space logs ID PID' (no stdin)\n"
-                "      --json            with -d: print {\"pid\":N}\n",
-        /* options end at the id, so the command's own options stay its own */
-        .flags = CLI_JSON | CLI_IN_ORDER | CLI_SESSION | CLI_CHECK_FIRST,
-        .short_opts = "iw:e:d",
-        .long_opts = (const struct option[]){
-                { "interactive", no_argument, NULL, 'i' }, { "cwd", required_argument, NULL, 'w' },
-                { "env", required_argument, NULL, 'e' }, { "timeout", required_argument, NULL, 'T' },
-                { "background", no_argument, NULL, 'd' }, { "detach", no_argument, NULL, 'd' }, { 0 } },
-        .max_args = -1, /* exec_check reads them */
-        CLI_ARGS(struct exec_args, { .eo = { SPACE_EXEC_OPTS_INIT } }),
-        .option = exec_option,
-        .check = exec_check,
-        .run = exec_run,
-        .cleanup = exec_cleanup,
-};
-
 /* ---- logs ------------------------------------------------------------------------ */
 
-struct logs_args {
-        struct space_attach_opts ao;
+int cli_logs_check(struct cli_call *call) {
         int pid;
-        bool broken_pipe;
-};
-
-static int logs_option(struct cli_call *call, int opt, const char *arg) {
-        struct logs_args *a = call->args;
-        switch (opt) {
-        case 'f': a->ao.follow = true; break;
-        case 'o':
-                if (cli_parse_uint(arg, 0, UINT64_MAX - 1, &a->ao.offset) < 0)
-                        return cli_usage(call->cmd, "invalid offset '%s'", arg);
-                break;
-        }
-        return 0;
-}
-
-static int logs_check(struct cli_call *call) {
-        struct logs_args *a = call->args;
-        if (parse_pid(call->argv[1], &a->pid) < 0)
+        if (parse_pid(call->argv[1], &pid) < 0)
                 return cli_usage(call->cmd, "invalid pid '%s'", call->argv[1]);
-        a->ao.on_output = on_output;
-        a->ao.userdata = &a->broken_pipe;
         return 0;
 }
 
-static int logs_run(struct cli_call *call) {
-        struct logs_args *a = call->args;
+int cli_logs(struct cli_call *call) {
+        bool broken_pipe = false;
+        struct space_attach_opts ao = {
+                SPACE_ATTACH_OPTS_INIT,
+                .follow = cli_opt_set(call, "follow"),
+                .offset = cli_opt_u64(call, "offset"),
+                .on_output = cli_on_output,
+                .userdata = &broken_pipe,
+        };
+        int pid = 0;
+        parse_pid(call->argv[1], &pid); /* as the check found it */
         struct space_exec_result res = { 0 };
-        int r = space_attach(call->session, a->pid, &a->ao, &res);
-        if (r == -EPIPE && a->broken_pipe)
+        int r = space_attach(call->session, pid, &ao, &res);
+        if (r == -EPIPE && broken_pipe)
                 return 128 + SIGPIPE;
         if (r < 0)
                 return cli_api_fail(call, r);
-        if (a->ao.follow && res.exited)
-                return cli_exit_status(&res);
-        return EXIT_SUCCESS;
+        return ao.follow && res.exited ? cli_exit_status(&res) : EXIT_SUCCESS;
 }
-
-const struct cli_cmd cli_logs = {
-        .name = "logs",
-        .summary = "print (or follow) a background process's output",
-        .usage = "[OPTIONS] ID PID",
-        .about = "Print the recorded output of a process (usually one started with 'exec -d'):\n"
-                "stdout to stdout, stderr to stderr.\n",
-        .options = "  -f, --follow          keep printing until the process ends, then exit with its\n"
-                "                        status (128+N when killed by signal N)\n"
-                "      --offset N        skip the first N bytes of recorded output\n",
-        .flags = CLI_SESSION,
-        .short_opts = "f",
-        .long_opts = (const struct option[]){
-                { "follow", no_argument, NULL, 'f' }, { "offset", required_argument, NULL, 'o' }, { 0 } },
-        .min_args = 2, .max_args = 2, .missing = "sandbox id and pid", .missing_rest = "pid",
-        CLI_ARGS(struct logs_args, { .ao = { SPACE_ATTACH_OPTS_INIT } }),
-        .option = logs_option,
-        .check = logs_check,
-        .run = logs_run,
-};
 
 /* ---- kill ------------------------------------------------------------------------ */
 
-struct kill_args {
-        int pid, sig;
-};
-
-static int kill_check(struct cli_call *call) {
-        struct kill_args *a = call->args;
-        a->sig = SIGTERM;
-        if (parse_pid(call->argv[1], &a->pid) < 0)
+/* "ID PID [SIGNAL]": 0, or the usage error's status. */
+static int kill_target(const struct cli_call *call, int *ret_pid, int *ret_sig) {
+        *ret_sig = SIGTERM;
+        if (parse_pid(call->argv[1], ret_pid) < 0)
                 return cli_usage(call->cmd, "invalid pid '%s'", call->argv[1]);
-        if (call->argc == 3) {
-                const char *sname = call->argv[2];
-                if (sname[0] == '-')
-                        sname++; /* "-9", "-KILL" like kill(1) */
-                if (cli_parse_signal(sname, &a->sig) < 0)
-                        return cli_usage(call->cmd, "unknown signal '%s'", call->argv[2]);
-        }
+        if (call->argc < 3)
+                return 0;
+        const char *sname = call->argv[2];
+        if (sname[0] == '-')
+                sname++; /* "-9", "-KILL" like kill(1) */
+        if (cli_parse_signal(sname, ret_sig) < 0)
+                return cli_usage(call->cmd, "unknown signal '%s'", call->argv[2]);
         return 0;
 }
 
-static int kill_run(struct cli_call *call) {
-        struct kill_args *a = call->args;
-        int e = space_signal(call->session, a->pid, a->sig);
-        return e < 0 ? cli_api_fail(call, e) : EXIT_SUCCESS;
+int cli_kill_check(struct cli_call *call) {
+        int pid, sig;
+        return kill_target(call, &pid, &sig);
 }
 
-const struct cli_cmd cli_kill = {
-        .name = "kill",
-        .summary = "signal a process in a sandbox",
-        .usage = "[OPTIONS] ID PID [SIGNAL]",
-        .about = "Send a signal (default TERM) to a process in a sandbox. SIGNAL is a name (TERM,\n"
-                "SIGKILL, int) or a number.\n",
-        .flags = CLI_IN_ORDER | CLI_SESSION,
-        .min_args = 2, .max_args = 3, .missing = "sandbox id and pid", .missing_rest = "pid",
-        .args_size = sizeof(struct kill_args),
-        .check = kill_check,
-        .run = kill_run,
-};
+int cli_kill(struct cli_call *call) {
+        int pid, sig;
+        kill_target(call, &pid, &sig); /* as the check found them */
+        int e = space_signal(call->session, pid, sig);
+        return e < 0 ? cli_api_fail(call, e) : EXIT_SUCCESS;
+}
 
 /* ---- ps -------------------------------------------------------------------------- */
 
@@ -271,34 +184,21 @@ static void process_status(const struct space_process *p, char *st, size_t n) {
                 snprintf(st, n, "ended");
 }
 
-static int ps_run(struct cli_call *call) {
-        struct space_process *p = NULL;
-        size_t n = 0;
-        int e = space_process_list(call->session, &p, &n);
-        if (e < 0)
-                return cli_api_fail(call, e);
-        printf("%-8s %-14s %-10s %s\n", "PID", "STATUS", "OUTPUT", "COMMAND");
-        for (size_t i = 0; i < n; i++) {
-                char st[32], out[32];
-                process_status(&p[i], st, sizeof st);
-                cli_format_size(p[i].output_bytes, out, sizeof out);
-                printf("%-8d %-14s %-10s", p[i].pid, st, out);
-                for (char **arg = p[i].argv; arg && *arg; arg++)
-                        printf(" %s", *arg);
-                printf("\n");
-        }
-        space_process_list_free(p, n);
-        return EXIT_SUCCESS;
+static void process_header(void) { printf("%-8s %-14s %-10s %s\n", "PID", "STATUS", "OUTPUT", "COMMAND"); }
+
+static void print_process(const void *row) {
+        const struct space_process *p = row;
+        char st[32], out[32];
+        process_status(p, st, sizeof st);
+        cli_format_size(p->output_bytes, out, sizeof out);
+        printf("%-8d %-14s %-10s", p->pid, st, out);
+        for (char **arg = p->argv; arg && *arg; arg++)
+                printf(" %s", *arg);
+        printf("\n");
 }
 
-const struct cli_cmd cli_ps = {
-        .name = "ps",
-        .summary = "list a sandbox's processes",
-        .usage = "[OPTIONS] ID",
-        .about = "List the processes a sandbox's init tracks (background ones and their results).\n",
-        .options = "      --json            print the daemon's JSON ({\"processes\":[...]})\n",
-        .flags = CLI_JSON | CLI_SESSION,
-        .min_args = 1, .max_args = 1, .missing = "sandbox id",
-        .json_path = "/processes",
-        .run = ps_run,
-};
+static void free_processes(void *rows, size_t n) { space_process_list_free(rows, n); }
+
+/* no --quiet: the id is never printed */
+CLI_DEFINE_LIST(cli_processes_list, struct space_process, space_process_list, session, pid, process_header,
+                print_process, free_processes);

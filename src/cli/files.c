@@ -1,5 +1,5 @@
-/* space cp: files and directory trees between the host and a sandbox. A download goes
- * into a temporary beside its target and is renamed on success. */
+/* space cp: files and directory trees between the host and a sandbox (its row is in
+ * commands.c). A download goes into a temporary beside its target, renamed on success. */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "cli/args.h"
-#include "cli/cli.h"
 #include "cli/commands.h"
 
 #define MAX_CP_DEPTH 64
@@ -157,22 +156,17 @@ static int download_tree(const struct cli_call *call, const char *remote, const 
         return status;
 }
 
+/* What cp's check leaves for its run. */
 struct cp_args {
-        bool parents;
         struct cli_cp_arg src, dst;
         char target[PATH_MAX]; /* DST with SRC's name, when DST is a directory */
 };
 
-static int cp_option(struct cli_call *call, int opt, const char *arg) {
-        struct cp_args *a = call->args;
-        (void)arg;
-        if (opt == 'p')
-                a->parents = true;
-        return 0;
-}
-
-static int cp_check(struct cli_call *call) {
-        struct cp_args *a = call->args;
+int cli_cp_check(struct cli_call *call) {
+        struct cp_args *a = calloc(1, sizeof *a);
+        if (!a)
+                return cli_error("out of memory");
+        call->args = a;
         for (int i = 0; i < 2; i++)
                 if (cli_parse_cp_arg(call->argv[i], i ? &a->dst : &a->src) < 0)
                         return cli_usage(call->cmd, "'%s': a sandbox path must be ID:/absolute/path", call->argv[i]);
@@ -220,29 +214,10 @@ static int cp_upload(struct cli_call *call) {
         struct stat lst;
         if (!stdin_src && stat(local, &lst) < 0)
                 return cli_error("%s: %s", local, strerror(errno));
-        return upload_tree(call, local, remote, a->parents, 0);
+        return upload_tree(call, local, remote, cli_opt_set(call, "parents"), 0);
 }
 
-static int cp_run(struct cli_call *call) {
+int cli_cp(struct cli_call *call) {
         struct cp_args *a = call->args;
         return a->src.remote ? cp_download(call) : cp_upload(call);
 }
-
-const struct cli_cmd cli_cp = {
-        .name = "cp",
-        .summary = "copy files between the host and a sandbox",
-        .usage = "[OPTIONS] SRC DST",
-        .about = "Copy files between the host and a sandbox. One side is ID:/absolute/path in the\n"
-                "sandbox, the other a local path; '-' is stdin (as SRC) or stdout (as DST).\n"
-                "A DST that is an existing directory (or ends in '/') gets SRC's name inside it.\n"
-                "Directories are copied recursively (regular files and directories only).\n",
-        .options = "  -p, --parents         create missing parent directories in the sandbox\n",
-        .flags = CLI_SESSION,
-        .short_opts = "p",
-        .long_opts = (const struct option[]){ { "parents", no_argument, NULL, 'p' }, { 0 } },
-        .min_args = 2, .max_args = 2, .missing = "source and destination", .missing_rest = "destination",
-        .args_size = sizeof(struct cp_args),
-        .option = cp_option,
-        .check = cp_check,
-        .run = cp_run,
-};

@@ -1,8 +1,7 @@
 /* space: the command-line client of spaced. main reads the options before the command,
- * finds the command's word in the table below and hands it to cli_run (cli.c), which runs
- * the row its group file filled. Exit statuses: 0 ok, 1 error ("space: <message>" on
- * stderr), 2 usage error; exec and logs --follow exit with the command's status (128+N
- * when killed by signal N). */
+ * finds the command's word in the table (commands.c) and hands it to cli_run (cli.c).
+ * Exit statuses: 0 ok, 1 error ("space: <message>" on stderr), 2 usage error; exec and
+ * logs --follow exit with the command's status (128+N when killed by signal N). */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,34 +10,6 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 
-/* The commands, in the order --help lists them. */
-static const struct cli_entry commands[] = {
-        { "create", &cli_create, 0 },
-        { "exec", &cli_exec, 0 },
-        { "cp", &cli_cp, 0 },
-        { "ls", &cli_ls, 0 },
-        { "list", &cli_ls, CLI_ALIAS },
-        { "ps", &cli_ps, 0 },
-        { "logs", &cli_logs, 0 },
-        { "kill", &cli_kill, 0 },
-        { "inspect", &cli_inspect, 0 },
-        { "rm", &cli_rm, 0 },
-        { "snapshot", &cli_snapshot, CLI_GAP },
-        { "snapshots", &cli_snapshots, 0 },
-        { "pause", &cli_pause, 0 },
-        { "resume", &cli_resume, 0 },
-        { "restore", &cli_restore, 0 },
-        { "fork", &cli_fork, 0 },
-        { "events", &cli_events, 0 },
-        { "event", &cli_event, 0 },
-        { "connect", &cli_connect, 0 },
-        { "gc", &cli_gc, 0 },
-        { "pool", &cli_pool, 0 },
-        { "template", &cli_template, CLI_GAP },
-        { "health", &cli_health, 0 },
-        { NULL, NULL, 0 },
-};
-
 static void print_main_help(FILE *f) {
         fputs("Usage: space [--host ADDR] [--token TOKEN] COMMAND [ARGS...]\n"
               "\n"
@@ -46,12 +17,10 @@ static void print_main_help(FILE *f) {
               "\n"
               "Commands:\n",
               f);
-        for (const struct cli_entry *e = commands; e->word; e++) {
-                if (e->flags & CLI_ALIAS)
-                        continue;
-                if (e->flags & CLI_GAP)
+        for (const struct cli_cmd *c = cli_commands; c->name; c++) {
+                if (c->flags & CLI_GAP)
                         fputc('\n', f);
-                fprintf(f, "  %-11s %s\n", e->word, e->cmd->summary);
+                fprintf(f, "  %-11s %s\n", c->name, c->summary);
         }
         fputs("\n"
               "The daemon is found at --host ADDR, else $SPACE_HOST, else the Unix socket\n"
@@ -76,14 +45,14 @@ static int help(const struct cli_globals *g, int argc, char **argv) {
                 print_main_help(stdout);
                 return EXIT_SUCCESS;
         }
-        const struct cli_entry *e = cli_find(commands, argv[1], false);
-        if (!e)
+        const struct cli_cmd *c = cli_find(cli_commands, argv[1], false);
+        if (!c)
                 return unknown_command(argv[1]);
-        if (e->cmd->sub && argc >= 3) {
+        if (c->sub && argc >= 3) {
                 char *av[] = { argv[1], argv[2], (char *)"--help", NULL };
-                return cli_run(e->cmd, g, 3, av);
+                return cli_run(c, g, 3, av);
         }
-        return cli_show_help(e->cmd);
+        return cli_show_help(c);
 }
 
 int main(int argc, char **argv) {
@@ -120,10 +89,10 @@ int main(int argc, char **argv) {
         char **sub_argv = argv + optind;
         if (strcmp(word, "help") == 0)
                 return help(&g, sub_argc, sub_argv);
-        const struct cli_entry *e = cli_find(commands, word, true);
-        if (!e)
+        const struct cli_cmd *cmd = cli_find(cli_commands, word, true);
+        if (!cmd)
                 return unknown_command(word);
-        int r = cli_run(e->cmd, &g, sub_argc, sub_argv);
+        int r = cli_run(cmd, &g, sub_argc, sub_argv);
         if (fflush(stdout) != 0 && r == EXIT_SUCCESS)
                 r = EXIT_FAILURE;
         return r;
