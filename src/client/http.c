@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/text.h"
+
 int http_addr_parse(const char *s, struct http_addr *ret) {
         struct http_addr a = { 0 };
         if (!s || !*s)
@@ -255,25 +257,6 @@ static char *find_crlf(const char *p, size_t n) {
         return NULL;
 }
 
-static bool token_in_list(const char *value, const char *token) {
-        /* "Connection: keep-alive, Upgrade" style comma lists. */
-        size_t tl = strlen(token);
-        const char *p = value;
-        while (*p) {
-                while (*p == ' ' || *p == '\t' || *p == ',')
-                        p++;
-                const char *s = p;
-                while (*p && *p != ',')
-                        p++;
-                const char *e = p;
-                while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
-                        e--;
-                if ((size_t)(e - s) == tl && strncasecmp(s, token, tl) == 0)
-                        return true;
-        }
-        return false;
-}
-
 /* Parses the head in c->in (already known to end at head_len, "\r\n\r\n" included). */
 static int parse_head(struct http_conn *c, size_t head_len, struct http_response *resp) {
         struct http_response r = { 0 };
@@ -325,14 +308,14 @@ static int parse_head(struct http_conn *c, size_t head_len, struct http_response
                         r.has_length = true;
                         r.length = len;
                 } else if (strcasecmp(p, "Transfer-Encoding") == 0) {
-                        if (token_in_list(v, "chunked"))
+                        if (text_list_has_token(v, "chunked"))
                                 r.chunked = true;
-                        else if (!token_in_list(v, "identity"))
+                        else if (!text_list_has_token(v, "identity"))
                                 return -EBADMSG; /* gzip and friends: we never ask for them */
                 } else if (strcasecmp(p, "Connection") == 0) {
-                        if (token_in_list(v, "close"))
+                        if (text_list_has_token(v, "close"))
                                 r.close = true;
-                        else if (token_in_list(v, "keep-alive"))
+                        else if (text_list_has_token(v, "keep-alive"))
                                 r.close = false;
                 } else if (strcasecmp(p, "Content-Type") == 0) {
                         snprintf(r.content_type, sizeof r.content_type, "%s", v);

@@ -510,6 +510,16 @@ static int json_records(space_client *c, const struct json *j, const char *key, 
         return 0;
 }
 
+/* GETs target of the daemon and takes the array at key of its answer, as json_records. */
+static int get_records(space_client *c, const char *target, const char *key, const char *what, size_t elsz,
+                       void (*fill)(const struct json *, void *), void **ret, size_t *ret_n) {
+        _cleanup_json_ struct json *j = NULL;
+        int r = call_once(c, &(struct call){ .method = "GET", .target = target }, &j, NULL);
+        if (r < 0)
+                return r;
+        return json_records(c, j, key, what, elsz, fill, ret, ret_n);
+}
+
 static void fill_session_info(const struct json *o, void *ret) {
         struct space_session_info *si = ret;
         *si = (struct space_session_info){ 0 };
@@ -786,11 +796,8 @@ int space_session_delete_id(space_client *c, const char *id) { return delete_ses
 int space_session_delete(space_session *s) { return delete_session(s->c, s->id, s); }
 
 int space_session_list(space_client *c, struct space_session_info **ret, size_t *ret_n) {
-        _cleanup_json_ struct json *j = NULL;
-        int r = call_once(c, &(struct call){ .method = "GET", .target = "/v1/sessions" }, &j, NULL);
-        if (r < 0)
-                return r;
-        return json_records(c, j, "sessions", "session list", sizeof **ret, fill_session_info, (void **)ret, ret_n);
+        return get_records(c, "/v1/sessions", "sessions", "session list", sizeof **ret, fill_session_info, (void **)ret,
+                           ret_n);
 }
 
 /* ---- durable sessions ------------------------------------------------------------ */
@@ -1470,11 +1477,8 @@ static void fill_template(const struct json *o, void *ret) {
 }
 
 int space_template_list(space_client *c, struct space_template_info **ret, size_t *ret_n) {
-        _cleanup_json_ struct json *j = NULL;
-        int r = call_once(c, &(struct call){ .method = "GET", .target = "/v1/templates" }, &j, NULL);
-        if (r < 0)
-                return r;
-        return json_records(c, j, "templates", "template list", sizeof **ret, fill_template, (void **)ret, ret_n);
+        return get_records(c, "/v1/templates", "templates", "template list", sizeof **ret, fill_template, (void **)ret,
+                           ret_n);
 }
 
 struct build_state {

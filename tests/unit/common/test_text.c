@@ -57,11 +57,24 @@ static void test_utf8_pieces(void **state) {
         assert_int_equal(text_utf8_valid_prefix(mixed, 5), 3);
 }
 
+static void test_list_has_token(void **state) {
+        (void)state;
+        printf("checks: a token is found in an HTTP comma list whatever its case and the blanks around it\n");
+        assert_true(text_list_has_token("keep-alive, Upgrade", "upgrade"));
+        assert_true(text_list_has_token(" close ", "close"));
+        assert_true(text_list_has_token("gzip,\tchunked", "chunked"));
+        assert_true(text_list_has_token(",,chunked,,", "chunked"));
+        assert_false(text_list_has_token("chunkedx, xchunked", "chunked"));
+        assert_false(text_list_has_token("", "close"));
+        assert_false(text_list_has_token("keep-alive", "keep"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_b64_utf8),
                 cmocka_unit_test(test_b64_decode_failure_leaves_nothing),
                 cmocka_unit_test(test_utf8_pieces),
+                cmocka_unit_test(test_list_has_token),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
