@@ -1,8 +1,8 @@
 /* space snapshot, snapshots, restore, fork: a session's snapshot timeline, time travel in
  * place, and branching into new sessions (their rows are in commands.c). */
 #include <inttypes.h>
-#include <stddef.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 

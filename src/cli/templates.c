@@ -2,7 +2,6 @@
  * group "template" they form, are in commands.c). */
 #include <inttypes.h>
 #include <stddef.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
