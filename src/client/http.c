@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/text.h"
+
 int http_addr_parse(const char *s, struct http_addr *ret) {
         struct http_addr a = { 0 };
         if (!s || !*s)
@@ -255,25 +257,6 @@ static char *find_crlf(const char *p, size_t n) {
         return NULL;
 }
 
-static bool token_in_list(const char *value, const char *token) {
-        /* "Connection: keep-alive, Upgrade" style comma lists. */
-        size_t tl = strlen(token);
-        const char *p = value;
-        while (*p) {
-                while (*p == ' ' || *p == '\t' || *p == ',')
-                        p++;
-                const char *s = p;
-                while (*p && *p != ',')
-                        p++;
-                const char *e = p;
-                while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
-                        e--;
-                if ((size_t)(e - s) == tl && strncasecmp(s, token, tl) == 0)
-                        return true;
-        }
-        return false;
-}
-
 /* Parses the head in c->in (already known to end at head_len, "\r\n\r\n" included). */
 static int parse_head(struct http_conn *c, size_t head_len, struct http_response *resp) {
         struct http_response r = { 0 };
@@ -325,14 +308,14 @@ static int parse_head(struct http_conn *c, size_t head_len, struct http_response
                         r.has_length = true;
                         r.length = len;
                 } else if (strcasecmp(p, "Transfer-Encoding") == 0) {
-                        if (token_in_list(v, "chunked"))
+                        if (text_list_has_token(v, "chunked"))
                                 r.chunked = true;
-                        else if (!token_in_list(v, "identity"))
+                        else if (!text_list_has_token(v, "identity"))
                                 return -EBADMSG; /* gzip and friends: we never ask for them */
                 } else if (strcasecmp(p, "Connection") == 0) {
-                        if (token_in_list(v, "close"))
+                        if (text_list_has_token(v, "close"))
                                 r.close = true;
-                        else if (token_in_list(v, "keep-alive"))
+                        else if (text_list_has_token(v, "keep-alive"))
                                 r.close = false;
                 } else if (strcasecmp(p, "Content-Type") == 0) {
                         snprintf(r.content_type, sizeof r.content_type, "%s", v);
@@ -387,109 +370,108 @@ static int deliver(struct http_conn *c, const struct http_response *resp, size_t
         return r;
 }
 
-static int read_body(struct http_conn *c, const struct http_response *resp, int timeout_ms, http_body_fn fn, void *ud) {
-        int r;
-        if (resp->status == 204 || resp->status == 304)
-                return 0;
-        if (resp->chunked) {
-                for (;;) {
-                        char *eol;
-                        while (!(eol = find_crlf(c->in.data, c->in.len))) {
-                                if (c->in.len > HTTP_MAX_CHUNK_LINE)
-                                        return -EBADMSG;
-                                r = fill(c, timeout_ms);
-                                if (r < 0)
-                                        return r;
-                                if (r == 0)
-                                        return -ECONNRESET;
-                        }
-                        uint64_t size = 0;
-                        char *q = c->in.data;
-                        if (!isxdigit((unsigned char)*q))
-                                return -EBADMSG;
-                        for (; q < eol && isxdigit((unsigned char)*q); q++) {
-                                if (size > (UINT64_MAX >> 4))
-                                        return -EBADMSG;
-                                int d = isdigit((unsigned char)*q) ? *q - '0' : (tolower((unsigned char)*q) - 'a' + 10);
-                                size = (size << 4) | (uint64_t)d;
-                        }
-                        if (q < eol && *q != ';' && *q != ' ' && *q != '\t')
-                                return -EBADMSG;
-                        buf_consume(&c->in, (size_t)(eol - c->in.data) + 2);
-                        if (size == 0) {
-                                /* trailers: lines until an empty one */
-                                for (;;) {
-                                        while (!(eol = find_crlf(c->in.data, c->in.len))) {
-                                                if (c->in.len > HTTP_MAX_CHUNK_LINE)
-                                                        return -EBADMSG;
-                                                r = fill(c, timeout_ms);
-                                                if (r < 0)
-                                                        return r;
-                                                if (r == 0)
-                                                        return -ECONNRESET;
-                                        }
-                                        bool empty = eol == c->in.data;
-                                        buf_consume(&c->in, (size_t)(eol - c->in.data) + 2);
-                                        if (empty)
-                                                return 0;
-                                }
-                        }
-                        while (size > 0) {
-                                if (c->in.len == 0) {
-                                        r = fill(c, timeout_ms);
-                                        if (r < 0)
-                                                return r;
-                                        if (r == 0)
-                                                return -ECONNRESET;
-                                }
-                                size_t take = c->in.len < size ? c->in.len : (size_t)size;
-                                r = deliver(c, resp, take, fn, ud);
-                                if (r < 0)
-                                        return r;
-                                size -= take;
-                        }
-                        while (c->in.len < 2) {
-                                r = fill(c, timeout_ms);
-                                if (r < 0)
-                                        return r;
-                                if (r == 0)
-                                        return -ECONNRESET;
-                        }
-                        if (c->in.data[0] != '\r' || c->in.data[1] != '\n')
-                                return -EBADMSG;
-                        buf_consume(&c->in, 2);
-                }
-        }
-        if (resp->has_length) {
-                uint64_t left = resp->length;
-                while (left > 0) {
-                        if (c->in.len == 0) {
-                                r = fill(c, timeout_ms);
-                                if (r < 0)
-                                        return r;
-                                if (r == 0)
-                                        return -ECONNRESET;
-                        }
-                        size_t take = c->in.len < left ? c->in.len : (size_t)left;
-                        r = deliver(c, resp, take, fn, ud);
-                        if (r < 0)
-                                return r;
-                        left -= take;
-                }
-                return 0;
-        }
-        /* Neither: the body runs until the server closes. */
-        for (;;) {
-                if (c->in.len > 0) {
-                        r = deliver(c, resp, c->in.len, fn, ud);
-                        if (r < 0)
-                                return r;
-                }
-                r = fill(c, timeout_ms);
+/* fill, where the server closing is an answer cut short. */
+static int fill_more(struct http_conn *c, int timeout_ms) {
+        int r = fill(c, timeout_ms);
+        return r == 0 ? -ECONNRESET : r;
+}
+
+/* Reads until c->in starts with a whole line (a chunk size, a trailer); *ret_eol is its CRLF. */
+static int read_line(struct http_conn *c, int timeout_ms, char **ret_eol) {
+        char *eol;
+        while (!(eol = find_crlf(c->in.data, c->in.len))) {
+                if (c->in.len > HTTP_MAX_CHUNK_LINE)
+                        return -EBADMSG;
+                int r = fill_more(c, timeout_ms);
                 if (r < 0)
                         return r;
-                if (r == 0)
+        }
+        *ret_eol = eol;
+        return 0;
+}
+
+/* The next n bytes of the body to fn, as they come. */
+static int deliver_n(struct http_conn *c, const struct http_response *resp, uint64_t n, int timeout_ms, http_body_fn fn,
+                     void *ud) {
+        while (n > 0) {
+                int r = c->in.len == 0 ? fill_more(c, timeout_ms) : 0;
+                if (r < 0)
+                        return r;
+                size_t take = c->in.len < n ? c->in.len : (size_t)n;
+                r = deliver(c, resp, take, fn, ud);
+                if (r < 0)
+                        return r;
+                n -= take;
+        }
+        return 0;
+}
+
+/* A chunk-size line: the size in hex, perhaps extensions after ';'. */
+static int parse_chunk_size(const char *p, const char *eol, uint64_t *ret) {
+        uint64_t size = 0;
+        if (!isxdigit((unsigned char)*p))
+                return -EBADMSG;
+        for (; p < eol && isxdigit((unsigned char)*p); p++) {
+                if (size > (UINT64_MAX >> 4))
+                        return -EBADMSG;
+                int d = isdigit((unsigned char)*p) ? *p - '0' : (tolower((unsigned char)*p) - 'a' + 10);
+                size = (size << 4) | (uint64_t)d;
+        }
+        if (p < eol && *p != ';' && *p != ' ' && *p != '\t')
+                return -EBADMSG;
+        *ret = size;
+        return 0;
+}
+
+static int read_chunked(struct http_conn *c, const struct http_response *resp, int timeout_ms, http_body_fn fn, void *ud) {
+        for (;;) {
+                char *eol;
+                uint64_t size;
+                int r = read_line(c, timeout_ms, &eol);
+                if (r >= 0)
+                        r = parse_chunk_size(c->in.data, eol, &size);
+                if (r < 0)
+                        return r;
+                buf_consume(&c->in, (size_t)(eol - c->in.data) + 2);
+                if (size == 0)
+                        break;
+                r = deliver_n(c, resp, size, timeout_ms, fn, ud);
+                while (r >= 0 && c->in.len < 2)
+                        r = fill_more(c, timeout_ms);
+                if (r < 0)
+                        return r;
+                if (c->in.data[0] != '\r' || c->in.data[1] != '\n')
+                        return -EBADMSG;
+                buf_consume(&c->in, 2);
+        }
+        /* trailers: lines until an empty one */
+        for (;;) {
+                char *eol;
+                int r = read_line(c, timeout_ms, &eol);
+                if (r < 0)
+                        return r;
+                bool empty = eol == c->in.data;
+                buf_consume(&c->in, (size_t)(eol - c->in.data) + 2);
+                if (empty)
                         return 0;
+        }
+}
+
+static int read_body(struct http_conn *c, const struct http_response *resp, int timeout_ms, http_body_fn fn, void *ud) {
+        if (resp->status == 204 || resp->status == 304)
+                return 0;
+        if (resp->chunked)
+                return read_chunked(c, resp, timeout_ms, fn, ud);
+        if (resp->has_length)
+                return deliver_n(c, resp, resp->length, timeout_ms, fn, ud);
+        /* Neither: the body runs until the server closes. */
+        for (;;) {
+                int r = deliver(c, resp, c->in.len, fn, ud);
+                if (r < 0)
+                        return r;
+                r = fill(c, timeout_ms);
+                if (r <= 0)
+                        return r;
         }
 }
 

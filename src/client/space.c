@@ -438,6 +438,15 @@ static int request_end(space_client *c, struct json_writer *w) {
         return w->err ? fail(c, w->err, "encoding the request: %s", strerror(-w->err)) : 0;
 }
 
+/* Ends the request object of w and POSTs it to the session's suffix, as session_call. */
+static int session_post(space_session *s, const char *suffix, struct json_writer *w, struct json **ret) {
+        int r = request_end(s->c, w);
+        if (r < 0)
+                return r;
+        return session_call(s, &(struct call){ .method = "POST", JSON_BODY(w->b->data, w->b->len) }, suffix, NULL, NULL, ret,
+                            NULL);
+}
+
 /* ---- small JSON readers ---------------------------------------------------------- */
 
 static void copy_str(char *dst, size_t n, const struct json *obj, const char *key) {
@@ -499,6 +508,16 @@ static int json_records(space_client *c, const struct json *j, const char *key, 
         *ret = v;
         *ret_n = n;
         return 0;
+}
+
+/* GETs target of the daemon and takes the array at key of its answer, as json_records. */
+static int get_records(space_client *c, const char *target, const char *key, const char *what, size_t elsz,
+                       void (*fill)(const struct json *, void *), void **ret, size_t *ret_n) {
+        _cleanup_json_ struct json *j = NULL;
+        int r = call_once(c, &(struct call){ .method = "GET", .target = target }, &j, NULL);
+        if (r < 0)
+                return r;
+        return json_records(c, j, key, what, elsz, fill, ret, ret_n);
 }
 
 static void fill_session_info(const struct json *o, void *ret) {
@@ -777,11 +796,8 @@ int space_session_delete_id(space_client *c, const char *id) { return delete_ses
 int space_session_delete(space_session *s) { return delete_session(s->c, s->id, s); }
 
 int space_session_list(space_client *c, struct space_session_info **ret, size_t *ret_n) {
-        _cleanup_json_ struct json *j = NULL;
-        int r = call_once(c, &(struct call){ .method = "GET", .target = "/v1/sessions" }, &j, NULL);
-        if (r < 0)
-                return r;
-        return json_records(c, j, "sessions", "session list", sizeof **ret, fill_session_info, (void **)ret, ret_n);
+        return get_records(c, "/v1/sessions", "sessions", "session list", sizeof **ret, fill_session_info, (void **)ret,
+                           ret_n);
 }
 
 /* ---- durable sessions ------------------------------------------------------------ */
@@ -833,12 +849,8 @@ int space_snapshot_create_memory(space_session *s, const char *label, bool memor
                 json_w_kstr(&w, "label", label);
         if (memory)
                 json_w_kbool(&w, "memory", true);
-        int r = request_end(s->c, &w);
-        if (r < 0)
-                return r;
         _cleanup_json_ struct json *j = NULL;
-        r = session_call(s, &(struct call){ .method = "POST", JSON_BODY(b.data, b.len) }, "/snapshots", NULL, NULL, &j,
-                         NULL);
+        int r = session_post(s, "/snapshots", &w, &j);
         if (r < 0)
                 return r;
         if (!id_ok(json_get_str(j, "id")))
@@ -892,12 +904,8 @@ int space_session_fork(space_session *s, const struct space_fork_opts *o, space_
         if (o && o->snapshot)
                 json_w_kstr(&w, "snapshot", o->snapshot);
         json_w_kint(&w, "count", count);
-        int r = request_end(c, &w);
-        if (r < 0)
-                return r;
         _cleanup_json_ struct json *j = NULL;
-        r = session_call(s, &(struct call){ .method = "POST", JSON_BODY(b.data, b.len) }, "/fork", NULL, NULL, &j,
-                         NULL);
+        int r = session_post(s, "/fork", &w, &j);
         if (r < 0)
                 return r;
         const struct json *arr = json_get(j, "sessions");
@@ -1003,12 +1011,8 @@ int space_event_append(space_session *s, const char *kind, const char *data_json
                 json_w_value(&w, data);
         else
                 json_w_raw(&w, "{}", 2);
-        int r = request_end(c, &w);
-        if (r < 0)
-                return r;
         _cleanup_json_ struct json *j = NULL;
-        r = session_call(s, &(struct call){ .method = "POST", JSON_BODY(b.data, b.len) }, "/events", NULL, NULL, &j,
-                         NULL);
+        int r = session_post(s, "/events", &w, &j);
         if (r < 0)
                 return r;
         if (ret_seq)
@@ -1373,11 +1377,7 @@ int space_file_mkdir(space_session *s, const char *path, bool parents) {
         json_w_obj_begin(&w);
         json_w_kstr(&w, "path", path);
         json_w_kbool(&w, "parents", parents);
-        int r = request_end(s->c, &w);
-        if (r < 0)
-                return r;
-        return session_call(s, &(struct call){ .method = "POST", JSON_BODY(b.data, b.len) }, "/files/mkdir", NULL, NULL,
-                            NULL, NULL);
+        return session_post(s, "/files/mkdir", &w, NULL);
 }
 
 static void fill_stat(const struct json *o, struct space_stat *st) {
@@ -1477,11 +1477,8 @@ static void fill_template(const struct json *o, void *ret) {
 }
 
 int space_template_list(space_client *c, struct space_template_info **ret, size_t *ret_n) {
-        _cleanup_json_ struct json *j = NULL;
-        int r = call_once(c, &(struct call){ .method = "GET", .target = "/v1/templates" }, &j, NULL);
-        if (r < 0)
-                return r;
-        return json_records(c, j, "templates", "template list", sizeof **ret, fill_template, (void **)ret, ret_n);
+        return get_records(c, "/v1/templates", "templates", "template list", sizeof **ret, fill_template, (void **)ret,
+                           ret_n);
 }
 
 struct build_state {

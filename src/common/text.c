@@ -2,6 +2,7 @@
 #include "common/text.h"
 
 #include <string.h>
+#include <strings.h>
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -134,4 +135,22 @@ bool text_utf8_incomplete_tail(const uint8_t *s, size_t n) {
 
 bool text_utf8_valid(const char *s, size_t n) {
         return !memchr(s, 0, n) && text_utf8_valid_prefix((const uint8_t *)s, n) == n;
+}
+
+bool text_list_has_token(const char *list, const char *token) {
+        size_t tl = strlen(token);
+        const char *p = list;
+        while (*p) {
+                while (*p == ' ' || *p == '\t' || *p == ',')
+                        p++;
+                const char *s = p;
+                while (*p && *p != ',')
+                        p++;
+                const char *e = p;
+                while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+                        e--;
+                if ((size_t)(e - s) == tl && strncasecmp(s, token, tl) == 0)
+                        return true;
+        }
+        return false;
 }

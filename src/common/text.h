@@ -1,5 +1,6 @@
 /* Base64 (RFC 4648, padded) and UTF-8 checks shared by the JSON codec, spaced and
- * libspace: command output travels as JSON text when it is UTF-8 and as base64 when not. */
+ * libspace: command output travels as JSON text when it is UTF-8 and as base64 when not.
+ * And the token lists of HTTP headers, which both ends of the API read. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,3 +22,7 @@ size_t text_utf8_valid_prefix(const uint8_t *s, size_t n);
 bool text_utf8_incomplete_tail(const uint8_t *s, size_t n);
 /* True when s[0..n) is well-formed UTF-8 without NUL bytes (JSON text can carry it as is). */
 bool text_utf8_valid(const char *s, size_t n);
+
+/* True when the comma-separated list (an HTTP header value: "keep-alive, Upgrade")
+ * holds token, compared without case, blanks around items ignored. */
+bool text_list_has_token(const char *list, const char *token);

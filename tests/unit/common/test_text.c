@@ -57,11 +57,28 @@ static void test_utf8_pieces(void **state) {
         assert_int_equal(text_utf8_valid_prefix(mixed, 5), 3);
 }
 
+static void test_list_has_token(void **state) {
+        (void)state;
+        printf("checks: a token is found in an HTTP comma list whatever its case and the blanks around it\n");
+        static const struct {
+                const char *list, *token;
+                bool has;
+        } cases[] = {
+                { "keep-alive, Upgrade", "upgrade", true }, { " close ", "close", true },
+                { "gzip,\tchunked", "chunked", true },     { ",,chunked,,", "chunked", true },
+                { "chunkedx, xchunked", "chunked", false }, { "", "close", false },
+                { "keep-alive", "keep", false },
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                assert_int_equal(text_list_has_token(cases[i].list, cases[i].token), cases[i].has);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_b64_utf8),
                 cmocka_unit_test(test_b64_decode_failure_leaves_nothing),
                 cmocka_unit_test(test_utf8_pieces),
+                cmocka_unit_test(test_list_has_token),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

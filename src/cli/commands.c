@@ -1,0 +1,427 @@
+/* The command table of `space`: per command its name, --help text, options (cli_run reads
+ * and checks them), argument rules, and the functions of its group file that check and
+ * run it. 'space --help' lists the table in this order. A new command is a row here and
+ * its functions in a group file (declared in commands.h). */
+#include "cli/commands.h"
+
+#include "cli/args.h"
+
+/* Options more than one command has. */
+#define OPT_ENV(text) { "env", 'e', CLI_OPT_ENV, "K=V", .doc = text }
+#define OPT_JSON(text) { "json", 0, CLI_OPT_FLAG, NULL, .doc = text }
+#define OPT_QUIET(text) { "quiet", 'q', CLI_OPT_FLAG, NULL, .doc = text }
+#define OPT_END { .name = NULL }
+
+static const struct cli_cmd template_commands[] = {
+        {
+                .name = "template build",
+                .usage = "[OPTIONS] NAME [--from-dir DIR | --from-tar FILE |\n"
+                         "                            --debootstrap SUITE [--packages a,b] [--mirror URL]]\n"
+                         "                            [--runtime ns|gvisor|microvm]",
+                .about = "Build a template on the daemon's host from a directory, a tar file, or a Debian\n"
+                         "suite through debootstrap (the daemon caches debootstrap output). Without a\n"
+                         "source the daemon builds its default for NAME: 'base' is Debian bookworm\n"
+                         "(minbase) with python3. Progress lines go to stdout; the last line is\n"
+                         "\"built template NAME (SIZE)\".\n"
+                         "Paths are read by the daemon; relative ones are made absolute here first.\n",
+                .help_column = 28,
+                .opts = (const struct cli_opt[]){
+                        { "from-dir", 0, CLI_OPT_STR, "DIR", .doc = "copy this directory tree" },
+                        { "from-tar", 0, CLI_OPT_STR, "FILE", .doc = "unpack this tar file" },
+                        { "debootstrap", 0, CLI_OPT_STR, "SUITE",
+                          .doc = "install Debian SUITE (e.g. bookworm), minbase variant" },
+                        { "packages", 0, CLI_OPT_STR, "a,b", .doc = "extra packages for --debootstrap" },
+                        { "mirror", 0, CLI_OPT_STR, "URL", .doc = "Debian mirror for --debootstrap" },
+                        { "runtime", 0, CLI_OPT_STR, "NAME",
+                          .doc = "the template's default runtime: sessions made from it\n"
+                          "run on NAME unless their create names one" },
+                        OPT_JSON("print the template object at the end (progress to stderr)"),
+                        OPT_END },
+                .flags = CLI_CLIENT,
+                .min_args = 1, .max_args = 1, .missing = "template name",
+                .check = cli_template_build_check,
+                .run = cli_template_build,
+        },
+        {
+                .name = "template ls",
+                .alias = "list",
+                .usage = "[OPTIONS]",
+                .about = "List the templates on the daemon's host.\n",
+                .opts = (const struct cli_opt[]){
+                        OPT_JSON("print the daemon's JSON ({\"templates\":[...]})"),
+                        OPT_QUIET("print names only"),
+                        OPT_END },
+                .flags = CLI_CLIENT,
+                .json_path = "/v1/templates",
+                .list = &cli_templates_list,
+        },
+        {
+                .name = "template rm",
+                .usage = "[OPTIONS] NAME...",
+                .about = "Delete templates. A template a session still uses can't be deleted.\n",
+                .flags = CLI_CLIENT,
+                .min_args = 1, .max_args = -1, .missing = "template name",
+                .run = cli_template_rm,
+        },
+        { .name = NULL },
+};
+
+const struct cli_cmd cli_commands[] = {
+        {
+                .name = "create",
+                .summary = "create a sandbox session, print its id",
+                .usage = "[OPTIONS]",
+                .about = "Create a sandbox session and print its id. Its token is shown only now: keep\n"
+                         "it (--json or --token-file) to reconnect with 'space connect ID --token T'.\n",
+                .opts = (const struct cli_opt[]){
+                        { "template", 't', CLI_OPT_STR, "NAME", .doc = "template to start from (daemon default: base)" },
+                        { "runtime", 0, CLI_OPT_STR, "NAME",
+                          .doc = "ns or gvisor (keeps running processes across pause,\n"
+                          "resume and fork); default: the daemon's --runtime" },
+                        { "memory", 'm', CLI_OPT_SIZE, "SIZE", .doc = "memory limit, e.g. 512M, 2G (binary units)",
+                          .what = "size", .hint = " (e.g. 512M, 2G)" },
+                        { "cpus", 0, CLI_OPT_NUMBER, "N", .doc = "CPU limit in cores, e.g. 1.5",
+                          .what = "CPU count", .max = (uint64_t)CLI_MAX_CPUS },
+                        { "pids", 0, CLI_OPT_UINT, "N", .doc = "limit on the number of processes",
+                          .what = "pids limit", .min = 1, .max = CLI_MAX_PIDS },
+                        { "disk", 0, CLI_OPT_SIZE, "SIZE",
+                          .doc = "limit of the files the session may write, e.g. 2G, 512M\n"
+                          "(daemon default: see 'space health'); past it writes fail\n"
+                          "inside with \"Disk quota exceeded\"",
+                          .what = "disk size", .hint = " (e.g. 2G, 512M)" },
+                        OPT_ENV("environment for every command (repeatable)"),
+                        { "network", 0, CLI_OPT_FLAG, NULL,
+                          .doc = "give the sandbox network access (default: loopback only)" },
+                        { "from-snapshot", 's', CLI_OPT_STR, "SNAP",
+                          .doc = "start from this snapshot (of any session) instead of\n"
+                          "a template" },
+                        { "snapshot-interval", 0, CLI_OPT_DURATION, "DUR",
+                          .doc = "take a rolling snapshot this often when files\n"
+                          "changed, e.g. 30s, 500ms, 5m; 0 = none (daemon default 30s)",
+                          .what = "interval", .hint = " (e.g. 30s, 500ms, 5m, 0)" },
+                        { "retention", 0, CLI_OPT_UINT, "N",
+                          .doc = "rolling snapshots to keep (daemon default 10); manual,\n"
+                          "pause and fork-source ones are always kept",
+                          .what = "retention", .min = 1, .max = 100000, .range = true },
+                        { "token-file", 0, CLI_OPT_STR, "FILE", .doc = "write the session's token to FILE (mode 0600)" },
+                        OPT_JSON("print the whole session object, with its \"token\",\n"
+                                 "instead of the id"),
+                        OPT_END },
+                .flags = CLI_CLIENT,
+                .run = cli_create,
+        },
+        {
+                .name = "exec",
+                .summary = "run a command in a sandbox, streaming its output",
+                .usage = "[OPTIONS] ID [--] COMMAND [ARG...]",
+                .about = "Run a command in a sandbox. Its stdout and stderr are streamed to ours as they\n"
+                         "come; space exits with the command's exit code, 128+N when signal N killed it,\n"
+                         "127 when it could not be started, 1 on other errors.\n"
+                         "Our stdin is sent to the command (at most 512 KiB) with -i or when stdin is not a\n"
+                         "terminal; use </dev/null to send nothing.\n",
+                .opts = (const struct cli_opt[]){
+                        { "interactive", 'i', CLI_OPT_FLAG, NULL, .doc = "send stdin even when it is a terminal" },
+                        { "cwd", 'w', CLI_OPT_STR, "DIR", .doc = "working directory inside the sandbox" },
+                        OPT_ENV("extra environment (repeatable)"),
+                        { "timeout", 0, CLI_OPT_NUMBER, "SEC", .doc = "kill the command after SEC seconds",
+                          .what = "timeout", .hint = " (seconds)", .max = (uint64_t)CLI_MAX_TIMEOUT_S },
+                        { "background", 'd', CLI_OPT_FLAG, NULL,
+                          .doc = "start it in the background, print its pid and return;\n"
+                          "see its output with 'space logs ID PID' (no stdin)" },
+                        { "detach", 0, CLI_OPT_FLAG, .same_as = "background" },
+                        OPT_JSON("with -d: print {\"pid\":N}"),
+                        OPT_END },
+                /* options end at the id, so the command's own options stay its own; the
+                 * arguments are the check's to read */
+                .flags = CLI_IN_ORDER | CLI_SESSION | CLI_CHECK_FIRST,
+                .max_args = -1,
+                .check = cli_exec_check,
+                .run = cli_exec,
+        },
+        {
+                .name = "cp",
+                .summary = "copy files between the host and a sandbox",
+                .usage = "[OPTIONS] SRC DST",
+                .about = "Copy files between the host and a sandbox. One side is ID:/absolute/path in the\n"
+                         "sandbox, the other a local path; '-' is stdin (as SRC) or stdout (as DST).\n"
+                         "A DST that is an existing directory (or ends in '/') gets SRC's name inside it.\n"
+                         "Directories are copied recursively (regular files and directories only).\n",
+                .opts = (const struct cli_opt[]){
+                        { "parents", 'p', CLI_OPT_FLAG, NULL, .doc = "create missing parent directories in the sandbox" },
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 2, .max_args = 2, .missing = "source and destination", .missing_rest = "destination",
+                .check = cli_cp_check,
+                .run = cli_cp,
+        },
+        {
+                .name = "ls",
+                .alias = "list",
+                .summary = "list sessions",
+                .usage = "[OPTIONS]",
+                .about = "List the sessions the daemon knows.\n",
+                .opts = (const struct cli_opt[]){
+                        OPT_JSON("print the daemon's JSON ({\"sessions\":[...]})"),
+                        OPT_QUIET("print ids only"),
+                        OPT_END },
+                .flags = CLI_CLIENT,
+                .json_path = "/v1/sessions",
+                .list = &cli_sessions_list,
+        },
+        {
+                .name = "ps",
+                .summary = "list a sandbox's processes",
+                .usage = "[OPTIONS] ID",
+                .about = "List the processes a sandbox's init tracks (background ones and their results).\n",
+                .opts = (const struct cli_opt[]){
+                        OPT_JSON("print the daemon's JSON ({\"processes\":[...]})"),
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 1, .max_args = 1, .missing = "sandbox id",
+                .json_path = "/processes",
+                .list = &cli_processes_list,
+        },
+        {
+                .name = "logs",
+                .summary = "print (or follow) a background process's output",
+                .usage = "[OPTIONS] ID PID",
+                .about = "Print the recorded output of a process (usually one started with 'exec -d'):\n"
+                         "stdout to stdout, stderr to stderr.\n",
+                .opts = (const struct cli_opt[]){
+                        { "follow", 'f', CLI_OPT_FLAG, NULL,
+                          .doc = "keep printing until the process ends, then exit with its\n"
+                          "status (128+N when killed by signal N)" },
+                        { "offset", 0, CLI_OPT_UINT, "N", .doc = "skip the first N bytes of recorded output",
+                          .what = "offset", .max = UINT64_MAX - 1 },
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 2, .max_args = 2, .missing = "sandbox id and pid", .missing_rest = "pid",
+                .check = cli_logs_check,
+                .run = cli_logs,
+        },
+        {
+                .name = "kill",
+                .summary = "signal a process in a sandbox",
+                .usage = "[OPTIONS] ID PID [SIGNAL]",
+                .about = "Send a signal (default TERM) to a process in a sandbox. SIGNAL is a name (TERM,\n"
+                         "SIGKILL, int) or a number.\n",
+                .flags = CLI_IN_ORDER | CLI_SESSION, /* "-9" is the signal, not an option */
+                .min_args = 2, .max_args = 3, .missing = "sandbox id and pid", .missing_rest = "pid",
+                .check = cli_kill_check,
+                .run = cli_kill,
+        },
+        {
+                .name = "inspect",
+                .summary = "show a session's details",
+                .usage = "[OPTIONS] ID",
+                .about = "Print a session's object (state, limits, health) as indented JSON.\n",
+                .opts = (const struct cli_opt[]){ OPT_JSON("print it on one line, as the daemon sent it"), OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 1, .max_args = 1, .missing = "sandbox id",
+                .run = cli_inspect,
+        },
+        {
+                .name = "rm",
+                .summary = "delete sessions",
+                .usage = "[OPTIONS] ID...",
+                .about = "Delete sessions: their processes are killed and their files are gone. Prints each\n"
+                         "id deleted; goes on past failures and exits 1 if any.\n",
+                .flags = CLI_CLIENT,
+                .min_args = 1, .max_args = -1, .missing = "sandbox id",
+                .run = cli_rm,
+        },
+        {
+                .name = "snapshot",
+                .summary = "take a snapshot of a session's files, print its id",
+                .usage = "[OPTIONS] ID",
+                .about = "Take a snapshot of a session's files now and print its id (snap_...).\n",
+                .opts = (const struct cli_opt[]){
+                        { "label", 'l', CLI_OPT_STR, "TEXT", .doc = "a label to find it by (at most 256 bytes)",
+                          .what = "label", .max = SPACE_MAX_LABEL },
+                        { "memory", 0, CLI_OPT_FLAG, NULL,
+                          .doc = "the running processes too (gvisor, microvm): the sandbox\n"
+                          "is checkpointed and restarted from the image" },
+                        OPT_JSON("print the snapshot object"),
+                        OPT_END },
+                .flags = CLI_SESSION | CLI_GAP,
+                .min_args = 1, .max_args = 1, .missing = "session id",
+                .run = cli_snapshot,
+        },
+        {
+                .name = "snapshots",
+                .summary = "list a session's snapshot timeline",
+                .usage = "[OPTIONS] ID",
+                .about = "List a session's snapshot timeline, oldest first: id, time, reason (rolling,\n"
+                         "pause, manual, fork, restore), bytes it added to the store, size of the files it\n"
+                         "holds, label.\n",
+                .opts = (const struct cli_opt[]){
+                        OPT_JSON("print the daemon's JSON ({\"snapshots\":[...]})"),
+                        OPT_QUIET("print ids only"),
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 1, .max_args = 1, .missing = "session id",
+                .json_path = "/snapshots",
+                .list = &cli_snapshots_list,
+        },
+        {
+                .name = "pause",
+                .summary = "snapshot a session and release its sandbox",
+                .usage = "[OPTIONS] ID...",
+                .about = "Pause sessions: a final snapshot, then the sandbox is destroyed (no process,\n"
+                         "mount or cgroup is left; processes end). Files and the event log stay; 'space\n"
+                         "resume' brings the session back. Prints each id paused; goes on past failures\n"
+                         "and exits 1 if any.\n",
+                .opts = (const struct cli_opt[]){ OPT_JSON("print each session object instead of the id"), OPT_END },
+                .flags = CLI_CLIENT,
+                .min_args = 1, .max_args = -1, .missing = "session id",
+                .run = cli_pause,
+        },
+        {
+                .name = "resume",
+                .summary = "bring a paused session back on a new sandbox",
+                .usage = "[OPTIONS] ID...",
+                .about = "Resume paused sessions on a new sandbox from their newest snapshot: same id, same\n"
+                         "files, same event log. Prints each id resumed; exits 1 if any failed (resuming a\n"
+                         "session that is not paused is an error).\n",
+                .opts = (const struct cli_opt[]){ OPT_JSON("print each session object instead of the id"), OPT_END },
+                .flags = CLI_CLIENT,
+                .min_args = 1, .max_args = -1, .missing = "session id",
+                .run = cli_resume,
+        },
+        {
+                .name = "restore",
+                .summary = "put a session's files back to one of its snapshots",
+                .usage = "[OPTIONS] ID SNAP",
+                .about = "Time travel in place: the session's files go back to snapshot SNAP (one of its\n"
+                         "own; see 'space snapshots ID'). Newer snapshots stay in the timeline, so you can\n"
+                         "restore forward again. Processes restart on the new sandbox. Prints the id.\n",
+                .opts = (const struct cli_opt[]){ OPT_JSON("print the session object instead of the id"), OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 2, .max_args = 2, .missing = "session id and snapshot", .missing_rest = "snapshot",
+                .run = cli_restore,
+        },
+        {
+                .name = "fork",
+                .summary = "branch a session into N independent copies",
+                .usage = "[OPTIONS] ID",
+                .about = "Branch a session: N new sessions that start from a snapshot of it, independent of\n"
+                         "each other and of it (stored data is shared copy-on-write). Prints the new ids,\n"
+                         "one per line. Their tokens are shown only with --json (or --token-dir).\n",
+                .opts = (const struct cli_opt[]){
+                        { "snapshot", 's', CLI_OPT_STR, "SNAP",
+                          .doc = "start from this snapshot (default: a new one of now)" },
+                        { "count", 'n', CLI_OPT_UINT, "N", .doc = "how many sessions (1..64, default 1)",
+                          .what = "count", .min = 1, .max = SPACE_MAX_FORK, .range = true },
+                        { "token-dir", 0, CLI_OPT_STR, "DIR",
+                          .doc = "write each new session's token to DIR/ID.token (mode 0600)" },
+                        OPT_JSON("print {\"sessions\":[...]}: each session object with its token"),
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 1, .max_args = 1, .missing = "session id",
+                .run = cli_fork,
+        },
+        {
+                .name = "events",
+                .summary = "print (or follow) a session's event log",
+                .usage = "[OPTIONS] ID",
+                .about = "Print a session's event log, oldest first: every exec, lifecycle change (created,\n"
+                         "paused, resumed, restored, forked), snapshot, recovery, and the events an agent\n"
+                         "appended. One line per event: SEQ TIME KIND DATA (DATA is JSON).\n",
+                .opts = (const struct cli_opt[]){
+                        { "after", 0, CLI_OPT_UINT, "SEQ", .doc = "only events after sequence number SEQ",
+                          .what = "sequence number", .max = UINT64_MAX - 1 },
+                        { "limit", 'n', CLI_OPT_UINT, "N", .doc = "at most N events (default: all)",
+                          .what = "limit", .min = 1, .max = UINT32_MAX },
+                        { "follow", 'f', CLI_OPT_FLAG, NULL,
+                          .doc = "keep printing new events as they come (polls twice a\n"
+                          "second) until interrupted or the session is deleted" },
+                        OPT_JSON("one JSON object per line: {\"seq\",\"time\",\"kind\",\"data\"}"),
+                        OPT_END },
+                .flags = CLI_SESSION | CLI_CHECK_FIRST,
+                .min_args = 1, .max_args = 1, .missing = "session id",
+                .check = cli_events_check,
+                .run = cli_events,
+        },
+        {
+                .name = "event",
+                .summary = "append an event of your own to the log",
+                .usage = "[OPTIONS] ID --data JSON",
+                .about = "Append an event of your own to a session's event log (an agent's tool call or\n"
+                         "note) and print its sequence number.\n",
+                .opts = (const struct cli_opt[]){
+                        { "kind", 'k', CLI_OPT_STR, "KIND", .doc = "agent, tool_call or note (default: note)" },
+                        { "data", 'd', CLI_OPT_STR, "JSON", .doc = "the event's data: a JSON object, at most 64 KiB" },
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 1, .max_args = 1, .missing = "session id",
+                .check = cli_event_check,
+                .run = cli_event,
+        },
+        {
+                .name = "connect",
+                .summary = "reconnect to a session with its token",
+                .usage = "[OPTIONS] ID [--token TOKEN]",
+                .about = "Reconnect to a session with the token its create (or fork) returned: checks the\n"
+                         "token and prints the session with its running background processes. Re-attach\n"
+                         "to a process's output with 'space logs --offset N --follow ID PID'. Later\n"
+                         "commands send the token when SPACE_SESSION_TOKEN holds it.\n",
+                .opts = (const struct cli_opt[]){
+                        { "token", 't', CLI_OPT_STR, "TOKEN", .doc = "the session token (default: $SPACE_SESSION_TOKEN)" },
+                        OPT_JSON("print the answer on one line, as the daemon sent it"),
+                        OPT_END },
+                .flags = CLI_CLIENT,
+                .min_args = 1, .max_args = 1, .missing = "session id",
+                .check = cli_connect_check,
+                .run = cli_connect,
+        },
+        {
+                .name = "gc",
+                .summary = "collect unreferenced snapshot data now",
+                .usage = "[OPTIONS]",
+                .about = "Collect the snapshot store's garbage now (spaced also does it by itself from\n"
+                         "time to time): data only deleted sessions and expired rolling snapshots held.\n",
+                .opts = (const struct cli_opt[]){ OPT_JSON("print {\"objects_removed\":N,\"bytes_freed\":N}"), OPT_END },
+                .flags = CLI_CLIENT,
+                .run = cli_gc,
+        },
+        {
+                .name = "pool",
+                .summary = "show or set the warm pool of ready sandboxes",
+                .usage = "[OPTIONS] [TEMPLATE=N]",
+                .about = "Show the warm pool: per template, how many sandboxes spaced keeps made ahead so\n"
+                         "that a create only hands one over. With TEMPLATE=N, keep N of TEMPLATE from now\n"
+                         "on (0 = none: every create makes its sandbox then); lasts until spaced stops\n"
+                         "(spaced --pool TEMPLATE=N sets it at start).\n",
+                .opts = (const struct cli_opt[]){ OPT_JSON("print the daemon's JSON on one line"), OPT_END },
+                .flags = CLI_CLIENT,
+                .max_args = 1,
+                .check = cli_pool_check,
+                .run = cli_pool,
+        },
+        {
+                .name = "template",
+                .summary = "build, list and delete templates",
+                .usage = "COMMAND ...",
+                .about = "Manage the templates sandboxes start from.\n"
+                         "\n"
+                         "Commands:\n"
+                         "  build NAME [--from-dir DIR | --from-tar FILE | --debootstrap SUITE [--packages a,b]] [--runtime R]\n"
+                         "  ls [--json]\n"
+                         "  rm NAME\n"
+                         "\n"
+                         "Run 'space template COMMAND --help' for details.\n",
+                .flags = CLI_GAP,
+                .missing = "command (build, ls, rm)",
+                .sub = template_commands,
+        },
+        {
+                .name = "health",
+                .summary = "check that the daemon answers",
+                .usage = "[OPTIONS]",
+                .about = "Ask the daemon whether it is up; prints its health object. Exit 1 if unreachable.\n",
+                .opts = (const struct cli_opt[]){ OPT_JSON(NULL), OPT_END }, /* accepted: it prints JSON anyway */
+                .flags = CLI_CLIENT,
+                .json_path = "/v1/health", /* and no run: the answer is what it prints */
+        },
+        { .name = NULL },
+};

@@ -1,0 +1,30 @@
+/* The command table (commands.c) and what of the group files it names: a check runs
+ * before connecting to spaced, a run after; a listing is fetched and printed by cli_run
+ * (struct cli_cmd says how). */
+#pragma once
+#include "cli/cli.h"
+
+/* All commands, ended by a NULL name, in the order 'space --help' lists them. */
+extern const struct cli_cmd cli_commands[];
+
+/* What a check and a run are. */
+typedef int cli_hook(struct cli_call *call);
+
+/* sessions.c: make, find, reconnect to and delete sessions; pause and resume them */
+cli_hook cli_create, cli_inspect, cli_rm, cli_connect_check, cli_connect, cli_pause, cli_resume;
+extern const struct cli_list cli_sessions_list;
+/* exec.c: a sandbox's processes */
+cli_hook cli_exec_check, cli_exec, cli_logs_check, cli_logs, cli_kill_check, cli_kill;
+extern const struct cli_list cli_processes_list;
+/* files.c */
+cli_hook cli_cp_check, cli_cp;
+/* snapshots.c: the snapshot timeline, time travel, fork */
+cli_hook cli_snapshot, cli_restore, cli_fork;
+extern const struct cli_list cli_snapshots_list;
+/* events.c: the event log */
+cli_hook cli_events_check, cli_events, cli_event_check, cli_event;
+/* templates.c */
+cli_hook cli_template_build_check, cli_template_build, cli_template_rm;
+extern const struct cli_list cli_templates_list;
+/* admin.c: the daemon itself (health has neither: its row prints the answer) */
+cli_hook cli_gc, cli_pool_check, cli_pool;
