@@ -33,6 +33,16 @@ int text_b64_encode(struct buf *out, const void *data, size_t n) {
         return 0;
 }
 
+int text_hex_digit(int c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
 static int b64_value(char c) {
         if (c >= 'A' && c <= 'Z')
                 return c - 'A';

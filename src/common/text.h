@@ -26,3 +26,5 @@ bool text_utf8_valid(const char *s, size_t n);
 /* True when the comma-separated list (an HTTP header value: "keep-alive, Upgrade")
  * holds token, compared without case, blanks around items ignored. */
 bool text_list_has_token(const char *list, const char *token);
+/* The value of hex digit c (either case), or -1. */
+int text_hex_digit(int c);

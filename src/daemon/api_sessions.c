@@ -226,9 +226,7 @@ void api_session_create(struct conn *c) {
 
 void api_snapshot_create(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
-                return;
-        struct session *s = api_session(c, false);
+        struct session *s = api_session_json(c, false, &body);
         if (!s)
                 return;
         const struct json *v = json_get(body, "label");
@@ -329,9 +327,7 @@ static int body_snapshot(struct conn *c, struct session *s, const struct json *b
 
 void api_session_restore(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
-                return;
-        struct session *s = api_session(c, false);
+        struct session *s = api_session_json(c, false, &body);
         if (!s)
                 return;
         const char *snap;
@@ -344,9 +340,7 @@ void api_session_restore(struct conn *c) {
 
 void api_session_fork(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
-                return;
-        struct session *s = api_session(c, false);
+        struct session *s = api_session_json(c, false, &body);
         if (!s)
                 return;
         const char *snap;
@@ -418,9 +412,7 @@ void api_events_list(struct conn *c) {
 
 void api_events_append(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
-                return;
-        struct session *s = api_session(c, false);
+        struct session *s = api_session_json(c, false, &body);
         if (!s)
                 return;
         const char *kind = json_get_str(body, "kind");
@@ -486,9 +478,7 @@ static void connect_resp(struct conn *c, const struct json *resp) {
 
 void api_session_connect(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
-        if (api_body_json(c, &body) < 0)
-                return;
-        struct session *s = api_session(c, false);
+        struct session *s = api_session_json(c, false, &body);
         if (!s)
                 return;
         const char *token = json_get_str(body, "token");

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/text.h"
+
 static void set_error(struct http_parser *p, struct http_event *ev, int status, const char *msg) {
         p->state = HTTP_S_ERROR;
         p->err_status = status;
@@ -47,16 +49,6 @@ static bool is_tchar(unsigned char c) {
         return strchr("!#$%&'*+-.^_`|~", c) != NULL && c != '\0';
 }
 
-static int hexval(unsigned char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 int http_pct_decode(const char *in, size_t n, bool plus_is_space, char *out, size_t outsz, size_t *ret_len) {
         size_t o = 0;
         for (size_t i = 0; i < n; i++) {
@@ -64,7 +56,7 @@ int http_pct_decode(const char *in, size_t n, bool plus_is_space, char *out, siz
                 if (c == '%') {
                         if (i + 2 >= n)
                                 return -EINVAL;
-                        int hi = hexval((unsigned char)in[i + 1]), lo = hexval((unsigned char)in[i + 2]);
+                        int hi = text_hex_digit((unsigned char)in[i + 1]), lo = text_hex_digit((unsigned char)in[i + 2]);
                         if (hi < 0 || lo < 0)
                                 return -EINVAL;
                         c = (char)(hi << 4 | lo);
@@ -117,24 +109,6 @@ const char *http_request_header(const struct http_request *r, const char *name) 
                 if (strcasecmp(r->headers[i].name, name) == 0)
                         return r->headers[i].value;
         return NULL;
-}
-
-/* True if the comma-separated list s contains token tok (case-insensitive). */
-static bool list_has_token(const char *s, const char *tok) {
-        size_t tl = strlen(tok);
-        while (*s) {
-                while (*s == ' ' || *s == '\t' || *s == ',')
-                        s++;
-                const char *b = s;
-                while (*s && *s != ',')
-                        s++;
-                const char *e = s;
-                while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
-                        e--;
-                if ((size_t)(e - b) == tl && strncasecmp(b, tok, tl) == 0)
-                        return true;
-        }
-        return false;
 }
 
 static int parse_u64_dec(const char *s, uint64_t *ret) {
@@ -310,9 +284,9 @@ static int parse_head(struct http_parser *p, const char **msg) {
                 r->has_length = true;
         }
         if (r->version_minor >= 1)
-                r->keep_alive = !(conn && list_has_token(conn, "close"));
+                r->keep_alive = !(conn && text_list_has_token(conn, "close"));
         else
-                r->keep_alive = conn && list_has_token(conn, "keep-alive");
+                r->keep_alive = conn && text_list_has_token(conn, "keep-alive");
         return 0;
 }
 
@@ -438,7 +412,7 @@ size_t http_parser_feed(struct http_parser *p, const char *in, size_t len, struc
                         uint64_t size = 0;
                         size_t k = 0;
                         for (; p->line[k] && p->line[k] != ';' && p->line[k] != ' ' && p->line[k] != '\t'; k++) {
-                                int h = hexval((unsigned char)p->line[k]);
+                                int h = text_hex_digit((unsigned char)p->line[k]);
                                 if (h < 0 || k >= 16) {
                                         set_error(p, ev, 400, "malformed chunk size");
                                         return used;

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <openssl/evp.h>
 
+#include "common/text.h"
 #include "common/fdio.h"
 #include "store/store-internal.h"
 
@@ -48,22 +49,12 @@ void store_hash_to_hex(const struct store_hash *h, char out[STORE_HEX_LEN + 1]) 
         out[STORE_HEX_LEN] = 0;
 }
 
-static int hexval(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 int store_hash_from_hex(const char *s, struct store_hash *ret) {
         struct store_hash h;
         if (!s || strlen(s) != STORE_HEX_LEN)
                 return -EINVAL;
         for (size_t i = 0; i < STORE_HASH_LEN; i++) {
-                int a = hexval(s[2 * i]), b = hexval(s[2 * i + 1]);
+                int a = text_hex_digit(s[2 * i]), b = text_hex_digit(s[2 * i + 1]);
                 if (a < 0 || b < 0)
                         return -EINVAL;
                 h.b[i] = (uint8_t)(a << 4 | b);
