@@ -13,13 +13,7 @@ BUILD=${1:?usage: test_install.sh BUILD_DIR SOURCE_DIR}
 SRC=${2:?usage: test_install.sh BUILD_DIR SOURCE_DIR}
 PASS=0
 FAIL=0
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
-check() { # description, then a command that must succeed
-        local d=$1
-        shift
-        if "$@"; then ok "$d"; else bad "$d"; fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../check.sh"
 for t in systemd-analyze pkg-config cc nm readelf socat; do
         command -v $t >/dev/null || { echo "FAIL: $t is missing (scripts/install-deps installs it)"; exit 1; }
 done

@@ -19,13 +19,7 @@ CACHE=${SPACE_CACHE:-/var/cache/space}
 DEPS=${SPACE_DEBS:-$CACHE/debs}
 PASS=0
 FAIL=0
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
-check() { # description, then a command that must succeed
-        local d=$1
-        shift
-        if "$@"; then ok "$d"; else bad "$d"; fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../check.sh"
 if [ "$(id -u)" -ne 0 ]; then
         echo "SKIP: installing a package into a root and running sandboxes needs root"
         exit 77

@@ -49,13 +49,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-bad() { echo "FAIL - $*"; FAIL=$((FAIL + 1)); }
-check() { # description, then a command that must succeed
-        local d=$1
-        shift
-        if "$@"; then ok "$d"; else bad "$d"; fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../../check.sh"
 api() { curl -sS --unix-socket "$S" "$@"; }
 code() { curl -sS --unix-socket "$S" -o /dev/null -w '%{http_code}' "$@"; }
 # JSON is read with jq, once per response, never with an interpreter started per field.
