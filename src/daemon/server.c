@@ -234,14 +234,10 @@ static void error_json(struct buf *b, const char *type, int status, const char *
 
 void srv_error_body(struct buf *b, int status, const char *msg) { error_json(b, NULL, status, msg); }
 
-void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
+/* An error answer; retry_s > 0 adds Retry-After. */
+static void reply_error_msg(struct conn *c, int status, unsigned retry_s, const char *msg) {
         if (c->closed || c->resp_done)
                 return;
-        char msg[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
         log_debug("%s %s -> %d %s", c->req ? c->req->method : "?", c->req ? c->req->target : "?", status, msg);
         struct buf b = BUF_INIT(0);
         if (c->streaming) {
@@ -261,9 +257,28 @@ void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
         } else if (status == 401) {
                 /* RFC 7235: a 401 names the scheme that would work (RFC 6750 for Bearer). */
                 snprintf(hdr, sizeof hdr, "WWW-Authenticate: Bearer realm=\"space\"\r\n");
-        }
+        } else if (retry_s)
+                snprintf(hdr, sizeof hdr, "Retry-After: %u\r\n", retry_s);
         conn_reply_body(c, status, &b, hdr[0] ? hdr : NULL);
         buf_free(&b);
+}
+
+void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        reply_error_msg(c, status, 0, msg);
+}
+
+void conn_reply_retry(struct conn *c, int status, unsigned retry_s, const char *fmt, ...) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        reply_error_msg(c, status, retry_s ? retry_s : 1, msg);
 }
 
 void conn_reply_empty(struct conn *c, int status) {

@@ -128,6 +128,8 @@ void *conn_hook_ctx(const struct conn *c, const struct conn_hook_ops *ops);
 void conn_reply_json(struct conn *c, int status, const struct buf *body);
 void conn_reply_error(struct conn *c, int status, const char *fmt, ...) _printf_(3, 4);
 void conn_reply_empty(struct conn *c, int status);
+/* An error with "Retry-After: retry_s" (at least 1): a 429 or 503 the client may retry. */
+void conn_reply_retry(struct conn *c, int status, unsigned retry_s, const char *fmt, ...) _printf_(4, 5);
 /* Chunked streams: the head, then raw chunks or one JSON line per event, then the end. */
 void conn_stream_begin(struct conn *c, int status, const char *content_type);
 void conn_stream_chunk(struct conn *c, const void *data, size_t n);
