@@ -95,6 +95,14 @@ exec {KEEP}<>"/dev/tcp/127.0.0.1/$PORT"
 check "an authenticated keep-alive connection is answered" grep -q ' 200 ' <<<"$(ask_keep)"
 flood 40 10 "$T/flood3" || bad "conn-flood started"
 check "... and is not dropped for 40 new strangers" grep -q ' 200 ' <<<"$(ask_keep)"
+trap '' PIPE # the dribble below writes to a connection spaced closes
+printf 'GET /v1/health HTTP/1.1\r\nHost: x\r\n' >&$KEEP
+for _ in 1 2 3 4; do
+        sleep 1
+        printf 'X-Dribble: 1\r\n' >&$KEEP 2>/dev/null || break
+done
+read -r -t 5 STATUS <&$KEEP
+check "the same connection dribbling its next head gets 408 after request-head-ms" grep -q ' 408 ' <<<"$STATUS"
 exec {KEEP}>&-
 SUM=$(wait_flood "$T/flood3" 10)
 check "request-head-ms=2000 closes dribbling connections within seconds ($SUM)" \
