@@ -91,10 +91,6 @@ int limits_check(const struct spaced_limits *l, char *why, size_t whysz) {
                          (unsigned long long)l->strangers, (unsigned long long)l->tcp_conns);
                 return -EINVAL;
         }
-        if (l->event_burst < 1 || l->event_rate < 1) {
-                snprintf(why, whysz, "event-rate and event-burst are at least 1");
-                return -EINVAL;
-        }
         return 0;
 }
 
