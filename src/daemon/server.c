@@ -608,6 +608,7 @@ void srv_tick(struct daemon *d) {
                         c->state = CONN_BODY_DISCARD;
                         c->keep_alive = false;
                         c->resp_done = false; /* the answer of the request before, if any, is out */
+                        c->req = NULL;        /* that request's, not this half-parsed head */
                         conn_reply_error(c, 408, "the request head did not arrive within %llu ms",
                                          (unsigned long long)ms);
                         if (!c->closed) {
