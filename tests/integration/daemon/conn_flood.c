@@ -109,6 +109,11 @@ int main(int argc, char **argv) {
                 if (wait > 0)
                         poll(NULL, 0, (int)wait);
         }
+        for (int i = 0; i < n; i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+        free(fds);
+        free(got408);
         printf("opened %d closed %d answered408 %d\n", opened, closed, answered);
         return 0;
 }

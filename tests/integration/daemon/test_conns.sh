@@ -37,7 +37,7 @@ wait_flood() {
         done
         kill "$FPID" 2>/dev/null
         wait "$FPID" 2>/dev/null
-        tail -n 1 "$1"
+        grep '^opened ' "$1" | tail -n 1
 }
 field() { grep -o "$1 [0-9]*" | cut -d' ' -f2; }
 

@@ -43,12 +43,18 @@ echo "# $A, default limits"
 
 # ---- the flood of the issue, default limits ----
 DB0=$(db_bytes)
+MS0=$(date +%s%3N)
 posts 400 "$T/big.json" "$A" >"$T/codes1"
+MS=$(($(date +%s%3N) - MS0))
 N201=$(count_of 201 <"$T/codes1")
 N429=$(count_of 429 <"$T/codes1")
 DB1=$(db_bytes)
-echo "# 400 posts of 64 KiB: $N201 accepted, $N429 answered 429; meta.db $DB0 -> $DB1 bytes"
-check "a flood of 400 posts as fast as they come is rate limited (429s)" test "$N429" -gt 0
+echo "# 400 posts of 64 KiB in $MS ms: $N201 accepted, $N429 answered 429; meta.db $DB0 -> $DB1 bytes"
+# 200 at once, then 50 a second: what the rate allows in the time the flood took
+check "a flood of 400 posts is rate limited: at most 200 + 50/s accepted" test "$N201" -le $((200 + 50 * (MS + 999) / 1000))
+if [ "$MS" -lt 3000 ]; then
+        check "... so some were answered 429 (the flood took $MS ms)" test "$N429" -gt 0
+fi
 check "... after the burst of 200 at least" test "$N201" -ge 200
 check "... and every post is answered 201 or 429" test $((N201 + N429)) = 400
 check "meta.db stays below 20 MiB (25 MiB were posted)" test "$DB1" -lt $((20 << 20))
