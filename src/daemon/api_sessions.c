@@ -415,6 +415,15 @@ void api_events_append(struct conn *c) {
         struct session *s = api_session_json(c, false, &body);
         if (!s)
                 return;
+        const struct spaced_limits *l = &c->d->limits;
+        unsigned retry_s = 1;
+        if (!dl_bucket_take(&s->event_bucket, util_now_ms(), l->event_rate ? l->event_rate : LIM_EVENT_RATE,
+                            l->event_burst ? l->event_burst : LIM_EVENT_BURST, &retry_s)) {
+                conn_reply_retry(c, 429, retry_s, "over %llu events a second (burst %llu) for this session",
+                                 (unsigned long long)(l->event_rate ? l->event_rate : LIM_EVENT_RATE),
+                                 (unsigned long long)(l->event_burst ? l->event_burst : LIM_EVENT_BURST));
+                return;
+        }
         const char *kind = json_get_str(body, "kind");
         if (!dl_agent_kind(kind)) {
                 conn_reply_error(c, 400, "kind must be agent, tool_call or note");
@@ -433,10 +442,11 @@ void api_events_append(struct conn *c) {
                 return;
         }
         int64_t seq = 0;
-        int r = meta_event_append(c->d->meta, s->id, kind, d.data, d.len, &seq);
+        int r = meta_event_post(c->d->meta, s->id, kind, d.data, d.len, &seq);
         buf_free(&d);
         if (r < 0) {
-                conn_reply_error(c, r == -E2BIG ? 413 : 500, "appending the event: %s", meta_last_error(c->d->meta));
+                conn_reply_error(c, r == -E2BIG ? 413 : r == -EDQUOT ? 507 : 500, "appending the event: %s",
+                                 meta_last_error(c->d->meta));
                 return;
         }
         struct buf b = BUF_INIT(0);

@@ -45,7 +45,7 @@ int config_parse(struct config *c, const char *path, const char *text, size_t le
 int config_read(struct config *c, char err[CONFIG_ERR_SIZE]);
 /* The command line to parse instead of argv: argv[0], "--key=value" for each setting of
  * the file that neither the command line nor the environment overrides ($SPACE_DATA for
- * data, $SPACE_LOG for log-level), then argv[1..]. A repeatable option (pool) given on the
+ * data, $SPACE_LOG for log-level), then argv[1..]. A repeatable option (pool, limit) given on the
  * command line replaces all of the file's. The array belongs to c. */
 int config_merge(struct config *c, int *ret_argc, char ***ret_argv);
 

@@ -515,6 +515,7 @@ const char *http_status_reason(int status) {
         case 415: return "Unsupported Media Type";
         case 417: return "Expectation Failed";
         case 422: return "Unprocessable Content";
+        case 429: return "Too Many Requests";
         case 431: return "Request Header Fields Too Large";
         case 500: return "Internal Server Error";
         case 501: return "Not Implemented";
@@ -535,6 +536,7 @@ const char *http_status_code_name(int status) {
         case 409: return "conflict";
         case 413: case 431: return "too_large";
         case 422: return "exec_failed";
+        case 429: return "rate_limited";
         case 503: return "unavailable";
         case 507: return "no_space";
         default: return status >= 400 && status < 500 ? "bad_request" : "internal";

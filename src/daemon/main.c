@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -17,6 +18,7 @@
 #include "common/notify.h"
 #include "daemon/auth.h"
 #include "daemon/config.h"
+#include "daemon/limits.h"
 #include "daemon/routes.h"
 #include "daemon/warmpool.h"
 #include "daemon/spaced.h"
@@ -61,6 +63,10 @@ static void usage(FILE *f) {
                 "                     no disk limits\n"
                 "  --disk-default SIZE\n"
                 "                     disk limit of a session that asks none (default 10G; 0 = none)\n"
+                "  --limit NAME=VALUE set one of the limits on what clients hold and write\n"
+                "                     (docs/security.md \"Hostile tenants\"); repeatable:\n");
+        limits_usage(f);
+        fprintf(f,
                 "  --log-level LEVEL  error, warn, info (default) or debug\n"
                 "  --config PATH      the configuration file (default $SPACE_CONFIG, else\n"
                 "                     " CONFIG_DEFAULT_PATH ", which may be missing)\n"
@@ -190,6 +196,28 @@ static int check_tcp_tokens(const char *data_dir) {
         return 0;
 }
 
+/* The connection slots must be real: a soft RLIMIT_NOFILE of 1024 would make accept fail
+ * long before the slots are full. Raised to what the slots, sandboxes' sockets and the
+ * stores need, as far as the hard limit allows. */
+static void raise_nofile(const struct spaced_limits *l) {
+        struct rlimit rl;
+        rlim_t want = (rlim_t)(l->tcp_conns + l->unix_conns + 2 * SPACED_MAX_SESSIONS + 1024);
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+                return;
+        struct rlimit nl = { .rlim_cur = want, .rlim_max = rl.rlim_max };
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+                /* root may raise the hard limit too, up to fs.nr_open */
+                nl.rlim_max = want;
+                if (setrlimit(RLIMIT_NOFILE, &nl) == 0)
+                        return;
+                nl.rlim_cur = nl.rlim_max = rl.rlim_max;
+                log_warn("open files limit %llu is below the %llu the connection slots need",
+                         (unsigned long long)rl.rlim_max, (unsigned long long)want);
+        }
+        if (setrlimit(RLIMIT_NOFILE, &nl) < 0)
+                log_warn("raising the open files limit: %m");
+}
+
 /* Which accelerator microvm sessions get, and why (decided by its host_init). */
 static void log_microvm_accel(void) {
         struct rt_accel_info ai;
@@ -199,7 +227,7 @@ static void log_microvm_accel(void) {
 
 int main(int argc, char **argv) {
         enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION, OPT_POOL,
-               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_CONFIG, OPT_CHECK_CONFIG };
+               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -212,6 +240,7 @@ int main(int argc, char **argv) {
                 { "disk-default", required_argument, NULL, OPT_DISK_DEFAULT },
                 { "config", required_argument, NULL, OPT_CONFIG },
                 { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
+                { "limit", required_argument, NULL, OPT_LIMIT },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -236,6 +265,8 @@ int main(int argc, char **argv) {
         enum log_level level = LOG_INFO;
         uint64_t vol_size = 0, disk_default = SES_DEFAULT_DISK;
         bool vol_size_given = false, check_config = false;
+        struct spaced_limits limits = SPACED_LIMITS_INIT;
+        char why[256];
         /* Before any thread or child: none of them may speak for spaced. */
         struct notify nt;
         if (notify_open(&nt) < 0)
@@ -295,6 +326,12 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         break;
+                case OPT_LIMIT:
+                        if (limits_set_arg(&limits, optarg, why, sizeof why) < 0) {
+                                fprintf(stderr, "spaced: %sbad --limit %s: %s\n", config_origin(cfg, optind - 1), optarg, why);
+                                return 2;
+                        }
+                        break;
                 case 'h': usage(stdout); return 0;
                 case OPT_VERSION: printf("spaced %s\n", SPACED_VERSION); return 0;
                 default: usage(stderr); return 2;
@@ -303,6 +340,10 @@ int main(int argc, char **argv) {
         if (optind < argc) {
                 fprintf(stderr, "spaced: unexpected argument %s\n", argv[optind]);
                 usage(stderr);
+                return 2;
+        }
+        if (limits_check(&limits, why, sizeof why) < 0) {
+                fprintf(stderr, "spaced: bad --limit: %s\n", why);
                 return 2;
         }
         if (!data || !*data)
@@ -314,6 +355,7 @@ int main(int argc, char **argv) {
                              .tpl_src.fd = -1, .tpl_wfd = -1, .job_src.fd = -1, .reaper_src.fd = -1,
                              .starter_src.fd = -1 };
         struct daemon *d = &dm;
+        d->limits = limits;
         d->rt = runtime_find(runtime);
         if (!d->rt) {
                 fprintf(stderr, "spaced: no runtime named %s\n", runtime);
@@ -378,6 +420,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         signal(SIGPIPE, SIG_IGN);
+        raise_nofile(&limits);
 
         if ((r = loop_new(&d->loop)) < 0) {
                 log_error("epoll: %s", strerror(-r));

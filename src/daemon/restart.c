@@ -47,6 +47,14 @@ int dur_open(struct daemon *d) {
                 log_error("metadata store %s: %s", mpath, strerror(-r));
                 return r;
         }
+        /* zero limits (a daemon a test made): the defaults */
+        const struct spaced_limits *l = &d->limits;
+        meta_set_event_bounds(d->meta, &(struct meta_event_bounds){
+                .agent_events = l->events ? l->events : LIM_EVENTS,
+                .agent_bytes = l->event_bytes ? l->event_bytes : LIM_EVENT_BYTES,
+                .tenant_bytes = l->tenant_event_bytes ? l->tenant_event_bytes : LIM_TENANT_EVENT_BYTES,
+                .system_events = l->system_events ? l->system_events : LIM_SYSTEM_EVENTS,
+        });
         r = store_open(spath, &(struct store_opts){ STORE_OPTS_INIT, .create = true }, &d->store);
         if (r < 0) {
                 log_error("snapshot store %s: %s %s", spath, strerror(-r), store_error_detail());

@@ -78,6 +78,12 @@ static void conn_close(struct conn *c) {
         if (c->next)
                 c->next->prev = c->prev;
         c->d->n_conns--;
+        if (c->tcp)
+                c->d->n_tcp--;
+        else
+                c->d->n_unix--;
+        if (c->stranger)
+                c->d->n_strangers--;
         (void)loop_defer(c->d->loop, conn_free_deferred, c);
 }
 
@@ -228,14 +234,10 @@ static void error_json(struct buf *b, const char *type, int status, const char *
 
 void srv_error_body(struct buf *b, int status, const char *msg) { error_json(b, NULL, status, msg); }
 
-void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
+/* An error answer; retry_s > 0 adds Retry-After. */
+static void reply_error_msg(struct conn *c, int status, unsigned retry_s, const char *msg) {
         if (c->closed || c->resp_done)
                 return;
-        char msg[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
         log_debug("%s %s -> %d %s", c->req ? c->req->method : "?", c->req ? c->req->target : "?", status, msg);
         struct buf b = BUF_INIT(0);
         if (c->streaming) {
@@ -255,9 +257,28 @@ void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
         } else if (status == 401) {
                 /* RFC 7235: a 401 names the scheme that would work (RFC 6750 for Bearer). */
                 snprintf(hdr, sizeof hdr, "WWW-Authenticate: Bearer realm=\"space\"\r\n");
-        }
+        } else if (retry_s)
+                snprintf(hdr, sizeof hdr, "Retry-After: %u\r\n", retry_s);
         conn_reply_body(c, status, &b, hdr[0] ? hdr : NULL);
         buf_free(&b);
+}
+
+void conn_reply_error(struct conn *c, int status, const char *fmt, ...) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        reply_error_msg(c, status, 0, msg);
+}
+
+void conn_reply_retry(struct conn *c, int status, unsigned retry_s, const char *fmt, ...) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        reply_error_msg(c, status, retry_s ? retry_s : 1, msg);
 }
 
 void conn_reply_empty(struct conn *c, int status) {
@@ -341,6 +362,14 @@ void conn_resume_input(struct conn *c) {
         conn_process(c);
 }
 
+/* c sent an authenticated request: it no longer counts against the strangers' slots. */
+static void conn_known(struct conn *c) {
+        if (!c->stranger)
+                return;
+        c->stranger = false;
+        c->d->n_strangers--;
+}
+
 /* Who sends this request: c->tenant and c->admin, or a 401 answer and false. On the Unix
  * socket (mode 0600: only the daemon's user reaches it) no token means the local
  * operator; a token, when given, is checked everywhere (docs/security.md). */
@@ -363,6 +392,7 @@ static bool authenticate(struct conn *c) {
                 explicit_bzero(token, sizeof token);
                 if (r == 0) {
                         snprintf(c->tenant, sizeof c->tenant, "%s", t.tenant);
+                        conn_known(c);
                         return true;
                 }
                 if (r == -EMSGSIZE)
@@ -388,6 +418,7 @@ static bool authenticate(struct conn *c) {
 /* A request head is complete: authenticate and route it. */
 static void on_head(struct conn *c) {
         c->req = http_parser_request(c->parser);
+        c->head_since_ms = 0;
         c->keep_alive = c->req->keep_alive;
         c->resp_done = false;
         c->streaming = false;
@@ -547,12 +578,46 @@ static void conn_read(struct conn *c) {
         }
         c->in.len += (size_t)n;
         c->last_read_ms = util_now_ms();
+        if (c->state == CONN_IDLE && !c->head_since_ms)
+                c->head_since_ms = c->last_read_ms;
+}
+
+/* A limit of d->limits, or its default when the field is 0 (a daemon made by a test). */
+static uint64_t lim(uint64_t v, uint64_t def) { return v ? v : def; }
+
+/* A request head past its deadline: the deadline runs from the accept or the head's first
+ * byte and is not moved by bytes that keep coming (a client dribbling a header a minute
+ * would otherwise hold its slot for ever). */
+static bool head_overdue(struct conn *c, uint64_t now) {
+        bool pending = c->in.len > c->in_off || c->parser->head_len > 0;
+        if (c->state != CONN_IDLE || c->closed || c->process_queued)
+                return false;
+        if (!c->head_since_ms && pending)
+                c->head_since_ms = now; /* a pipelined head: due from now */
+        return c->head_since_ms && now - c->head_since_ms > lim(c->d->limits.head_ms, LIM_HEAD_MS);
 }
 
 void srv_tick(struct daemon *d) {
         uint64_t now = util_now_ms();
         for (struct conn *c = d->conns, *next; c; c = next) {
                 next = c->next;
+                if (head_overdue(c, now)) {
+                        uint64_t ms = lim(d->limits.head_ms, LIM_HEAD_MS);
+                        log_info("closing a client whose request head did not arrive within %llu ms",
+                                 (unsigned long long)ms);
+                        c->state = CONN_BODY_DISCARD;
+                        c->keep_alive = false;
+                        c->resp_done = false; /* the answer of the request before, if any, is out */
+                        c->req = NULL;        /* that request's, not this half-parsed head */
+                        conn_reply_error(c, 408, "the request head did not arrive within %llu ms",
+                                         (unsigned long long)ms);
+                        if (!c->closed) {
+                                c->state = CONN_CLOSING;
+                                if (c->out.len == c->out_off)
+                                        conn_close(c);
+                        }
+                        continue;
+                }
                 bool partial = (c->state == CONN_IDLE && (c->in.len > c->in_off || c->parser->head_len > 0)) ||
                                ((c->state == CONN_BODY_JSON || c->state == CONN_BODY_STREAM) && !c->in_paused);
                 uint64_t limit = d->request_timeout_ms ? d->request_timeout_ms : CONN_REQUEST_TIMEOUT_MS;
@@ -641,7 +706,7 @@ int srv_conn_new(struct daemon *d, int fd) {
         c->src.cb = conn_event;
         c->state = CONN_IDLE;
         c->keep_alive = true;
-        c->last_read_ms = c->idle_since_ms = util_now_ms();
+        c->last_read_ms = c->idle_since_ms = c->head_since_ms = util_now_ms();
         c->in = BUF_INIT(CONN_IN_MAX + 1);
         c->out = BUF_INIT(CONN_OUT_MAX);
         int r = loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP);
@@ -655,26 +720,112 @@ int srv_conn_new(struct daemon *d, int fd) {
                 d->conns->prev = c;
         d->conns = c;
         d->n_conns++;
+        d->n_unix++; /* a TCP one is moved over by listener_event */
         return 0;
+}
+
+/* The peer a TCP client counts against: its IPv4 address (v4-mapped) or its IPv6 /64. */
+static void peer_key(const struct sockaddr_storage *sa, uint8_t key[16]) {
+        memset(key, 0, 16);
+        if (sa->ss_family == AF_INET) {
+                const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+                key[10] = key[11] = 0xff;
+                memcpy(key + 12, &in->sin_addr, 4);
+        } else if (sa->ss_family == AF_INET6) {
+                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+                if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+                        memcpy(key, &in6->sin6_addr, 16);
+                else
+                        memcpy(key, &in6->sin6_addr, 8);
+        }
+}
+
+/* The oldest stranger (of peer, when not NULL), and how many TCP connections peer has.
+ * The list is newest first. */
+static struct conn *oldest_stranger(struct daemon *d, const uint8_t *peer, size_t *ret_n_peer) {
+        struct conn *old = NULL;
+        size_t n = 0;
+        for (struct conn *c = d->conns; c; c = c->next) {
+                if (!c->tcp || c->closed || (peer && memcmp(c->peer, peer, 16) != 0))
+                        continue;
+                n++;
+                if (c->stranger)
+                        old = c;
+        }
+        if (ret_n_peer)
+                *ret_n_peer = n;
+        return old;
+}
+
+/* Makes room for one more TCP connection from peer: when the TCP slots, the peer's slots
+ * or the strangers' slots are full, the oldest stranger (the peer's own, for its slots)
+ * is dropped. False when there is none to drop: the new one is refused. A client that
+ * opens connections and never authenticates so only ever pushes out its own kind, and an
+ * authenticated client gets a slot even while strangers hold all of theirs. */
+static bool tcp_make_room(struct daemon *d, const uint8_t *peer) {
+        size_t n_peer = 0;
+        struct conn *victim = oldest_stranger(d, peer, &n_peer);
+        if (n_peer >= lim(d->limits.per_peer, LIM_PER_PEER)) {
+                if (!victim) {
+                        log_warn("a peer holds its %zu TCP connections, refusing one", n_peer);
+                        return false;
+                }
+                log_info("a peer is at its TCP connection limit: dropping its oldest unauthenticated one");
+                conn_close(victim);
+        }
+        if (d->n_tcp >= lim(d->limits.tcp_conns, LIM_TCP_CONNS) ||
+            d->n_strangers >= lim(d->limits.strangers, LIM_STRANGERS)) {
+                victim = oldest_stranger(d, NULL, NULL);
+                if (!victim) {
+                        log_warn("too many TCP connections (%zu), refusing one", d->n_tcp);
+                        return false;
+                }
+                log_info("connection slots full: dropping the oldest unauthenticated connection");
+                conn_close(victim);
+        }
+        return d->n_tcp < lim(d->limits.tcp_conns, LIM_TCP_CONNS);
 }
 
 static void listener_event(struct daemon *d, struct loop_src *src, bool tcp) {
         for (int i = 0; i < 16; i++) {
-                int fd = accept4(src->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                struct sockaddr_storage sa = { 0 };
+                socklen_t salen = sizeof sa;
+                int fd = accept4(src->fd, (struct sockaddr *)&sa, &salen, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (fd < 0) {
                         if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
                                 log_warn("accept: %m");
                         return;
                 }
-                if (d->n_conns >= SPACED_MAX_CONNS || d->stopping) {
-                        log_warn("too many connections (%d), refusing one", SPACED_MAX_CONNS);
+                uint8_t peer[16];
+                if (tcp)
+                        peer_key(&sa, peer);
+                if (d->stopping) {
                         close(fd);
                         continue;
                 }
-                if (srv_conn_new(d, fd) < 0)
+                /* The Unix socket has slots of its own: no TCP client can starve the operator. */
+                if (!tcp && d->n_unix >= lim(d->limits.unix_conns, LIM_UNIX_CONNS)) {
+                        log_warn("too many Unix-socket connections (%zu), refusing one", d->n_unix);
                         close(fd);
-                else
-                        d->conns->tcp = tcp; /* srv_conn_new puts it first */
+                        continue;
+                }
+                if (tcp && !tcp_make_room(d, peer)) {
+                        close(fd);
+                        continue;
+                }
+                if (srv_conn_new(d, fd) < 0) {
+                        close(fd);
+                        continue;
+                }
+                if (tcp) {
+                        struct conn *c = d->conns; /* srv_conn_new puts it first */
+                        c->tcp = true;
+                        c->stranger = true;
+                        memcpy(c->peer, peer, 16);
+                        d->n_unix--;
+                        d->n_tcp++;
+                        d->n_strangers++;
+                }
         }
 }
 

@@ -21,11 +21,12 @@
 #define CONN_OUT_HIGH (256u << 10)
 #define CONN_OUT_LOW (64u << 10)
 #define CONN_OUT_MAX (8u << 20)
-#define SPACED_MAX_CONNS 1024
-/* A request that stops arriving half-way (head or body) is answered 408 after this. */
+/* Connection slots, the request-head deadline, strangers and per-peer caps: limits.h
+ * (spaced --limit). */
+/* A request body that stops arriving half-way is answered 408 after this. */
 #define CONN_REQUEST_TIMEOUT_MS 60000
 /* A keep-alive connection with no request in progress is closed after this: idle clients
- * would otherwise hold the SPACED_MAX_CONNS slots forever. Clients reconnect. */
+ * would otherwise hold the connection slots forever. Clients reconnect. */
 #define CONN_IDLE_TIMEOUT_MS 120000
 
 struct daemon;
@@ -82,6 +83,9 @@ struct conn {
         bool process_queued;   /* conn_process is deferred to the end of the batch */
         bool tcp;              /* came through --listen: every request needs a bearer token */
         bool admin;            /* the local operator (Unix socket, no token): templates, GC */
+        bool stranger;         /* TCP, and no request of it authenticated yet */
+        uint8_t peer[16];      /* TCP: the client's IPv6 /64 or IPv4 address (v4-mapped) */
+        uint64_t head_since_ms; /* a request head is due since (accept, its first byte); 0: none */
         char tenant[META_NAME_MAX + 1]; /* whose sessions this request may see (auth.h) */
         uint64_t last_read_ms;
         uint64_t idle_since_ms; /* when the last response was complete (or the accept) */
@@ -110,7 +114,8 @@ void srv_close_all(struct daemon *d);
 int srv_conn_new(struct daemon *d, int fd);
 /* {"error":{"code":"<from status>","message":msg}} */
 void srv_error_body(struct buf *b, int status, const char *msg);
-/* Once a second: times out requests that stopped arriving half-way. */
+/* Once a second: times out request heads past their deadline and bodies that stopped
+ * arriving half-way. */
 void srv_tick(struct daemon *d);
 
 /* Hooks c (replacing any hook it has); conn_clear_hook unhooks it if ctx is its hook's. */
@@ -123,6 +128,8 @@ void *conn_hook_ctx(const struct conn *c, const struct conn_hook_ops *ops);
 void conn_reply_json(struct conn *c, int status, const struct buf *body);
 void conn_reply_error(struct conn *c, int status, const char *fmt, ...) _printf_(3, 4);
 void conn_reply_empty(struct conn *c, int status);
+/* An error with "Retry-After: retry_s" (at least 1): a 429 or 503 the client may retry. */
+void conn_reply_retry(struct conn *c, int status, unsigned retry_s, const char *fmt, ...) _printf_(4, 5);
 /* Chunked streams: the head, then raw chunks or one JSON line per event, then the end. */
 void conn_stream_begin(struct conn *c, int status, const char *content_type);
 void conn_stream_chunk(struct conn *c, const void *data, size_t n);

@@ -14,6 +14,7 @@
 #include "meta/meta.h"
 #include "store/store.h"
 #include "daemon/layers.h"
+#include "daemon/session_rules.h"
 #include "daemon/loop.h"
 
 /* Frames queued to one space-init: uploads pause past HIGH and resume below LOW. */
@@ -66,6 +67,7 @@ struct session {
         char token_hash[META_HASH_HEX + 1];
         uint32_t recoveries;
         int64_t last_snapshot_ms;       /* 0 = never */
+        struct dl_bucket event_bucket;  /* POST .../events: the rate limit (limits.h) */
         /* sandbox bookkeeping */
         bool ready;          /* the sandbox said HELLO: requests may go to it */
         bool lost;           /* it died unasked; a recovery is queued */

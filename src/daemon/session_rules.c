@@ -224,3 +224,23 @@ int dl_snapshot_event_json(struct buf *b, const char *snap, const char *reason, 
 bool dl_agent_kind(const char *kind) {
         return kind && (!strcmp(kind, "agent") || !strcmp(kind, "tool_call") || !strcmp(kind, "note"));
 }
+
+bool dl_bucket_take(struct dl_bucket *b, uint64_t now_ms, uint64_t rate, uint64_t burst, unsigned *retry_s) {
+        if (!b->at_ms || now_ms < b->at_ms)
+                b->tokens = (double)burst;
+        else
+                b->tokens += (double)(now_ms - b->at_ms) * (double)rate / 1000.0;
+        if (b->tokens > (double)burst)
+                b->tokens = (double)burst;
+        b->at_ms = now_ms ? now_ms : 1;
+        if (b->tokens >= 1.0) {
+                b->tokens -= 1.0;
+                return true;
+        }
+        double wait = (1.0 - b->tokens) / (double)rate;
+        unsigned s = (unsigned)wait;
+        *retry_s = s + ((double)s < wait ? 1 : 0);
+        if (*retry_s < 1)
+                *retry_s = 1;
+        return false;
+}

@@ -55,3 +55,12 @@ int dl_snapshot_event_json(struct buf *b, const char *snap, const char *reason, 
                            const char *label, double freeze_ms);
 /* Whether kind is one an agent may append (agent, tool_call, note). */
 bool dl_agent_kind(const char *kind);
+
+/* A token bucket: rate tokens a second up to burst. */
+struct dl_bucket {
+        double tokens;
+        uint64_t at_ms; /* when tokens was last brought up to date; 0: full */
+};
+/* Takes one token at now_ms: true, or false and *retry_s, the whole seconds until one is
+ * there (at least 1). */
+bool dl_bucket_take(struct dl_bucket *b, uint64_t now_ms, uint64_t rate, uint64_t burst, unsigned *retry_s);

@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "meta/meta.h"
 #include "store/store.h"
+#include "daemon/limits.h"
 #include "daemon/loop.h"
 
 #define SPACED_VERSION "0.1.0"
@@ -72,6 +73,9 @@ struct daemon {
         const struct ses_hooks *ses_hooks; /* what the lifecycle hears of sandboxes (session.h) */
         struct conn *conns;
         size_t n_conns;
+        size_t n_tcp, n_unix, n_strangers; /* of n_conns (server.c) */
+        /* What clients may hold and write (limits.h); a zero field means its default. */
+        struct spaced_limits limits;
         struct session *sessions;
         size_t n_sessions;
         struct tpl_job *jobs;

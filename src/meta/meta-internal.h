@@ -13,6 +13,7 @@ struct meta {
         const struct meta_backend_ops *ops;
         void *be;          /* backend state */
         unsigned tx_depth; /* meta_begin nesting; 0 = none */
+        struct meta_event_bounds ev_bounds;
         char err[META_ERR_SIZE];
 };
 
@@ -63,8 +64,9 @@ struct meta_backend_ops {
         int (*snapshot_expired)(struct meta *m, const char *session_id, struct meta_id **ret, size_t *ret_n);
         int (*snapshot_live_hashes)(struct meta *m, struct meta_hash **ret, size_t *ret_n);
 
+        /* agent: a posted event; both kinds within m->ev_bounds. */
         int (*event_append)(struct meta *m, const char *session_id, const char *kind, const char *payload,
-                            size_t len, int64_t now, int64_t *ret_seq);
+                            size_t len, bool agent, int64_t now, int64_t *ret_seq);
         int (*event_list)(struct meta *m, const char *session_id, int64_t after_seq, unsigned limit,
                           size_t max_bytes, struct meta_event **ret, size_t *ret_n);
         int (*event_last_seq)(struct meta *m, const char *session_id, int64_t *ret);

@@ -618,8 +618,12 @@ void meta_events_free(struct meta_event *v, size_t n) {
         free(v);
 }
 
-int meta_event_append(struct meta *m, const char *session_id, const char *kind, const char *payload,
-                      size_t len, int64_t *ret_seq) {
+void meta_set_event_bounds(struct meta *m, const struct meta_event_bounds *b) {
+        m->ev_bounds = b ? *b : (struct meta_event_bounds){ 0 };
+}
+
+static int event_add(struct meta *m, const char *session_id, const char *kind, const char *payload, size_t len,
+                     bool agent, int64_t *ret_seq) {
         m->err[0] = 0;
         if (!session_id || !payload)
                 return -EINVAL;
@@ -628,13 +632,26 @@ int meta_event_append(struct meta *m, const char *session_id, const char *kind, 
         int r = check_json(m, "event payload", payload, len, false);
         if (r < 0)
                 return r;
+        if (agent && m->ev_bounds.agent_bytes && len > m->ev_bounds.agent_bytes)
+                return meta_error(m, -E2BIG, "event payload over the session's %llu bytes of events",
+                                  (unsigned long long)m->ev_bounds.agent_bytes);
         int64_t seq = 0;
-        r = m->ops->event_append(m, session_id, kind, payload, len, meta_now_ms(), &seq);
+        r = m->ops->event_append(m, session_id, kind, payload, len, agent, meta_now_ms(), &seq);
         if (r < 0)
                 return r;
         if (ret_seq)
                 *ret_seq = seq;
         return 0;
+}
+
+int meta_event_append(struct meta *m, const char *session_id, const char *kind, const char *payload,
+                      size_t len, int64_t *ret_seq) {
+        return event_add(m, session_id, kind, payload, len, false, ret_seq);
+}
+
+int meta_event_post(struct meta *m, const char *session_id, const char *kind, const char *payload,
+                    size_t len, int64_t *ret_seq) {
+        return event_add(m, session_id, kind, payload, len, true, ret_seq);
 }
 
 int meta_event_list(struct meta *m, const char *session_id, int64_t after_seq, unsigned limit,

@@ -282,11 +282,29 @@ int meta_snapshot_live_hashes(struct meta *m, struct meta_hash **ret, size_t *re
 
 /* ---- events ---- */
 
-/* Appends to the session's log; *ret_seq (may be NULL) gets its sequence number.
- * payload: JSON text of len bytes (-EINVAL if not JSON, -E2BIG over META_JSON_MAX);
- * kind: [a-z0-9_.-]{1,META_KIND_MAX}. -ENOENT if the session is unknown. */
+/* How much of the event log this handle keeps (docs/meta.md "Event log bounds"); a zero
+ * field is no bound. Agent events (meta_event_post) and the program's own (meta_event_append)
+ * are bounded apart: posts never push out the program's events. */
+struct meta_event_bounds {
+        uint64_t agent_events;  /* posted events kept per session: the oldest go */
+        uint64_t agent_bytes;   /* their payload bytes kept per session: the oldest go */
+        uint64_t tenant_bytes;  /* posted payload bytes of all a tenant's sessions: past it -EDQUOT */
+        uint64_t system_events; /* appended events kept per session: the oldest go */
+};
+void meta_set_event_bounds(struct meta *m, const struct meta_event_bounds *b);
+
+/* Appends the program's own event (lifecycle, exec, ...) to the session's log; *ret_seq
+ * (may be NULL) gets its sequence number. payload: JSON text of len bytes (-EINVAL if not
+ * JSON, -E2BIG over META_JSON_MAX); kind: [a-z0-9_.-]{1,META_KIND_MAX}. -ENOENT if the
+ * session is unknown. The session's oldest such events past system_events are removed. */
 int meta_event_append(struct meta *m, const char *session_id, const char *kind, const char *payload,
                       size_t len, int64_t *ret_seq);
+/* Appends an event a client posted, as meta_event_append, within the bounds: the session's
+ * oldest posted events are removed while it keeps more than agent_events or agent_bytes
+ * (-E2BIG when this one alone is over agent_bytes), and -EDQUOT, nothing written, when the
+ * tenant's sessions would then keep more than tenant_bytes of posted payload. */
+int meta_event_post(struct meta *m, const char *session_id, const char *kind, const char *payload,
+                    size_t len, int64_t *ret_seq);
 /* Events with seq > after_seq, oldest first, at most limit (0 or over META_PAGE_MAX:
  * META_PAGE_MAX) and about META_PAGE_MAX_BYTES of payload. -ENOENT if the session is
  * unknown. Free with meta_events_free. */

@@ -97,6 +97,20 @@ static const char *const migrations[] = {
         /* 2: a disk limit on each session's writable layer (0 = none, as every older
          * session had) */
         "ALTER TABLE sessions ADD COLUMN disk_bytes INTEGER NOT NULL DEFAULT 0;",
+        /* 3: bounds on the event log (meta_event_bounds): which events a client posted
+         * (the kinds the API took: agent, tool_call, note), and per session how many of
+         * each and the posted payload bytes, counted for the events already there */
+        "ALTER TABLE events ADD COLUMN agent INTEGER NOT NULL DEFAULT 0;"
+        "UPDATE events SET agent = 1 WHERE kind IN ('agent', 'tool_call', 'note');"
+        "CREATE INDEX events_session_agent ON events(session_id, agent, seq);"
+        "ALTER TABLE sessions ADD COLUMN agent_events INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE sessions ADD COLUMN agent_event_bytes INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE sessions ADD COLUMN system_events INTEGER NOT NULL DEFAULT 0;"
+        "UPDATE sessions SET"
+        "  agent_events = (SELECT count(*) FROM events e WHERE e.session_id = sessions.id AND e.agent = 1),"
+        "  agent_event_bytes = (SELECT coalesce(sum(length(CAST(e.payload AS BLOB))), 0) FROM events e"
+        "                       WHERE e.session_id = sessions.id AND e.agent = 1),"
+        "  system_events = (SELECT count(*) FROM events e WHERE e.session_id = sessions.id AND e.agent = 0);",
 };
 #define SCHEMA_VERSION ((int)ELEMENTSOF(migrations))
 
@@ -122,7 +136,7 @@ enum st_id {
         ST_SBX_INSERT, ST_SBX_GET, ST_SBX_SET_STATE, ST_SBX_SET_PID, ST_SBX_LIST_SES, ST_SBX_LIST_LIVE,
         ST_SNAP_INSERT, ST_SNAP_GET, ST_SNAP_SESSION, ST_SNAP_LIST, ST_SNAP_PIN, ST_SNAP_IS_HEAD,
         ST_SNAP_DELETE, ST_SNAP_EXPIRED, ST_SNAP_HASHES,
-        ST_EV_INSERT, ST_EV_LIST,
+        ST_EV_INSERT, ST_EV_LIST, ST_EV_COUNT, ST_EV_OLDEST, ST_EV_DELETE, ST_EV_TENANT_BYTES,
         ST_HOST_UPSERT, ST_HOST_GET, ST_HOST_EXPIRED, ST_HOST_DELETE,
         ST_TOK_INSERT, ST_TOK_GET, ST_TOK_REVOKE, ST_TOK_LIST,
         _ST_MAX,
@@ -192,7 +206,17 @@ static const char *const st_sql[_ST_MAX] = {
         [ST_SNAP_HASHES] = "SELECT store_hash FROM snapshots UNION SELECT memory_hash FROM snapshots "
                            "WHERE memory_hash IS NOT NULL AND memory_hash != '' ORDER BY 1",
 
-        [ST_EV_INSERT] = "INSERT INTO events (session_id, seq, time_ms, kind, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+        [ST_EV_INSERT] = "INSERT INTO events (session_id, seq, time_ms, kind, payload, agent) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        /* adds to a session's counts (negative: removes); the counts after */
+        [ST_EV_COUNT] = "UPDATE sessions SET agent_events = agent_events + ?2, "
+                        "agent_event_bytes = agent_event_bytes + ?3, system_events = system_events + ?4 "
+                        "WHERE id = ?1 RETURNING agent_events, agent_event_bytes, system_events",
+        [ST_EV_OLDEST] = "SELECT seq, length(CAST(payload AS BLOB)) FROM events WHERE session_id = ?1 AND agent = ?2 "
+                         "ORDER BY seq LIMIT ?3",
+        [ST_EV_DELETE] = "DELETE FROM events WHERE session_id = ?1 AND seq = ?2",
+        [ST_EV_TENANT_BYTES] = "SELECT coalesce(sum(agent_event_bytes), 0) FROM sessions "
+                               "WHERE tenant = (SELECT tenant FROM sessions WHERE id = ?1)",
         [ST_EV_LIST] = "SELECT seq, time_ms, kind, payload FROM events WHERE session_id = ?1 AND seq > ?2 "
                        "ORDER BY seq LIMIT ?3",
 
@@ -1068,8 +1092,76 @@ static int sq_snapshot_live_hashes(struct meta *m, struct meta_hash **ret, size_
 
 /* ---- events ---- */
 
+/* The session's counts after adding d_agent events of d_bytes and d_system events. */
+struct ev_counts {
+        int64_t agent, bytes, system;
+};
+
+static int event_count(struct meta *m, const char *session_id, int64_t d_agent, int64_t d_bytes, int64_t d_system,
+                       struct ev_counts *ret) {
+        _cleanup_stmt_ sqlite3_stmt *q = NULL;
+        int r = prep_bind(m, ST_EV_COUNT, PARAMS(P_TEXT(session_id), P_INT(d_agent), P_INT(d_bytes), P_INT(d_system)),
+                          &q);
+        if (r < 0)
+                return r;
+        if ((r = step(m, q)) <= 0)
+                return r < 0 ? r : meta_error(m, -ENOENT, "no such session: %s", session_id);
+        *ret = (struct ev_counts){ sqlite3_column_int64(q, 0), sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 2) };
+        while ((r = step(m, q)) > 0)
+                ;
+        return r;
+}
+
+static bool ev_over(const struct meta_event_bounds *b, bool agent, const struct ev_counts *c) {
+        if (!agent)
+                return b->system_events && (uint64_t)c->system > b->system_events;
+        return (b->agent_events && (uint64_t)c->agent > b->agent_events) ||
+               (b->agent_bytes && (uint64_t)c->bytes > b->agent_bytes);
+}
+
+#define EV_TRIM_BATCH 64
+
+/* Removes the session's oldest events of its kind (posted or not) while it is over its
+ * bounds, never keep_seq (the one just added). */
+static int event_trim(struct meta *m, const char *session_id, bool agent, int64_t keep_seq, struct ev_counts *c) {
+        const struct meta_event_bounds *b = &m->ev_bounds;
+        while (ev_over(b, agent, c)) {
+                int64_t seqs[EV_TRIM_BATCH], lens[EV_TRIM_BATCH];
+                size_t n = 0;
+                _cleanup_stmt_ sqlite3_stmt *q = NULL;
+                int r = prep_bind(m, ST_EV_OLDEST, PARAMS(P_TEXT(session_id), P_INT(agent), P_INT(EV_TRIM_BATCH)), &q);
+                if (r < 0)
+                        return r;
+                while (n < EV_TRIM_BATCH && (r = step(m, q)) > 0) {
+                        seqs[n] = sqlite3_column_int64(q, 0);
+                        lens[n++] = sqlite3_column_int64(q, 1);
+                }
+                if (r < 0)
+                        return r;
+                stmt_resetp(&q);
+                int64_t d_n = 0, d_bytes = 0;
+                for (size_t i = 0; i < n && seqs[i] != keep_seq; i++) {
+                        r = run_params(m, ST_EV_DELETE, PARAMS(P_TEXT(session_id), P_INT(seqs[i])));
+                        if (r < 0)
+                                return r;
+                        d_n++;
+                        d_bytes += agent ? lens[i] : 0;
+                        struct ev_counts after = { c->agent - (agent ? d_n : 0), c->bytes - d_bytes,
+                                                   c->system - (agent ? 0 : d_n) };
+                        if (!ev_over(b, agent, &after))
+                                break;
+                }
+                if (d_n == 0)
+                        return 0; /* nothing older left to remove */
+                r = event_count(m, session_id, agent ? -d_n : 0, -d_bytes, agent ? 0 : -d_n, c);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int event_append_tx(struct meta *m, const char *session_id, const char *kind, const char *payload,
-                           size_t len, int64_t now, int64_t *ret_seq) {
+                           size_t len, bool agent, int64_t now, int64_t *ret_seq) {
         _cleanup_stmt_ sqlite3_stmt *q = NULL;
         int r = fetch_one(m, ST_SES_NEXT_SEQ, session_id, "session", &q);
         if (r < 0)
@@ -1082,16 +1174,33 @@ static int event_append_tx(struct meta *m, const char *session_id, const char *k
         stmt_resetp(&q);
 
         r = run_params(m, ST_EV_INSERT,
-                       PARAMS(P_TEXT(session_id), P_INT(seq), P_INT(now), P_TEXT(kind), P_TEXTN(payload, len)));
+                       PARAMS(P_TEXT(session_id), P_INT(seq), P_INT(now), P_TEXT(kind), P_TEXTN(payload, len),
+                              P_INT(agent)));
         if (r < 0)
                 return r;
+        struct ev_counts c;
+        r = event_count(m, session_id, agent ? 1 : 0, agent ? (int64_t)len : 0, agent ? 0 : 1, &c);
+        if (r >= 0)
+                r = event_trim(m, session_id, agent, seq, &c);
+        if (r < 0)
+                return r;
+        if (agent && m->ev_bounds.tenant_bytes) {
+                r = fetch_one(m, ST_EV_TENANT_BYTES, session_id, "session", &q);
+                if (r < 0)
+                        return r;
+                uint64_t total = (uint64_t)sqlite3_column_int64(q, 0);
+                stmt_resetp(&q);
+                if (total > m->ev_bounds.tenant_bytes)
+                        return meta_error(m, -EDQUOT, "the tenant's sessions hold %llu bytes of events, the most is %llu",
+                                          (unsigned long long)(total - len), (unsigned long long)m->ev_bounds.tenant_bytes);
+        }
         *ret_seq = seq;
         return 0;
 }
 
 static int sq_event_append(struct meta *m, const char *session_id, const char *kind, const char *payload,
-                           size_t len, int64_t now, int64_t *ret_seq) {
-        return WRITE(m, event_append_tx(m, session_id, kind, payload, len, now, ret_seq));
+                           size_t len, bool agent, int64_t now, int64_t *ret_seq) {
+        return WRITE(m, event_append_tx(m, session_id, kind, payload, len, agent, now, ret_seq));
 }
 
 /* seq, time_ms, kind, payload; the payload is read by hand (its length, NOT NULL). */

@@ -79,6 +79,10 @@ for fx in "$FIXTURES"/*.tar.zst; do
                 "$FX_EVENT_SEQ grep -r TODO"
         check "$name: ... and the restart after it" \
                 test "$(echo "$events" | jx '[req("events")[] | select(req("kind") == "lifecycle" and .data.event == "restarted")] | length')" -ge 1
+        # Schema 3 (the event log's bounds) counts the events an older spaced wrote.
+        posted=$(echo "$events" | jx '[req("events")[] | select(req("kind") | IN("agent", "tool_call", "note"))] | length')
+        check "$name: the migration counted A's posted events ($posted) for the log's bounds" \
+                test "$(sqlite3 "$DATA/meta.db" "SELECT agent_events FROM sessions WHERE id = '$FX_A'")" = "$posted"
         sp restore "$FX_A" "$FX_S1" >/dev/null 2>&1
         check "$name: restoring A's first snapshot gives its files" \
                 test "$(sp cp "$FX_A:/root/notes.txt" - 2>&1)/$(sp cp "$FX_A:/root/tree/deep/er/leaf.txt" - >/dev/null 2>&1 || echo gone)" = v1/gone

@@ -213,12 +213,40 @@ static void test_events(void **state) {
         assert_string_equal(ts, "2023-11-14T22:13:20.123Z");
 }
 
+/* The rate limit of POST .../events: a burst, then rate a second, Retry-After rounded up. */
+static void test_bucket(void **state) {
+        (void)state;
+        struct dl_bucket b = { 0 };
+        unsigned retry = 0;
+        printf("# a fresh bucket holds the burst (3), then refuses with retry 1 s at 1/s\n");
+        for (int i = 0; i < 3; i++)
+                assert_true(dl_bucket_take(&b, 1000, 1, 3, &retry));
+        assert_false(dl_bucket_take(&b, 1000, 1, 3, &retry));
+        assert_int_equal(retry, 1);
+        printf("# half a second later still none; a second later one\n");
+        assert_false(dl_bucket_take(&b, 1500, 1, 3, &retry));
+        assert_int_equal(retry, 1);
+        assert_true(dl_bucket_take(&b, 2000, 1, 3, &retry));
+        assert_false(dl_bucket_take(&b, 2000, 1, 3, &retry));
+        printf("# an hour idle refills to the burst, not past it\n");
+        for (int i = 0; i < 3; i++)
+                assert_true(dl_bucket_take(&b, 3600000, 1, 3, &retry));
+        assert_false(dl_bucket_take(&b, 3600000, 1, 3, &retry));
+        printf("# at 50/s a refused take waits 1 s (whole seconds, at least 1)\n");
+        struct dl_bucket c = { 0 };
+        assert_true(dl_bucket_take(&c, 5, 50, 1, &retry));
+        assert_false(dl_bucket_take(&c, 5, 50, 1, &retry));
+        assert_int_equal(retry, 1);
+        assert_true(dl_bucket_take(&c, 25, 50, 1, &retry));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_token),
                 cmocka_unit_test(test_states),
                 cmocka_unit_test(test_dirty),
                 cmocka_unit_test(test_events),
+                cmocka_unit_test(test_bucket),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,9 +146,9 @@ static void test_ids_and_hash(void **state) {
 
 static void test_open_migrate(void **state) {
         struct fx *f = *state;
-        printf("# a new file is created 0600 at schema version 2, WAL, and passes the checks\n");
+        printf("# a new file is created 0600 at schema version 3, WAL, and passes the checks\n");
         assert_string_equal(meta_backend_name(f->m), "sqlite");
-        assert_int_equal(meta_schema_version(f->m), 2);
+        assert_int_equal(meta_schema_version(f->m), 3);
         assert_int_equal(meta_check(f->m), 0);
         struct stat st;
         assert_int_equal(stat(f->path, &st), 0);
@@ -187,7 +187,7 @@ static void test_open_migrate(void **state) {
 
         printf("# reopening does not migrate again\n");
         reopen(f);
-        assert_int_equal(meta_schema_version(f->m), 2);
+        assert_int_equal(meta_schema_version(f->m), 3);
 
         printf("# a file from a newer program is refused with -EPROTO and left alone\n");
         f->m = meta_free(f->m);
@@ -202,7 +202,7 @@ static void test_open_migrate(void **state) {
         char why[256] = "stale";
         assert_int_equal(meta_open(f->path, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m2),
                          -EPROTO);
-        assert_non_null(strstr(why, "schema version 99 is newer than this program's 2"));
+        assert_non_null(strstr(why, "schema version 99 is newer than this program's 3"));
         assert_ptr_equal(m2, (struct meta *)0x1);
         printf("# a version 1 options struct (no error field) still opens\n");
         assert_int_equal(meta_open(f->path, &(struct meta_opts){ .version = 1 }, &m2), -EPROTO);
@@ -244,21 +244,26 @@ static void test_open_migrate(void **state) {
         assert_int_equal(meta_open(uri, &(struct meta_opts){ .version = 77 }, &m2), -EINVAL);
 }
 
-/* A file written by the first schema (no disk limits) opens, migrates to 2 and keeps
+/* A file written by the first schema (no disk limits) opens, migrates to 3 and keeps
  * its sessions, which read as having no disk limit. */
 static void test_migrate_v1(void **state) {
         struct fx *f = *state;
-        printf("# a schema 1 file (before disk limits) migrates to 2; its sessions have no disk limit\n");
+        printf("# a schema 1 file (before disk limits) migrates to 3; its sessions have no disk limit\n");
         mk_session(f->m, "ses_b1", "t1", META_SESSION_RUNNING);
         f->m = meta_free(f->m);
         sqlite3 *db = NULL;
         assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(db, "ALTER TABLE sessions DROP COLUMN disk_bytes;"
-                                          "DELETE FROM meta_schema WHERE version = 2", NULL, NULL, NULL),
+        assert_int_equal(sqlite3_exec(db, "DROP INDEX events_session_agent;"
+                                          "ALTER TABLE events DROP COLUMN agent;"
+                                          "ALTER TABLE sessions DROP COLUMN agent_events;"
+                                          "ALTER TABLE sessions DROP COLUMN agent_event_bytes;"
+                                          "ALTER TABLE sessions DROP COLUMN system_events;"
+                                          "ALTER TABLE sessions DROP COLUMN disk_bytes;"
+                                          "DELETE FROM meta_schema WHERE version >= 2", NULL, NULL, NULL),
                          SQLITE_OK);
         sqlite3_close(db);
         assert_int_equal(meta_open(f->path, NULL, &f->m), 0);
-        assert_int_equal(meta_schema_version(f->m), 2);
+        assert_int_equal(meta_schema_version(f->m), 3);
         struct meta_session g;
         assert_int_equal(meta_session_get(f->m, "ses_b1", &g), 0);
         assert_int_equal(g.limits.disk_bytes, 0);
@@ -809,6 +814,131 @@ static void test_events(void **state) {
         meta_events_free(v, n);
 }
 
+/* Schema 2 (before the event bounds): the events already there are counted, the posted
+ * kinds as posted, and the bounds apply to them from the first post on. */
+static void test_migrate_v2(void **state) {
+        struct fx *f = *state;
+        printf("# a schema 2 file migrates to 3, counting the events it has: 3 posted, 2 of spaced's\n");
+        mk_session(f->m, "ses_c1", "t1", META_SESSION_RUNNING);
+        f->m = meta_free(f->m);
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "DROP INDEX events_session_agent;"
+                                          "ALTER TABLE events DROP COLUMN agent;"
+                                          "ALTER TABLE sessions DROP COLUMN agent_events;"
+                                          "ALTER TABLE sessions DROP COLUMN agent_event_bytes;"
+                                          "ALTER TABLE sessions DROP COLUMN system_events;"
+                                          "DELETE FROM meta_schema WHERE version = 3;"
+                                          "INSERT INTO events VALUES ('ses_c1', 1, 0, 'lifecycle', '{}');"
+                                          "INSERT INTO events VALUES ('ses_c1', 2, 0, 'agent', '\"aaaa\"');"
+                                          "INSERT INTO events VALUES ('ses_c1', 3, 0, 'note', '\"bbbb\"');"
+                                          "INSERT INTO events VALUES ('ses_c1', 4, 0, 'exec', '{}');"
+                                          "INSERT INTO events VALUES ('ses_c1', 5, 0, 'tool_call', '\"cccc\"');"
+                                          "UPDATE sessions SET event_seq = 5", NULL, NULL, NULL),
+                         SQLITE_OK);
+        sqlite3_close(db);
+        assert_int_equal(meta_open(f->path, NULL, &f->m), 0);
+        assert_int_equal(meta_schema_version(f->m), 3);
+        assert_int_equal(meta_check(f->m), 0);
+        printf("#   with 2 posted events kept, one post removes the two oldest posted (seq 2, 3), not spaced's\n");
+        meta_set_event_bounds(f->m, &(struct meta_event_bounds){ .agent_events = 2 });
+        int64_t seq = 0;
+        assert_int_equal(meta_event_post(f->m, "ses_c1", "agent", "1", 1, &seq), 0);
+        assert_int_equal(seq, 6);
+        struct meta_event *v = NULL;
+        size_t n = 0;
+        assert_int_equal(meta_event_list(f->m, "ses_c1", 0, 100, &v, &n), 0);
+        assert_int_equal(n, 4);
+        int64_t want[] = { 1, 4, 5, 6 };
+        for (size_t i = 0; i < n; i++)
+                assert_int_equal(v[i].seq, want[i]);
+        meta_events_free(v, n);
+}
+
+static size_t event_count_of(struct meta *m, const char *id, int64_t *first) {
+        struct meta_event *v = NULL;
+        size_t n = 0, total = 0;
+        int64_t after = 0;
+        *first = 0;
+        for (int pages = 0; pages < 100; pages++) {
+                assert_int_equal(meta_event_list(m, id, after, 1000, &v, &n), 0);
+                if (n && !*first)
+                        *first = v[0].seq;
+                total += n;
+                after = n ? v[n - 1].seq : after;
+                meta_events_free(v, n);
+                if (n == 0)
+                        break;
+        }
+        return total;
+}
+
+static void test_event_bounds(void **state) {
+        struct fx *f = *state;
+        struct meta *m = f->m;
+        mk_session(m, "ses_1", "t1", META_SESSION_RUNNING);
+        mk_session(m, "ses_2", "t1", META_SESSION_RUNNING);
+        mk_session(m, "ses_3", "t2", META_SESSION_RUNNING);
+        meta_set_event_bounds(m, &(struct meta_event_bounds){
+                .agent_events = 10, .agent_bytes = 100, .tenant_bytes = 150, .system_events = 5 });
+        int64_t seq = 0, first = 0;
+        printf("# posts past agent_events remove the oldest posted events: 25 posted, 10 kept\n");
+        assert_int_equal(meta_event_append(m, "ses_1", "lifecycle", "{}", 2, &seq), 0);
+        for (int i = 0; i < 25; i++)
+                assert_int_equal(meta_event_post(m, "ses_1", "agent", "1", 1, &seq), 0);
+        assert_int_equal(seq, 26);
+        assert_int_equal(event_count_of(m, "ses_1", &first), 11);
+        printf("#   spaced's own event (seq 1) is kept, the posted ones are 17..26\n");
+        assert_int_equal(first, 1);
+        struct meta_event *v = NULL;
+        size_t n = 0;
+        assert_int_equal(meta_event_list(m, "ses_1", 1, 1, &v, &n), 0);
+        assert_int_equal(v[0].seq, 17);
+        meta_events_free(v, n);
+
+        printf("# posts past agent_bytes remove the oldest too: 100 bytes kept of 30-byte posts\n");
+        const char *p30 = "\"0123456789012345678901234567\""; /* 30 bytes */
+        assert_int_equal(strlen(p30), 30);
+        for (int i = 0; i < 6; i++)
+                assert_int_equal(meta_event_post(m, "ses_2", "note", p30, 30, &seq), 0);
+        assert_int_equal(event_count_of(m, "ses_2", &first), 3);
+        printf("# one post over agent_bytes alone is -E2BIG, nothing written\n");
+        char big[128];
+        memset(big, 'x', sizeof big);
+        big[0] = big[120] = '"';
+        assert_int_equal(meta_event_post(m, "ses_2", "note", big, 121, &seq), -E2BIG);
+        assert_int_equal(event_count_of(m, "ses_2", &first), 3);
+
+        printf("# the tenant's sessions together: past tenant_bytes (150) a post is -EDQUOT, nothing written\n");
+        /* t1 holds 10 (ses_1) + 90 (ses_2); ses_1 may grow to 100 bytes, past 150 in all */
+        int r = 0, ok = 0;
+        for (int i = 0; i < 100 && r == 0; i++) {
+                r = meta_event_post(m, "ses_1", "agent", p30, 30, &seq);
+                ok += r == 0;
+        }
+        assert_int_equal(r, -EDQUOT);
+        assert_true(ok >= 1);
+        assert_non_null(strstr(meta_last_error(m), "most is 150"));
+        int64_t last = 0;
+        assert_int_equal(meta_event_last_seq(m, "ses_1", &last), 0);
+        assert_int_equal(last, seq);
+        printf("#   another tenant is not held back by t1's bytes\n");
+        assert_int_equal(meta_event_post(m, "ses_3", "agent", p30, 30, &seq), 0);
+
+        printf("# spaced's own events are bounded apart (system_events 5); posts never remove them\n");
+        for (int i = 0; i < 12; i++)
+                assert_int_equal(meta_event_append(m, "ses_3", "lifecycle", "{}", 2, &seq), 0);
+        assert_int_equal(event_count_of(m, "ses_3", &first), 6);
+        assert_int_equal(meta_event_list(m, "ses_3", 0, 1, &v, &n), 0);
+        assert_string_equal(v[0].kind, "agent"); /* the posted one, older than all of them */
+        meta_events_free(v, n);
+
+        printf("# deleting a session frees its tenant's bytes\n");
+        assert_int_equal(meta_session_delete(m, "ses_2"), 0);
+        assert_int_equal(meta_event_post(m, "ses_1", "agent", p30, 30, &seq), 0);
+        assert_int_equal(meta_check(m), 0);
+}
+
 static void test_hosts_tokens(void **state) {
         struct fx *f = *state;
         struct meta *m = f->m;
@@ -1063,6 +1193,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_event_bounds, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hosts_tokens, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_relaxed, setup, teardown),
