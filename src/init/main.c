@@ -352,6 +352,15 @@ int main(int argc, char **argv) {
         int c;
 
         log_set_ident("space-init");
+        /* Not dumpable: a process of the sandbox (root inside, without CAP_SYS_PTRACE in
+         * init's user namespace) can then neither ptrace init nor take its fds with
+         * pidfd_getfd (the daemon connection, the listening socket, the root fd), nor read
+         * its /proc/1/{environ,maps,mem,fd,exe}. Kept for life: init never execs or
+         * changes its ids. */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+                fprintf(stderr, "space-init: prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
+                return 1;
+        }
         while ((c = getopt_long(argc, argv, "", longopts, NULL)) >= 0) {
                 switch (c) {
                 case 'f':
