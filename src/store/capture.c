@@ -707,8 +707,9 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                 }
                 break;
         case T_DIR: {
-                if (depth + 1 > STORE_MAX_DEPTH)
-                        return store_fail(-ELOOP, "%s: nested deeper than %u directories", n->path, STORE_MAX_DEPTH);
+                if (depth + 1 > STORE_MAX_DEPTH) /* the limit first: the path may outgrow the message */
+                        return store_fail(-E2BIG, "nested deeper than %u directories (the store's limit): %s",
+                                          STORE_MAX_DEPTH, n->path);
                 n->depth = depth + 1;
                 n->opaque = ovl_opaque(e);
                 n->merge = n->base && n->base->type == T_DIR && !n->opaque;
