@@ -7,6 +7,7 @@
  * both cores share. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
@@ -801,6 +802,12 @@ static int walk_names(struct capture *c, struct cnode *dn, int dfd, unsigned dep
                         break;
                 }
                 dn->nkids++;
+                /* the capture opens entries by their path beneath the root */
+                if (strlen(k->path) >= PATH_MAX) {
+                        r = store_fail(-ENAMETOOLONG, "a path longer than %u bytes (the store's limit): %s",
+                                       PATH_MAX - 1, k->path);
+                        break;
+                }
                 r = walk_entry(c, dn, dfd, k, depth);
                 if (r == 1) { /* vanished: drop it */
                         dn->nkids--;

@@ -43,5 +43,21 @@ out=$(sp restore "$id" "$snap" 2>&1 </dev/null); expect_eq "restore exits 0 ($ou
 expect_eq "restored: the file 1000 deep" "$(sp exec "$id" -- cat "$p1000" </dev/null)" "bottom-1000"
 expect_eq "restored: the file 300 deep" "$(sp exec "$id" -- cat "$p300" </dev/null)" "bottom-300"
 s2=$(sp snapshot "$id" 2>&1 </dev/null); expect_eq "a snapshot after the restore ($s2)" "$?" "0"
+
+say "deeper than the store's limit (2048 levels): the snapshot fails, and says so in an event"
+c=$(chain 1000)
+sp exec "$id" -- sh -c "mkdir /root/too && cd /root/too && mkdir -p $c && cd $c && mkdir -p $c && cd $c && mkdir -p $(chain 60)" </dev/null
+expect_eq "made a chain 2060 deep" "$?" "0"
+out=$(sp snapshot "$id" 2>&1 </dev/null); rc=$?
+echo "  snapshot: $(echo "$out" | cut -c1-160)"
+expect_eq "the snapshot fails" "$rc" "1"
+ev=$(events_json "$id" | jq -sc '[.[] | select(.kind == "snapshot_failed")] | last | .data' 2>/dev/null)
+echo "  event: $(echo "$ev" | cut -c1-160)"
+case $ev in
+*'"reason":"manual"'*'"error":"'*"the store's limit"*) pass "a snapshot_failed event records the reason and the error" ;;
+*) fail "no snapshot_failed event: '$ev'" ;;
+esac
+sp exec "$id" -- rm -rf /root/too </dev/null
+s3=$(sp snapshot "$id" 2>&1 </dev/null); expect_eq "with the chain gone, snapshots work again ($s3)" "$?" "0"
 sp rm "$id" >/dev/null </dev/null && pass "rm $id" || fail "rm"
 finish

@@ -1,7 +1,7 @@
 /* Deep trees (issue 20, item 7): a workspace nested 300 and 1000 directories deep captures,
  * restores, captures again incrementally, diffs and verifies, with the file at the bottom
- * intact; one level past STORE_MAX_DEPTH fails the capture with an error that names the
- * limit (not "Too many levels of symbolic links"). The chains are made and removed through
+ * intact; one level past STORE_MAX_DEPTH (and PATH_MAX) fails the capture with an error
+ * that names the limit (not "Too many levels of symbolic links"). The chains are made and removed through
  * directory fds, so no path is ever longer than one name. */
 #include <errno.h>
 #include <fcntl.h>
@@ -166,8 +166,10 @@ static void test_past_the_limit(void **state) {
         struct store_hash h;
         int r = store_capture(s, src, NULL, NULL, &h);
         printf("  capture: %d (%s)\n", r, store_error_detail());
-        assert_int_equal(r, -E2BIG);
-        assert_non_null(strstr(store_error_detail(), "deeper than"));
+        /* with one-byte names a path one level past the limit is past PATH_MAX too: that
+         * limit is met first (either names the store's limit) */
+        assert_true(r == -ENAMETOOLONG || r == -E2BIG);
+        assert_non_null(strstr(store_error_detail(), "the store's limit"));
         store_free(s);
         rm_chain(src, STORE_MAX_DEPTH + 1);
         th_rm_rf(base);
