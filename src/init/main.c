@@ -314,7 +314,9 @@ static void usage(FILE *f) {
                    "--guest: /init of a microVM: mount the sandbox root from the virtio disks\n"
                    "and speak on the virtio-serial port space.init (docs/runtime-microvm.md).\n"
                    "--relay PATH: copy stdin/stdout to and from the unix socket PATH, where\n"
-                   "another space-init listens (how the gvisor runtime reaches it).\n");
+                   "another space-init listens (how the gvisor runtime reaches it); its first\n"
+                   "byte carries its credentials: as PID 1, a --listen space-init accepts only a\n"
+                   "relay started from outside the sandbox (no parent inside it).\n");
 }
 
 static void stdio_ensure_open(void) {
@@ -463,6 +465,7 @@ int main(int argc, char **argv) {
                 log_error("cannot set up signals: %s", strerror(-r));
                 return 1;
         }
+        g.listen_outside_only = listen_path && getpid() == 1;
         if (listen_path && (r = conn_listen(listen_path, -EBADF)) < 0) {
                 log_error("cannot listen on %s: %s", listen_path, strerror(-r));
                 return 1;

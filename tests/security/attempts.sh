@@ -218,6 +218,45 @@ attempt_init_ptrace() {
         main_works || leak "$MAIN no longer runs commands after the attempts"
 }
 
+# gvisor: space-init listens inside the sandbox (/dev/.space-init.sock, for the host's
+# relay), and the newest connection wins: a process of the sandbox that connected would
+# take the daemon's place (the daemon then marks the sandbox lost and recovers it from a
+# snapshot: a rollback the sandbox chose).
+attempt_init_socket_gvisor() {
+        [ -x "${SPACE_RUNSC:-/usr/bin/runsc}" ] || skip_attempt "runsc is not installed: no gvisor sandbox to attack"
+        gv=$(new_sandbox --template base --runtime gvisor --snapshot-interval 0) || broken "create a gvisor session"
+        sp cp "$PROBE_HOST" "$gv:/root/sec-probe" </dev/null && sp exec "$gv" -- chmod 0755 /root/sec-probe </dev/null ||
+                broken "install sec-probe in $gv"
+        sbx=$(json_get "$(sp inspect --json "$gv" </dev/null)" sandbox_id)
+        tried "in gvisor session $gv: connect to space-init's socket /dev/.space-init.sock twice, as the daemon's relay does, and wait for a HELLO"
+        for i in 1 2; do
+                out=$(inside "$gv" -- /root/sec-probe connect_unix /dev/.space-init.sock)
+                echo "  $out"
+                case $out in
+                # "?": init asks who is there, and closes without an answer it trusts
+                *'read ""'* | *'read "?"'* | *refused*) stopped "space-init speaks only to a relay from outside the sandbox (its credentials checked: no parent inside, as runsc exec gives); it closed this one without a HELLO" ;;
+                *) leak "space-init answered a process of the sandbox: $out" ;;
+                esac
+        done
+        tried "run space-init's own relay inside: /dev/.space-init --relay /dev/.space-init.sock (it answers with its real credentials)"
+        out=$(insh "$gv" 'timeout 5 /dev/.space-init --relay /dev/.space-init.sock </dev/null | head -c 64 | od -An -c | head -2; echo "relay exit ${PIPESTATUS:-?}"')
+        echo "  $(echo $out)"
+        case $out in
+        *relay\ exit*) stopped "the relay's pid has a parent inside the sandbox: refused" ;;
+        *) broken "the relay did not run: $out" ;;
+        esac
+        sleep 1
+        js=$(sp inspect --json "$gv" </dev/null)
+        st=$(json_get "$js" state) now=$(json_get "$js" sandbox_id)
+        echo "  session: state $st, sandbox $now (was $sbx)"
+        if [ "$st" = running ] && [ "$now" = "$sbx" ] && [ "$(inside "$gv" -- echo alive)" = alive ]; then
+                stopped "the daemon kept its connection: same sandbox, no recovery"
+        else
+                leak "the session lost its sandbox (state $st, sandbox $now): the sandbox forced a recovery"
+        fi
+        sp rm "$gv" >/dev/null </dev/null
+}
+
 attempt_init_host_path() {
         bin=$(dirname "$(readlink -f "$BIN/space-init")")
         tried "read /proc/1/environ, /proc/1/maps, readlink /proc/1/exe inside (space-init's host path is under $bin)"
