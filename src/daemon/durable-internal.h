@@ -216,6 +216,8 @@ void dur_parked_sweep(struct daemon *d);
 void dur_memory_event(struct session *s, const char *event, const char *snap, const struct job *j,
                          const char *err);
 void dur_pause_failed(struct action *a, struct job *j, const char *what, const char *err);
+/* Records a snapshot_failed event: a failed capture (rolling ones have no caller to tell). */
+void dur_snapshot_failed_event(struct session *s, enum meta_snapshot_reason reason, const char *err);
 void dur_run_pause(struct action *a);
 void dur_run_resume(struct action *a);
 

@@ -240,6 +240,7 @@ static void pause_done(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         if (j->r < 0) {
+                dur_snapshot_failed_event(s, META_REASON_PAUSE, j->err);
                 dur_pause_failed(a, j, "pause failed", j->err);
                 return;
         }

@@ -221,6 +221,15 @@ int dl_snapshot_event_json(struct buf *b, const char *snap, const char *reason, 
         return w.err;
 }
 
+int dl_snapshot_failed_json(struct buf *b, const char *reason, const char *error) {
+        struct json_writer w = JSON_WRITER_INIT(b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "reason", reason);
+        json_w_kstr(&w, "error", error ? error : "");
+        json_w_obj_end(&w);
+        return w.err;
+}
+
 bool dl_agent_kind(const char *kind) {
         return kind && (!strcmp(kind, "agent") || !strcmp(kind, "tool_call") || !strcmp(kind, "note"));
 }

@@ -53,6 +53,9 @@ int dl_recovery_json(struct buf *b, const char *lost, const char *reason, const 
 /* {"snapshot","reason","bytes_added","label"|null[,"freeze_ms"]}; freeze_ms < 0: not frozen. */
 int dl_snapshot_event_json(struct buf *b, const char *snap, const char *reason, uint64_t bytes_added,
                            const char *label, double freeze_ms);
+/* {"reason","error"}: a capture that failed (the session keeps running unsnapshotted
+ * until one succeeds, so it must be on the record, not only in the daemon's log). */
+int dl_snapshot_failed_json(struct buf *b, const char *reason, const char *error);
 /* Whether kind is one an agent may append (agent, tool_call, note). */
 bool dl_agent_kind(const char *kind);
 

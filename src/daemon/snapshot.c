@@ -328,12 +328,20 @@ void dur_source_layer_done(struct session *s, const struct job *j, const char *s
         dur_layers_gc(s->d, false);
 }
 
+void dur_snapshot_failed_event(struct session *s, enum meta_snapshot_reason reason, const char *err) {
+        struct buf b = BUF_INIT(0);
+        if (dl_snapshot_failed_json(&b, meta_snapshot_reason_name(reason), err) == 0)
+                ses_event(s, "snapshot_failed", &b);
+        buf_free(&b);
+}
+
 static void snapshot_done(struct job *j) {
         struct action *a = j->act;
         struct session *s = a->s;
         /* A checkpoint without live_checkpoint stopped the sandbox */
         bool stopped = j->memory && !j->thaw;
         if (j->r < 0) {
+                dur_snapshot_failed_event(s, a->reason, j->err);
                 if (stopped) {
                         dur_pause_failed(a, j, "snapshot failed", j->err);
                         return;

@@ -17,6 +17,9 @@
 #define INIT_STDIN_HIGH (1u << 20)    /* pending stdin of one command that pauses the socket */
 #define INIT_CHUNK (64u << 10)        /* one read from a pipe or file */
 #define INIT_MAX_STREAMS 1024         /* live request ids on one connection */
+#define INIT_RELAY_ASK '?'            /* init's first byte to a relay: who are you? */
+#define INIT_RELAY_HELLO 'R'          /* the relay's answer, with its credentials */
+#define INIT_RELAY_AUTH_MS 1000       /* how long init waits for it on a new connection */
 #define INIT_LINGER_MS 200            /* silence on the pipes after exit that ends a command */
 #define INIT_TERM_GRACE_MS 3000       /* SIGTERM -> SIGKILL */
 #define INIT_PS_ARGV_MAX 1024         /* argv bytes kept per process for ps */
@@ -90,6 +93,10 @@ struct init {
         int root_fd;
         bool root_is_slash; /* root_fd is the process's own root (--root / or none) */
         bool pid1;
+        /* --listen as PID 1 (the gvisor runtime): the socket is inside the sandbox, where
+         * any process may connect; only the host's relay (started through `runsc exec`,
+         * from outside the sandbox's process tree) is accepted (transport.c). */
+        bool listen_outside_only;
         /* --guest (a microVM's /init): the host's stream arrives on a virtio-serial port
          * (guest_init_fd, dup'ed for every connection) and the control port (ctl) says
          * when to start a new one; see guest.c. */

@@ -314,7 +314,9 @@ static void usage(FILE *f) {
                    "--guest: /init of a microVM: mount the sandbox root from the virtio disks\n"
                    "and speak on the virtio-serial port space.init (docs/runtime-microvm.md).\n"
                    "--relay PATH: copy stdin/stdout to and from the unix socket PATH, where\n"
-                   "another space-init listens (how the gvisor runtime reaches it).\n");
+                   "another space-init listens (how the gvisor runtime reaches it); its first\n"
+                   "byte carries its credentials: as PID 1, a --listen space-init accepts only a\n"
+                   "relay started from outside the sandbox (no parent inside it).\n");
 }
 
 static void stdio_ensure_open(void) {
@@ -352,6 +354,15 @@ int main(int argc, char **argv) {
         int c;
 
         log_set_ident("space-init");
+        /* Not dumpable: a process of the sandbox (root inside, without CAP_SYS_PTRACE in
+         * init's user namespace) can then neither ptrace init nor take its fds with
+         * pidfd_getfd (the daemon connection, the listening socket, the root fd), nor read
+         * its /proc/1/{environ,maps,mem,fd,exe}. Kept for life: init never execs or
+         * changes its ids. */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+                fprintf(stderr, "space-init: prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
+                return 1;
+        }
         while ((c = getopt_long(argc, argv, "", longopts, NULL)) >= 0) {
                 switch (c) {
                 case 'f':
@@ -454,6 +465,7 @@ int main(int argc, char **argv) {
                 log_error("cannot set up signals: %s", strerror(-r));
                 return 1;
         }
+        g.listen_outside_only = listen_path && getpid() == 1;
         if (listen_path && (r = conn_listen(listen_path, -EBADF)) < 0) {
                 log_error("cannot listen on %s: %s", listen_path, strerror(-r));
                 return 1;

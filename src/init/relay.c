@@ -17,6 +17,7 @@
 #define RELAY_BUF (64 * 1024)
 #define RELAY_CONNECT_TRIES 1000           /* × 10 ms */
 #define RELAY_CONNECT_WAIT_NS 10000000
+#define RELAY_ASK_TIMEOUT_MS 10000         /* init busy with another relay's answer: 1 s each */
 
 int init_relay(const char *path) {
         struct sockaddr_un sa;
@@ -32,6 +33,28 @@ int init_relay(const char *path) {
                 struct timespec ts = { .tv_nsec = RELAY_CONNECT_WAIT_NS };
                 nanosleep(&ts, NULL);
         }
+        /* Who we are, for init (peer_is_relay in transport.c): init asks with one byte,
+         * we answer with one that carries our credentials, which the kernel checks. */
+        char ask = 0;
+        struct pollfd pa = { .fd = s, .events = POLLIN };
+        if (poll(&pa, 1, RELAY_ASK_TIMEOUT_MS) != 1 || read(s, &ask, 1) != 1 || ask != INIT_RELAY_ASK)
+                return 1;
+        char hello = INIT_RELAY_HELLO;
+        struct ucred uc = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(struct ucred))];
+        } ctl;
+        memset(&ctl, 0, sizeof ctl);
+        struct iovec iov = { .iov_base = &hello, .iov_len = 1 };
+        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_CREDENTIALS;
+        c->cmsg_len = CMSG_LEN(sizeof uc);
+        memcpy(CMSG_DATA(c), &uc, sizeof uc);
+        if (sendmsg(s, &m, MSG_NOSIGNAL) != 1)
+                return 1;
         static char buf[RELAY_BUF];
         /* in[i] is copied to out[i]; a side that reached EOF stops being polled, and the
          * write half of its destination is shut so the peer sees the EOF too. */

@@ -4,6 +4,7 @@
  * connections that replace it. What a frame means is main.c's; the transport never
  * looks inside one. */
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -215,11 +216,76 @@ void conn_free(struct conn *c) {
 
 /* ---- accepting connections ---- */
 
+/* The parent pid of pid (0: none in this pid namespace), from /proc/PID/stat. */
+static int ppid_of(pid_t pid, pid_t *ret) {
+        char path[64], buf[1024];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = 0;
+        /* "pid (comm) state ppid …": comm may hold anything, ')' included */
+        const char *p = strrchr(buf, ')');
+        int ppid;
+        char state;
+        if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2)
+                return -EIO;
+        *ret = ppid;
+        return 0;
+}
+
+/* Whether the peer on fd is the host's relay: its first byte (INIT_RELAY_HELLO) comes with
+ * its credentials (SCM_CREDENTIALS, checked by the kernel: naming another pid needs
+ * CAP_SYS_ADMIN, which no process of the sandbox has), and that pid has no parent in the
+ * sandbox: every process of the sandbox descends from (or was reparented to) PID 1, so
+ * only one started into it from outside (`runsc exec`) has none. SO_PEERCRED would be
+ * simpler, but gVisor reports the listener's pid for an accepted socket. Init asks first
+ * (INIT_RELAY_ASK) and waits at most INIT_RELAY_AUTH_MS for the answer. */
+static bool peer_is_relay(int fd, pid_t *ret_pid) {
+        /* asked for only now, with SO_PASSCRED set: gVisor attaches credentials only to
+         * what is sent after the receiver asked for them */
+        int one = 1;
+        char ask = INIT_RELAY_ASK;
+        if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0 || send(fd, &ask, 1, MSG_NOSIGNAL) != 1)
+                return false;
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, INIT_RELAY_AUTH_MS) != 1)
+                return false;
+        char byte = 0;
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(struct ucred))];
+        } ctl;
+        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
+        if (recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1 || byte != INIT_RELAY_HELLO)
+                return false;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_CREDENTIALS ||
+            c->cmsg_len != CMSG_LEN(sizeof(struct ucred)))
+                return false;
+        struct ucred uc;
+        memcpy(&uc, CMSG_DATA(c), sizeof uc);
+        *ret_pid = uc.pid;
+        pid_t ppid = -1;
+        return uc.pid > 1 && ppid_of(uc.pid, &ppid) == 0 && ppid == 0;
+}
+
 static void listen_cb(struct watch *w, uint32_t revents) {
         int fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
                 if (errno != EAGAIN && errno != EINTR)
                         log_warn("accept: %m");
+                return;
+        }
+        pid_t peer = 0;
+        if (g.listen_outside_only && !peer_is_relay(fd, &peer)) {
+                /* a process of the sandbox trying to take the daemon's place */
+                log_warn("refused a connection from pid %d, a process of the sandbox", (int)peer);
+                close(fd);
                 return;
         }
         /* Started by the loop, outside the callbacks: replacing the active connection frees

@@ -212,6 +212,10 @@ static const char *const proc_null[] = {
 };
 /* Directories hidden behind an empty read-only tmpfs. */
 static const char *const proc_empty[] = { "proc/acpi", "proc/scsi", "proc/asound" };
+/* The host kernel's identity in sysfs: its build id (notes), the crash dump's symbol
+ * table (vmcoreinfo), its type information (btf), the machine's firmware tables. */
+static const char *const sys_null[] = { "sys/kernel/notes", "sys/kernel/vmcoreinfo" };
+static const char *const sys_empty[] = { "sys/kernel/btf", "sys/firmware" };
 /* Kept readable (programs read sysctls) but never writable. */
 static const char *const proc_ro[] = { "proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus", "proc/fs" };
 
@@ -245,14 +249,30 @@ static int setup_dev(const struct rt_mount_cfg *cfg, const char **step) {
         return 0;
 }
 
+static int mask_null(const char *path) {
+        return mount("dev/null", path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+static int mask_empty(const char *path) {
+        return mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=1") < 0 &&
+                               errno != ENOENT
+                       ? -errno
+                       : 0;
+}
+
 static int mask_proc(const char **step) {
         for (size_t i = 0; i < ELEMENTSOF(proc_null); i++)
-                if (mount("dev/null", proc_null[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+                if (mask_null(proc_null[i]) < 0)
                         FAIL("mask /proc file");
         for (size_t i = 0; i < ELEMENTSOF(proc_empty); i++)
-                if (mount("tmpfs", proc_empty[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                          "size=4k,nr_inodes=1") < 0 && errno != ENOENT)
+                if (mask_empty(proc_empty[i]) < 0)
                         FAIL("mask /proc dir");
+        for (size_t i = 0; i < ELEMENTSOF(sys_null); i++)
+                if (mask_null(sys_null[i]) < 0)
+                        FAIL("mask /sys file");
+        for (size_t i = 0; i < ELEMENTSOF(sys_empty); i++)
+                if (mask_empty(sys_empty[i]) < 0)
+                        FAIL("mask /sys dir");
         for (size_t i = 0; i < ELEMENTSOF(proc_ro); i++) {
                 if (mount(proc_ro[i], proc_ro[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
                         if (errno == ENOENT)

@@ -7,6 +7,7 @@
  * both cores share. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
@@ -707,8 +708,9 @@ static int walk_entry(struct capture *c, struct cnode *dn, int dfd, struct cnode
                 }
                 break;
         case T_DIR: {
-                if (depth + 1 > STORE_MAX_DEPTH)
-                        return store_fail(-ELOOP, "%s: nested deeper than %u directories", n->path, STORE_MAX_DEPTH);
+                if (depth + 1 > STORE_MAX_DEPTH) /* the limit first: the path may outgrow the message */
+                        return store_fail(-E2BIG, "nested deeper than %u directories (the store's limit): %s",
+                                          STORE_MAX_DEPTH, n->path);
                 n->depth = depth + 1;
                 n->opaque = ovl_opaque(e);
                 n->merge = n->base && n->base->type == T_DIR && !n->opaque;
@@ -800,6 +802,12 @@ static int walk_names(struct capture *c, struct cnode *dn, int dfd, unsigned dep
                         break;
                 }
                 dn->nkids++;
+                /* the capture opens entries by their path beneath the root */
+                if (strlen(k->path) >= PATH_MAX) {
+                        r = store_fail(-ENAMETOOLONG, "a path longer than %u bytes (the store's limit): %s",
+                                       PATH_MAX - 1, k->path);
+                        break;
+                }
                 r = walk_entry(c, dn, dfd, k, depth);
                 if (r == 1) { /* vanished: drop it */
                         dn->nkids--;

@@ -17,7 +17,9 @@
 #define STORE_MAX_XATTRS 1024u            /* xattrs of one entry */
 #define STORE_MAX_XATTR_NAME 255u
 #define STORE_MAX_XATTR_VALUE (64u << 10)
-#define STORE_MAX_DEPTH 256u              /* directory nesting below the root */
+/* Directory nesting below the root: as deep as a path of one-byte names can go within
+ * PATH_MAX (every walk keeps one frame, and materialize one fd, per level). */
+#define STORE_MAX_DEPTH 2048u
 #define STORE_MAX_SESSION 128u            /* bytes of a session id */
 #define STORE_MAX_LABEL 256u              /* bytes of a snapshot label */
 #define STORE_MAX_FILE_SIZE (1ull << 42)  /* 4 TiB: longest regular file or memory image */

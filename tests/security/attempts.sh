@@ -172,12 +172,16 @@ attempt_dev_minimal() {
 attempt_ptrace_daemon() {
         tried "ptrace(PTRACE_ATTACH) the daemon (host pid $SPACED_PID) and the host's pid 1"
         for p in "$SPACED_PID" 1; do
-                # a pid the namespace lacks answers ESRCH; another errno is another mechanism
-                out=$(inside -- "$PROBE" --expect ESRCH ptrace "$p")
+                # a pid the namespace lacks answers ESRCH; another errno is another mechanism.
+                # Pid 1 inside is space-init, which is not dumpable: EPERM (attempt_init_ptrace)
+                e=ESRCH
+                [ "$p" = 1 ] && e=EPERM
+                out=$(inside -- "$PROBE" --expect $e ptrace "$p")
                 rc=$?
                 echo "  $out"
                 case $rc/$out in
-                1/*) stopped "pid namespace: no process $p inside (ESRCH)" ;;
+                1/*) [ $e = ESRCH ] && stopped "pid namespace: no process $p inside (ESRCH)" ||
+                        stopped "pid namespace: pid 1 inside is the sandbox's space-init, not dumpable (EPERM)" ;;
                 3/*) defect "ptrace($p) was refused, but not with ESRCH: not by the pid namespace" ;;
                 0/*space-init* | 0/*"a process of this sandbox"*)
                         case $out in
@@ -188,6 +192,108 @@ attempt_ptrace_daemon() {
                 esac
         done
         kill -0 "$SPACED_PID" && stopped "spaced is alive and untraced ($(awk '/^TracerPid/ {print "TracerPid " $2}' /proc/$SPACED_PID/status))"
+}
+
+# space-init holds the daemon's connection, the listening socket the daemon reconnects
+# to (bound in a host directory) and a descriptor of the root: root inside must reach none.
+attempt_init_ptrace() {
+        tried "ptrace(PTRACE_SEIZE, 1) and ptrace(PTRACE_ATTACH, 1): take over space-init as root inside"
+        probe_refused "space-init is not dumpable and root inside has no CAP_SYS_PTRACE" EPERM ptrace_seize 1
+        probe_refused "space-init is not dumpable and root inside has no CAP_SYS_PTRACE" EPERM ptrace 1
+        tried "pidfd_open(1) + pidfd_getfd of fds 0..64: steal init's daemon connection, listening socket, root fd"
+        probe_refused "pidfd_getfd needs ptrace access to space-init (not dumpable)" EPERM pidfd_getfd 1
+        tried "open /proc/1/mem and /proc/1/fd/3 (init's daemon connection)"
+        probe_refused "ptrace access check of /proc/1/mem (not dumpable)" EACCES read /proc/1/mem
+        probe_refused "ptrace access check of /proc/1/fd (not dumpable)" EACCES read /proc/1/fd/3
+        # the same attempts work on a process of the sandbox that is dumpable: the check is
+        # real, and it is init's dumpable flag that stops them
+        pid=$(sp exec -d "$MAIN" -- sleep 60 </dev/null)
+        out=$(inside -- "$PROBE" pidfd_getfd "$pid")
+        echo "  control, a sleep of the sandbox (pid $pid): $(echo "$out" | tail -1)"
+        case $out in
+        *"-> ok"*) stopped "only space-init is out of reach: a dumpable process of the sandbox is not" ;;
+        *) broken "pidfd_getfd of the sandbox's own sleep failed too: $out" ;;
+        esac
+        sp kill "$MAIN" "$pid" KILL >/dev/null 2>&1
+        main_works || leak "$MAIN no longer runs commands after the attempts"
+}
+
+# gvisor: space-init listens inside the sandbox (/dev/.space-init.sock, for the host's
+# relay), and the newest connection wins: a process of the sandbox that connected would
+# take the daemon's place (the daemon then marks the sandbox lost and recovers it from a
+# snapshot: a rollback the sandbox chose).
+attempt_init_socket_gvisor() {
+        [ -x "${SPACE_RUNSC:-/usr/bin/runsc}" ] || skip_attempt "runsc is not installed: no gvisor sandbox to attack"
+        gv=$(new_sandbox --template base --runtime gvisor --snapshot-interval 0) || broken "create a gvisor session"
+        sp cp "$PROBE_HOST" "$gv:/root/sec-probe" </dev/null && sp exec "$gv" -- chmod 0755 /root/sec-probe </dev/null ||
+                broken "install sec-probe in $gv"
+        sbx=$(json_get "$(sp inspect --json "$gv" </dev/null)" sandbox_id)
+        tried "in gvisor session $gv: connect to space-init's socket /dev/.space-init.sock twice, as the daemon's relay does, and wait for a HELLO"
+        for i in 1 2; do
+                out=$(inside "$gv" -- /root/sec-probe connect_unix /dev/.space-init.sock)
+                echo "  $out"
+                case $out in
+                # "?": init asks who is there, and closes without an answer it trusts
+                *'read ""'* | *'read "?"'* | *refused*) stopped "space-init speaks only to a relay from outside the sandbox (its credentials checked: no parent inside, as runsc exec gives); it closed this one without a HELLO" ;;
+                *) leak "space-init answered a process of the sandbox: $out" ;;
+                esac
+        done
+        tried "run space-init's own relay inside: /dev/.space-init --relay /dev/.space-init.sock (it answers with its real credentials)"
+        out=$(insh "$gv" 'timeout 5 /dev/.space-init --relay /dev/.space-init.sock </dev/null | head -c 64 | od -An -c | head -2; echo "relay exit ${PIPESTATUS:-?}"')
+        echo "  $(echo $out)"
+        case $out in
+        *relay\ exit*) stopped "the relay's pid has a parent inside the sandbox: refused" ;;
+        *) broken "the relay did not run: $out" ;;
+        esac
+        sleep 1
+        js=$(sp inspect --json "$gv" </dev/null)
+        st=$(json_get "$js" state) now=$(json_get "$js" sandbox_id)
+        echo "  session: state $st, sandbox $now (was $sbx)"
+        if [ "$st" = running ] && [ "$now" = "$sbx" ] && [ "$(inside "$gv" -- echo alive)" = alive ]; then
+                stopped "the daemon kept its connection: same sandbox, no recovery"
+        else
+                leak "the session lost its sandbox (state $st, sandbox $now): the sandbox forced a recovery"
+        fi
+        sp rm "$gv" >/dev/null </dev/null
+}
+
+attempt_init_host_path() {
+        bin=$(dirname "$(readlink -f "$BIN/space-init")")
+        tried "read /proc/1/environ, /proc/1/maps, readlink /proc/1/exe inside (space-init's host path is under $bin)"
+        probe_refused "space-init is not dumpable: /proc/1/environ is closed" EACCES read /proc/1/environ
+        probe_refused "space-init is not dumpable: /proc/1/maps is closed" EACCES read /proc/1/maps
+        probe_refused "space-init is not dumpable: /proc/1/exe is closed" EACCES readlink /proc/1/exe
+        tried "the same through the file API, which space-init serves itself (its own /proc/self)"
+        for p in /proc/1/maps /proc/self/maps /proc/1/environ; do
+                out=$(dl "$p")
+                echo "  $p: $(echo "$out" | grep -m1 -E 'space-init|SPACE|rror' | head -c 160)"
+                case $out in
+                *"$bin"* | *"$BIN"* | *"$DATA"*) leak "$p through the API shows a host path" ;;
+                *space-init*) stopped "space-init runs from a sealed memfd: its maps name /memfd:space-init, no host path" ;;
+                *SPACE_INIT_FD=*) stopped "init's own environment holds no host path (its fd numbers, the sandbox id, PATH, HOME, LANG)" ;;
+                *) stopped "$(api_why "$out")" ;;
+                esac
+        done
+}
+
+attempt_host_kernel_facts() {
+        tried "read /sys/kernel/notes (the host kernel's build id), /sys/kernel/vmcoreinfo, /sys/kernel/btf/vmlinux, /sys/firmware inside and through the API"
+        for f in /sys/kernel/notes /sys/kernel/vmcoreinfo /sys/kernel/btf/vmlinux; do
+                [ -e "$f" ] || { echo "  $f: not on this host"; continue; }
+                n=$(insh "[ -e $f ] || { echo absent; exit; }; head -c 65536 $f 2>/dev/null | wc -c")
+                api=$(sp cp "$MAIN:$f" - </dev/null 2>"$TMPD/err" | wc -c)
+                [ -s "$TMPD/err" ] && echo "  API: $(head -c 160 "$TMPD/err")"
+                echo "  $f: host $(head -c 65536 "$f" | wc -c) bytes, inside $n, through the API $api"
+                case $n in
+                absent | 0) stopped "masked: /dev/null or an empty tmpfs over it" ;;
+                *) leak "$f inside has the host kernel's content" ;;
+                esac
+                [ "$api" -eq 0 ] && stopped "the file API (space-init, in the sandbox's mounts) meets the same mask: $(head -c 80 "$TMPD/err")" ||
+                        leak "$f through the API has $api bytes"
+        done
+        fw=$(insh 'ls -A /sys/firmware 2>/dev/null | wc -l')
+        echo "  /sys/firmware inside: $fw entries (host: $(ls -A /sys/firmware | wc -l))"
+        [ "$fw" -eq 0 ] && stopped "/sys/firmware is an empty tmpfs" || leak "the host's firmware tables are visible"
 }
 
 attempt_kill_daemon() {

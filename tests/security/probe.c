@@ -272,6 +272,78 @@ static int p_ptrace(pid_t pid) {
         return 0;
 }
 
+/* PTRACE_SEIZE attaches without stopping the tracee: the quiet way to take over a
+ * process (and the first step of injecting code into it). */
+static int p_ptrace_seize(pid_t pid) {
+        char what[64];
+        snprintf(what, sizeof what, "ptrace(PTRACE_SEIZE, %d)", pid);
+        if (ptrace(PTRACE_SEIZE, pid, NULL, NULL) < 0)
+                return refused(what);
+        ptrace(PTRACE_DETACH, pid, NULL, NULL);
+        printf("%s -> ok: attached\n", what);
+        return 0;
+}
+
+/* pidfd_open(pid) then pidfd_getfd of each of its descriptors 0..PROBE_GETFD_MAX: any
+ * descriptor taken is a success (and named, from /proc/self/fd). */
+#define PROBE_GETFD_MAX 64
+static int p_pidfd_getfd(pid_t pid) {
+        char what[64];
+        snprintf(what, sizeof what, "pidfd_open(%d)", pid);
+        int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pfd < 0)
+                return refused(what);
+        int taken = 0, err = 0;
+        for (int fd = 0; fd <= PROBE_GETFD_MAX; fd++) {
+                int got = (int)syscall(SYS_pidfd_getfd, pfd, fd, 0);
+                if (got < 0) {
+                        if (errno != EBADF && !err) /* EBADF: no such fd in the target */
+                                err = errno;
+                        continue;
+                }
+                char link[64], target[256] = "?";
+                snprintf(link, sizeof link, "/proc/self/fd/%d", got);
+                ssize_t n = readlink(link, target, sizeof target - 1);
+                target[n > 0 ? n : 0] = 0;
+                printf("pidfd_getfd(%d, fd %d) -> ok: %s\n", pid, fd, target);
+                close(got);
+                taken++;
+        }
+        close(pfd);
+        snprintf(what, sizeof what, "pidfd_getfd(pidfd of %d, fds 0..%d)", pid, PROBE_GETFD_MAX);
+        if (taken)
+                return done(what, taken);
+        errno = err ? err : EBADF;
+        return refused(what);
+}
+
+/* open + read of a file: the first bytes read count as a success. */
+static int p_read(const char *path) {
+        char what[300], buf[256];
+        snprintf(what, sizeof what, "read(%s)", path);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return refused(what);
+        ssize_t n = read(fd, buf, sizeof buf);
+        int e = errno;
+        close(fd);
+        errno = e;
+        if (n < 0)
+                return refused(what);
+        return done(what, n);
+}
+
+static int p_readlink(const char *path) {
+        char what[300], target[512];
+        snprintf(what, sizeof what, "readlink(%s)", path);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n < 0)
+                return refused(what);
+        target[n] = 0;
+        printf("%s -> ok: %s\n", what, target);
+        return 0;
+}
+
 static int p_kill(pid_t pid, int sig) {
         char what[64];
         snprintf(what, sizeof what, "kill(%d, %d)", pid, sig);
@@ -537,6 +609,10 @@ int main(int argc, char **argv) {
         if (!strcmp(c, "setns") && argc > 2) return p_setns(a2);
         if (!strcmp(c, "mknod") && argc > 5) return p_mknod(a2, a3[0], (unsigned)atoi(argv[4]), (unsigned)atoi(argv[5]));
         if (!strcmp(c, "ptrace") && argc > 2) return p_ptrace(atoi(a2));
+        if (!strcmp(c, "ptrace_seize") && argc > 2) return p_ptrace_seize(atoi(a2));
+        if (!strcmp(c, "pidfd_getfd") && argc > 2) return p_pidfd_getfd(atoi(a2));
+        if (!strcmp(c, "read") && argc > 2) return p_read(a2);
+        if (!strcmp(c, "readlink") && argc > 2) return p_readlink(a2);
         if (!strcmp(c, "kill") && argc > 3) return p_kill(atoi(a2), atoi(a3));
         if (!strcmp(c, "socket") && argc > 2) return p_socket(a2);
         if (!strcmp(c, "connect") && argc > 3) return p_connect_inet(a2, atoi(a3));

@@ -16,9 +16,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -128,6 +130,81 @@ static int ensure_host(void) {
         if (host_err < 0)
                 runtime_set_error("ns: %s: %s", host_err_step, strerror(-host_err));
         return host_err;
+}
+
+/* space-init runs from a sealed memfd, not from its host file: /proc/1/exe and
+ * /proc/1/maps inside then name "/memfd:space-init (deleted)", never the host path of the
+ * binary (docs/security.md). One copy serves every sandbox of this process, made again
+ * when the file on the host changes (an upgrade). */
+static pthread_mutex_t init_exe_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+        int fd; /* read-only, sealed */
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime;
+} init_exe = { .fd = -EBADF };
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010u
+#endif
+
+static int init_memfd_copy(int src, off_t size) {
+        /* MFD_EXEC: a vm.memfd_noexec=1 host makes memfds non-executable by default;
+         * kernels before 6.3 do not know the flag (EINVAL) and make them executable. */
+        _cleanup_close_ int m = memfd_create("space-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+        if (m < 0 && errno == EINVAL)
+                m = memfd_create("space-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (m < 0)
+                return -errno;
+        off_t off = 0;
+        while (off < size) {
+                ssize_t n = sendfile(m, src, &off, (size_t)(size - off));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return -EIO; /* the file shrank under us */
+        }
+        if (fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+                return -errno;
+        /* keep a read-only descriptor: nothing can write to the copy, even through us */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", m);
+        int ro = open(proc, O_RDONLY | O_CLOEXEC);
+        return ro < 0 ? -errno : ro;
+}
+
+/* A new descriptor of the sealed copy of the init binary at path. */
+static int init_exe_open(const char *path) {
+        _cleanup_close_ int src = open(path, O_RDONLY | O_CLOEXEC);
+        if (src < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(src, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -ENOEXEC;
+        pthread_mutex_lock(&init_exe_mu);
+        int r = 0;
+        if (init_exe.fd < 0 || init_exe.dev != st.st_dev || init_exe.ino != st.st_ino || init_exe.size != st.st_size ||
+            init_exe.mtime.tv_sec != st.st_mtim.tv_sec || init_exe.mtime.tv_nsec != st.st_mtim.tv_nsec) {
+                r = init_memfd_copy(src, st.st_size);
+                if (r >= 0) {
+                        safe_close(init_exe.fd);
+                        init_exe.fd = r;
+                        init_exe.dev = st.st_dev;
+                        init_exe.ino = st.st_ino;
+                        init_exe.size = st.st_size;
+                        init_exe.mtime = st.st_mtim;
+                }
+        }
+        int fd = r;
+        if (r >= 0 && (fd = fcntl(init_exe.fd, F_DUPFD_CLOEXEC, 0)) < 0)
+                fd = -errno;
+        pthread_mutex_unlock(&init_exe_mu);
+        return fd;
 }
 
 static int ns_host_init(const char *data_dir) {
@@ -617,10 +694,10 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 what = "socketpair";
                 goto fail;
         }
-        exe_fd = open(spec->init_path, O_RDONLY | O_CLOEXEC);
+        exe_fd = init_exe_open(spec->init_path);
         if (exe_fd < 0) {
-                r = -errno;
-                what = "open init binary";
+                r = exe_fd;
+                what = "copy init binary into a sealed memfd";
                 goto fail;
         }
         if (asprintf(&sb->sock_path, "%s/" RT_NS_SOCK_NAME, spec->run_dir) < 0) {
