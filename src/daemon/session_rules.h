@@ -55,3 +55,14 @@ int dl_snapshot_event_json(struct buf *b, const char *snap, const char *reason, 
                            const char *label, double freeze_ms);
 /* Whether kind is one an agent may append (agent, tool_call, note). */
 bool dl_agent_kind(const char *kind);
+
+/* Snapshot storage (docs/security.md "Snapshot storage"): a session's limit on the bytes
+ * its snapshots added to the store is factor times its disk limit, or times disk_default
+ * when it has none; 0 = no limit (factor 0, or no disk limit anywhere). Saturates at
+ * UINT64_MAX. */
+uint64_t dl_snapshot_limit(unsigned factor, uint64_t disk, uint64_t disk_default);
+/* Whether adding `add` bytes to `used` stays within limit (0 = no limit). */
+bool dl_snapshot_fits(uint64_t used, uint64_t add, uint64_t limit);
+/* The snapshot_limit event: usage and limits of the session and its tenant after snap. */
+int dl_snapshot_limit_json(struct buf *b, const char *snap, uint64_t bytes, uint64_t limit, uint64_t tenant_bytes,
+                           uint64_t tenant_limit);
