@@ -63,6 +63,14 @@ static void usage(FILE *f) {
                 "                     no disk limits\n"
                 "  --disk-default SIZE\n"
                 "                     disk limit of a session that asks none (default 10G; 0 = none)\n"
+                "  --snapshot-bytes-factor N\n"
+                "                     a session's snapshots may add at most N times its disk limit\n"
+                "                     (or --disk-default's) to the snapshot store (default 4, at\n"
+                "                     most 1000; 0 = no limit): older rolling snapshots make room,\n"
+                "                     a manual snapshot past it is refused (507)\n"
+                "  --tenant-snapshot-bytes SIZE\n"
+                "                     the same for all of a tenant's sessions together (default\n"
+                "                     0 = no limit)\n"
                 "  --limit NAME=VALUE set one of the limits on what clients hold and write\n"
                 "                     (docs/security.md \"Hostile tenants\"); repeatable:\n");
         limits_usage(f);
@@ -103,6 +111,17 @@ static int parse_level(const char *s, enum log_level *ret) {
                         return 0;
                 }
         return -EINVAL;
+}
+
+/* A whole decimal number from 0 to max. */
+static int parse_count(const char *s, uint64_t max, uint64_t *ret) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (!*s || *end || errno || *s == '-' || v > max)
+                return -EINVAL;
+        *ret = v;
+        return 0;
 }
 
 static void signal_event(struct loop_src *src, uint32_t revents) {
@@ -227,7 +246,7 @@ static void log_microvm_accel(void) {
 
 int main(int argc, char **argv) {
         enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION, OPT_POOL,
-               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT };
+               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_SNAP_FACTOR, OPT_TENANT_SNAP, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -238,6 +257,8 @@ int main(int argc, char **argv) {
                 { "pool", required_argument, NULL, OPT_POOL },
                 { "disk-volume-size", required_argument, NULL, OPT_VOL_SIZE },
                 { "disk-default", required_argument, NULL, OPT_DISK_DEFAULT },
+                { "snapshot-bytes-factor", required_argument, NULL, OPT_SNAP_FACTOR },
+                { "tenant-snapshot-bytes", required_argument, NULL, OPT_TENANT_SNAP },
                 { "config", required_argument, NULL, OPT_CONFIG },
                 { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
                 { "limit", required_argument, NULL, OPT_LIMIT },
@@ -263,7 +284,8 @@ int main(int argc, char **argv) {
         const char *pool_args[WPOOL_MAX_TEMPLATES];
         size_t n_pool = 0;
         enum log_level level = LOG_INFO;
-        uint64_t vol_size = 0, disk_default = SES_DEFAULT_DISK;
+        uint64_t vol_size = 0, disk_default = SES_DEFAULT_DISK, snap_factor = SES_DEFAULT_SNAPSHOT_FACTOR,
+                 tenant_snap = 0;
         bool vol_size_given = false, check_config = false;
         struct spaced_limits limits = SPACED_LIMITS_INIT;
         char why[256];
@@ -329,6 +351,21 @@ int main(int argc, char **argv) {
                 case OPT_LIMIT:
                         if (limits_set_arg(&limits, optarg, why, sizeof why) < 0) {
                                 fprintf(stderr, "spaced: %sbad --limit %s: %s\n", config_origin(cfg, optind - 1), optarg, why);
+                                return 2;
+                        }
+                        break;
+                case OPT_SNAP_FACTOR:
+                        if (parse_count(optarg, SES_MAX_SNAPSHOT_FACTOR, &snap_factor) < 0) {
+                                fprintf(stderr, "spaced: %sbad --snapshot-bytes-factor %s (a whole number from 0 to %u)\n",
+                                        config_origin(cfg, optind - 1), optarg, SES_MAX_SNAPSHOT_FACTOR);
+                                return 2;
+                        }
+                        break;
+                case OPT_TENANT_SNAP:
+                        if (util_parse_size(optarg, &tenant_snap) < 0 || tenant_snap > SES_MAX_TENANT_SNAPSHOT_BYTES ||
+                            (tenant_snap && tenant_snap < SES_MIN_DISK)) {
+                                fprintf(stderr, "spaced: %sbad --tenant-snapshot-bytes %s (0, or a size from 16M to 1024T)\n",
+                                        config_origin(cfg, optind - 1), optarg);
                                 return 2;
                         }
                         break;
@@ -403,6 +440,8 @@ int main(int argc, char **argv) {
         if (listen_addr && check_tcp_tokens(d->data_dir) < 0)
                 return 1;
         d->disk_default = disk_default;
+        d->snap_factor = (unsigned)snap_factor;
+        d->tenant_snap_max = tenant_snap;
         /* Whatever way main returns from here, the volume is unmounted if nothing uses it. */
         _unused_ _cleanup_(disk_teardownp) struct daemon *vol_owner = d;
         if ((r = disk_setup(d, vol_size, vol_size_given)) < 0) {

@@ -157,6 +157,8 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
                         s->head[0] = '\0';
                 }
         }
+        if (dur_snap_usage_load(s) < 0)
+                log_warn("%s: its snapshots' sizes are unreadable: %s", s->id, dur_merr(d));
         struct meta_sandbox *sbs = NULL;
         size_t n = 0;
         if (meta_sandbox_list_session(d->meta, s->id, &sbs, &n) == 0) {
@@ -381,12 +383,15 @@ void dur_shutdown(struct daemon *d) {
                                 if (j->memory)
                                         log_info("%s: memory at shutdown: %s", s->id,
                                                  j->has_memory ? "checkpointed" : j->mem_err);
+                                struct meta_snapshot m;
                                 if (j->r < 0 || (j->dirty && dur_snapshot_commit(s, j, META_REASON_ROLLING, "spaced stopped",
-                                                                             NULL, NULL) < 0)) {
+                                                                             NULL, &m) < 0)) {
                                         log_warn("%s: final snapshot failed (%s): its sandbox is left running", s->id,
                                                  j->r < 0 ? j->err : dur_merr(d));
                                         (void)s->rt->thaw(s->sb);
                                         ok = false;
+                                } else if (j->dirty) {
+                                        dur_snap_limit_apply(s, m.id); /* a rolling one: older ones make room */
                                 }
                         } else {
                                 ok = false;

@@ -321,6 +321,35 @@ static void write_id_or_null(struct json_writer *w, const char *key, const char 
                 json_w_null(w);
 }
 
+uint64_t ses_snapshot_limit(const struct session *s) {
+        return dl_snapshot_limit(s->d->snap_factor, s->disk, s->d->disk_default);
+}
+
+uint64_t ses_tenant_snapshot_bytes(struct daemon *d, const char *tenant) {
+        uint64_t n = 0;
+        for (struct session *s = d->sessions; s; s = s->next)
+                if (!strcmp(s->tenant, tenant))
+                        n = s->snap_bytes > UINT64_MAX - n ? UINT64_MAX : n + s->snap_bytes;
+        return n;
+}
+
+static void write_snapshot_storage(struct json_writer *w, struct session *s) {
+        uint64_t lim = ses_snapshot_limit(s), tenant = ses_tenant_snapshot_bytes(s->d, s->tenant),
+                 tlim = s->d->tenant_snap_max;
+        json_w_key(w, "snapshot_storage");
+        json_w_obj_begin(w);
+        json_w_key(w, "bytes");
+        json_w_uint(w, s->snap_bytes);
+        json_w_key(w, "limit");
+        json_w_uint(w, lim);
+        json_w_key(w, "tenant_bytes");
+        json_w_uint(w, tenant);
+        json_w_key(w, "tenant_limit");
+        json_w_uint(w, tlim);
+        json_w_kbool(w, "over_limit", (lim && s->snap_bytes > lim) || (tlim && tenant > tlim));
+        json_w_obj_end(w);
+}
+
 void ses_write_json(struct json_writer *w, struct session *s) {
         ses_refresh_health(s);
         char ts[40];
@@ -351,6 +380,7 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         json_w_kbool(w, "network", s->network);
         json_w_kint(w, "snapshot_interval_ms", s->interval_ms);
         json_w_kint(w, "retention", s->retention);
+        write_snapshot_storage(w, s);
         write_id_or_null(w, "head_snapshot", s->head);
         write_id_or_null(w, "parent_session", s->parent_session);
         write_id_or_null(w, "source_snapshot", s->source_snapshot);

@@ -88,6 +88,8 @@ struct session {
         double cpus;
         uint32_t pids;
         uint64_t disk;       /* writable layer limit in bytes; 0 = none */
+        uint64_t snap_bytes; /* what its snapshots in meta added to the store (bytes_added) */
+        bool snap_over;      /* over its snapshot limit: the event was sent */
         bool network;
         char **env;          /* "K=V", NULL-terminated; the defaults of every exec */
         size_t n_env;
@@ -179,6 +181,9 @@ struct op {
 
 struct session *ses_find(struct daemon *d, const char *id);
 void ses_write_json(struct json_writer *w, struct session *s);
+/* s's limit on snapshot bytes (0 = none); what tenant's sessions' snapshots hold. */
+uint64_t ses_snapshot_limit(const struct session *s);
+uint64_t ses_tenant_snapshot_bytes(struct daemon *d, const char *tenant);
 /* A session object in memory, linked into d (fields zero, fds -1). */
 int ses_alloc(struct daemon *d, const char *id, struct session **ret);
 /* What the room above (the lifecycle) hears of a session's sandbox; set once in
