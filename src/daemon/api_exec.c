@@ -28,7 +28,9 @@ static void event_send(struct conn *c, struct api_json *j) {
         buf_free(&j->b);
 }
 
-/* stdout/stderr bytes as one NDJSON event; bytes that end mid-character wait for the rest. */
+/* stdout/stderr bytes as one NDJSON event; bytes that end mid-character wait for the rest.
+ * "data" only for valid UTF-8 without NUL (a JSON parser may refuse \u0000, ours does);
+ * anything else goes as "data_b64". */
 static void proc_output(struct op *op, struct conn *c, int stream, const uint8_t *data, size_t n, bool flush) {
         struct utf8_carry *carry = &op->carry[stream];
         struct buf joined = BUF_INIT(0);
@@ -49,7 +51,7 @@ static void proc_output(struct op *op, struct conn *c, int stream, const uint8_t
         if (send > 0) {
                 struct api_json j;
                 event_begin(&j, stream == 0 ? "stdout" : "stderr");
-                if (text_utf8_valid_prefix(data, send) == send) {
+                if (text_utf8_valid((const char *)data, send)) {
                         json_w_key(&j.w, "data");
                         json_w_strn(&j.w, (const char *)data, send);
                 } else {

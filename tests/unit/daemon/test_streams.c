@@ -21,6 +21,7 @@
 
 #include "common/json.h"
 #include "common/proto.h"
+#include "common/text.h"
 #include "daemon/auth.h"
 #include "daemon/spaced.h"
 #include "daemon/http.h"
@@ -518,7 +519,82 @@ static void test_upload_pauses(void **state) {
         buf_free(&data);
 }
 
+/* Every NDJSON line of a stream's body (chunk framing stripped: each event is one chunk
+ * ending in a newline, and JSON text never holds a raw newline). */
+static size_t stream_events(const struct buf *body, struct json **evs, size_t max) {
+        size_t n = 0;
+        const char *p = body->data, *end = body->data + body->len;
+        while (n < max && (p = memmem(p, (size_t)(end - p), "\r\n{", 3))) {
+                p += 2;
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                assert_non_null(nl);
+                char err[128] = "";
+                if (json_parse(p, (size_t)(nl - p), &evs[n], err, sizeof err) < 0)
+                        fail_msg("event %zu does not parse (%s): %.*s", n, err, (int)MIN(nl - p, 200), p);
+                n++;
+                p = nl;
+        }
+        return n;
+}
+
+/* Appends what a stdout/stderr event carries (data or data_b64) to out. */
+static void event_bytes(const struct json *ev, struct buf *out) {
+        const char *d = json_get_str(ev, "data");
+        const char *b = json_get_str(ev, "data_b64");
+        assert_true((d != NULL) != (b != NULL));
+        if (d)
+                assert_int_equal(buf_append(out, d, strlen(d)), 0);
+        else
+                assert_int_equal(text_b64_decode(out, b, strlen(b)), 0);
+}
+
+static void test_output_every_byte(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        uint32_t id = start_exec(f, true);
+        uint8_t all[256 + 3];
+        memcpy(all, "a\0b", 3);
+        for (int i = 0; i < 256; i++)
+                all[3 + i] = (uint8_t)i;
+        printf("check: a NUL byte, then every byte 0..255, then invalid UTF-8 reach the client as JSON it parses\n");
+        init_send_json(f, PROTO_STDOUT, id, "x"); /* plain text, for contrast */
+        init_flush(f);
+        assert_true(init_try_send(f, PROTO_STDOUT, id, all, 3));
+        init_flush(f);
+        assert_true(init_try_send(f, PROTO_STDOUT, id, all + 3, 256));
+        init_flush(f);
+        assert_true(init_try_send(f, PROTO_STDERR, id, "\xff\xfe\0", 3));
+        init_flush(f);
+        init_send_json(f, PROTO_EXIT, id, "{\"exit_code\":0}");
+        struct buf got = BUF_INIT(0);
+        for (int i = 0; i < 2000 && !stream_ended(&got); i++) {
+                client_drain(f, &got);
+                turn(f, 1);
+        }
+        assert_true(stream_ended(&got));
+        struct json *evs[16];
+        size_t n = stream_events(&got, evs, 16);
+        struct buf out = BUF_INIT(0), err = BUF_INIT(0);
+        for (size_t i = 0; i < n; i++) {
+                const char *t = json_get_str(evs[i], "type");
+                if (strcmp(t, "stdout") == 0)
+                        event_bytes(evs[i], &out);
+                else if (strcmp(t, "stderr") == 0)
+                        event_bytes(evs[i], &err);
+                json_free(evs[i]);
+        }
+        assert_int_equal(out.len, 1 + sizeof all);
+        assert_memory_equal(out.data, "x", 1);
+        assert_memory_equal(out.data + 1, all, sizeof all);
+        assert_int_equal(err.len, 3);
+        assert_memory_equal(err.data, "\xff\xfe\0", 3);
+        buf_free(&out);
+        buf_free(&err);
+        buf_free(&got);
+}
+
 static const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_output_every_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stall_without_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_client_leaves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_windows_hold_only_the_stream, setup, teardown),
