@@ -210,6 +210,7 @@ struct call {
         size_t body_len;
         bool body_from_fd;
         int body_fd;
+        bool body_stream;   /* body, then body_fd to its EOF, chunked, beside the answer */
         bool stream;        /* no timeout: the answer lasts as long as a command */
         event_fn on_event;  /* NDJSON: one call per line of a 2xx answer */
         void *ud;
@@ -318,6 +319,7 @@ static int call_run(space_client *c, struct call *k) {
                 .body_len = k->body_len,
                 .body_from_fd = k->body_from_fd,
                 .body_fd = k->body_fd,
+                .body_stream = k->body_stream,
                 .timeout_ms = k->stream ? -1 : c->timeout_ms,
         };
         const char *headers[3] = { NULL, NULL, NULL };
@@ -1111,8 +1113,13 @@ static int exec_event(void *ud, const struct json *ev) {
 
 int space_exec(space_session *s, const struct space_exec_opts *o, struct space_exec_result *ret) {
         space_client *c = s->c;
-        if (!o || o->version != SPACE_EXEC_OPTS_VERSION)
+        if (!o || o->version < 1 || o->version > SPACE_EXEC_OPTS_VERSION)
                 return fail(c, -EINVAL, "missing or unknown space_exec_opts version");
+        bool stdin_stream = o->version >= 2 && o->stdin_stream;
+        if (stdin_stream && (o->stdin_data || o->background))
+                return fail(c, -EINVAL, "stdin_stream goes with neither stdin_data nor background");
+        if (stdin_stream && o->stdin_fd < 0)
+                return fail(c, -EBADF, "stdin_stream without a stdin_fd");
         if (!o->argv || !o->argv[0] || !o->argv[0][0])
                 return fail(c, -EINVAL, "no command given");
         if (o->stdin_len > SPACE_MAX_STDIN)
@@ -1161,13 +1168,19 @@ int space_exec(space_session *s, const struct space_exec_opts *o, struct space_e
                             strerror(-w.err));
 
         _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target_ok(s, &t, "/exec", NULL, NULL);
+        int r = session_target_ok(s, &t, "/exec", NULL, stdin_stream ? "?stdin=stream" : NULL);
         if (r < 0)
                 return r;
+        /* stdin=stream: the JSON request is the body's first line, stdin the rest. */
+        if (stdin_stream && (r = buf_putc(&b, '\n')) < 0)
+                return fail(c, r, "encoding the request: %s", strerror(-r));
         struct exec_state st = { .c = c, .on_output = o->on_output, .on_start = o->on_start, .ud = o->userdata,
                                  .tmp = BUF_INIT(SPACE_MAX_EVENT) };
         struct call k = { .method = "POST", .target = t.data, .ses = s, JSON_BODY(b.data, b.len),
-                          .stream = !o->background };
+                          .stream = !o->background, .body_stream = stdin_stream,
+                          .body_fd = stdin_stream ? o->stdin_fd : -1 };
+        if (stdin_stream)
+                k.content_type = "application/octet-stream"; /* a JSON line, then raw bytes */
         _cleanup_json_ struct json *j = NULL;
         if (o->background) {
                 r = call_json(c, &k, &j);

@@ -554,7 +554,8 @@ void srv_tick(struct daemon *d) {
         for (struct conn *c = d->conns, *next; c; c = next) {
                 next = c->next;
                 bool partial = (c->state == CONN_IDLE && (c->in.len > c->in_off || c->parser->head_len > 0)) ||
-                               ((c->state == CONN_BODY_JSON || c->state == CONN_BODY_STREAM) && !c->in_paused);
+                               ((c->state == CONN_BODY_JSON || c->state == CONN_BODY_STREAM) && !c->in_paused &&
+                                !c->streaming); /* a body beside a stream (exec's stdin) may idle */
                 uint64_t limit = d->request_timeout_ms ? d->request_timeout_ms : CONN_REQUEST_TIMEOUT_MS;
                 uint64_t idle_limit = d->idle_timeout_ms ? d->idle_timeout_ms : CONN_IDLE_TIMEOUT_MS;
                 uint64_t since = c->idle_since_ms > c->last_read_ms ? c->idle_since_ms : c->last_read_ms;

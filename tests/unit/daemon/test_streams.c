@@ -593,7 +593,151 @@ static void test_output_every_byte(void **state) {
         buf_free(&got);
 }
 
+/* Sends what the socket takes of b (from *off); returns whether any went. */
+static bool client_push(struct fixture *f, const struct buf *b, size_t *off) {
+        if (*off >= b->len)
+                return false;
+        ssize_t n = send(f->client, b->data + *off, b->len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n <= 0)
+                return false;
+        *off += (size_t)n;
+        return true;
+}
+
+/* Init's side of a streamed stdin: takes the frames spaced sent, counting STDIN bytes
+ * (checking they are 0,1,..,255,0,..) and noting the EOF. */
+static void take_stdin(struct fixture *f, uint32_t id, size_t *got, bool *eof) {
+        struct proto_hdr h;
+        struct buf p = BUF_INIT(0);
+        while (init_has_frame(f)) {
+                init_next_frame(f, &h, NULL, &p);
+                if (h.type == PROTO_WINDOW)
+                        continue; /* output grants */
+                assert_int_equal(h.type, PROTO_STDIN);
+                assert_int_equal(h.id, id);
+                for (size_t i = 0; i < h.len; i++)
+                        assert_int_equal((uint8_t)p.data[i], (uint8_t)(*got + i));
+                *got += h.len;
+                if (h.len == 0)
+                        *eof = true;
+        }
+        buf_free(&p);
+}
+
+static void test_stdin_stream(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        const size_t total = 8u << 20;
+        static const char line[] = "{\"argv\":[\"cat\"]}\n";
+        /* chunked: the JSON line and the first bytes in one chunk, the rest in 64 KiB chunks */
+        struct buf req = BUF_INIT(0);
+        assert_int_equal(buf_printf(&req, "POST /v1/sessions/" SES_ID "/exec?stdin=stream HTTP/1.1\r\n"
+                                          "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s",
+                                    sizeof line - 1 + 10, line), 0);
+        size_t made = 0;
+        for (; made < 10; made++)
+                assert_int_equal(buf_putc(&req, (char)made), 0);
+        assert_int_equal(buf_puts(&req, "\r\n"), 0);
+        while (made < total) {
+                size_t n = MIN((size_t)65536, total - made);
+                assert_int_equal(buf_printf(&req, "%zx\r\n", n), 0);
+                for (size_t i = 0; i < n; i++)
+                        assert_int_equal(buf_putc(&req, (char)(made + i)), 0);
+                made += n;
+                assert_int_equal(buf_puts(&req, "\r\n"), 0);
+        }
+        assert_int_equal(buf_puts(&req, "0\r\n\r\n"), 0);
+
+        size_t off = 0;
+        for (int i = 0; i < 50 && !init_has_frame(f); i++) {
+                client_push(f, &req, &off);
+                turn(f, 1);
+        }
+        struct proto_hdr h;
+        struct json *j;
+        init_next_frame(f, &h, &j, NULL);
+        assert_int_equal(h.type, PROTO_REQ);
+        assert_string_equal(json_get_str(j, "op"), "exec");
+        assert_true(json_get_bool(j, "stdin", false));
+        assert_true(json_get_bool(j, "stdin_acks", false));
+        json_free(j);
+        uint32_t id = h.id;
+        char resp[64];
+        snprintf(resp, sizeof resp, "{\"pid\":%d,\"stdin_acks\":true}", CMD_PID);
+        init_send_json(f, PROTO_RESP, id, resp);
+
+        printf("check: stdin=stream: an init that acks nothing holds the client at spaced's credit\n");
+        size_t got = 0;
+        bool eof = false;
+        for (int idle = 0; idle < 30;) {
+                idle = client_push(f, &req, &off) ? 0 : idle + 1;
+                turn(f, 1);
+                take_stdin(f, id, &got, &eof);
+        }
+        assert_false(eof);
+        assert_true(got < total);
+        assert_true(got <= SES_STDIN_CREDIT + SES_UPLOAD_FRAME);
+        assert_true(f->d.conns->in_paused);
+
+        printf("check: output flows while stdin waits; acks let stdin go on to its end and EOF\n");
+        assert_true(init_try_send(f, PROTO_STDOUT, id, "out", 3));
+        size_t acked = 0;
+        for (int i = 0; i < 20000 && !eof; i++) {
+                client_push(f, &req, &off);
+                turn(f, 1);
+                take_stdin(f, id, &got, &eof);
+                if (got > acked) {
+                        uint8_t w[PROTO_WINDOW_LEN];
+                        proto_window_encode((uint32_t)(got - acked), w);
+                        if (init_try_send(f, PROTO_WINDOW, id, w, sizeof w))
+                                acked = got;
+                }
+        }
+        assert_true(eof);
+        assert_int_equal(got, total);
+        init_send_json(f, PROTO_EXIT, id, "{\"exit_code\":0}");
+        struct buf out = BUF_INIT(0);
+        for (int i = 0; i < 2000 && !stream_ended(&out); i++) {
+                client_drain(f, &out);
+                turn(f, 1);
+        }
+        assert_non_null(strstr(out.data, "{\"type\":\"start\",\"pid\":42}"));
+        assert_non_null(strstr(out.data, "{\"type\":\"stdout\",\"data\":\"out\"}"));
+        assert_non_null(strstr(out.data, "{\"type\":\"exit\",\"exit_code\":0}"));
+        assert_null(f->s->ops);
+        buf_free(&out);
+        buf_free(&req);
+}
+
+static void test_stdin_stream_refused(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        printf("check: stdin=stream with stdin in the JSON, or a bad stdin= value: 400, nothing runs\n");
+        static const char *reqs[] = {
+                "POST /v1/sessions/" SES_ID "/exec?stdin=stream HTTP/1.1\r\nContent-Length: 29\r\n\r\n"
+                "{\"argv\":[\"x\"],\"stdin\":\"a\"}\nxy",
+                "POST /v1/sessions/" SES_ID "/exec?stdin=nope HTTP/1.1\r\nContent-Length: 15\r\n\r\n"
+                "{\"argv\":[\"x\"]}",
+        };
+        for (size_t i = 0; i < 2; i++) {
+                client_send(f, reqs[i]);
+                struct buf got = BUF_INIT(0);
+                for (int k = 0; k < 200 && !strstr(got.data ? got.data : "", "}\n"); k++) {
+                        turn(f, 1);
+                        client_drain(f, &got);
+                }
+                assert_non_null(strstr(got.data, "HTTP/1.1 400 "));
+                assert_false(init_has_frame(f));
+                buf_free(&got);
+                if (f->d.conns && f->d.conns->keep_alive)
+                        continue;
+                break; /* refused before its body was read: the connection closes */
+        }
+}
+
 static const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_stdin_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stdin_stream_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_every_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stall_without_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_client_leaves, setup, teardown),
