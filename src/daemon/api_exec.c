@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/frame.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "daemon/api.h"
@@ -33,6 +34,12 @@ static void event_send(struct conn *c, struct api_json *j) {
  * "data" only for valid UTF-8 without NUL (a JSON parser may refuse \u0000, ours does);
  * anything else goes as "data_b64". */
 static void proc_output(struct op *op, struct conn *c, int stream, const uint8_t *data, size_t n, bool flush) {
+        if (c->framed) {
+                /* binary framing: the bytes as they are, in one chunk with their header */
+                if (n > 0)
+                        conn_stream_data(c, stream == 0 ? FRAME_STDOUT : FRAME_STDERR, data, n);
+                return;
+        }
         struct utf8_carry *carry = &op->carry[stream];
         struct buf joined = BUF_INIT(0);
         if (carry->n) {
@@ -113,7 +120,9 @@ static void proc_started(struct op *op, struct conn *c, const struct json *resp)
                 api_reply_kint(c, 201, "pid", op->pid);
                 return;
         }
-        conn_stream_begin(c, 200, "application/x-ndjson");
+        const char *accept = http_request_header(c->req, "Accept");
+        bool framed = accept && text_list_has_token(accept, FRAME_CONTENT_TYPE);
+        conn_stream_begin(c, 200, framed ? FRAME_CONTENT_TYPE : "application/x-ndjson");
         struct api_json j;
         if (op->kind == OP_EXEC) {
                 event_begin(&j, "start");

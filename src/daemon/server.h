@@ -78,6 +78,7 @@ struct conn {
         bool in_paused;        /* an upload waits for the sandbox to take data */
         bool keep_alive;
         bool streaming;        /* a chunked response is under way */
+        bool framed;           /* ... in the binary framing (common/frame.h), not NDJSON */
         bool resp_done;        /* this request's response is complete */
         bool process_queued;   /* conn_process is deferred to the end of the batch */
         bool tcp;              /* came through --listen: every request needs a bearer token */
@@ -123,10 +124,13 @@ void *conn_hook_ctx(const struct conn *c, const struct conn_hook_ops *ops);
 void conn_reply_json(struct conn *c, int status, const struct buf *body);
 void conn_reply_error(struct conn *c, int status, const char *fmt, ...) _printf_(3, 4);
 void conn_reply_empty(struct conn *c, int status);
-/* Chunked streams: the head, then raw chunks or one JSON line per event, then the end. */
+/* Chunked streams: the head, then raw chunks or one JSON line per event, then the end. A
+ * stream begun as FRAME_CONTENT_TYPE carries each event as a FRAME_EVENT frame, and
+ * output as conn_stream_data's frames. */
 void conn_stream_begin(struct conn *c, int status, const char *content_type);
 void conn_stream_chunk(struct conn *c, const void *data, size_t n);
 void conn_stream_event(struct conn *c, const struct buf *json_line);
+void conn_stream_data(struct conn *c, uint8_t kind, const void *data, size_t n);
 void conn_stream_end(struct conn *c);
 /* Drops the connection without ending the response (a truncated download must look so). */
 void conn_abort(struct conn *c);
