@@ -397,6 +397,12 @@ void api_exec(struct conn *c) {
                 conn_reply_error(c, 400, "query parameter stdin must be \"stream\"");
                 return;
         }
+        /* A JSON body is bounded as a JSON route's; a streamed stdin is not (its reader,
+         * the command, bounds what spaced holds of it: SES_STDIN_CREDIT). */
+        if (http_parser_set_body_limit(c->parser, stream ? UINT64_MAX : HTTP_MAX_JSON_BODY) < 0) {
+                conn_reply_error(c, 413, "request body over %u bytes", HTTP_MAX_JSON_BODY);
+                return;
+        }
         c->on_body = stream ? exec_stream_body : exec_json_body;
         c->on_body_end = stream ? exec_stream_end : exec_json_end;
         conn_continue(c);
