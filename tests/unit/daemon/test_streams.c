@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/frame.h"
 #include "common/json.h"
 #include "common/proto.h"
 #include "common/text.h"
@@ -735,7 +736,84 @@ static void test_stdin_stream_refused(void **state) {
         }
 }
 
+static void test_output_framed(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        static const char body[] = "{\"argv\":[\"flood\"]}";
+        char req[320];
+        snprintf(req, sizeof req, "POST /v1/sessions/" SES_ID "/exec HTTP/1.1\r\nAccept: " FRAME_CONTENT_TYPE
+                 "\r\nContent-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
+        uint32_t id;
+        json_free(request_to_init(f, req, "exec", &id));
+        char resp[64];
+        snprintf(resp, sizeof resp, "{\"pid\":%d}", CMD_PID);
+        init_send_json(f, PROTO_RESP, id, resp);
+        printf("check: Accept: " FRAME_CONTENT_TYPE ": output as raw frames (NUL, every byte), events as JSON frames\n");
+        uint8_t all[256];
+        for (int i = 0; i < 256; i++)
+                all[i] = (uint8_t)i;
+        assert_true(init_try_send(f, PROTO_STDOUT, id, "a\0b", 3));
+        init_flush(f);
+        assert_true(init_try_send(f, PROTO_STDERR, id, all, sizeof all));
+        init_flush(f);
+        init_send_json(f, PROTO_EXIT, id, "{\"exit_code\":0}");
+        struct buf got = BUF_INIT(0);
+        for (int i = 0; i < 2000 && !stream_ended(&got); i++) {
+                client_drain(f, &got);
+                turn(f, 1);
+        }
+        assert_true(stream_ended(&got));
+        assert_non_null(strstr(got.data, "\r\nContent-Type: " FRAME_CONTENT_TYPE "\r\n"));
+        /* de-chunk the body, then read its frames */
+        const char *p = strstr(got.data, "\r\n\r\n") + 4;
+        struct buf fr = BUF_INIT(0);
+        for (int i = 0; i < 100; i++) {
+                char *end;
+                unsigned long n = strtoul(p, &end, 16);
+                if (n == 0)
+                        break;
+                assert_int_equal(buf_append(&fr, end + 2, n), 0);
+                p = end + 2 + n + 2;
+        }
+        const uint8_t *q = (const uint8_t *)fr.data;
+        size_t left = fr.len;
+        uint8_t kinds[8];
+        size_t nk = 0;
+        struct buf out = BUF_INIT(0), err = BUF_INIT(0);
+        while (left > 0 && nk < 8) {
+                uint8_t kind;
+                uint32_t len;
+                assert_int_equal(frame_peek(q, left, &kind, &len), 1);
+                kinds[nk++] = kind;
+                if (kind == FRAME_STDOUT)
+                        assert_int_equal(buf_append(&out, q + FRAME_HDR_SIZE, len), 0);
+                if (kind == FRAME_STDERR)
+                        assert_int_equal(buf_append(&err, q + FRAME_HDR_SIZE, len), 0);
+                if (kind == FRAME_EVENT) {
+                        struct json *ev;
+                        assert_int_equal(json_parse((const char *)q + FRAME_HDR_SIZE, len, &ev, NULL, 0), 0);
+                        assert_string_equal(json_get_str(ev, "type"), nk == 1 ? "start" : "exit");
+                        json_free(ev);
+                }
+                q += FRAME_HDR_SIZE + len;
+                left -= FRAME_HDR_SIZE + len;
+        }
+        assert_int_equal(left, 0);
+        assert_int_equal(nk, 4);
+        assert_int_equal(kinds[0], FRAME_EVENT);
+        assert_int_equal(kinds[3], FRAME_EVENT);
+        assert_int_equal(out.len, 3);
+        assert_memory_equal(out.data, "a\0b", 3);
+        assert_int_equal(err.len, sizeof all);
+        assert_memory_equal(err.data, all, sizeof all);
+        buf_free(&out);
+        buf_free(&err);
+        buf_free(&fr);
+        buf_free(&got);
+}
+
 static const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_output_framed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stdin_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stdin_stream_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_every_byte, setup, teardown),
