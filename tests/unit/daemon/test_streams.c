@@ -710,6 +710,60 @@ static void test_stdin_stream(void **state) {
         buf_free(&req);
 }
 
+static void test_stdin_stream_old_init(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        printf("check: stdin=stream to an init that does not ack (no stdin_acks in its RESP): every byte "
+               "still goes, bounded by the queue to init\n");
+        const size_t total = 4u << 20;
+        static const char line[] = "{\"argv\":[\"cat\"]}\n";
+        struct buf req = BUF_INIT(0);
+        assert_int_equal(buf_printf(&req, "POST /v1/sessions/" SES_ID "/exec?stdin=stream HTTP/1.1\r\n"
+                                          "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n",
+                                    sizeof line - 1, line), 0);
+        for (size_t made = 0; made < total;) {
+                size_t n = MIN((size_t)65536, total - made);
+                assert_int_equal(buf_printf(&req, "%zx\r\n", n), 0);
+                for (size_t i = 0; i < n; i++)
+                        assert_int_equal(buf_putc(&req, (char)(made + i)), 0);
+                made += n;
+                assert_int_equal(buf_puts(&req, "\r\n"), 0);
+        }
+        assert_int_equal(buf_puts(&req, "0\r\n\r\n"), 0);
+        size_t off = 0;
+        for (int i = 0; i < 50 && !init_has_frame(f); i++) {
+                client_push(f, &req, &off);
+                turn(f, 1);
+        }
+        struct proto_hdr h;
+        struct json *j;
+        init_next_frame(f, &h, &j, NULL);
+        assert_int_equal(h.type, PROTO_REQ);
+        json_free(j);
+        uint32_t id = h.id;
+        char resp[64];
+        snprintf(resp, sizeof resp, "{\"pid\":%d}", CMD_PID);
+        init_send_json(f, PROTO_RESP, id, resp);
+        size_t got = 0;
+        bool eof = false;
+        for (int i = 0; i < 20000 && !eof; i++) {
+                client_push(f, &req, &off);
+                turn(f, 1);
+                take_stdin(f, id, &got, &eof);
+        }
+        assert_true(eof);
+        assert_int_equal(got, total);
+        init_send_json(f, PROTO_EXIT, id, "{\"exit_code\":0}");
+        struct buf out = BUF_INIT(0);
+        for (int i = 0; i < 2000 && !stream_ended(&out); i++) {
+                client_drain(f, &out);
+                turn(f, 1);
+        }
+        assert_non_null(strstr(out.data, "{\"type\":\"exit\",\"exit_code\":0}"));
+        buf_free(&out);
+        buf_free(&req);
+}
+
 static void test_stdin_stream_refused(void **state) {
         struct fixture *f = *state;
         hello(f, true);
@@ -816,6 +870,7 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_output_framed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stdin_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stdin_stream_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stdin_stream_old_init, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_every_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stall_without_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_client_leaves, setup, teardown),
