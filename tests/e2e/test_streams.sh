@@ -18,7 +18,7 @@ expect_eq "printf 'a\\000b' exit code" "$rc" "0"
 
 say "every byte 0..255 through stdin and back through stdout"
 fmt=""
-for i in $(seq 0 255); do fmt="$fmt\\$(printf '%03o' "$i")"; done
+for i in $(seq 0 255); do printf -v o '\\%03o' "$i"; fmt="$fmt$o"; done
 printf "$fmt" >"$TMPD/all"
 expect_eq "the host file holds 256 bytes" "$(wc -c <"$TMPD/all")" "256"
 sp exec "$id" -- cat <"$TMPD/all" >"$TMPD/all.back"
