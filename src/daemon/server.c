@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "common/frame.h"
 #include "common/log.h"
 #include "daemon/auth.h"
 #include "daemon/server.h"
@@ -293,6 +294,7 @@ void conn_stream_begin(struct conn *c, int status, const char *content_type) {
                 return;
         conn_send_head(c, status, content_type, -1, NULL);
         c->streaming = true;
+        c->framed = content_type && strcmp(content_type, FRAME_CONTENT_TYPE) == 0;
         conn_flush(c);
         conn_update_events(c);
 }
@@ -322,7 +324,18 @@ void conn_stream_chunk(struct conn *c, const void *data, size_t n) {
 void conn_stream_event(struct conn *c, const struct buf *json_line) {
         if (c->closed || !c->streaming)
                 return;
-        conn_chunk(c, json_line->data, json_line->len, "\n", 1);
+        if (c->framed)
+                conn_stream_data(c, FRAME_EVENT, json_line->data, json_line->len);
+        else
+                conn_chunk(c, json_line->data, json_line->len, "\n", 1);
+}
+
+void conn_stream_data(struct conn *c, uint8_t kind, const void *data, size_t n) {
+        if (c->closed || !c->streaming || !c->framed)
+                return;
+        uint8_t h[FRAME_HDR_SIZE];
+        frame_hdr_encode(kind, (uint32_t)n, h);
+        conn_chunk(c, h, sizeof h, data, n);
 }
 
 void conn_stream_end(struct conn *c) {
@@ -422,6 +435,7 @@ static void on_head(struct conn *c) {
         c->keep_alive = c->req->keep_alive;
         c->resp_done = false;
         c->streaming = false;
+        c->framed = false;
         buf_free(&c->body);
         c->body = BUF_INIT(HTTP_MAX_JSON_BODY);
         log_debug("%s %s", c->req->method, c->req->target);
@@ -619,7 +633,8 @@ void srv_tick(struct daemon *d) {
                         continue;
                 }
                 bool partial = (c->state == CONN_IDLE && (c->in.len > c->in_off || c->parser->head_len > 0)) ||
-                               ((c->state == CONN_BODY_JSON || c->state == CONN_BODY_STREAM) && !c->in_paused);
+                               ((c->state == CONN_BODY_JSON || c->state == CONN_BODY_STREAM) && !c->in_paused &&
+                                !c->streaming); /* a body beside a stream (exec's stdin) may idle */
                 uint64_t limit = d->request_timeout_ms ? d->request_timeout_ms : CONN_REQUEST_TIMEOUT_MS;
                 uint64_t idle_limit = d->idle_timeout_ms ? d->idle_timeout_ms : CONN_IDLE_TIMEOUT_MS;
                 uint64_t since = c->idle_since_ms > c->last_read_ms ? c->idle_since_ms : c->last_read_ms;

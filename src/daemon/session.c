@@ -56,6 +56,14 @@ bool ses_template_in_use(struct daemon *d, const char *name) {
 
 bool ses_out_full(const struct session *s) { return s->out.len - s->out_off > SES_OUT_HIGH; }
 
+bool ses_stdin_full(const struct op *op) {
+        if (ses_out_full(op->ses))
+                return true;
+        /* Before the RESP, count as if init acks: an init that does not is told apart then. */
+        bool counted = op->stdin_stream && (!op->got_resp || op->stdin_acks);
+        return counted && op->stdin_inflight >= SES_STDIN_CREDIT;
+}
+
 /* ---- frames to init ---- */
 
 static void ses_flush(struct session *s) {
@@ -626,6 +634,7 @@ static void on_resp(struct op *op, const struct proto_hdr *h, const struct json 
                         break;
                 }
                 op->got_resp = true;
+                op->stdin_acks = op->stdin_stream && json_get_bool(resp, "stdin_acks", false);
                 (void)json_get_int(resp, "pid", &op->pid);
                 exec_event(op, NULL);
                 if (op->background) {
@@ -713,6 +722,16 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                 if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ)
                         op_frame(op, client, h, payload, j);
                 op_done(op);
+                return;
+        case PROTO_WINDOW:
+                /* init acks streamed stdin (protocol.md §3.15); only where it was asked to */
+                if (op->kind != OP_EXEC || !op->stdin_acks) {
+                        ses_mark_dead(s, "space-init sent an unexpected %s frame", proto_type_name(h->type));
+                        return;
+                }
+                op->stdin_inflight -= MIN((uint64_t)proto_window_decode(payload), op->stdin_inflight);
+                if (client && op->ops->room)
+                        op->ops->room(op, client);
                 return;
         case PROTO_DATA:
                 if (op->kind != OP_READ)

@@ -30,6 +30,10 @@
 #define SES_STREAM_WINDOW (128u << 10)
 #define SES_WINDOW_STEP (32u << 10)
 #define SES_UPLOAD_FRAME (64u << 10)
+/* Streamed stdin (exec?stdin=stream, docs/protocol.md §3.15): bytes sent to init and not
+ * acked yet, past which spaced stops reading the client. Under init's INIT_STDIN_HIGH, so
+ * init never stops reading its socket for stdin (and so never misses a WINDOW grant). */
+#define SES_STDIN_CREDIT (512u << 10)
 #define SES_HELLO_TIMEOUT_MS 10000
 /* A foreground command killed because its client left runs its stream out to the EXIT
  * (output discarded); if a process that escaped the kill keeps its pipes busy past this,
@@ -138,8 +142,8 @@ struct op_ops {
         void (*fail)(struct op *op, void *client, int err, const char *msg);
         /* The client holds more unsent output than a stream may add to: its stream waits. */
         bool (*behind)(struct op *op, void *client);
-        /* init's queue has room again (ses_out_full no longer): an upload paused for it goes
-         * on. NULL: not an upload. */
+        /* init's queue has room again (ses_out_full no longer), or init acked streamed
+         * stdin: an upload paused for it goes on. NULL: not an upload. */
         void (*room)(struct op *op, void *client);
         /* op is done and forgets client (which stops pointing at op). */
         void (*detach)(struct op *op, void *client);
@@ -166,6 +170,12 @@ struct op {
         uint64_t bytes;      /* uploaded or downloaded so far */
         struct utf8_carry carry[2]; /* the handler's: stdout, stderr split mid-character */
         bool upload_failed;  /* the client sent a bad body: abort */
+        /* OP_EXEC with ?stdin=stream: the rest of the request body is the command's stdin.
+         * stdin_acks: init acks it (its RESP said so); stdin_inflight: sent, not acked. */
+        bool stdin_stream;
+        bool stdin_acks;
+        bool stdin_ended;
+        uint64_t stdin_inflight;
         /* A stream with a window (exec, attach, read; protocol.md §3.14): output bytes init
          * may still send, and bytes passed on to the client but not granted back yet. */
         bool windowed;
@@ -241,3 +251,5 @@ void op_client_done(struct op *op);
 void op_client_drained(struct op *op, bool caught_up);
 /* Whether init's queue is full: uploads wait (op_ops.room tells when they may go on). */
 bool ses_out_full(const struct session *s);
+/* Whether op's streamed stdin must wait: init's queue is full, or its credit is used up. */
+bool ses_stdin_full(const struct op *op);
