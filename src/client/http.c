@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,7 +210,7 @@ static int send_all(int fd, const void *data, size_t n, int timeout_ms) {
 
 /* Sends the body from req->body_fd, starting at file offset start. */
 static int send_fd_body(int fd, const struct http_request *req, off_t start) {
-        char tmp[HTTP_READ_SIZE];
+        char tmp[64u << 10]; /* on the caller's stack, which may be a small thread's */
         uint64_t left = req->body_len;
         off_t off = start;
         while (left > 0) {
@@ -577,6 +578,11 @@ static void *pump_run(void *arg) {
                 (void)shutdown(p->sock, SHUT_WR);
                 return NULL;
         }
+        /* From a pipe (`cat big | space exec -i`), a deeper pipe lets the writer run ahead
+         * and each read take more; refused (the per-user pipe limit) it stays as it was. */
+        struct stat st;
+        if (fstat(p->in_fd, &st) == 0 && S_ISFIFO(st.st_mode) && fcntl(p->in_fd, F_GETPIPE_SZ) < (int)HTTP_STREAM_CHUNK)
+                (void)fcntl(p->in_fd, F_SETPIPE_SZ, (int)HTTP_STREAM_CHUNK);
         for (;;) {
                 int r = pump_wait(p, p->in_fd, POLLIN);
                 if (r <= 0)

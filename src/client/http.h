@@ -12,7 +12,7 @@
 #define HTTP_MAX_CHUNK_LINE 1024      /* "size;ext\r\n" line of a chunked body */
 #define HTTP_MAX_HOST 256
 #define HTTP_MAX_TARGET 8192          /* path + query of one request */
-#define HTTP_READ_SIZE (64u << 10)
+#define HTTP_READ_SIZE (256u << 10)
 #define HTTP_STREAM_CHUNK (256u << 10) /* one chunk of a streamed request body */
 
 enum http_addr_kind { HTTP_ADDR_UNIX = 1, HTTP_ADDR_TCP = 2 };

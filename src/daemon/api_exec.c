@@ -123,6 +123,8 @@ static void proc_started(struct op *op, struct conn *c, const struct json *resp)
         const char *accept = http_request_header(c->req, "Accept");
         bool framed = accept && text_list_has_token(accept, FRAME_CONTENT_TYPE);
         conn_stream_begin(c, 200, framed ? FRAME_CONTENT_TYPE : "application/x-ndjson");
+        if (framed)
+                op_window_widen(op, SES_STREAM_WINDOW_RAW); /* no JSON expansion: a wider window */
         struct api_json j;
         if (op->kind == OP_EXEC) {
                 event_begin(&j, "start");

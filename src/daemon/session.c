@@ -126,8 +126,19 @@ bool ses_req_window(const struct session *s, struct json_writer *w) {
 
 void op_window_start(struct op *op) {
         op->windowed = true;
+        op->window_size = SES_STREAM_WINDOW;
         op->window_left = SES_STREAM_WINDOW;
         op->owed = 0;
+}
+
+void op_window_widen(struct op *op, uint32_t size) {
+        if (!op->windowed || op->done || size <= op->window_size)
+                return;
+        uint8_t p[PROTO_WINDOW_LEN];
+        proto_window_encode(size - op->window_size, p);
+        op->window_left += size - op->window_size;
+        op->window_size = size;
+        (void)ses_send(op->ses, PROTO_WINDOW, op->id, p, sizeof p);
 }
 
 /* Whether a frame of this type carries output counted against op's window. */
@@ -145,9 +156,9 @@ static bool op_output_frame(const struct op *op, const struct proto_hdr *h) {
 
 /* Gives init back the bytes passed on to op's client, unless that client is behind (it
  * gets them when it drains: op_client_drained). Small amounts wait for a step's worth
- * (init still has most of its window then). */
+ * (a quarter of the window: init still has most of it then). */
 static void op_window_grant(struct op *op) {
-        if (!op->windowed || op->done || op->owed < SES_WINDOW_STEP)
+        if (!op->windowed || op->done || op->owed < op->window_size / 4)
                 return;
         if (op->client && op->ops->behind(op, op->client))
                 return;

@@ -21,19 +21,22 @@
 #define SES_OUT_HIGH (1u << 20)
 #define SES_OUT_LOW (256u << 10)
 #define SES_OUT_MAX (8u << 20)
-#define SES_READ_CHUNK (64u << 10)
+#define SES_READ_CHUNK (256u << 10)
 /* Per-stream flow control (docs/protocol.md §3.14): output bytes of one exec, attach or
  * download that space-init may send before spaced grants more. spaced grants what it has
- * passed on, in steps of at least SES_WINDOW_STEP, while the stream's client is under
+ * passed on, in steps of a quarter of the window, while the stream's client is under
  * CONN_OUT_HIGH; so a client that reads nothing holds at most CONN_OUT_HIGH + the window
- * (times the JSON expansion, at worst 6 for control bytes) and stops only its own stream. */
+ * and stops only its own stream. A stream starts with SES_STREAM_WINDOW, which NDJSON
+ * (up to 6 times the bytes, for control bytes as JSON escapes) keeps; a stream whose bytes
+ * go out as they are (the binary framing, a file download) is widened to
+ * SES_STREAM_WINDOW_RAW at once, so that init is rarely waiting for a grant. */
 #define SES_STREAM_WINDOW (128u << 10)
-#define SES_WINDOW_STEP (32u << 10)
+#define SES_STREAM_WINDOW_RAW (1u << 20)
 #define SES_UPLOAD_FRAME (64u << 10)
 /* Streamed stdin (exec?stdin=stream, docs/protocol.md §3.15): bytes sent to init and not
  * acked yet, past which spaced stops reading the client. Under init's INIT_STDIN_HIGH, so
  * init never stops reading its socket for stdin (and so never misses a WINDOW grant). */
-#define SES_STDIN_CREDIT (512u << 10)
+#define SES_STDIN_CREDIT (1u << 20)
 #define SES_HELLO_TIMEOUT_MS 10000
 /* A foreground command killed because its client left runs its stream out to the EXIT
  * (output discarded); if a process that escaped the kill keeps its pipes busy past this,
@@ -179,6 +182,7 @@ struct op {
         /* A stream with a window (exec, attach, read; protocol.md §3.14): output bytes init
          * may still send, and bytes passed on to the client but not granted back yet. */
         bool windowed;
+        uint32_t window_size; /* granted in all: SES_STREAM_WINDOW, or widened */
         uint32_t window_left;
         uint32_t owed;
         uint64_t drain_deadline_ms; /* OP_EXEC killed for a gone client: cancel after this */
@@ -241,6 +245,8 @@ int ses_send_req(struct session *s, uint32_t id, const struct buf *json);
  * whether it did, and then op_window_start must be called on the request's op. */
 bool ses_req_window(const struct session *s, struct json_writer *w);
 void op_window_start(struct op *op);
+/* Grows op's window to size (no smaller): a stream of raw bytes (SES_STREAM_WINDOW_RAW). */
+void op_window_widen(struct op *op, uint32_t size);
 void op_done(struct op *op);
 /* The client of op went away: a foreground command is killed, a stream cancelled. */
 void op_client_gone(struct op *op);
