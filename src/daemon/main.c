@@ -352,7 +352,7 @@ int main(int argc, char **argv) {
         log_set_level(level);
 
         struct daemon dm = { .unix_src.fd = -1, .tcp_src.fd = -1, .sig_src.fd = -1, .timer_src.fd = -1,
-                             .tpl_src.fd = -1, .tpl_wfd = -1, .job_src.fd = -1, .reaper_src.fd = -1,
+                             .accept_src.fd = -1, .tpl_src.fd = -1, .tpl_wfd = -1, .job_src.fd = -1, .reaper_src.fd = -1,
                              .starter_src.fd = -1 };
         struct daemon *d = &dm;
         d->limits = limits;
