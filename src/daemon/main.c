@@ -179,14 +179,14 @@ static int check_data_dir(const char *data_dir) {
                 log_error("snapshot store %s: %s", spath, store_error_detail());
                 return r;
         }
-        char why[512];
+        char why[1024];
         _cleanup_meta_ struct meta *m = NULL;
-        r = meta_open(mpath, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m);
+        r = util_meta_open(mpath, &m, why, sizeof why);
         if (r < 0)
-                log_error("metadata store %s: %s", mpath, why);
+                log_error("metadata store %s", why);
         if (r == -EPROTO)
-                log_error("refusing the data directory %s, nothing in it was changed: a newer spaced than %s "
-                          "wrote it (run that one on it, or this one on another --data)", data_dir, SPACED_VERSION);
+                log_error("refusing the data directory %s, nothing in it was changed (run a newer spaced on it, "
+                          "or this one on another --data)", data_dir);
         return r;
 }
 
@@ -198,9 +198,10 @@ static int check_tcp_tokens(const char *data_dir) {
                 return -ENOMEM;
         _cleanup_meta_ struct meta *m = NULL;
         size_t n = 0;
-        int r = meta_open(path, NULL, &m);
+        char why[1024];
+        int r = util_meta_open(path, &m, why, sizeof why);
         if (r < 0) {
-                log_error("metadata store %s: %s", path, strerror(-r));
+                log_error("metadata store %s", why);
                 return r;
         }
         if ((r = auth_usable_tokens(m, &n)) < 0) {
@@ -389,7 +390,7 @@ int main(int argc, char **argv) {
         log_set_level(level);
 
         struct daemon dm = { .unix_src.fd = -1, .tcp_src.fd = -1, .sig_src.fd = -1, .timer_src.fd = -1,
-                             .tpl_src.fd = -1, .tpl_wfd = -1, .job_src.fd = -1, .reaper_src.fd = -1,
+                             .accept_src.fd = -1, .tpl_src.fd = -1, .tpl_wfd = -1, .job_src.fd = -1, .reaper_src.fd = -1,
                              .starter_src.fd = -1 };
         struct daemon *d = &dm;
         d->limits = limits;

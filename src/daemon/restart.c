@@ -42,9 +42,10 @@ int dur_open(struct daemon *d) {
         _cleanup_free_ char *mpath = NULL, *spath = NULL;
         if (asprintf(&mpath, "%s/meta.db", d->data_dir) < 0 || asprintf(&spath, "%s/store", d->data_dir) < 0)
                 return -ENOMEM;
-        int r = meta_open(mpath, NULL, &d->meta);
+        char why[1024];
+        int r = util_meta_open(mpath, &d->meta, why, sizeof why);
         if (r < 0) {
-                log_error("metadata store %s: %s", mpath, strerror(-r));
+                log_error("metadata store %s", why);
                 return r;
         }
         /* zero limits (a daemon a test made): the defaults */

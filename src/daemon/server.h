@@ -28,6 +28,9 @@
 /* A keep-alive connection with no request in progress is closed after this: idle clients
  * would otherwise hold the connection slots forever. Clients reconnect. */
 #define CONN_IDLE_TIMEOUT_MS 120000
+/* How long the listeners rest when accept has no fd to give (EMFILE): the waiting clients
+ * stay queued in the backlog and the loop does not spin on a listener it cannot serve. */
+#define SRV_ACCEPT_BACKOFF_MS 100u
 
 struct daemon;
 struct conn;

@@ -194,7 +194,7 @@ int ses_op_new(struct session *s, enum op_kind kind, const struct op_ops *ops, v
         op->client = client;
         op->kind = kind;
         op->pid = -1;
-        op->id = kind == OP_HELLO ? 0 : ses_alloc_id(s);
+        op->id = ses_alloc_id(s);
         op->next = s->ops;
         if (s->ops)
                 s->ops->prev = op;
@@ -231,7 +231,7 @@ void op_done(struct op *op) {
 
 static struct op *op_find(struct session *s, uint32_t id) {
         for (struct op *op = s->ops; op; op = op->next)
-                if (op->id == id && op->kind != OP_HELLO)
+                if (op->id == id)
                         return op;
         return NULL;
 }
@@ -281,9 +281,6 @@ static void op_abandon(struct op *op) {
         case OP_WRITE:
                 if (!ses_dead(s))
                         (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);
-                op_done(op);
-                return;
-        case OP_HELLO:
                 op_done(op);
                 return;
         case OP_SIMPLE:
@@ -669,7 +666,6 @@ static void on_resp(struct op *op, const struct proto_hdr *h, const struct json 
                 op_done(op);
                 break;
         case OP_KILL:
-        case OP_HELLO:
                 op_done(op);
                 return;
         }

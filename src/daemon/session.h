@@ -126,7 +126,6 @@ enum op_kind {
         OP_READ,
         OP_WRITE,
         OP_SIMPLE, /* one REQ, one RESP: ps, list, stat, mkdir, remove, signal */
-        OP_HELLO,  /* POST /v1/sessions waiting for init's HELLO */
         OP_KILL,   /* fire-and-forget signal after a client vanished: its RESP is dropped */
 };
 

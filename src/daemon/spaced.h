@@ -71,6 +71,8 @@ struct daemon {
         const struct runtime_ops *rt;
         struct loop_src unix_src;
         struct loop_src tcp_src;
+        struct loop_src accept_src; /* the accept back-off timer (server.c) */
+        bool accept_short;          /* accept is out of fds: logged, backing off */
         struct loop_src sig_src;
         struct loop_src timer_src;
         struct loop_src tpl_src;  /* read end of the template workers' pipe */

@@ -76,7 +76,7 @@ static int setup(void **state) {
         snprintf(f->tmp, sizeof f->tmp, "/tmp/spaced-streams.XXXXXX");
         assert_non_null(mkdtemp(f->tmp));
         f->d = (struct daemon){ .data_dir = f->tmp, .rt = &fake_rt, .router = &api_router,
-                                .unix_src.fd = -1, .tcp_src.fd = -1 };
+                                .unix_src.fd = -1, .tcp_src.fd = -1, .accept_src.fd = -1 };
         assert_int_equal(loop_new(&f->d.loop), 0);
         char path[128];
         snprintf(path, sizeof path, "%s/meta.db", f->tmp);
