@@ -89,6 +89,25 @@ static void conn_close(struct conn *c) {
         (void)loop_defer(c->d->loop, conn_free_deferred, c);
 }
 
+/* The answer is out and the connection ends. A TCP client's request body that was not read
+ * (an answer before it, a command that left its stdin unread) must not be closed on: the
+ * kernel would answer the unread bytes with a reset, and a reset can destroy the end of the
+ * answer before the client read it. So shut down our side and drop what comes until EOF. */
+static void conn_end(struct conn *c) {
+        if (c->closed)
+                return;
+        if (!c->tcp || !c->linger || c->peer_closed || shutdown(c->src.fd, SHUT_WR) < 0) {
+                conn_close(c);
+                return;
+        }
+        c->state = CONN_LINGER;
+        c->in_paused = false;
+        c->linger_until_ms = util_now_ms() + CONN_LINGER_MS;
+        buf_free(&c->in);
+        c->in_off = 0;
+        conn_update_events(c);
+}
+
 bool conn_over_high(const struct conn *c) { return c->out.len - c->out_off > CONN_OUT_HIGH; }
 
 bool conn_below_low(const struct conn *c) { return c->out.len - c->out_off < CONN_OUT_LOW; }
@@ -116,7 +135,7 @@ static void conn_flush(struct conn *c) {
                 c->out_off = 0;
         }
         if (c->state == CONN_CLOSING && c->out.len == 0)
-                conn_close(c);
+                conn_end(c);
 }
 
 static void conn_update_events(struct conn *c) {
@@ -165,11 +184,12 @@ static void conn_request_done(struct conn *c) {
                 /* Answered before the body was read (an error): rather than read up to 256 MiB
                  * we don't want, close once the answer is out. */
                 c->keep_alive = false;
+                c->linger = true;
         }
         if (!c->keep_alive) {
                 c->state = CONN_CLOSING;
                 if (c->out.len == c->out_off)
-                        conn_close(c);
+                        conn_end(c);
                 return;
         }
         c->state = CONN_IDLE;
@@ -509,7 +529,7 @@ static void conn_process(struct conn *c) {
                 return;
         c->in_process = true;
         while (!c->closed) {
-                if (c->state == CONN_WAIT || c->state == CONN_CLOSING || c->in_paused)
+                if (c->state == CONN_WAIT || c->state == CONN_CLOSING || c->state == CONN_LINGER || c->in_paused)
                         break;
                 /* An early answer (error) while the body still came: stop here. */
                 if (c->resp_done && c->state != CONN_IDLE && c->state != CONN_BODY_DISCARD)
@@ -567,7 +587,28 @@ out:
                 conn_update_events(c);
 }
 
+/* CONN_LINGER: what the client still sends is dropped; its EOF, an error, the deadline or
+ * CONN_LINGER_MAX bytes end the connection. */
+static void conn_read_linger(struct conn *c) {
+        char tmp[16u << 10];
+        for (int i = 0; i < 16; i++) {
+                ssize_t n = recv(c->src.fd, tmp, sizeof tmp, MSG_DONTWAIT);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return;
+                if (n <= 0 || (c->lingered += (uint64_t)n) > CONN_LINGER_MAX) {
+                        conn_close(c);
+                        return;
+                }
+        }
+}
+
 static void conn_read(struct conn *c) {
+        if (c->state == CONN_LINGER) {
+                conn_read_linger(c);
+                return;
+        }
         if (c->in_off > 0) {
                 buf_consume(&c->in, c->in_off);
                 c->in_off = 0;
@@ -616,6 +657,11 @@ void srv_tick(struct daemon *d) {
         uint64_t now = util_now_ms();
         for (struct conn *c = d->conns, *next; c; c = next) {
                 next = c->next;
+                if (c->state == CONN_LINGER) {
+                        if (now > c->linger_until_ms)
+                                conn_close(c);
+                        continue;
+                }
                 if (head_overdue(c, now)) {
                         uint64_t ms = lim(d->limits.head_ms, LIM_HEAD_MS);
                         log_info("closing a client whose request head did not arrive within %llu ms",

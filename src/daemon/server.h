@@ -25,6 +25,8 @@
  * (spaced --limit). */
 /* A request body that stops arriving half-way is answered 408 after this. */
 #define CONN_REQUEST_TIMEOUT_MS 60000
+#define CONN_LINGER_MS 2000
+#define CONN_LINGER_MAX (64u << 20) /* bytes dropped in CONN_LINGER before closing anyway */
 /* A keep-alive connection with no request in progress is closed after this: idle clients
  * would otherwise hold the connection slots forever. Clients reconnect. */
 #define CONN_IDLE_TIMEOUT_MS 120000
@@ -68,6 +70,10 @@ enum conn_state {
         CONN_BODY_DISCARD,/* answered already; dropping the rest of the body */
         CONN_WAIT,        /* the handler answers asynchronously */
         CONN_CLOSING,     /* flush what is queued, then close */
+        CONN_LINGER,      /* answered and shut down for writing, with the request unread: the
+                           * rest is read and dropped until EOF or CONN_LINGER_MS, so that the
+                           * kernel does not answer it with a reset that can cut off the tail
+                           * of the answer (a TCP client's exec whose command left stdin unread) */
 };
 
 struct conn {
@@ -90,6 +96,9 @@ struct conn {
         bool stranger;         /* TCP, and no request of it authenticated yet */
         uint8_t peer[16];      /* TCP: the client's IPv6 /64 or IPv4 address (v4-mapped) */
         uint64_t head_since_ms; /* a request head is due since (accept, its first byte); 0: none */
+        bool linger;           /* closing with the request's body unread: CONN_LINGER first */
+        uint64_t linger_until_ms;
+        uint64_t lingered;     /* bytes dropped in CONN_LINGER */
         char tenant[META_NAME_MAX + 1]; /* whose sessions this request may see (auth.h) */
         uint64_t last_read_ms;
         uint64_t idle_since_ms; /* when the last response was complete (or the accept) */
