@@ -1,5 +1,5 @@
 #!/bin/bash
-# Out of file descriptors (#21 item 1): spaced's open files limit (soft and hard) is lowered
+# Out of file descriptors (a defect noted by an earlier session): spaced's open files limit (soft and hard) is lowered
 # to a few above what it holds, and 100 loopback connections wait on its listener. accept
 # fails with EMFILE while the listener stays readable: spaced must back off rather than
 # spin (its CPU time over 3 s stays low), log the shortage a few times rather than per

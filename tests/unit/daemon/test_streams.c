@@ -625,6 +625,32 @@ static void take_stdin(struct fixture *f, uint32_t id, size_t *got, bool *eof) {
         buf_free(&p);
 }
 
+/* Appends bytes from..total of the stdin pattern (byte i is (char)i) as 64 KiB chunks. */
+static void chunk_pattern(struct buf *req, size_t from, size_t total) {
+        while (from < total) {
+                size_t n = MIN((size_t)65536, total - from);
+                assert_int_equal(buf_printf(req, "%zx\r\n", n), 0);
+                for (size_t i = 0; i < n; i++)
+                        assert_int_equal(buf_putc(req, (char)(from + i)), 0);
+                from += n;
+                assert_int_equal(buf_puts(req, "\r\n"), 0);
+        }
+}
+
+/* Pushes req until init has a frame, which must be the exec REQ: its JSON (the caller frees). */
+static struct json *push_until_req(struct fixture *f, const struct buf *req, size_t *off, uint32_t *id) {
+        for (int i = 0; i < 50 && !init_has_frame(f); i++) {
+                client_push(f, req, off);
+                turn(f, 1);
+        }
+        struct proto_hdr h;
+        struct json *j;
+        init_next_frame(f, &h, &j, NULL);
+        assert_int_equal(h.type, PROTO_REQ);
+        *id = h.id;
+        return j;
+}
+
 static void test_stdin_stream(void **state) {
         struct fixture *f = *state;
         hello(f, true);
@@ -639,30 +665,16 @@ static void test_stdin_stream(void **state) {
         for (; made < 10; made++)
                 assert_int_equal(buf_putc(&req, (char)made), 0);
         assert_int_equal(buf_puts(&req, "\r\n"), 0);
-        while (made < total) {
-                size_t n = MIN((size_t)65536, total - made);
-                assert_int_equal(buf_printf(&req, "%zx\r\n", n), 0);
-                for (size_t i = 0; i < n; i++)
-                        assert_int_equal(buf_putc(&req, (char)(made + i)), 0);
-                made += n;
-                assert_int_equal(buf_puts(&req, "\r\n"), 0);
-        }
+        chunk_pattern(&req, made, total);
         assert_int_equal(buf_puts(&req, "0\r\n\r\n"), 0);
 
         size_t off = 0;
-        for (int i = 0; i < 50 && !init_has_frame(f); i++) {
-                client_push(f, &req, &off);
-                turn(f, 1);
-        }
-        struct proto_hdr h;
-        struct json *j;
-        init_next_frame(f, &h, &j, NULL);
-        assert_int_equal(h.type, PROTO_REQ);
+        uint32_t id;
+        struct json *j = push_until_req(f, &req, &off, &id);
         assert_string_equal(json_get_str(j, "op"), "exec");
         assert_true(json_get_bool(j, "stdin", false));
         assert_true(json_get_bool(j, "stdin_acks", false));
         json_free(j);
-        uint32_t id = h.id;
         char resp[64];
         snprintf(resp, sizeof resp, "{\"pid\":%d,\"stdin_acks\":true}", CMD_PID);
         init_send_json(f, PROTO_RESP, id, resp);
@@ -721,26 +733,11 @@ static void test_stdin_stream_old_init(void **state) {
         assert_int_equal(buf_printf(&req, "POST /v1/sessions/" SES_ID "/exec?stdin=stream HTTP/1.1\r\n"
                                           "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n",
                                     sizeof line - 1, line), 0);
-        for (size_t made = 0; made < total;) {
-                size_t n = MIN((size_t)65536, total - made);
-                assert_int_equal(buf_printf(&req, "%zx\r\n", n), 0);
-                for (size_t i = 0; i < n; i++)
-                        assert_int_equal(buf_putc(&req, (char)(made + i)), 0);
-                made += n;
-                assert_int_equal(buf_puts(&req, "\r\n"), 0);
-        }
+        chunk_pattern(&req, 0, total);
         assert_int_equal(buf_puts(&req, "0\r\n\r\n"), 0);
         size_t off = 0;
-        for (int i = 0; i < 50 && !init_has_frame(f); i++) {
-                client_push(f, &req, &off);
-                turn(f, 1);
-        }
-        struct proto_hdr h;
-        struct json *j;
-        init_next_frame(f, &h, &j, NULL);
-        assert_int_equal(h.type, PROTO_REQ);
-        json_free(j);
-        uint32_t id = h.id;
+        uint32_t id;
+        json_free(push_until_req(f, &req, &off, &id));
         char resp[64];
         snprintf(resp, sizeof resp, "{\"pid\":%d}", CMD_PID);
         init_send_json(f, PROTO_RESP, id, resp);
