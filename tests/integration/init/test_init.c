@@ -833,7 +833,7 @@ static void test_random_frames(void **state) {
                         req[n++] = '}';
                 uint8_t type = (uint8_t)(PROTO_REQ + rand_r(&seed) % 9); /* REQ..WINDOW, and the init-only types */
                 uint32_t id = 1 + rand_r(&seed) % 50;
-                size_t len = type == PROTO_CANCEL ? 0 : type == PROTO_WINDOW ? PROTO_WINDOW_LEN : n;
+                size_t len = type == PROTO_CANCEL ? 0 : type == PROTO_WINDOW ? PROTO_WINDOW_LEN : type == PROTO_KEY ? PROTO_KEY_LEN : n;
                 if (len > n) /* a WINDOW's 4 bytes from whatever the request text holds */
                         memset(req + n, 0x7f, len - n);
                 assert_int_equal(initc_send(&f->c, type, id, req, len), 0);
