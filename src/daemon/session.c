@@ -655,6 +655,18 @@ static int key_unhex(const char *hex, uint8_t ret[PROTO_KEY_LEN]) {
 }
 
 int ses_key_give(struct session *s) {
+        if (!s->dir)
+                return -EINVAL;
+        /* Sent after its HELLO says it takes one: an older init (restored from a memory
+         * snapshot made before keys) would close the connection at an unknown frame. */
+        s->key_offer = true;
+        s->proof_pending = false; /* this connection is the one the runtime made for us */
+        s->init_key_set = false;
+        return 0;
+}
+
+/* The first HELLO on the connection a runtime made: a new key for init, on record first. */
+static int key_send(struct session *s) {
         _cleanup_free_ char *path = NULL;
         int r = key_path(s, &path);
         if (r < 0)
@@ -670,6 +682,7 @@ int ses_key_give(struct session *s) {
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
+        errno = 0;
         if (fchmod(fd, 0600) < 0 || write(fd, hex, strlen(hex)) != (ssize_t)strlen(hex))
                 return errno ? -errno : -EIO;
         r = ses_send(s, PROTO_KEY, 0, key, sizeof key);
@@ -677,8 +690,19 @@ int ses_key_give(struct session *s) {
                 return r;
         memcpy(s->init_key, key, sizeof key);
         s->init_key_set = true;
-        s->proof_pending = false; /* this connection is the one the runtime made for us */
         return 0;
+}
+
+static void key_offer(struct session *s, const struct json *hello) {
+        s->key_offer = false;
+        if (!json_get_bool(hello, "keys", false)) {
+                log_warn("%s: the space-init of sandbox %s takes no key (an older one): a re-attach will not "
+                         "ask it for proof", s->id, s->sbx_id);
+                return;
+        }
+        int r = key_send(s);
+        if (r < 0)
+                ses_mark_dead(s, "giving space-init its key: %s", strerror(-r));
 }
 
 int ses_key_require(struct session *s) {
@@ -690,6 +714,7 @@ int ses_key_require(struct session *s) {
         if (fd < 0 && errno == ENOENT)
                 return -ENOENT;
         /* From here on, failing closed: no HELLO can prove itself without a key. */
+        s->key_offer = false;
         s->init_key_set = false;
         s->proof_pending = true;
         s->refused = 0;
@@ -781,6 +806,11 @@ static void on_hello(struct session *s, const struct json *hello) {
         }
         if (s->hello_deadline_ms == 0)
                 return; /* not waiting for one */
+        if (s->key_offer) {
+                key_offer(s, hello);
+                if (ses_dead(s))
+                        return;
+        }
         /* Per connection: a re-attached sandbox may run an init from before windows. */
         s->init_window = json_get_bool(hello, "window", false);
         s->hello_deadline_ms = 0;

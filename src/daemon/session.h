@@ -110,6 +110,7 @@ struct session {
          * its HELLO before anything it sends is acted on (proof_pending). */
         uint8_t init_key[PROTO_KEY_LEN];
         bool init_key_set;
+        bool key_offer;      /* the runtime's own connection: a key follows its HELLO */
         bool proof_pending;
         uint64_t proof_deadline_ms; /* no proven HELLO by then: the sandbox is lost */
         uint64_t reconnect_at_ms;   /* a refused connection: connect again then */
@@ -207,8 +208,9 @@ void ses_free(struct session *s);
 void ses_mark_dead(struct session *s, const char *fmt, ...) _printf_(2, 3);
 /* Watches the new sandbox s->sb (init socket, pidfd) and waits for HELLO. */
 int ses_watch(struct session *s);
-/* A new sandbox s->sb, watched: makes its init key, keeps it in s->dir (SES_KEY_FILE, for
- * a restarted daemon) and sends it to init on the connection only the daemon holds. */
+/* A new sandbox s->sb, watched: once its HELLO says init takes a key ("keys"), makes one,
+ * keeps it in s->dir (SES_KEY_FILE, for a restarted daemon) and sends it to init on the
+ * connection the runtime made (which only the daemon holds). */
 int ses_key_give(struct session *s);
 /* A re-attached sandbox, watched: its HELLO must carry the key kept in s->dir. 0 and
  * proof required, -ENOENT if none is on record (a sandbox of an older daemon), other
