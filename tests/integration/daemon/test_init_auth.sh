@@ -9,6 +9,15 @@
 . "$(dirname "$0")/lib.sh" initauth "${1:-}"
 FAKE=$BIN/fake-init
 logged() { tail -c +"$OFF" "$LOG" | grep -q "$1"; } # since offset OFF of the log
+# The session's state stays "running" in meta across the restart: wait for the re-attach
+# itself (10 s at most), then for the sandbox that answers.
+attached() {
+        for _ in $(seq 100); do
+                logged "re-attached sandbox $1" && return 0
+                sleep 0.1
+        done
+        return 1
+}
 [ -x "$FAKE" ] || { echo "FAIL: $FAKE is not built"; exit 1; }
 
 ROOT=$T/rootfs
@@ -55,7 +64,7 @@ check "the session says why it is not attached yet" test "$(api "$UA" | jx '.err
 # The real init answers again: spaced connects anew and takes it.
 mv -f "$RUN/init.sock.real" "$RUN/init.sock"
 check "spaced then re-attaches the real init on the same sandbox" \
-        test "$(wait_state "$A" running 80 && api "$UA" | jget init_pid)/$(api "$UA" | jget sandbox_id)" = "$IPID/$SBX"
+        test "$(attached "$SBX" && api "$UA" | jget init_pid)/$(api "$UA" | jget sandbox_id)" = "$IPID/$SBX"
 check "nothing was rolled back (the change after the snapshot is there)" test "$(sh_in "$A" 'cat /root/draft.txt')" = v2
 check "no recovery happened" test "$(api "$UA" | jget recoveries)/$(api "$UA/events?limit=1000" | jx '[req("events")[] | select(req("kind") == "recovery")] | length')" = 0/0
 wait "$FPID"
@@ -78,7 +87,7 @@ for _ in $(seq 50); do
 done
 check "a HELLO without a key is refused" logged "did not prove it is its space-init: its HELLO has no key"
 mv -f "$RUN/init.sock.real" "$RUN/init.sock"
-check "and the real init is taken once it answers" test "$(wait_state "$A" running 80 && api "$UA" | jget init_pid)" = "$IPID"
+check "and the real init is taken once it answers" test "$(attached "$SBX" && api "$UA" | jget init_pid)" = "$IPID"
 wait "$FPID"
 
 # ---- a sandbox with no key on record (made by an older spaced) ----
@@ -87,9 +96,35 @@ gone "$PID" || bad "spaced did not die"
 rm -f "$KEYF"
 OFF=$(wc -c <"$LOG")
 start_daemon || exit 1
-check "it is re-attached without proof" test "$(wait_state "$A" running 50 && api "$UA" | jget init_pid)" = "$IPID"
+check "it is re-attached without proof" test "$(attached "$SBX" && api "$UA" | jget init_pid)" = "$IPID"
 check "with a warning in the log" logged "sandbox $SBX has no init key on record"
 check "and it still runs commands" test "$(sh_in "$A" 'cat /root/draft.txt')" = v2
 
 api -X DELETE "$UA" >/dev/null
+
+# ---- gvisor: the key through the relay; a wrong one on record is refused ----
+if [ -x "${SPACE_RUNSC:-/usr/bin/runsc}" ]; then
+        G=$(api -X POST http://x/v1/sessions -d '{"template":"mini","runtime":"gvisor","memory":"128M","snapshot_interval_ms":0}' | jget id)
+        UG=http://x/v1/sessions/$G
+        GSBX=$(api "$UG" | jget sandbox_id)
+        sh_in "$G" 'echo g2 > /root/draft.txt' >/dev/null
+        check "gvisor: the key is on record" test "$(stat -c %a "$L/sandboxes/$GSBX/init.key" 2>&1)" = 600
+        kill -9 "$PID"
+        gone "$PID" || bad "spaced did not die"
+        OFF=$(wc -c <"$LOG")
+        start_daemon || exit 1
+        check "gvisor: re-attached, the key shown through the relay" \
+                test "$(attached "$GSBX" && api "$UG" | jget sandbox_id)/$(sh_in "$G" 'cat /root/draft.txt')" = "$GSBX/g2"
+        check "gvisor: without a refusal" sh -c "! tail -c +$OFF '$LOG' | grep -q 'refused a connection\|no init key'"
+        kill -9 "$PID"
+        gone "$PID" || bad "spaced did not die"
+        printf '%064d\n' 7 >"$L/sandboxes/$GSBX/init.key"
+        OFF=$(wc -c <"$LOG")
+        start_daemon || exit 1
+        for _ in $(seq 50); do logged "refused a connection to sandbox $GSBX" && break; sleep 0.1; done
+        check "gvisor: an init that cannot show the key on record is refused" logged "sandbox $GSBX that did not prove it is its space-init: its HELLO has the wrong key"
+        api -X DELETE "$UG" >/dev/null
+else
+        echo "# no runsc: the gvisor part is not run"
+fi
 finish initauth
