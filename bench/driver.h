@@ -75,8 +75,8 @@ static inline int bench_box_start(struct bench_env *env, struct bench_box *b, co
         snprintf(b->run, sizeof b->run, "%s/run", b->dir);
         if (rt_mkdir_p(b->upper, 0755) < 0 || rt_mkdir_p(b->wd, 0700) < 0 || rt_mkdir_p(b->run, 0700) < 0)
                 return -EIO;
-        if (spec->shift_owner)
-                (void)chown(b->upper, RT_ID_BASE, RT_ID_BASE);
+        if (spec->shift_owner && chown(b->upper, RT_ID_BASE, RT_ID_BASE) < 0)
+                return -errno;
         if (spec->files && bench_copy_tree(spec->files, b->upper) < 0)
                 return -EIO;
         char lower[600];

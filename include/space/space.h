@@ -13,7 +13,8 @@ typedef struct space_session space_session;
 /* Limits the library enforces on what the daemon sends back. */
 #define SPACE_MAX_RESPONSE (16u << 20)   /* a JSON answer (session list, ps, ...) */
 #define SPACE_MAX_EVENT (8u << 20)       /* one NDJSON line of a stream */
-#define SPACE_MAX_STDIN (512u << 10)     /* stdin sent with an exec (JSON body is 1 MiB) */
+#define SPACE_MAX_STDIN (512u << 10)     /* stdin_data sent with an exec (JSON body is 1 MiB);
+                                          * stdin_stream has no limit */
 #define SPACE_MAX_UPLOAD (256ull << 20)  /* one file upload, as the daemon allows */
 #define SPACE_MAX_ARGV 4096              /* argv and env entries of one exec */
 #define SPACE_MAX_TOKEN 256              /* a session token ([A-Za-z0-9_-]) */
@@ -249,7 +250,7 @@ typedef int (*space_output_fn)(void *userdata, enum space_stream stream, const v
 /* Called once with the pid as soon as the daemon reports the start. */
 typedef void (*space_start_fn)(void *userdata, int pid);
 
-#define SPACE_EXEC_OPTS_VERSION 1
+#define SPACE_EXEC_OPTS_VERSION 2 /* 2 added stdin_stream, stdin_fd; version 1 structs are still accepted */
 struct space_exec_opts {
         unsigned version;       /* SPACE_EXEC_OPTS_VERSION */
         const char *const *argv; /* NULL-terminated, at least one entry */
@@ -262,6 +263,12 @@ struct space_exec_opts {
         space_output_fn on_output;
         space_start_fn on_start;
         void *userdata;
+        /* Version 2: stream stdin_fd to the command's stdin until its end-of-file, any
+         * length, while the output arrives (a thread of the library reads the fd; the
+         * daemon holds it back while the command does not read). Not with stdin_data or
+         * background. Reading the fd stops once the command has exited. */
+        bool stdin_stream;
+        int stdin_fd;
 };
 #define SPACE_EXEC_OPTS_INIT .version = SPACE_EXEC_OPTS_VERSION
 

@@ -117,8 +117,9 @@ const struct cli_cmd cli_commands[] = {
                 .about = "Run a command in a sandbox. Its stdout and stderr are streamed to ours as they\n"
                          "come; space exits with the command's exit code, 128+N when signal N killed it,\n"
                          "127 when it could not be started, 1 on other errors.\n"
-                         "Our stdin is sent to the command (at most 512 KiB) with -i or when stdin is not a\n"
-                         "terminal; use </dev/null to send nothing.\n",
+                         "Our stdin is streamed to the command until its end (any length, as fast as the\n"
+                         "command reads it) with -i or when stdin is not a terminal; use </dev/null to\n"
+                         "send nothing.\n",
                 .opts = (const struct cli_opt[]){
                         { "interactive", 'i', CLI_OPT_FLAG, NULL, .doc = "send stdin even when it is a terminal" },
                         { "cwd", 'w', CLI_OPT_STR, "DIR", .doc = "working directory inside the sandbox" },

@@ -1,6 +1,7 @@
 /* space exec, logs, kill, ps: the commands on a sandbox's processes (their rows are in
  * commands.c). exec and logs --follow exit with the command's status (128+N when signal N
  * killed it). */
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,35 +26,19 @@ static int parse_pid(const char *s, int *ret) {
 struct exec_args {
         struct space_exec_opts eo;
         bool broken_pipe;
-        struct buf in; /* our stdin, read before connecting */
 };
 
-static void exec_args_free(void *p) {
-        struct exec_args *a = p;
-        if (a)
-                buf_free(&a->in);
-        free(a);
+static void exec_args_free(void *p) { free(p); }
+
+/* Our stdin streams to the command (with -i, or when it is not a terminal) if it is open. */
+static void stream_stdin(struct exec_args *a, bool interactive) {
+        if (a->eo.background || (!interactive && isatty(STDIN_FILENO)) || fcntl(STDIN_FILENO, F_GETFD) < 0)
+                return;
+        a->eo.stdin_stream = true;
+        a->eo.stdin_fd = STDIN_FILENO;
 }
 
-/* Our stdin into a->in when it goes to the command; 0 or EXIT_FAILURE after saying why. */
-static int read_stdin(struct exec_args *a, bool interactive) {
-        a->in = BUF_INIT(SPACE_MAX_STDIN);
-        if (!interactive && (a->eo.background || isatty(STDIN_FILENO)))
-                return 0;
-        int r = buf_read_fd(&a->in, STDIN_FILENO);
-        if (r == -E2BIG)
-                return cli_error("stdin is larger than %u KiB, the most exec can send; copy big inputs "
-                                 "in with 'space cp'", SPACE_MAX_STDIN >> 10);
-        if (r < 0 && r != -EBADF)
-                return cli_error("reading stdin: %s", strerror(-r));
-        if (a->in.len > 0) {
-                a->eo.stdin_data = a->in.data;
-                a->eo.stdin_len = a->in.len;
-        }
-        return 0;
-}
-
-/* "ID [--] COMMAND [ARG...]", then our stdin when it goes to the command. */
+/* "ID [--] COMMAND [ARG...]", and whether our stdin goes to the command. */
 int cli_exec_check(struct cli_call *call) {
         bool background = cli_opt_set(call, "background"), interactive = cli_opt_set(call, "interactive");
         if (background && interactive)
@@ -83,7 +68,8 @@ int cli_exec_check(struct cli_call *call) {
                 .on_output = cli_on_output,
                 .userdata = &a->broken_pipe,
         };
-        return read_stdin(a, interactive);
+        stream_stdin(a, interactive);
+        return 0;
 }
 
 int cli_exec(struct cli_call *call) {

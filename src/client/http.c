@@ -10,11 +10,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/text.h"
 
@@ -207,7 +210,7 @@ static int send_all(int fd, const void *data, size_t n, int timeout_ms) {
 
 /* Sends the body from req->body_fd, starting at file offset start. */
 static int send_fd_body(int fd, const struct http_request *req, off_t start) {
-        char tmp[HTTP_READ_SIZE];
+        char tmp[64u << 10]; /* on the caller's stack, which may be a small thread's */
         uint64_t left = req->body_len;
         off_t off = start;
         while (left > 0) {
@@ -490,6 +493,15 @@ static int send_request(struct http_conn *c, const struct http_request *req, off
                         return r;
         bool has_body = req->body || req->body_from_fd || strcmp(req->method, "POST") == 0 ||
                         strcmp(req->method, "PUT") == 0;
+        if (req->body_stream) {
+                /* The head and the body's first chunk (the in-memory part) in one write. */
+                if ((r = buf_puts(&head, "Transfer-Encoding: chunked\r\n\r\n")) < 0 ||
+                    (req->body_len && ((r = buf_printf(&head, "%zx\r\n", req->body_len)) < 0 ||
+                                       (r = buf_append(&head, req->body, req->body_len)) < 0 ||
+                                       (r = buf_puts(&head, "\r\n")) < 0)))
+                        return r;
+                return send_all(c->fd, head.data, head.len, req->timeout_ms);
+        }
         if (has_body)
                 r = buf_printf(&head, "Content-Length: %zu\r\n", req->body_len);
         if (r < 0)
@@ -514,11 +526,158 @@ static int send_request(struct http_conn *c, const struct http_request *req, off
         return 0;
 }
 
+/* ---- a streamed request body: a thread sends body_fd while the answer is read ---- */
+
+struct body_pump {
+        int sock;
+        int in_fd;
+        int stop[2]; /* written by the reader when the answer is complete */
+        int err;     /* the pump's own error (reading in_fd); the peer closing is not one */
+        pthread_t thread;
+};
+
+/* Waits until fd is ready for ev or the pump is told to stop: 1 ready, 0 stop, -errno. */
+static int pump_wait(struct body_pump *p, int fd, short ev) {
+        for (;;) {
+                struct pollfd pf[2] = { { .fd = fd, .events = ev }, { .fd = p->stop[0], .events = POLLIN } };
+                int n = poll(pf, 2, -1);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (pf[1].revents)
+                        return 0;
+                return 1;
+        }
+}
+
+static int pump_send(struct body_pump *p, const char *data, size_t n) {
+        while (n > 0) {
+                ssize_t w = send(p->sock, data, n, MSG_NOSIGNAL);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0 && errno != EAGAIN)
+                        return -errno;
+                if (w < 0) {
+                        int r = pump_wait(p, p->sock, POLLOUT);
+                        if (r <= 0)
+                                return r < 0 ? r : -ECANCELED;
+                        continue;
+                }
+                data += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
+static void *pump_run(void *arg) {
+        struct body_pump *p = arg;
+        char *chunk = malloc(HTTP_STREAM_CHUNK + 32);
+        if (!chunk) {
+                p->err = -ENOMEM;
+                (void)shutdown(p->sock, SHUT_WR);
+                return NULL;
+        }
+        /* From a pipe (`cat big | space exec -i`), a deeper pipe lets the writer run ahead
+         * and each read take more; refused (the per-user pipe limit) it stays as it was. */
+        struct stat st;
+        if (fstat(p->in_fd, &st) == 0 && S_ISFIFO(st.st_mode) && fcntl(p->in_fd, F_GETPIPE_SZ) < (int)HTTP_STREAM_CHUNK)
+                (void)fcntl(p->in_fd, F_SETPIPE_SZ, (int)HTTP_STREAM_CHUNK);
+        for (;;) {
+                int r = pump_wait(p, p->in_fd, POLLIN);
+                if (r <= 0)
+                        break; /* the answer is complete: the rest of our input is not wanted */
+                /* Room for the size line in front, so one send carries the whole chunk. */
+                ssize_t n = read(p->in_fd, chunk + 16, HTTP_STREAM_CHUNK);
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (n < 0) {
+                        /* The command must not take a truncated input for a whole one: the
+                         * daemon sees us hang up and ends it. */
+                        p->err = -errno;
+                        (void)shutdown(p->sock, SHUT_WR);
+                        break;
+                }
+                if (n == 0) {
+                        (void)pump_send(p, "0\r\n\r\n", 5);
+                        break;
+                }
+                char line[16];
+                int ln = snprintf(line, sizeof line, "%zx\r\n", (size_t)n);
+                memcpy(chunk + 16 - ln, line, (size_t)ln);
+                memcpy(chunk + 16 + n, "\r\n", 2);
+                if (pump_send(p, chunk + 16 - ln, (size_t)ln + (size_t)n + 2) < 0)
+                        break; /* the daemon closed: the command ended, or went away */
+        }
+        free(chunk);
+        return NULL;
+}
+
+static int pump_start(struct body_pump *p, int sock, int in_fd) {
+        *p = (struct body_pump){ .sock = sock, .in_fd = in_fd };
+        if (pipe2(p->stop, O_CLOEXEC) < 0)
+                return -errno;
+        int r = pthread_create(&p->thread, NULL, pump_run, p);
+        if (r != 0) {
+                close(p->stop[0]);
+                close(p->stop[1]);
+                return -r;
+        }
+        return 0;
+}
+
+/* Stops the pump (if still sending) and waits for it; its error, if it had one. */
+static int pump_stop(struct body_pump *p) {
+        (void)!write(p->stop[1], "x", 1);
+        pthread_join(p->thread, NULL);
+        close(p->stop[0]);
+        close(p->stop[1]);
+        return p->err;
+}
+
+/* http_do for a body_stream request: a fresh connection (the body can't be sent twice). */
+static int do_streaming(struct http_conn *c, const struct http_request *req, struct http_response *ret_resp,
+                        http_body_fn on_body, void *userdata) {
+        c->fd = safe_close(c->fd);
+        c->reused = false;
+        int r = conn_open(c, req->timeout_ms);
+        if (r < 0)
+                return r;
+        buf_reset(&c->in);
+        struct http_response resp = { 0 };
+        bool got_any = false;
+        r = send_request(c, req, 0);
+        struct body_pump pump;
+        bool pumping = false;
+        if (r >= 0) {
+                r = pump_start(&pump, c->fd, req->body_fd);
+                pumping = r >= 0;
+        }
+        if (r >= 0)
+                r = read_head(c, req->timeout_ms, &resp, &got_any);
+        if (r >= 0)
+                r = read_body(c, &resp, req->timeout_ms, on_body, userdata);
+        /* The daemon closes after a streamed body whatever happens: no reuse. */
+        if (pumping) {
+                int e = pump_stop(&pump);
+                if (r >= 0 && e < 0)
+                        r = e;
+        }
+        c->fd = safe_close(c->fd);
+        if (r < 0)
+                return r;
+        if (ret_resp)
+                *ret_resp = resp;
+        return 0;
+}
+
 int http_do(struct http_conn *c, const struct http_request *req, struct http_response *ret_resp,
             http_body_fn on_body, void *userdata) {
         if (!req->method || !req->target || req->target[0] != '/' || strlen(req->target) >= HTTP_MAX_TARGET ||
             strpbrk(req->target, " \r\n"))
                 return -EINVAL;
+        if (req->body_stream)
+                return do_streaming(c, req, ret_resp, on_body, userdata);
         off_t fd_start = 0;
         if (req->body_from_fd) {
                 fd_start = lseek(req->body_fd, 0, SEEK_CUR);

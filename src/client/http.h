@@ -12,7 +12,8 @@
 #define HTTP_MAX_CHUNK_LINE 1024      /* "size;ext\r\n" line of a chunked body */
 #define HTTP_MAX_HOST 256
 #define HTTP_MAX_TARGET 8192          /* path + query of one request */
-#define HTTP_READ_SIZE (64u << 10)
+#define HTTP_READ_SIZE (256u << 10)
+#define HTTP_STREAM_CHUNK (256u << 10) /* one chunk of a streamed request body */
 
 enum http_addr_kind { HTTP_ADDR_UNIX = 1, HTTP_ADDR_TCP = 2 };
 
@@ -47,6 +48,9 @@ struct http_request {
         size_t body_len;
         bool body_from_fd;         /* ... or from body_fd: body_len bytes from its offset */
         int body_fd;
+        /* ... or body (if any) and then body_fd read to its EOF, sent chunked while the
+         * answer is read (full duplex: a thread writes; never resent on a new connection). */
+        bool body_stream;
         int timeout_ms;            /* per wait; < 0 = no limit */
         /* Extra header lines, "Name: value" each, NULL-terminated; may be NULL. The
          * caller guarantees they hold no CR or LF. */

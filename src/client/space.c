@@ -14,6 +14,7 @@
 #include "common/text.h"
 #include "client/http.h"
 #include "common/fdio.h"
+#include "common/frame.h"
 #include "common/json.h"
 
 #define DEFAULT_TIMEOUT_MS (300 * 1000)
@@ -199,6 +200,7 @@ int space_client_last_status(const space_client *c) { return c->last_status; }
 /* ---- one request ----------------------------------------------------------------- */
 
 typedef int (*event_fn)(void *ud, const struct json *ev);
+typedef int (*frame_fn)(void *ud, uint8_t kind, const char *data, size_t n);
 
 struct call {
         /* inputs */
@@ -210,8 +212,12 @@ struct call {
         size_t body_len;
         bool body_from_fd;
         int body_fd;
+        bool body_stream;   /* body, then body_fd to its EOF, chunked, beside the answer */
         bool stream;        /* no timeout: the answer lasts as long as a command */
         event_fn on_event;  /* NDJSON: one call per line of a 2xx answer */
+        /* Asks for the binary framing (common/frame.h): output frames go here, event frames
+         * to on_event. An answer in NDJSON (an older spaced) still works. */
+        frame_fn on_frame;
         void *ud;
         bool to_fd;         /* raw 2xx body to out_fd */
         int out_fd;
@@ -220,6 +226,7 @@ struct call {
         space_client *c;
         struct buf body_in; /* 2xx body (no on_event/out_fd), or the error answer */
         struct buf line;
+        struct buf frames;  /* a frame split across reads */
         uint64_t out_bytes;
         int cb_err;         /* an error raised (and described) by a callback */
 };
@@ -245,6 +252,64 @@ static int call_line(struct call *k, const char *line, size_t n) {
         return r;
 }
 
+/* One whole frame of a framed answer: events as NDJSON's lines, output to on_frame. */
+static int call_frame(struct call *k, uint8_t kind, const char *p, size_t n) {
+        if (kind == FRAME_EVENT)
+                return call_line(k, p, n);
+        if (kind != FRAME_STDOUT && kind != FRAME_STDERR)
+                return 0; /* newer kinds: skipped */
+        int r = k->on_frame(k->ud, kind, p, n);
+        if (r < 0) {
+                if (!k->c->last_error[0])
+                        fail(k->c, r, "%s", space_strerror(r));
+                k->cb_err = r;
+        }
+        return r;
+}
+
+/* Splits a framed answer into frames: whole ones straight from data, a split one kept
+ * in k->frames until it is complete. */
+static int call_frames(struct call *k, const char *data, size_t n) {
+        for (;;) {
+                bool kept = k->frames.len > 0;
+                const uint8_t *p = (const uint8_t *)(kept ? k->frames.data : data);
+                size_t avail = kept ? k->frames.len : n;
+                uint8_t kind;
+                uint32_t len;
+                int r = frame_peek(p, avail, &kind, &len);
+                if (r < 0)
+                        return (k->cb_err = fail(k->c, -EBADMSG, "frame from spaced over %u bytes", FRAME_MAX_PAYLOAD));
+                if (r == 1) {
+                        r = call_frame(k, kind, (const char *)p + FRAME_HDR_SIZE, len);
+                        if (kept) {
+                                buf_reset(&k->frames);
+                        } else {
+                                data += FRAME_HDR_SIZE + len;
+                                n -= FRAME_HDR_SIZE + len;
+                        }
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (n == 0)
+                        return 0;
+                /* incomplete: keep it, moving over from data only what it still needs */
+                size_t take = n;
+                if (kept) {
+                        size_t need = FRAME_HDR_SIZE;
+                        if (avail >= FRAME_HDR_SIZE)
+                                need += (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
+                        take = MIN(n, need - avail);
+                }
+                if (buf_append(&k->frames, data, take) < 0)
+                        return (k->cb_err = fail(k->c, -ENOMEM, "out of memory"));
+                data += take;
+                n -= take;
+                if (!kept)
+                        return 0;
+        }
+}
+
 static int call_body(void *ud, const struct http_response *resp, const char *data, size_t n) {
         struct call *k = ud;
         int r;
@@ -261,6 +326,8 @@ static int call_body(void *ud, const struct http_response *resp, const char *dat
                 k->out_bytes += n;
                 return 0;
         }
+        if (k->on_frame && strcmp(resp->content_type, FRAME_CONTENT_TYPE) == 0)
+                return call_frames(k, data, n);
         if (k->on_event) {
                 /* split into lines; a line is bounded by SPACE_MAX_EVENT */
                 while (n > 0) {
@@ -310,6 +377,7 @@ static int call_run(space_client *c, struct call *k) {
         k->c = c;
         k->body_in = BUF_INIT(k->max ? k->max : SPACE_MAX_RESPONSE);
         k->line = BUF_INIT(SPACE_MAX_EVENT);
+        k->frames = BUF_INIT(FRAME_HDR_SIZE + FRAME_MAX_PAYLOAD);
         struct http_request req = {
                 .method = k->method,
                 .target = k->target,
@@ -318,10 +386,13 @@ static int call_run(space_client *c, struct call *k) {
                 .body_len = k->body_len,
                 .body_from_fd = k->body_from_fd,
                 .body_fd = k->body_fd,
+                .body_stream = k->body_stream,
                 .timeout_ms = k->stream ? -1 : c->timeout_ms,
         };
-        const char *headers[3] = { NULL, NULL, NULL };
+        const char *headers[4] = { NULL, NULL, NULL, NULL };
         size_t nh = 0;
+        if (k->on_frame)
+                headers[nh++] = "Accept: " FRAME_CONTENT_TYPE ", application/x-ndjson";
         if (c->auth_header[0])
                 headers[nh++] = c->auth_header;
         if (k->ses && k->ses->has_token)
@@ -338,6 +409,8 @@ static int call_run(space_client *c, struct call *k) {
         c->last_status = resp.status;
         if (resp.status < 200 || resp.status >= 300)
                 return api_error(c, resp.status, &k->body_in);
+        if (k->frames.len > 0)
+                return fail(c, -EBADMSG, "the stream from spaced ended inside a frame");
         if (k->on_event && k->line.len > 0) {
                 /* a last line without its newline still counts */
                 r = call_line(k, k->line.data, k->line.len);
@@ -353,6 +426,7 @@ static int call_run(space_client *c, struct call *k) {
 static void call_done(struct call *k) {
         buf_free(&k->body_in);
         buf_free(&k->line);
+        buf_free(&k->frames);
 }
 
 /* A JSON answer: parses k->body_in into *ret. */
@@ -1061,6 +1135,14 @@ static int output_event(struct exec_state *st, const struct json *ev, enum space
         return 0;
 }
 
+/* Output in the binary framing: the bytes as they came. */
+static int exec_frame(void *ud, uint8_t kind, const char *data, size_t n) {
+        struct exec_state *st = ud;
+        if (!st->on_output || n == 0)
+                return 0;
+        return st->on_output(st->ud, kind == FRAME_STDOUT ? SPACE_STDOUT : SPACE_STDERR, data, n);
+}
+
 static int exec_event(void *ud, const struct json *ev) {
         struct exec_state *st = ud;
         const char *type = json_get_str(ev, "type");
@@ -1111,8 +1193,13 @@ static int exec_event(void *ud, const struct json *ev) {
 
 int space_exec(space_session *s, const struct space_exec_opts *o, struct space_exec_result *ret) {
         space_client *c = s->c;
-        if (!o || o->version != SPACE_EXEC_OPTS_VERSION)
+        if (!o || o->version < 1 || o->version > SPACE_EXEC_OPTS_VERSION)
                 return fail(c, -EINVAL, "missing or unknown space_exec_opts version");
+        bool stdin_stream = o->version >= 2 && o->stdin_stream;
+        if (stdin_stream && (o->stdin_data || o->background))
+                return fail(c, -EINVAL, "stdin_stream goes with neither stdin_data nor background");
+        if (stdin_stream && o->stdin_fd < 0)
+                return fail(c, -EBADF, "stdin_stream without a stdin_fd");
         if (!o->argv || !o->argv[0] || !o->argv[0][0])
                 return fail(c, -EINVAL, "no command given");
         if (o->stdin_len > SPACE_MAX_STDIN)
@@ -1161,13 +1248,19 @@ int space_exec(space_session *s, const struct space_exec_opts *o, struct space_e
                             strerror(-w.err));
 
         _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
-        int r = session_target_ok(s, &t, "/exec", NULL, NULL);
+        int r = session_target_ok(s, &t, "/exec", NULL, stdin_stream ? "?stdin=stream" : NULL);
         if (r < 0)
                 return r;
+        /* stdin=stream: the JSON request is the body's first line, stdin the rest. */
+        if (stdin_stream && (r = buf_putc(&b, '\n')) < 0)
+                return fail(c, r, "encoding the request: %s", strerror(-r));
         struct exec_state st = { .c = c, .on_output = o->on_output, .on_start = o->on_start, .ud = o->userdata,
                                  .tmp = BUF_INIT(SPACE_MAX_EVENT) };
         struct call k = { .method = "POST", .target = t.data, .ses = s, JSON_BODY(b.data, b.len),
-                          .stream = !o->background };
+                          .stream = !o->background, .body_stream = stdin_stream,
+                          .body_fd = stdin_stream ? o->stdin_fd : -1 };
+        if (stdin_stream)
+                k.content_type = "application/octet-stream"; /* a JSON line, then raw bytes */
         _cleanup_json_ struct json *j = NULL;
         if (o->background) {
                 r = call_json(c, &k, &j);
@@ -1180,6 +1273,7 @@ int space_exec(space_session *s, const struct space_exec_opts *o, struct space_e
                 }
         } else {
                 k.on_event = exec_event;
+                k.on_frame = exec_frame;
                 k.ud = &st;
                 r = call_run(c, &k);
                 if (r >= 0 && !st.res.exited)
@@ -1206,7 +1300,8 @@ int space_attach(space_session *s, int pid, const struct space_attach_opts *o, s
         struct exec_state st = { .c = c, .on_output = o ? o->on_output : NULL, .ud = o ? o->userdata : NULL,
                                  .tmp = BUF_INIT(SPACE_MAX_EVENT) };
         st.res.pid = pid;
-        int r = session_call(s, &(struct call){ .method = "GET", .stream = true, .on_event = exec_event, .ud = &st },
+        int r = session_call(s, &(struct call){ .method = "GET", .stream = true, .on_event = exec_event,
+                                                       .on_frame = exec_frame, .ud = &st },
                              extra, NULL, NULL, NULL, NULL);
         buf_free(&st.tmp);
         if (r < 0)

@@ -4,12 +4,14 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/frame.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "daemon/api.h"
 #include "daemon/spaced.h"
 #include "daemon/util.h"
 #include "daemon/server.h"
+#include "daemon/http.h"
 #include "daemon/session.h"
 #include "daemon/routes.h"
 
@@ -28,8 +30,16 @@ static void event_send(struct conn *c, struct api_json *j) {
         buf_free(&j->b);
 }
 
-/* stdout/stderr bytes as one NDJSON event; bytes that end mid-character wait for the rest. */
+/* stdout/stderr bytes as one NDJSON event; bytes that end mid-character wait for the rest.
+ * "data" only for valid UTF-8 without NUL (a JSON parser may refuse \u0000, ours does);
+ * anything else goes as "data_b64". */
 static void proc_output(struct op *op, struct conn *c, int stream, const uint8_t *data, size_t n, bool flush) {
+        if (c->framed) {
+                /* binary framing: the bytes as they are, in one chunk with their header */
+                if (n > 0)
+                        conn_stream_data(c, stream == 0 ? FRAME_STDOUT : FRAME_STDERR, data, n);
+                return;
+        }
         struct utf8_carry *carry = &op->carry[stream];
         struct buf joined = BUF_INIT(0);
         if (carry->n) {
@@ -49,7 +59,7 @@ static void proc_output(struct op *op, struct conn *c, int stream, const uint8_t
         if (send > 0) {
                 struct api_json j;
                 event_begin(&j, stream == 0 ? "stdout" : "stderr");
-                if (text_utf8_valid_prefix(data, send) == send) {
+                if (text_utf8_valid((const char *)data, send)) {
                         json_w_key(&j.w, "data");
                         json_w_strn(&j.w, (const char *)data, send);
                 } else {
@@ -110,7 +120,11 @@ static void proc_started(struct op *op, struct conn *c, const struct json *resp)
                 api_reply_kint(c, 201, "pid", op->pid);
                 return;
         }
-        conn_stream_begin(c, 200, "application/x-ndjson");
+        const char *accept = http_request_header(c->req, "Accept");
+        bool framed = accept && text_list_has_token(accept, FRAME_CONTENT_TYPE);
+        conn_stream_begin(c, 200, framed ? FRAME_CONTENT_TYPE : "application/x-ndjson");
+        if (framed)
+                op_window_widen(op, SES_STREAM_WINDOW_RAW); /* no JSON expansion: a wider window */
         struct api_json j;
         if (op->kind == OP_EXEC) {
                 event_begin(&j, "start");
@@ -127,15 +141,24 @@ static void proc_started(struct op *op, struct conn *c, const struct json *resp)
         event_send(c, &j);
 }
 
+/* Streamed stdin may go on: init's queue drained, or init acked (or turned out not to). */
+static void proc_room(struct op *op, void *client) {
+        struct conn *c = client;
+        if (c->in_paused && op->stdin_stream && !ses_stdin_full(op))
+                conn_resume_input(c);
+}
+
 static void proc_frame(struct op *op, void *client, const struct proto_hdr *h, const uint8_t *payload,
                        const struct json *j) {
         struct conn *c = client;
         switch (h->type) {
         case PROTO_RESP:
-                if (api_resp_is_error(j))
+                if (api_resp_is_error(j)) {
                         api_reply_init_error(c, j, op->kind == OP_EXEC);
-                else
+                } else {
                         proc_started(op, c, j);
+                        proc_room(op, c); /* an init that does not ack stdin: stop counting */
+                }
                 return;
         case PROTO_STDOUT:
         case PROTO_STDERR:
@@ -153,12 +176,14 @@ static const struct op_ops proc_ops = {
         .frame = proc_frame,
         .fail = api_op_fail,
         .behind = api_op_behind,
+        .room = proc_room,
         .detach = api_op_detach,
 };
 
 /* ---- exec ---- */
 
-void api_exec(struct conn *c) {
+/* The exec request in c->body; stream: ?stdin=stream, the rest of the body is stdin. */
+static void exec_start(struct conn *c, bool stream) {
         _cleanup_json_ struct json *body = NULL;
         struct session *s = api_session_json(c, true, &body);
         if (!s)
@@ -218,8 +243,12 @@ void api_exec(struct conn *c) {
                 why = "give stdin or stdin_b64, not both";
                 goto bad;
         }
-        if (background && (in_text || in_b64)) {
+        if (background && (in_text || in_b64 || stream)) {
                 why = "a background command takes no stdin";
+                goto bad;
+        }
+        if (stream && (in_text || in_b64)) {
+                why = "with stdin=stream, stdin is the body after the JSON line: no stdin or stdin_b64";
                 goto bad;
         }
         struct buf in = BUF_INIT(0);
@@ -228,7 +257,7 @@ void api_exec(struct conn *c) {
                 why = "stdin_b64 is not valid base64";
                 goto bad;
         }
-        bool has_stdin = in_text || in_b64;
+        bool has_stdin = in_text || in_b64 || stream;
 
         struct api_json r;
         api_req_begin(&r, "exec");
@@ -246,6 +275,8 @@ void api_exec(struct conn *c) {
                 json_w_kstr(&r.w, "cwd", cwd);
         json_w_kint(&r.w, "timeout_ms", timeout_ms);
         json_w_kbool(&r.w, "stdin", has_stdin);
+        if (stream)
+                json_w_kbool(&r.w, "stdin_acks", true);
         json_w_kbool(&r.w, "background", background);
         if (!background)
                 api_req_window(&r, s);
@@ -267,10 +298,11 @@ void api_exec(struct conn *c) {
                 return;
         }
         op->background = background;
+        op->stdin_stream = stream;
         op->started_ms = meta_now_ms();
         op->argv_json = api_json_text(argv);
         int e = api_op_send(c, op, &r);
-        if (e == 0 && has_stdin) {
+        if (e == 0 && has_stdin && !stream) {
                 const char *data = in_text ? in_text : in.data;
                 size_t len = in_text ? strlen(in_text) : in.len;
                 for (size_t off = 0; e == 0 && off < len; off += SES_UPLOAD_FRAME)
@@ -287,6 +319,95 @@ bad:
                 free(env[i]);
         free(env);
         conn_reply_error(c, 400, "%s", why);
+}
+
+/* Without ?stdin=stream the body is the JSON request, collected as a JSON route's is. */
+static int exec_json_body(struct conn *c, const char *data, size_t n) {
+        if (buf_append(&c->body, data, n) < 0)
+                conn_reply_error(c, 413, "request body over %u bytes", HTTP_MAX_JSON_BODY);
+        return 0;
+}
+
+static void exec_json_end(struct conn *c) { exec_start(c, false); }
+
+/* Streamed stdin to init, as STDIN frames; the client waits while init is behind. */
+static void exec_stdin_send(struct conn *c, struct op *op, const char *data, size_t n) {
+        if (op->stdin_ended)
+                return;
+        for (size_t off = 0; off < n; off += SES_UPLOAD_FRAME) {
+                size_t len = MIN((size_t)SES_UPLOAD_FRAME, n - off);
+                int r = ses_send(op->ses, PROTO_STDIN, op->id, data + off, len);
+                if (r < 0) {
+                        api_op_send_failed(c, op, r);
+                        return;
+                }
+                op->stdin_inflight += len;
+        }
+        if (ses_stdin_full(op))
+                c->in_paused = true;
+}
+
+/* ?stdin=stream: the body is the exec request as one JSON line, then the command's stdin
+ * to the body's end (docs/api.md). */
+static int exec_stream_body(struct conn *c, const char *data, size_t n) {
+        if (c->resp_done)
+                return 0; /* refused, or the command ended: the rest goes nowhere */
+        struct op *op = api_conn_op(c);
+        if (!op) {
+                const char *nl = memchr(data, '\n', n);
+                size_t take = nl ? (size_t)(nl - data) : n;
+                if (buf_append(&c->body, data, take) < 0) {
+                        conn_reply_error(c, 413, "the exec request's JSON line is over %u bytes", HTTP_MAX_JSON_BODY);
+                        return 0;
+                }
+                if (!nl)
+                        return 0;
+                exec_start(c, true);
+                op = api_conn_op(c);
+                if (!op || c->resp_done)
+                        return 0;
+                data = nl + 1;
+                n -= take + 1;
+        }
+        exec_stdin_send(c, op, data, n);
+        return 0;
+}
+
+static void exec_stream_end(struct conn *c) {
+        if (c->resp_done)
+                return;
+        struct op *op = api_conn_op(c);
+        if (!op) {
+                exec_start(c, true); /* the JSON line without its newline: empty stdin */
+                if (c->resp_done || !(op = api_conn_op(c)))
+                        return;
+        }
+        if (op->stdin_ended)
+                return;
+        int r = ses_send(op->ses, PROTO_STDIN, op->id, NULL, 0);
+        op->stdin_ended = true;
+        if (r < 0)
+                api_op_send_failed(c, op, r);
+}
+
+void api_exec(struct conn *c) {
+        /* Called at the head: the body comes through exec_*_body. */
+        char v[16];
+        int r = http_query_get(c->req->query, "stdin", v, sizeof v);
+        bool stream = r == 0 && strcmp(v, "stream") == 0;
+        if (r != -ENOENT && !stream) {
+                conn_reply_error(c, 400, "query parameter stdin must be \"stream\"");
+                return;
+        }
+        /* A JSON body is bounded as a JSON route's; a streamed stdin is not (its reader,
+         * the command, bounds what spaced holds of it: SES_STDIN_CREDIT). */
+        if (http_parser_set_body_limit(c->parser, stream ? UINT64_MAX : HTTP_MAX_JSON_BODY) < 0) {
+                conn_reply_error(c, 413, "request body over %u bytes", HTTP_MAX_JSON_BODY);
+                return;
+        }
+        c->on_body = stream ? exec_stream_body : exec_json_body;
+        c->on_body_end = stream ? exec_stream_end : exec_json_end;
+        conn_continue(c);
 }
 
 /* ---- processes ---- */

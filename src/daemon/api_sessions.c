@@ -27,6 +27,7 @@ int api_status_of(int err) {
         case ENOENT: return 404;
         case EBUSY: case EEXIST: return 409;
         case EAGAIN: case ENODEV: return 503;
+        case EDQUOT: return 507;
         default: return 500;
         }
 }

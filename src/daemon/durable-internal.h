@@ -230,6 +230,10 @@ int dur_snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_rea
                            int (*extra)(struct session *s, const char *snap_id), struct meta_snapshot *ret);
 void dur_source_layer_done(struct session *s, const struct job *j, const char *snap);
 void dur_run_snapshot(struct action *a);
+/* Snapshot storage limits (docs/security.md "Snapshot storage"): s->snap_bytes from meta;
+ * after a snapshot that is never refused, older rolling ones make room, else an event. */
+int dur_snap_usage_load(struct session *s);
+void dur_snap_limit_apply(struct session *s, const char *snap);
 
 /* start.c */
 /* What the lifecycle does when a sandbox says HELLO or dies (d->ses_hooks). */

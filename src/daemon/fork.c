@@ -298,6 +298,7 @@ static void fork_captured(struct job *j) {
                 return;
         }
         dur_source_layer_done(s, j, m.id);
+        dur_snap_limit_apply(s, m.id);
         fork_from(a, &m);
 }
 

@@ -63,6 +63,14 @@ static void usage(FILE *f) {
                 "                     no disk limits\n"
                 "  --disk-default SIZE\n"
                 "                     disk limit of a session that asks none (default 10G; 0 = none)\n"
+                "  --snapshot-bytes-factor N\n"
+                "                     a session's snapshots may add at most N times its disk limit\n"
+                "                     (or --disk-default's) to the snapshot store (default 4, at\n"
+                "                     most 1000; 0 = no limit): older rolling snapshots make room,\n"
+                "                     a manual snapshot past it is refused (507)\n"
+                "  --tenant-snapshot-bytes SIZE\n"
+                "                     the same for all of a tenant's sessions together (default\n"
+                "                     0 = no limit)\n"
                 "  --limit NAME=VALUE set one of the limits on what clients hold and write\n"
                 "                     (docs/security.md \"Hostile tenants\"); repeatable:\n");
         limits_usage(f);
@@ -103,6 +111,17 @@ static int parse_level(const char *s, enum log_level *ret) {
                         return 0;
                 }
         return -EINVAL;
+}
+
+/* A whole decimal number from 0 to max. */
+static int parse_count(const char *s, uint64_t max, uint64_t *ret) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (!*s || *end || errno || *s == '-' || v > max)
+                return -EINVAL;
+        *ret = v;
+        return 0;
 }
 
 static void signal_event(struct loop_src *src, uint32_t revents) {
@@ -160,14 +179,14 @@ static int check_data_dir(const char *data_dir) {
                 log_error("snapshot store %s: %s", spath, store_error_detail());
                 return r;
         }
-        char why[512];
+        char why[1024];
         _cleanup_meta_ struct meta *m = NULL;
-        r = meta_open(mpath, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m);
+        r = util_meta_open(mpath, &m, why, sizeof why);
         if (r < 0)
-                log_error("metadata store %s: %s", mpath, why);
+                log_error("metadata store %s", why);
         if (r == -EPROTO)
-                log_error("refusing the data directory %s, nothing in it was changed: a newer spaced than %s "
-                          "wrote it (run that one on it, or this one on another --data)", data_dir, SPACED_VERSION);
+                log_error("refusing the data directory %s, nothing in it was changed (run a newer spaced on it, "
+                          "or this one on another --data)", data_dir);
         return r;
 }
 
@@ -179,9 +198,10 @@ static int check_tcp_tokens(const char *data_dir) {
                 return -ENOMEM;
         _cleanup_meta_ struct meta *m = NULL;
         size_t n = 0;
-        int r = meta_open(path, NULL, &m);
+        char why[1024];
+        int r = util_meta_open(path, &m, why, sizeof why);
         if (r < 0) {
-                log_error("metadata store %s: %s", path, strerror(-r));
+                log_error("metadata store %s", why);
                 return r;
         }
         if ((r = auth_usable_tokens(m, &n)) < 0) {
@@ -227,7 +247,7 @@ static void log_microvm_accel(void) {
 
 int main(int argc, char **argv) {
         enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION, OPT_POOL,
-               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT };
+               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_SNAP_FACTOR, OPT_TENANT_SNAP, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -238,6 +258,8 @@ int main(int argc, char **argv) {
                 { "pool", required_argument, NULL, OPT_POOL },
                 { "disk-volume-size", required_argument, NULL, OPT_VOL_SIZE },
                 { "disk-default", required_argument, NULL, OPT_DISK_DEFAULT },
+                { "snapshot-bytes-factor", required_argument, NULL, OPT_SNAP_FACTOR },
+                { "tenant-snapshot-bytes", required_argument, NULL, OPT_TENANT_SNAP },
                 { "config", required_argument, NULL, OPT_CONFIG },
                 { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
                 { "limit", required_argument, NULL, OPT_LIMIT },
@@ -263,7 +285,8 @@ int main(int argc, char **argv) {
         const char *pool_args[WPOOL_MAX_TEMPLATES];
         size_t n_pool = 0;
         enum log_level level = LOG_INFO;
-        uint64_t vol_size = 0, disk_default = SES_DEFAULT_DISK;
+        uint64_t vol_size = 0, disk_default = SES_DEFAULT_DISK, snap_factor = SES_DEFAULT_SNAPSHOT_FACTOR,
+                 tenant_snap = 0;
         bool vol_size_given = false, check_config = false;
         struct spaced_limits limits = SPACED_LIMITS_INIT;
         char why[256];
@@ -332,6 +355,21 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         break;
+                case OPT_SNAP_FACTOR:
+                        if (parse_count(optarg, SES_MAX_SNAPSHOT_FACTOR, &snap_factor) < 0) {
+                                fprintf(stderr, "spaced: %sbad --snapshot-bytes-factor %s (a whole number from 0 to %u)\n",
+                                        config_origin(cfg, optind - 1), optarg, SES_MAX_SNAPSHOT_FACTOR);
+                                return 2;
+                        }
+                        break;
+                case OPT_TENANT_SNAP:
+                        if (util_parse_size(optarg, &tenant_snap) < 0 || tenant_snap > SES_MAX_TENANT_SNAPSHOT_BYTES ||
+                            (tenant_snap && tenant_snap < SES_MIN_DISK)) {
+                                fprintf(stderr, "spaced: %sbad --tenant-snapshot-bytes %s (0, or a size from 16M to 1024T)\n",
+                                        config_origin(cfg, optind - 1), optarg);
+                                return 2;
+                        }
+                        break;
                 case 'h': usage(stdout); return 0;
                 case OPT_VERSION: printf("spaced %s\n", SPACED_VERSION); return 0;
                 default: usage(stderr); return 2;
@@ -352,7 +390,7 @@ int main(int argc, char **argv) {
         log_set_level(level);
 
         struct daemon dm = { .unix_src.fd = -1, .tcp_src.fd = -1, .sig_src.fd = -1, .timer_src.fd = -1,
-                             .tpl_src.fd = -1, .tpl_wfd = -1, .job_src.fd = -1, .reaper_src.fd = -1,
+                             .accept_src.fd = -1, .tpl_src.fd = -1, .tpl_wfd = -1, .job_src.fd = -1, .reaper_src.fd = -1,
                              .starter_src.fd = -1 };
         struct daemon *d = &dm;
         d->limits = limits;
@@ -403,6 +441,8 @@ int main(int argc, char **argv) {
         if (listen_addr && check_tcp_tokens(d->data_dir) < 0)
                 return 1;
         d->disk_default = disk_default;
+        d->snap_factor = (unsigned)snap_factor;
+        d->tenant_snap_max = tenant_snap;
         /* Whatever way main returns from here, the volume is unmounted if nothing uses it. */
         _unused_ _cleanup_(disk_teardownp) struct daemon *vol_owner = d;
         if ((r = disk_setup(d, vol_size, vol_size_given)) < 0) {

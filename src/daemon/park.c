@@ -250,6 +250,7 @@ static void pause_done(struct job *j) {
                 dur_pause_failed(a, j, "recording the pause failed", dur_merr(s->d));
                 return;
         }
+        dur_snap_limit_apply(s, m.id);
         if (j->memory) {
                 dur_memory_event(s, "checkpoint", m.id, j, j->has_memory ? NULL : j->mem_err);
                 if (j->has_memory)

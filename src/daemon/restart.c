@@ -42,9 +42,10 @@ int dur_open(struct daemon *d) {
         _cleanup_free_ char *mpath = NULL, *spath = NULL;
         if (asprintf(&mpath, "%s/meta.db", d->data_dir) < 0 || asprintf(&spath, "%s/store", d->data_dir) < 0)
                 return -ENOMEM;
-        int r = meta_open(mpath, NULL, &d->meta);
+        char why[1024];
+        int r = util_meta_open(mpath, &d->meta, why, sizeof why);
         if (r < 0) {
-                log_error("metadata store %s: %s", mpath, strerror(-r));
+                log_error("metadata store %s", why);
                 return r;
         }
         /* zero limits (a daemon a test made): the defaults */
@@ -157,6 +158,8 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
                         s->head[0] = '\0';
                 }
         }
+        if (dur_snap_usage_load(s) < 0)
+                log_warn("%s: its snapshots' sizes are unreadable: %s", s->id, dur_merr(d));
         struct meta_sandbox *sbs = NULL;
         size_t n = 0;
         if (meta_sandbox_list_session(d->meta, s->id, &sbs, &n) == 0) {
@@ -392,12 +395,15 @@ void dur_shutdown(struct daemon *d) {
                                 if (j->memory)
                                         log_info("%s: memory at shutdown: %s", s->id,
                                                  j->has_memory ? "checkpointed" : j->mem_err);
+                                struct meta_snapshot m;
                                 if (j->r < 0 || (j->dirty && dur_snapshot_commit(s, j, META_REASON_ROLLING, "spaced stopped",
-                                                                             NULL, NULL) < 0)) {
+                                                                             NULL, &m) < 0)) {
                                         log_warn("%s: final snapshot failed (%s): its sandbox is left running", s->id,
                                                  j->r < 0 ? j->err : dur_merr(d));
                                         (void)s->rt->thaw(s->sb);
                                         ok = false;
+                                } else if (j->dirty) {
+                                        dur_snap_limit_apply(s, m.id); /* a rolling one: older ones make room */
                                 }
                         } else {
                                 ok = false;

@@ -23,7 +23,7 @@ const struct api_route api_routes[] = {
         { "GET", "/v1/sessions/{id}/events", API_BODY_JSON, api_events_list },
         { "POST", "/v1/sessions/{id}/events", API_BODY_JSON, api_events_append },
         { "POST", "/v1/sessions/{id}/connect", API_BODY_JSON, api_session_connect },
-        { "POST", "/v1/sessions/{id}/exec", API_BODY_JSON, api_exec },
+        { "POST", "/v1/sessions/{id}/exec", API_BODY_STREAM, api_exec },
         { "GET", "/v1/sessions/{id}/processes", API_BODY_JSON, api_process_list },
         { "GET", "/v1/sessions/{id}/processes/{pid}/output", API_BODY_JSON, api_process_output },
         { "POST", "/v1/sessions/{id}/processes/{pid}/signal", API_BODY_JSON, api_process_signal },

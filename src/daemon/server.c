@@ -10,8 +10,10 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 
+#include "common/frame.h"
 #include "common/log.h"
 #include "daemon/auth.h"
 #include "daemon/server.h"
@@ -293,6 +295,7 @@ void conn_stream_begin(struct conn *c, int status, const char *content_type) {
                 return;
         conn_send_head(c, status, content_type, -1, NULL);
         c->streaming = true;
+        c->framed = content_type && strcmp(content_type, FRAME_CONTENT_TYPE) == 0;
         conn_flush(c);
         conn_update_events(c);
 }
@@ -322,7 +325,18 @@ void conn_stream_chunk(struct conn *c, const void *data, size_t n) {
 void conn_stream_event(struct conn *c, const struct buf *json_line) {
         if (c->closed || !c->streaming)
                 return;
-        conn_chunk(c, json_line->data, json_line->len, "\n", 1);
+        if (c->framed)
+                conn_stream_data(c, FRAME_EVENT, json_line->data, json_line->len);
+        else
+                conn_chunk(c, json_line->data, json_line->len, "\n", 1);
+}
+
+void conn_stream_data(struct conn *c, uint8_t kind, const void *data, size_t n) {
+        if (c->closed || !c->streaming || !c->framed)
+                return;
+        uint8_t h[FRAME_HDR_SIZE];
+        frame_hdr_encode(kind, (uint32_t)n, h);
+        conn_chunk(c, h, sizeof h, data, n);
 }
 
 void conn_stream_end(struct conn *c) {
@@ -422,6 +436,7 @@ static void on_head(struct conn *c) {
         c->keep_alive = c->req->keep_alive;
         c->resp_done = false;
         c->streaming = false;
+        c->framed = false;
         buf_free(&c->body);
         c->body = BUF_INIT(HTTP_MAX_JSON_BODY);
         log_debug("%s %s", c->req->method, c->req->target);
@@ -619,7 +634,8 @@ void srv_tick(struct daemon *d) {
                         continue;
                 }
                 bool partial = (c->state == CONN_IDLE && (c->in.len > c->in_off || c->parser->head_len > 0)) ||
-                               ((c->state == CONN_BODY_JSON || c->state == CONN_BODY_STREAM) && !c->in_paused);
+                               ((c->state == CONN_BODY_JSON || c->state == CONN_BODY_STREAM) && !c->in_paused &&
+                                !c->streaming); /* a body beside a stream (exec's stdin) may idle */
                 uint64_t limit = d->request_timeout_ms ? d->request_timeout_ms : CONN_REQUEST_TIMEOUT_MS;
                 uint64_t idle_limit = d->idle_timeout_ms ? d->idle_timeout_ms : CONN_IDLE_TIMEOUT_MS;
                 uint64_t since = c->idle_since_ms > c->last_read_ms ? c->idle_since_ms : c->last_read_ms;
@@ -786,15 +802,75 @@ static bool tcp_make_room(struct daemon *d, const uint8_t *peer) {
         return d->n_tcp < lim(d->limits.tcp_conns, LIM_TCP_CONNS);
 }
 
+/* The listeners in the epoll set or out of it (both: the fds they lack are the process's). */
+static void listeners_watch(struct daemon *d, bool on) {
+        struct loop_src *srcs[] = { &d->unix_src, &d->tcp_src };
+        for (size_t i = 0; i < ELEMENTSOF(srcs); i++) {
+                if (srcs[i]->fd < 0)
+                        continue;
+                if (!on)
+                        loop_del(d->loop, srcs[i]);
+                else if (!srcs[i]->registered && loop_add(d->loop, srcs[i], EPOLLIN) < 0)
+                        log_error("watching a listening socket again: %m");
+        }
+}
+
+/* accept found no fd to give (EMFILE, ENFILE, or ENOBUFS/ENOMEM for its buffers). The
+ * connection stays queued and the listener readable, so a level-triggered loop would call
+ * us again at once, for ever: the listeners leave the epoll set for SRV_ACCEPT_BACKOFF_MS
+ * instead, and the shortage is logged once until an accept succeeds again. */
+static void accept_backoff(struct daemon *d, int err) {
+        if (!d->accept_short) {
+                log_warn("accept: %s: out of file descriptors or memory; pausing new connections, "
+                         "retrying every %u ms", strerror(err), SRV_ACCEPT_BACKOFF_MS);
+                d->accept_short = true;
+        }
+        struct itimerspec its = { .it_value = { .tv_nsec = SRV_ACCEPT_BACKOFF_MS * 1000000L } };
+        if (d->accept_src.fd < 0 || timerfd_settime(d->accept_src.fd, 0, &its, NULL) < 0)
+                return; /* no timer: spinning is better than never accepting again */
+        listeners_watch(d, false);
+}
+
+static void accept_timer_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct daemon *d = (struct daemon *)((char *)src - offsetof(struct daemon, accept_src));
+        uint64_t ticks;
+        if (read(src->fd, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
+                log_debug("reading the accept timer: %m");
+        if (!d->stopping)
+                listeners_watch(d, true);
+}
+
+/* The back-off timer, made with the first listener: when it is needed no fd is left. */
+static int accept_timer_init(struct daemon *d) {
+        if (d->accept_src.fd >= 0)
+                return 0;
+        int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        d->accept_src.fd = fd;
+        d->accept_src.cb = accept_timer_event;
+        int r = loop_add(d->loop, &d->accept_src, EPOLLIN);
+        if (r < 0)
+                d->accept_src.fd = safe_close(fd);
+        return r;
+}
+
 static void listener_event(struct daemon *d, struct loop_src *src, bool tcp) {
         for (int i = 0; i < 16; i++) {
                 struct sockaddr_storage sa = { 0 };
                 socklen_t salen = sizeof sa;
                 int fd = accept4(src->fd, (struct sockaddr *)&sa, &salen, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (fd < 0) {
-                        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                                accept_backoff(d, errno);
+                        else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
                                 log_warn("accept: %m");
                         return;
+                }
+                if (d->accept_short) {
+                        log_info("accepting connections again");
+                        d->accept_short = false;
                 }
                 uint8_t peer[16];
                 if (tcp)
@@ -858,6 +934,9 @@ int srv_serve_unix(struct daemon *d, const struct srv_router *router, const char
                 return -e;
         if (chmod(path, 0600) < 0 || listen(fd, 128) < 0)
                 return -errno;
+        r = accept_timer_init(d);
+        if (r < 0)
+                return r;
         d->unix_src.fd = fd;
         d->unix_src.cb = unix_listener_event;
         r = loop_add(d->loop, &d->unix_src, EPOLLIN);
@@ -900,9 +979,14 @@ int srv_listen_tcp(struct daemon *d, const char *hostport) {
                 return e;
         }
         freeaddrinfo(ai);
+        int r = accept_timer_init(d);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
         d->tcp_src.fd = fd;
         d->tcp_src.cb = tcp_listener_event;
-        int r = loop_add(d->loop, &d->tcp_src, EPOLLIN);
+        r = loop_add(d->loop, &d->tcp_src, EPOLLIN);
         if (r < 0) {
                 close(fd);
                 d->tcp_src.fd = -1;
@@ -922,5 +1006,9 @@ void srv_close_all(struct daemon *d) {
         if (d->tcp_src.fd >= 0) {
                 loop_del(d->loop, &d->tcp_src);
                 d->tcp_src.fd = safe_close(d->tcp_src.fd);
+        }
+        if (d->accept_src.fd >= 0) {
+                loop_del(d->loop, &d->accept_src);
+                d->accept_src.fd = safe_close(d->accept_src.fd);
         }
 }

@@ -28,6 +28,9 @@
 /* A keep-alive connection with no request in progress is closed after this: idle clients
  * would otherwise hold the connection slots forever. Clients reconnect. */
 #define CONN_IDLE_TIMEOUT_MS 120000
+/* How long the listeners rest when accept has no fd to give (EMFILE): the waiting clients
+ * stay queued in the backlog and the loop does not spin on a listener it cannot serve. */
+#define SRV_ACCEPT_BACKOFF_MS 100u
 
 struct daemon;
 struct conn;
@@ -79,6 +82,7 @@ struct conn {
         bool in_paused;        /* an upload waits for the sandbox to take data */
         bool keep_alive;
         bool streaming;        /* a chunked response is under way */
+        bool framed;           /* ... in the binary framing (common/frame.h), not NDJSON */
         bool resp_done;        /* this request's response is complete */
         bool process_queued;   /* conn_process is deferred to the end of the batch */
         bool tcp;              /* came through --listen: every request needs a bearer token */
@@ -130,10 +134,13 @@ void conn_reply_error(struct conn *c, int status, const char *fmt, ...) _printf_
 void conn_reply_empty(struct conn *c, int status);
 /* An error with "Retry-After: retry_s" (at least 1): a 429 or 503 the client may retry. */
 void conn_reply_retry(struct conn *c, int status, unsigned retry_s, const char *fmt, ...) _printf_(4, 5);
-/* Chunked streams: the head, then raw chunks or one JSON line per event, then the end. */
+/* Chunked streams: the head, then raw chunks or one JSON line per event, then the end. A
+ * stream begun as FRAME_CONTENT_TYPE carries each event as a FRAME_EVENT frame, and
+ * output as conn_stream_data's frames. */
 void conn_stream_begin(struct conn *c, int status, const char *content_type);
 void conn_stream_chunk(struct conn *c, const void *data, size_t n);
 void conn_stream_event(struct conn *c, const struct buf *json_line);
+void conn_stream_data(struct conn *c, uint8_t kind, const void *data, size_t n);
 void conn_stream_end(struct conn *c);
 /* Drops the connection without ending the response (a truncated download must look so). */
 void conn_abort(struct conn *c);

@@ -58,6 +58,14 @@ bool ses_template_in_use(struct daemon *d, const char *name) {
 
 bool ses_out_full(const struct session *s) { return s->out.len - s->out_off > SES_OUT_HIGH; }
 
+bool ses_stdin_full(const struct op *op) {
+        if (ses_out_full(op->ses))
+                return true;
+        /* Before the RESP, count as if init acks: an init that does not is told apart then. */
+        bool counted = op->stdin_stream && (!op->got_resp || op->stdin_acks);
+        return counted && op->stdin_inflight >= SES_STDIN_CREDIT;
+}
+
 /* ---- frames to init ---- */
 
 static void ses_flush(struct session *s) {
@@ -120,8 +128,19 @@ bool ses_req_window(const struct session *s, struct json_writer *w) {
 
 void op_window_start(struct op *op) {
         op->windowed = true;
+        op->window_size = SES_STREAM_WINDOW;
         op->window_left = SES_STREAM_WINDOW;
         op->owed = 0;
+}
+
+void op_window_widen(struct op *op, uint32_t size) {
+        if (!op->windowed || op->done || size <= op->window_size)
+                return;
+        uint8_t p[PROTO_WINDOW_LEN];
+        proto_window_encode(size - op->window_size, p);
+        op->window_left += size - op->window_size;
+        op->window_size = size;
+        (void)ses_send(op->ses, PROTO_WINDOW, op->id, p, sizeof p);
 }
 
 /* Whether a frame of this type carries output counted against op's window. */
@@ -139,9 +158,9 @@ static bool op_output_frame(const struct op *op, const struct proto_hdr *h) {
 
 /* Gives init back the bytes passed on to op's client, unless that client is behind (it
  * gets them when it drains: op_client_drained). Small amounts wait for a step's worth
- * (init still has most of its window then). */
+ * (a quarter of the window: init still has most of it then). */
 static void op_window_grant(struct op *op) {
-        if (!op->windowed || op->done || op->owed < SES_WINDOW_STEP)
+        if (!op->windowed || op->done || op->owed < op->window_size / 4)
                 return;
         if (op->client && op->ops->behind(op, op->client))
                 return;
@@ -177,7 +196,7 @@ int ses_op_new(struct session *s, enum op_kind kind, const struct op_ops *ops, v
         op->client = client;
         op->kind = kind;
         op->pid = -1;
-        op->id = kind == OP_HELLO ? 0 : ses_alloc_id(s);
+        op->id = ses_alloc_id(s);
         op->next = s->ops;
         if (s->ops)
                 s->ops->prev = op;
@@ -214,7 +233,7 @@ void op_done(struct op *op) {
 
 static struct op *op_find(struct session *s, uint32_t id) {
         for (struct op *op = s->ops; op; op = op->next)
-                if (op->id == id && op->kind != OP_HELLO)
+                if (op->id == id)
                         return op;
         return NULL;
 }
@@ -264,9 +283,6 @@ static void op_abandon(struct op *op) {
         case OP_WRITE:
                 if (!ses_dead(s))
                         (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);
-                op_done(op);
-                return;
-        case OP_HELLO:
                 op_done(op);
                 return;
         case OP_SIMPLE:
@@ -323,6 +339,35 @@ static void write_id_or_null(struct json_writer *w, const char *key, const char 
                 json_w_null(w);
 }
 
+uint64_t ses_snapshot_limit(const struct session *s) {
+        return dl_snapshot_limit(s->d->snap_factor, s->disk, s->d->disk_default);
+}
+
+uint64_t ses_tenant_snapshot_bytes(struct daemon *d, const char *tenant) {
+        uint64_t n = 0;
+        for (struct session *s = d->sessions; s; s = s->next)
+                if (!strcmp(s->tenant, tenant))
+                        n = s->snap_bytes > UINT64_MAX - n ? UINT64_MAX : n + s->snap_bytes;
+        return n;
+}
+
+static void write_snapshot_storage(struct json_writer *w, struct session *s) {
+        uint64_t lim = ses_snapshot_limit(s), tenant = ses_tenant_snapshot_bytes(s->d, s->tenant),
+                 tlim = s->d->tenant_snap_max;
+        json_w_key(w, "snapshot_storage");
+        json_w_obj_begin(w);
+        json_w_key(w, "bytes");
+        json_w_uint(w, s->snap_bytes);
+        json_w_key(w, "limit");
+        json_w_uint(w, lim);
+        json_w_key(w, "tenant_bytes");
+        json_w_uint(w, tenant);
+        json_w_key(w, "tenant_limit");
+        json_w_uint(w, tlim);
+        json_w_kbool(w, "over_limit", (lim && s->snap_bytes > lim) || (tlim && tenant > tlim));
+        json_w_obj_end(w);
+}
+
 void ses_write_json(struct json_writer *w, struct session *s) {
         ses_refresh_health(s);
         char ts[40];
@@ -353,6 +398,7 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         json_w_kbool(w, "network", s->network);
         json_w_kint(w, "snapshot_interval_ms", s->interval_ms);
         json_w_kint(w, "retention", s->retention);
+        write_snapshot_storage(w, s);
         write_id_or_null(w, "head_snapshot", s->head);
         write_id_or_null(w, "parent_session", s->parent_session);
         write_id_or_null(w, "source_snapshot", s->source_snapshot);
@@ -598,6 +644,7 @@ static void on_resp(struct op *op, const struct proto_hdr *h, const struct json 
                         break;
                 }
                 op->got_resp = true;
+                op->stdin_acks = op->stdin_stream && json_get_bool(resp, "stdin_acks", false);
                 (void)json_get_int(resp, "pid", &op->pid);
                 exec_event(op, NULL);
                 if (op->background) {
@@ -621,7 +668,6 @@ static void on_resp(struct op *op, const struct proto_hdr *h, const struct json 
                 op_done(op);
                 break;
         case OP_KILL:
-        case OP_HELLO:
                 op_done(op);
                 return;
         }
@@ -868,6 +914,16 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                 if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ)
                         op_frame(op, client, h, payload, j);
                 op_done(op);
+                return;
+        case PROTO_WINDOW:
+                /* init acks streamed stdin (protocol.md §3.15); only where it was asked to */
+                if (op->kind != OP_EXEC || !op->stdin_acks) {
+                        ses_mark_dead(s, "space-init sent an unexpected %s frame", proto_type_name(h->type));
+                        return;
+                }
+                op->stdin_inflight -= MIN((uint64_t)proto_window_decode(payload), op->stdin_inflight);
+                if (client && op->ops->room)
+                        op->ops->room(op, client);
                 return;
         case PROTO_DATA:
                 if (op->kind != OP_READ)

@@ -22,15 +22,22 @@
 #define SES_OUT_HIGH (1u << 20)
 #define SES_OUT_LOW (256u << 10)
 #define SES_OUT_MAX (8u << 20)
-#define SES_READ_CHUNK (64u << 10)
+#define SES_READ_CHUNK (256u << 10)
 /* Per-stream flow control (docs/protocol.md §3.14): output bytes of one exec, attach or
  * download that space-init may send before spaced grants more. spaced grants what it has
- * passed on, in steps of at least SES_WINDOW_STEP, while the stream's client is under
+ * passed on, in steps of a quarter of the window, while the stream's client is under
  * CONN_OUT_HIGH; so a client that reads nothing holds at most CONN_OUT_HIGH + the window
- * (times the JSON expansion, at worst 6 for control bytes) and stops only its own stream. */
+ * and stops only its own stream. A stream starts with SES_STREAM_WINDOW, which NDJSON
+ * (up to 6 times the bytes, for control bytes as JSON escapes) keeps; a stream whose bytes
+ * go out as they are (the binary framing, a file download) is widened to
+ * SES_STREAM_WINDOW_RAW at once, so that init is rarely waiting for a grant. */
 #define SES_STREAM_WINDOW (128u << 10)
-#define SES_WINDOW_STEP (32u << 10)
+#define SES_STREAM_WINDOW_RAW (1u << 20)
 #define SES_UPLOAD_FRAME (64u << 10)
+/* Streamed stdin (exec?stdin=stream, docs/protocol.md §3.15): bytes sent to init and not
+ * acked yet, past which spaced stops reading the client. Under init's INIT_STDIN_HIGH, so
+ * init never stops reading its socket for stdin (and so never misses a WINDOW grant). */
+#define SES_STDIN_CREDIT (1u << 20)
 #define SES_HELLO_TIMEOUT_MS 10000
 #define SES_KEY_FILE "init.key"      /* in the sandbox dir (never inside the sandbox), 0600 */
 #define SES_RECONNECT_MS 250         /* after a connection that did not prove it is init */
@@ -91,6 +98,8 @@ struct session {
         double cpus;
         uint32_t pids;
         uint64_t disk;       /* writable layer limit in bytes; 0 = none */
+        uint64_t snap_bytes; /* what its snapshots in meta added to the store (bytes_added) */
+        bool snap_over;      /* over its snapshot limit: the event was sent */
         bool network;
         char **env;          /* "K=V", NULL-terminated; the defaults of every exec */
         size_t n_env;
@@ -129,7 +138,6 @@ enum op_kind {
         OP_READ,
         OP_WRITE,
         OP_SIMPLE, /* one REQ, one RESP: ps, list, stat, mkdir, remove, signal */
-        OP_HELLO,  /* POST /v1/sessions waiting for init's HELLO */
         OP_KILL,   /* fire-and-forget signal after a client vanished: its RESP is dropped */
 };
 
@@ -148,8 +156,8 @@ struct op_ops {
         void (*fail)(struct op *op, void *client, int err, const char *msg);
         /* The client holds more unsent output than a stream may add to: its stream waits. */
         bool (*behind)(struct op *op, void *client);
-        /* init's queue has room again (ses_out_full no longer): an upload paused for it goes
-         * on. NULL: not an upload. */
+        /* init's queue has room again (ses_out_full no longer), or init acked streamed
+         * stdin: an upload paused for it goes on. NULL: not an upload. */
         void (*room)(struct op *op, void *client);
         /* op is done and forgets client (which stops pointing at op). */
         void (*detach)(struct op *op, void *client);
@@ -176,9 +184,16 @@ struct op {
         uint64_t bytes;      /* uploaded or downloaded so far */
         struct utf8_carry carry[2]; /* the handler's: stdout, stderr split mid-character */
         bool upload_failed;  /* the client sent a bad body: abort */
+        /* OP_EXEC with ?stdin=stream: the rest of the request body is the command's stdin.
+         * stdin_acks: init acks it (its RESP said so); stdin_inflight: sent, not acked. */
+        bool stdin_stream;
+        bool stdin_acks;
+        bool stdin_ended;
+        uint64_t stdin_inflight;
         /* A stream with a window (exec, attach, read; protocol.md §3.14): output bytes init
          * may still send, and bytes passed on to the client but not granted back yet. */
         bool windowed;
+        uint32_t window_size; /* granted in all: SES_STREAM_WINDOW, or widened */
         uint32_t window_left;
         uint32_t owed;
         uint64_t drain_deadline_ms; /* OP_EXEC killed for a gone client: cancel after this */
@@ -191,6 +206,9 @@ struct op {
 
 struct session *ses_find(struct daemon *d, const char *id);
 void ses_write_json(struct json_writer *w, struct session *s);
+/* s's limit on snapshot bytes (0 = none); what tenant's sessions' snapshots hold. */
+uint64_t ses_snapshot_limit(const struct session *s);
+uint64_t ses_tenant_snapshot_bytes(struct daemon *d, const char *tenant);
 /* A session object in memory, linked into d (fields zero, fds -1). */
 int ses_alloc(struct daemon *d, const char *id, struct session **ret);
 /* What the room above (the lifecycle) hears of a session's sandbox; set once in
@@ -246,6 +264,8 @@ int ses_send_req(struct session *s, uint32_t id, const struct buf *json);
  * whether it did, and then op_window_start must be called on the request's op. */
 bool ses_req_window(const struct session *s, struct json_writer *w);
 void op_window_start(struct op *op);
+/* Grows op's window to size (no smaller): a stream of raw bytes (SES_STREAM_WINDOW_RAW). */
+void op_window_widen(struct op *op, uint32_t size);
 void op_done(struct op *op);
 /* The client of op went away: a foreground command is killed, a stream cancelled. */
 void op_client_gone(struct op *op);
@@ -256,3 +276,5 @@ void op_client_done(struct op *op);
 void op_client_drained(struct op *op, bool caught_up);
 /* Whether init's queue is full: uploads wait (op_ops.room tells when they may go on). */
 bool ses_out_full(const struct session *s);
+/* Whether op's streamed stdin must wait: init's queue is full, or its credit is used up. */
+bool ses_stdin_full(const struct op *op);

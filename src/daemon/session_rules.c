@@ -253,3 +253,31 @@ bool dl_bucket_take(struct dl_bucket *b, uint64_t now_ms, uint64_t rate, uint64_
                 *retry_s = 1;
         return false;
 }
+
+uint64_t dl_snapshot_limit(unsigned factor, uint64_t disk, uint64_t disk_default) {
+        uint64_t base = disk ? disk : disk_default;
+        if (!factor || !base)
+                return 0;
+        return base > UINT64_MAX / factor ? UINT64_MAX : base * factor;
+}
+
+bool dl_snapshot_fits(uint64_t used, uint64_t add, uint64_t limit) {
+        return !limit || (used <= limit && add <= limit - used);
+}
+
+int dl_snapshot_limit_json(struct buf *b, const char *snap, uint64_t bytes, uint64_t limit, uint64_t tenant_bytes,
+                           uint64_t tenant_limit) {
+        struct json_writer w = JSON_WRITER_INIT(b);
+        json_w_obj_begin(&w);
+        kid(&w, "snapshot", snap);
+        json_w_key(&w, "bytes");
+        json_w_uint(&w, bytes);
+        json_w_key(&w, "limit");
+        json_w_uint(&w, limit);
+        json_w_key(&w, "tenant_bytes");
+        json_w_uint(&w, tenant_bytes);
+        json_w_key(&w, "tenant_limit");
+        json_w_uint(&w, tenant_limit);
+        json_w_obj_end(&w);
+        return w.err;
+}

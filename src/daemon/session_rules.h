@@ -67,3 +67,13 @@ struct dl_bucket {
 /* Takes one token at now_ms: true, or false and *retry_s, the whole seconds until one is
  * there (at least 1). */
 bool dl_bucket_take(struct dl_bucket *b, uint64_t now_ms, uint64_t rate, uint64_t burst, unsigned *retry_s);
+/* Snapshot storage (docs/security.md "Snapshot storage"): a session's limit on the bytes
+ * its snapshots added to the store is factor times its disk limit, or times disk_default
+ * when it has none; 0 = no limit (factor 0, or no disk limit anywhere). Saturates at
+ * UINT64_MAX. */
+uint64_t dl_snapshot_limit(unsigned factor, uint64_t disk, uint64_t disk_default);
+/* Whether adding `add` bytes to `used` stays within limit (0 = no limit). */
+bool dl_snapshot_fits(uint64_t used, uint64_t add, uint64_t limit);
+/* The snapshot_limit event: usage and limits of the session and its tenant after snap. */
+int dl_snapshot_limit_json(struct buf *b, const char *snap, uint64_t bytes, uint64_t limit, uint64_t tenant_bytes,
+                           uint64_t tenant_limit);

@@ -262,6 +262,7 @@ int dur_snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_rea
         }
         snprintf(s->head, sizeof s->head, "%s", m.id);
         s->head_hash = j->result;
+        s->snap_bytes = m.bytes_added > UINT64_MAX - s->snap_bytes ? UINT64_MAX : s->snap_bytes + m.bytes_added;
         s->last_snapshot_ms = meta_now_ms();
         s->last_entries = j->stats.entries;
         if (j->frozen_at_ns)
@@ -287,8 +288,24 @@ static bool memory_named(struct daemon *d, const char *hex) {
         return named;
 }
 
-/* Retention: rolling snapshots beyond the session's newest `retention` leave meta first,
- * then the store's list; the next GC frees what only they held. */
+/* Removes snapshot m from meta, then its records from the store's list; the next GC frees
+ * what only it held. */
+static int snapshot_drop(struct session *s, const struct meta_snapshot *m) {
+        struct daemon *d = s->d;
+        int r = meta_snapshot_delete(d->meta, m->id);
+        if (r < 0)
+                return r;
+        struct store_hash h;
+        if (store_hash_from_hex(m->store_hash, &h) == 0)
+                (void)store_snapshot_forget(d->store, &h);
+        /* Its memory record may be shared (forks, restores): GC keeps it while any
+         * snapshot in meta names it. */
+        if (m->memory_hash[0] && store_hash_from_hex(m->memory_hash, &h) == 0 && !memory_named(d, m->memory_hash))
+                (void)store_snapshot_forget(d->store, &h);
+        return 0;
+}
+
+/* Retention: rolling snapshots beyond the session's newest `retention` go. */
 static void retention_apply(struct session *s) {
         struct daemon *d = s->d;
         struct meta_id *ids = NULL;
@@ -301,21 +318,173 @@ static void retention_apply(struct session *s) {
                 struct meta_snapshot m;
                 if (meta_snapshot_get(d->meta, ids[i].s, &m) < 0)
                         continue;
-                if (meta_snapshot_delete(d->meta, ids[i].s) < 0) {
+                if (snapshot_drop(s, &m) < 0)
                         log_warn("%s: retention: deleting %s: %s", s->id, ids[i].s, dur_merr(d));
-                        continue;
-                }
-                struct store_hash h;
-                if (store_hash_from_hex(m.store_hash, &h) == 0)
-                        (void)store_snapshot_forget(d->store, &h);
-                /* Its memory record may be shared (forks, restores): GC keeps it while any
-                 * snapshot in meta names it. */
-                if (m.memory_hash[0] && store_hash_from_hex(m.memory_hash, &h) == 0 && !memory_named(d, m.memory_hash))
-                        (void)store_snapshot_forget(d->store, &h);
         }
-        if (n)
+        if (n) {
                 log_debug("%s: retention dropped %zu rolling snapshot(s)", s->id, n);
+                (void)dur_snap_usage_load(s);
+        }
         free(ids);
+}
+
+/* ---------------- snapshot storage limits ---------------- */
+
+/* What a session's snapshots hold is what each added to the store when it was made
+ * (bytes_added: its new chunks and records, its memory image's too), summed over those
+ * still in meta (docs/security.md "Snapshot storage"). */
+int dur_snap_usage_load(struct session *s) {
+        struct meta_snapshot *v = NULL;
+        size_t n = 0;
+        int r = meta_snapshot_list(s->d->meta, s->id, &v, &n);
+        if (r < 0)
+                return r;
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++)
+                sum = v[i].bytes_added > UINT64_MAX - sum ? UINT64_MAX : sum + v[i].bytes_added;
+        free(v);
+        s->snap_bytes = sum;
+        return 0;
+}
+
+static bool fork_source(struct daemon *d, const char *snap) {
+        for (struct session *o = d->sessions; o; o = o->next)
+                if (!strcmp(o->source_snapshot, snap))
+                        return true;
+        return false;
+}
+
+/* The rolling snapshots of s that may go to make room, oldest first: never the head, a
+ * pinned one or one a session was forked from. */
+static int droppable(struct session *s, struct meta_snapshot **ret, size_t *ret_n) {
+        struct meta_snapshot *v = NULL;
+        size_t n = 0, k = 0;
+        int r = meta_snapshot_list(s->d->meta, s->id, &v, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                if (v[i].reason == META_REASON_ROLLING && !v[i].pinned && strcmp(v[i].id, s->head) &&
+                    !fork_source(s->d, v[i].id))
+                        v[k++] = v[i];
+        *ret = v;
+        *ret_n = k;
+        return 0;
+}
+
+/* Whether `add` more bytes fit s's limit and its tenant's once `freed` of s's are gone. */
+static bool limits_fit(struct session *s, uint64_t add, uint64_t freed) {
+        uint64_t used = s->snap_bytes, tenant = ses_tenant_snapshot_bytes(s->d, s->tenant);
+        freed = freed < used ? freed : used;
+        return dl_snapshot_fits(used - freed, add, ses_snapshot_limit(s)) &&
+               dl_snapshot_fits(tenant - freed, add, s->d->tenant_snap_max);
+}
+
+/* Makes room for `add` more bytes by dropping s's oldest droppable rolling snapshots, as
+ * few as it takes; with all_or_nothing none goes unless that makes it fit. Returns whether
+ * it fits. A failure to list keeps everything and says it fits only if it already did. */
+static bool make_room(struct session *s, uint64_t add, bool all_or_nothing) {
+        if (limits_fit(s, add, 0))
+                return true;
+        struct meta_snapshot *v = NULL;
+        size_t n = 0, k = 0;
+        if (droppable(s, &v, &n) < 0) {
+                log_warn("%s: snapshot limit: listing snapshots: %s", s->id, dur_merr(s->d));
+                return false;
+        }
+        uint64_t freed = 0;
+        while (k < n && !limits_fit(s, add, freed))
+                freed += v[k++].bytes_added;
+        bool fits = limits_fit(s, add, freed);
+        if (all_or_nothing && !fits)
+                k = 0;
+        size_t dropped = 0;
+        for (size_t i = 0; i < k; i++) {
+                if (snapshot_drop(s, &v[i]) < 0)
+                        log_warn("%s: snapshot limit: deleting %s: %s", s->id, v[i].id, dur_merr(s->d));
+                else
+                        dropped++;
+        }
+        free(v);
+        if (dropped) {
+                log_info("%s: snapshot limit: dropped %zu older rolling snapshot(s) to make room", s->id, dropped);
+                (void)dur_snap_usage_load(s);
+                fits = limits_fit(s, add, 0);
+        }
+        return fits;
+}
+
+/* Whether any snapshot at all could still fit once the droppable ones went: what a manual
+ * snapshot asks before it captures anything. */
+static bool room_possible(struct session *s) {
+        struct meta_snapshot *v = NULL;
+        size_t n = 0;
+        if (limits_fit(s, 1, 0))
+                return true;
+        if (droppable(s, &v, &n) < 0)
+                return true; /* can't tell: the capture's own check decides */
+        uint64_t freed = 0;
+        for (size_t i = 0; i < n; i++)
+                freed += v[i].bytes_added;
+        free(v);
+        return limits_fit(s, 1, freed);
+}
+
+/* Why s has no room for `add` more bytes (0: for any), for the client. */
+static void no_room_msg(struct session *s, uint64_t add, char *out, size_t size) {
+        uint64_t lim = ses_snapshot_limit(s), tenant = ses_tenant_snapshot_bytes(s->d, s->tenant);
+        char more[96] = "no snapshot fits";
+        if (add)
+                snprintf(more, sizeof more, "this snapshot would add %" PRIu64 " more", add);
+        if (!dl_snapshot_fits(s->snap_bytes, add ? add : 1, lim))
+                snprintf(out, size,
+                         "snapshot storage of session %s is full: its snapshots hold %" PRIu64 " bytes of its limit of %" PRIu64
+                         " (spaced --snapshot-bytes-factor %u times its disk limit) and %s, even without its older "
+                         "rolling snapshots",
+                         s->id, s->snap_bytes, lim, s->d->snap_factor, more);
+        else
+                snprintf(out, size,
+                         "snapshot storage of tenant %s is full: its sessions' snapshots hold %" PRIu64
+                         " bytes of its limit of %" PRIu64 " (spaced --tenant-snapshot-bytes) and %s",
+                         s->tenant, tenant, s->d->tenant_snap_max, more);
+}
+
+/* After a snapshot that is never refused (rolling, pause, fork, a checkpoint that stopped
+ * the sandbox): older rolling ones make room; if that is not enough the session stays
+ * over its limit, with one snapshot_limit event each time it goes over (docs/security.md
+ * "Snapshot storage"). */
+void dur_snap_limit_apply(struct session *s, const char *snap) {
+        if (make_room(s, 0, false)) {
+                s->snap_over = false;
+                return;
+        }
+        if (s->snap_over)
+                return;
+        s->snap_over = true;
+        uint64_t lim = ses_snapshot_limit(s), tenant = ses_tenant_snapshot_bytes(s->d, s->tenant);
+        log_warn("%s: over its snapshot limit after %s: %" PRIu64 " bytes of %" PRIu64 " (tenant %s: %" PRIu64 " of %" PRIu64
+                 "); manual snapshots are refused until there is room",
+                 s->id, snap, s->snap_bytes, lim, s->tenant, tenant, s->d->tenant_snap_max);
+        struct buf ev = BUF_INIT(0);
+        if (dl_snapshot_limit_json(&ev, snap, s->snap_bytes, lim, tenant, s->d->tenant_snap_max) < 0 ||
+            meta_event_append(s->d->meta, s->id, "snapshot_limit", ev.data, ev.len, NULL) < 0)
+                log_warn("%s: recording the snapshot_limit event: %s", s->id, dur_merr(s->d));
+        buf_free(&ev);
+}
+
+/* A manual capture that did not fit: its records leave the store's list (the next GC
+ * frees them) and a source layer it made goes. */
+static void capture_refuse(struct session *s, struct job *j) {
+        char hex[STORE_HEX_LEN + 1];
+        store_hash_to_hex(&j->result, hex);
+        if (!memory_named(s->d, hex))
+                (void)store_snapshot_forget(s->d->store, &j->result);
+        if (j->has_memory) {
+                store_hash_to_hex(&j->memory_snap, hex);
+                if (!memory_named(s->d, hex))
+                        (void)store_snapshot_forget(s->d->store, &j->memory_snap);
+        }
+        if (j->src_layer.set)
+                dur_layers_gc(s->d, false);
 }
 
 /* After the commit of a snapshot that made a source layer: say so, and apply the cap. */
@@ -354,6 +523,15 @@ static void snapshot_done(struct job *j) {
                 dur_act_done(a);
                 return;
         }
+        uint64_t add = j->stats.bytes_written + (j->has_memory ? j->mem_stats.bytes_written : 0);
+        if (a->reason == META_REASON_MANUAL && !stopped && !make_room(s, add, true)) {
+                char msg[512];
+                no_room_msg(s, add, msg, sizeof msg);
+                capture_refuse(s, j);
+                log_info("%s: manual snapshot refused: %s", s->id, msg);
+                dur_act_fail(a, -EDQUOT, "%s", msg);
+                return;
+        }
         struct meta_snapshot m;
         int r = dur_snapshot_commit(s, j, a->reason, a->label, NULL, &m);
         if (r < 0) {
@@ -375,6 +553,8 @@ static void snapshot_done(struct job *j) {
                  j->freeze_us, j->src_capture && j->src_taken ? " (for a btrfs snapshot only)" : "", j->capture_us);
         if (a->reason == META_REASON_ROLLING)
                 retention_apply(s);
+        if (a->reason != META_REASON_MANUAL || stopped)
+                dur_snap_limit_apply(s, m.id);
         if (a->w) {
                 struct buf b = BUF_INIT(0);
                 struct json_writer w = JSON_WRITER_INIT(&b);
@@ -399,6 +579,12 @@ void dur_run_snapshot(struct action *a) {
                         return;
                 }
                 dur_act_fail(a, err, "%s", why);
+                return;
+        }
+        if (a->reason == META_REASON_MANUAL && !room_possible(s)) {
+                char msg[512];
+                no_room_msg(s, 0, msg, sizeof msg);
+                dur_act_fail(a, -EDQUOT, "%s", msg);
                 return;
         }
         bool rolling = a->reason == META_REASON_ROLLING;

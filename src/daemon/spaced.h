@@ -27,6 +27,12 @@
 #define SES_DEFAULT_DISK (10ull << 30)    /* spaced --disk-default */
 #define SES_MIN_DISK (16ull << 20)        /* below this even a package install fails */
 #define SES_MAX_DISK (16ull << 40)        /* and never more than the volume */
+/* Snapshot storage (docs/security.md "Snapshot storage"): a session's snapshots may add
+ * this many times its disk limit to the store (spaced --snapshot-bytes-factor) ... */
+#define SES_DEFAULT_SNAPSHOT_FACTOR 4u
+#define SES_MAX_SNAPSHOT_FACTOR 1000u
+/* ... and a tenant's sessions together at most spaced --tenant-snapshot-bytes (0 = none) */
+#define SES_MAX_TENANT_SNAPSHOT_BYTES (1ull << 50)
 #define SPACED_VOLUME_DEFAULT_MAX (64ull << 30) /* default volume: min(this, half the free space) */
 /* Durable sessions (docs/sessions.md). */
 #define SES_DEFAULT_INTERVAL_MS 30000     /* rolling snapshots; 0 = off */
@@ -65,6 +71,8 @@ struct daemon {
         const struct runtime_ops *rt;
         struct loop_src unix_src;
         struct loop_src tcp_src;
+        struct loop_src accept_src; /* the accept back-off timer (server.c) */
+        bool accept_short;          /* accept is out of fds: logged, backing off */
         struct loop_src sig_src;
         struct loop_src timer_src;
         struct loop_src tpl_src;  /* read end of the template workers' pipe */
@@ -89,6 +97,8 @@ struct daemon {
         uint64_t disk_default;    /* limit of a session that asks none; 0 = none */
         uint64_t disk_max;        /* the largest a session may ask */
         uint64_t volume_size;
+        unsigned snap_factor;     /* a session's snapshot bytes: this times its disk limit; 0 = none */
+        uint64_t tenant_snap_max; /* a tenant's snapshot bytes, all sessions; 0 = none */
         bool stopping;
         /* durability */
         struct meta *meta;        /* used by the loop thread only */

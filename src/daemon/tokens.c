@@ -11,6 +11,7 @@
 #include "common/macros.h"
 #include "daemon/auth.h"
 #include "daemon/tokens.h"
+#include "daemon/util.h"
 #include "meta/meta.h"
 #include "runtime/fsutil.h"
 
@@ -47,9 +48,10 @@ static int open_meta(const char *data, struct meta **ret) {
         _cleanup_free_ char *path = NULL;
         if (asprintf(&path, "%s/meta.db", data) < 0)
                 return -ENOMEM;
-        r = meta_open(path, NULL, ret);
+        char why[1024];
+        r = util_meta_open(path, ret, why, sizeof why);
         if (r < 0)
-                fprintf(stderr, "spaced token: %s: %s\n", path, strerror(-r));
+                fprintf(stderr, "spaced token: %s\n", why);
         return r;
 }
 

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "common/macros.h"
+#include "daemon/spaced.h"
+#include "meta/meta.h"
 #include "common/json.h"
 
 int util_random_id(const char *prefix, char *out, size_t outsz) {
@@ -123,4 +125,15 @@ int util_boot_id(char out[64]) {
         out[n] = '\0';
         out[strcspn(out, "\n")] = '\0';
         return 0;
+}
+
+int util_meta_open(const char *path, struct meta **ret, char *why, size_t why_size) {
+        char err[512];
+        int r = meta_open(path, &(struct meta_opts){ META_OPTS_INIT, .error = err, .error_size = sizeof err }, ret);
+        if (r == -EPROTO)
+                snprintf(why, why_size, "%s: %s: a newer spaced than %s wrote it; use a newer spaced (nothing in it "
+                         "was changed)", path, err, SPACED_VERSION);
+        else if (r < 0)
+                snprintf(why, why_size, "%s: %s", path, err[0] ? err : strerror(-r));
+        return r;
 }

@@ -31,5 +31,11 @@ void util_rfc3339(time_t t, char *out, size_t outsz);
 /* The kernel's boot id (/proc/sys/kernel/random/boot_id), NUL-terminated. */
 int util_boot_id(char out[64]);
 
+struct meta;
+/* Opens the metadata store at path (DATA/meta.db). On failure why says so for a human:
+ * the path and the store's own reason, and for a schema newer than this spaced knows
+ * (-EPROTO) that a newer spaced wrote it and is the one to use. */
+int util_meta_open(const char *path, struct meta **ret, char *why, size_t why_size);
+
 /* errno name ("ENOENT") or number from init -> HTTP status. */
 int util_errno_status(int err);

@@ -191,8 +191,8 @@ int guest_boot(void) {
         (void)mount_at("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
         (void)mount_at("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
         const char *host = getenv("space_hostname");
-        if (host)
-                (void)sethostname(host, strnlen(host, 64));
+        if (host && sethostname(host, strnlen(host, 64)) < 0)
+                log_warn("guest: hostname %.64s: %m", host); /* the session runs on; only its name is off */
         loopback_up();
         warm_shell();
         return 0;

@@ -14,8 +14,9 @@
 
 #define INIT_OUT_HIGH (1u << 20)      /* output queue size that pauses foreground pipes */
 #define INIT_OUT_MAX (8u << 20)       /* hard cap of the output queue */
-#define INIT_STDIN_HIGH (1u << 20)    /* pending stdin of one command that pauses the socket */
-#define INIT_CHUNK (64u << 10)        /* one read from a pipe or file */
+#define INIT_STDIN_HIGH (2u << 20)    /* pending stdin of one command that pauses the socket */
+#define INIT_STDIN_ACK (128u << 10)   /* stdin bytes written before init acks them to spaced */
+#define INIT_CHUNK (256u << 10)       /* one read from a pipe or file */
 #define INIT_MAX_STREAMS 1024         /* live request ids on one connection */
 #define INIT_RELAY_ASK '?'            /* init's first byte to a relay: who are you? */
 #define INIT_RELAY_HELLO 'R'          /* the relay's answer, with its credentials */
@@ -43,6 +44,10 @@ struct proc {
         struct watch out, err, in;
         struct buf stdin_pending;
         bool stdin_eof;   /* close stdin once pending is written */
+        /* Stdin credit (protocol.md §3.15): spaced asked for acks; bytes taken off its
+         * hands (written to the pipe, or dropped) and not acked yet. */
+        bool stdin_acks;
+        uint32_t stdin_unacked;
         bool background;
         struct stream *fg; /* the foreground exec stream, NULL when detached */
         bool exited, timed_out;

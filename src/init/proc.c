@@ -62,7 +62,22 @@ static void proc_free(struct proc *p) {
         free(p);
 }
 
+/* Tells spaced that n more stdin bytes left its hands, once enough piled up or when
+ * asked (now): a WINDOW frame from init is a stdin ack (protocol.md §3.15). */
+static void stdin_ack(struct proc *p, size_t n, bool now) {
+        if (!p->stdin_acks)
+                return;
+        p->stdin_unacked += (uint32_t)n;
+        if (p->fg && p->stdin_unacked > 0 && (now || p->stdin_unacked >= INIT_STDIN_ACK)) {
+                uint8_t w[PROTO_WINDOW_LEN];
+                proto_window_encode(p->stdin_unacked, w);
+                send_frame(PROTO_WINDOW, p->fg->id, w, sizeof w);
+                p->stdin_unacked = 0;
+        }
+}
+
 static void proc_close_stdin(struct proc *p) {
+        stdin_ack(p, p->stdin_pending.len, true); /* dropped: spaced may stop counting them */
         watch_close(&p->in);
         buf_free(&p->stdin_pending);
         p->stdin_eof = true;
@@ -122,14 +137,17 @@ static void in_cb(struct watch *w, uint32_t revents) {
                         return;
                 }
                 buf_consume(&p->stdin_pending, (size_t)n);
+                stdin_ack(p, (size_t)n, p->stdin_pending.len == 0);
         }
         if (p->stdin_eof)
                 proc_close_stdin(p);
 }
 
 void proc_stdin(struct proc *p, const uint8_t *data, size_t n) {
-        if (p->in.fd < 0 || p->stdin_eof)
+        if (p->in.fd < 0 || p->stdin_eof) {
+                stdin_ack(p, n, true); /* the command closed its stdin: the bytes go nowhere */
                 return;
+        }
         if (n == 0) {
                 p->stdin_eof = true;
                 if (p->stdin_pending.len == 0)
@@ -490,6 +508,7 @@ void op_exec(uint32_t id, const struct json *req) {
             (json_get(req, "gid") && (json_get_int(req, "gid", &gid) < 0 || gid < 0 || gid > UINT32_MAX - 1)))
                 return send_error(id, EINVAL, "\"uid\" and \"gid\" must be integers >= 0");
         bool want_stdin = json_get_bool(req, "stdin", false);
+        bool stdin_acks = want_stdin && json_get_bool(req, "stdin_acks", false);
         bool background = json_get_bool(req, "background", false);
         uint32_t window = 0;
         if (req_window(req, &window) < 0)
@@ -572,6 +591,7 @@ void op_exec(uint32_t id, const struct json *req) {
         p->in = (struct watch){ .fd = ip[1], .cb = in_cb };
         p->stdin_pending = BUF_INIT(INIT_STDIN_HIGH + PROTO_MAX_PAYLOAD);
         p->stdin_eof = !want_stdin;
+        p->stdin_acks = stdin_acks;
         p->started_ms = wall_ms();
         p->last_activity_ms = now_ms();
         if (timeout > 0)
@@ -606,6 +626,8 @@ void op_exec(uint32_t id, const struct json *req) {
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
         json_w_kint(&w, "pid", pid);
+        if (stdin_acks && !background)
+                json_w_kbool(&w, "stdin_acks", true);
         json_w_obj_end(&w);
         send_json(PROTO_RESP, id, &b);
         buf_free(&b);

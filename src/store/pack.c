@@ -1101,23 +1101,25 @@ size_t pw_packs(const struct pack_writer *w) {
 
 /* A new temp pack with its header. Writer mutex held. */
 static int pw_start_pack(struct pack_writer *w) {
+        uint64_t id = 0;
+        int r = store_random(&id, sizeof id);
+        if (r < 0)
+                return store_fail(r, "cannot create a pack: getrandom: %s", strerror(-r));
         struct pw_pack *p = calloc(1, sizeof *p);
         if (!p)
                 return -ENOMEM;
         snprintf(p->tmp, sizeof p->tmp, PACK_TEMP_PREFIX "%s-%u.pack", w->tag, w->seq++);
         p->fd = openat(w->s->packfd, p->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
         if (p->fd < 0) {
-                int r = -errno;
+                r = -errno;
                 free(p);
                 return store_fail(r, "cannot create a pack: %s", strerror(-r));
         }
         uint8_t h[PACK_HEADER] = { 0 };
         memcpy(h, PACK_MAGIC, 4);
         h[4] = PACK_VERSION;
-        uint64_t id = 0;
-        (void)getrandom(&id, sizeof id, 0);
         put_le64(h + 8, id);
-        int r = pwrite_full(p->fd, h, sizeof h, 0);
+        r = pwrite_full(p->fd, h, sizeof h, 0);
         if (r < 0) {
                 close(p->fd);
                 unlinkat(w->s->packfd, p->tmp, 0);

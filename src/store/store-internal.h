@@ -17,6 +17,9 @@ int store_fail(int r, const char *fmt, ...) _printf_(2, 3);
 /* Copies another thread's message in (for results handed over from workers). */
 void store_set_detail(const char *msg);
 
+/* n random bytes from getrandom() (short reads and EINTR retried); -errno when there are none. */
+int store_random(void *buf, size_t n);
+
 /* ---- hashing ---- */
 void store_sha256(const void *data, size_t len, struct store_hash *ret);
 /* Path of an object relative to objects/: "ab/abcd…" */

@@ -40,18 +40,20 @@ static int open_dir_at(int dfd, const char *name) {
 static int write_file_at(int dfd, const char *name, const void *data, size_t len, bool durable) {
         char tmp[300];
         unsigned rnd = 0;
-        (void)getrandom(&rnd, sizeof rnd, 0);
+        int r = store_random(&rnd, sizeof rnd);
+        if (r < 0)
+                return r;
         snprintf(tmp, sizeof tmp, ".%s.%08x.tmp", name, rnd);
         _cleanup_close_ int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0)
                 return -errno;
         if (write(fd, data, len) != (ssize_t)len || (durable && fsync(fd) < 0)) {
-                int r = errno ? -errno : -EIO;
+                r = errno ? -errno : -EIO;
                 unlinkat(dfd, tmp, 0);
                 return r;
         }
         if (renameat(dfd, tmp, dfd, name) < 0) {
-                int r = -errno;
+                r = -errno;
                 unlinkat(dfd, tmp, 0);
                 return r;
         }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <openssl/evp.h>
@@ -25,6 +26,19 @@ int store_fail(int r, const char *fmt, ...) {
 void store_set_detail(const char *msg) { snprintf(error_detail, sizeof error_detail, "%s", msg ? msg : ""); }
 
 const char *store_error_detail(void) { return error_detail; }
+
+int store_random(void *buf, size_t n) {
+        for (size_t got = 0; got < n;) {
+                ssize_t k = getrandom((uint8_t *)buf + got, n - got, 0);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                got += (size_t)k;
+        }
+        return 0;
+}
 
 static EVP_MD *sha256_md;
 static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;

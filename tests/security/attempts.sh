@@ -639,6 +639,41 @@ attempt_fd_exhaustion() {
         main_works && daemon_alive && stopped "the sandbox and daemon keep working afterwards" || leak "fd exhaustion hurt the daemon"
 }
 
+# ---- per-user kernel limits (docs/security.md "Per-user kernel limits") ----
+
+attempt_inotify_instances() {
+        [ -x "$PROBE_HOST" ] || broken "the host's sec-probe $PROBE_HOST is missing"
+        max=$(cat /proc/sys/fs/inotify/max_user_instances)
+        sb=$(new_sandbox) || broken "create a sandbox"
+        sp cp "$PROBE_HOST" "$sb:/usr/local/bin/sec-probe" </dev/null && sp exec "$sb" -- chmod 0755 /usr/local/bin/sec-probe </dev/null ||
+                broken "install sec-probe in $sb"
+        tried "take inotify instances in $sb until the kernel refuses (max_user_instances $max), hold them, and meanwhile inotify_init1 in $MAIN and as root on the host"
+        out=$TMPD/inotify.out
+        timeout 60 "$SPACE" exec "$sb" -- "$PROBE" inotify_hold 65536 20 </dev/null >"$out" 2>&1 &
+        holder=$!
+        for _ in $(seq 150); do grep -q '^held' "$out" && break; sleep 0.1; done
+        held=$(sed -n 's/^held \([0-9]*\) .*/\1/p' "$out")
+        echo "  $sb: $(cat "$out")"
+        [ -n "$held" ] || { kill "$holder" 2>/dev/null; broken "the holder said nothing in 15 s"; }
+        grep -q 'then EMFILE' "$out" && [ "$held" -le "$max" ] &&
+                stopped "the sandbox stopped at $held instances with EMFILE (its own budget, at most $max)" ||
+                leak "the sandbox took $held instances, not stopped by EMFILE within $max"
+        m=$(inside -- "$PROBE" inotify_init)
+        echo "  $MAIN: $m"
+        case $m in
+        *"-> ok"*) stopped "$MAIN still makes an inotify instance: the kernel charges each sandbox's to its own user namespace owner, not to a shared one" ;;
+        *) leak "$MAIN cannot make an inotify instance while $sb holds its own: the budget is shared" ;;
+        esac
+        h=$("$PROBE_HOST" inotify_init 2>&1)
+        echo "  host root: $h"
+        case $h in
+        *"-> ok"*) stopped "root on the host still makes one (the sandbox's are not charged to root)" ;;
+        *) leak "root on the host cannot make an inotify instance while $sb holds its own" ;;
+        esac
+        wait "$holder"
+        sp rm "$sb" </dev/null >/dev/null || defect "deleting $sb failed"
+}
+
 attempt_tmp_inodes() {
         sb=$(new_sandbox -m 128M) || broken "create"
         tried "create empty files in /dev/shm and /tmp until something stops it ($sb, memory 128 MiB)"

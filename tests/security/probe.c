@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/klog.h>
 #include <sys/mount.h>
@@ -39,6 +40,8 @@
 
 #define PROBE_MAX_FDS (1 << 21) /* more than any RLIMIT_NOFILE a sandbox may have */
 #define PROBE_ERRNO_MAX 4096    /* errno values are below this (the kernel's MAX_ERRNO) */
+#define PROBE_INOTIFY_MAX 65536 /* instances inotify_hold takes at most */
+#define PROBE_HOLD_MAX_S 600    /* and holds at most this long */
 #define PROBE_WRONG_ERRNO 3     /* exit status: refused, but not with the expected errno */
 
 static int expected; /* --expect: the errno a refusal must carry; 0 = any */
@@ -522,6 +525,30 @@ static int p_nofile(void) {
         return refused(what); /* EMFILE: RLIMIT_NOFILE */
 }
 
+/* Takes inotify instances until the kernel says no (or max), says how many and why it
+ * stopped, then holds them for secs seconds: another sandbox (or the host) tries its own
+ * meanwhile. Exits 0 when it was stopped by a refusal, 1 when it reached max. */
+static int p_inotify_hold(long max, long secs) {
+        if (max <= 0 || max > PROBE_INOTIFY_MAX || secs < 0 || secs > PROBE_HOLD_MAX_S) {
+                fprintf(stderr, "sec-probe: inotify_hold MAX SECONDS: MAX 1..%d, SECONDS 0..%d\n", PROBE_INOTIFY_MAX,
+                        PROBE_HOLD_MAX_S);
+                return 2;
+        }
+        long n = 0;
+        int e = 0;
+        while (n < max) {
+                if (syscall(SYS_inotify_init1, IN_CLOEXEC) < 0) {
+                        e = errno;
+                        break;
+                }
+                n++;
+        }
+        printf("held %ld inotify instances, then %s\n", n, e ? strerrorname_np(e) : "the probe's own maximum");
+        fflush(stdout);
+        sleep((unsigned)secs);
+        return e ? 0 : 1;
+}
+
 static int p_tiocsti(void) {
         int fd = open("/dev/tty", O_RDWR | O_CLOEXEC);
         if (fd < 0)
@@ -625,6 +652,8 @@ int main(int argc, char **argv) {
         if (!strcmp(c, "chroot_escape") && argc > 2) return p_chroot_escape(a2);
         if (!strcmp(c, "nofile")) return p_nofile();
         if (!strcmp(c, "tiocsti")) return p_tiocsti();
+        if (!strcmp(c, "inotify_init")) return done("inotify_init1", syscall(SYS_inotify_init1, IN_CLOEXEC));
+        if (!strcmp(c, "inotify_hold") && argc > 3) return p_inotify_hold(atol(a2), atol(a3));
         if (!strcmp(c, "syslog")) return p_syslog();
         if (!strcmp(c, "reboot")) return p_reboot();
         if (!strcmp(c, "iopl")) return p_iopl();

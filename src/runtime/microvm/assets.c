@@ -549,10 +549,14 @@ int mv_export_upper(const char *disk_qcow2, const char *run_dir, const char *upp
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
                         if (renameat(dirfd(t), de->d_name, dirfd(d), de->d_name) < 0)
                                 return -errno;
+        /* the root of the session's files keeps the mode and owner it had in the guest */
         struct stat st;
-        if (stat(tmp, &st) == 0) {
-                (void)chmod(upper_dir, st.st_mode & 07777);
-                (void)chown(upper_dir, st.st_uid, st.st_gid);
+        if (stat(tmp, &st) < 0 || chown(upper_dir, st.st_uid, st.st_gid) < 0 ||
+            chmod(upper_dir, st.st_mode & 07777) < 0) {
+                r = -errno;
+                runtime_set_error("microvm: export the session files: the owner and mode of %s: %s", upper_dir,
+                                  strerror(-r));
+                return r;
         }
         return rmdir(tmp) < 0 ? -errno : 0;
 }

@@ -781,8 +781,13 @@ static int start_vm(struct rt_sandbox *sb, const struct rt_spec *spec, const cha
                         return r;
                 }
         }
-        if (sb->unprivileged)
-                (void)chown(disk, MV_QEMU_UID, MV_QEMU_UID);
+        /* QEMU runs as MV_QEMU_UID then, and could not open a disk it does not own */
+        if (sb->unprivileged && chown(disk, MV_QEMU_UID, MV_QEMU_UID) < 0) {
+                r = -errno;
+                runtime_set_error("microvm: giving the session disk %s to QEMU's uid %u: %s", disk,
+                                  (unsigned)MV_QEMU_UID, strerror(-r));
+                return r;
+        }
         r = spawn_qemu(sb, spec, mem);
         if (r < 0)
                 return r;

@@ -29,6 +29,8 @@
 #include <time.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
+#include <linux/nsfs.h>
+#include <linux/securebits.h>
 #include "common/macros.h"
 #include "runtime/cgroup.h"
 #include "runtime/fsutil.h"
@@ -51,6 +53,14 @@
 #define RT_NS_LISTEN_FD 4         /* and its listening socket here (SPACE_INIT_LISTEN_FD) */
 #define RT_NS_SOCK_NAME "init.sock" /* in run_dir: where a restarted daemon reconnects */
 #define RT_NS_CHILD_FD_BASE 10    /* child moves the fds it needs above 0..3 first */
+/* The owner of each sandbox's user namespace (docs/security.md "Per-user kernel limits"):
+ * a host uid of its own, from this range, that no host user may have. The kernel charges
+ * what the sandbox holds of per-user limits kept by user namespace (inotify instances and
+ * watches, user namespaces, mqueue bytes, ...) to that owner in the parent namespace,
+ * instead of to root (the daemon) as before, which host root and every sandbox shared.
+ * Above systemd's container range (524288..1879048191), below its foreign range. */
+#define RT_NS_OWNER_BASE 1879048192u  /* 0x70000000 */
+#define RT_NS_OWNER_COUNT 65536u
 
 /* rt_limits with the driver's defaults filled in: what a sandbox really gets. */
 struct ns_limits {
@@ -68,6 +78,7 @@ struct rt_sandbox {
         int pidfd;
         pid_t pid;
         bool adopted;          /* not our child (adopt after a daemon restart): no waitid */
+        uid_t owner;           /* its user namespace's owner; 0: none taken from the range */
         bool reaped;
         int status;            /* wait status once reaped */
         struct ns_limits lim;  /* as applied (create, set_limits); unknown when adopted */
@@ -83,6 +94,8 @@ struct child_args {
         int listen_fd;                /* run_dir/init.sock, for reconnects */
         int parent_sync_fd;           /* the parent's end: closed at once, or a dead parent
                                        * would never give us EOF */
+        int rootfs_fd;                /* O_PATH of rootfs: the child's euid (the namespace's
+                                       * owner) may not walk the host's path to it */
         rlim_t nofile;
         const struct rt_seccomp_prog *seccomp;
         char *const *argv;
@@ -211,6 +224,106 @@ static int ns_host_init(const char *data_dir) {
         return ensure_host();
 }
 
+/* ---------------- user namespace owners ---------------- */
+
+static pthread_mutex_t owner_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t owner_used[RT_NS_OWNER_COUNT / 8];
+
+static bool owner_in_range(uid_t u) { return u >= RT_NS_OWNER_BASE && u - RT_NS_OWNER_BASE < RT_NS_OWNER_COUNT; }
+
+/* Marks u taken (adopt: the owner a live sandbox has). */
+static void owner_mark(uid_t u) {
+        if (!owner_in_range(u))
+                return;
+        pthread_mutex_lock(&owner_lock);
+        owner_used[(u - RT_NS_OWNER_BASE) / 8] |= (uint8_t)(1u << ((u - RT_NS_OWNER_BASE) % 8));
+        pthread_mutex_unlock(&owner_lock);
+}
+
+/* A free owner, starting at a place the id picks. -EUSERS when every one is taken. */
+static int owner_alloc(const char *id, uid_t *ret) {
+        uint32_t h = 2166136261u;
+        for (const char *c = id; *c; c++)
+                h = (h ^ (uint8_t)*c) * 16777619u;
+        int r = -EUSERS;
+        pthread_mutex_lock(&owner_lock);
+        for (uint32_t i = 0; i < RT_NS_OWNER_COUNT; i++) {
+                uint32_t k = (h + i) % RT_NS_OWNER_COUNT;
+                if (!(owner_used[k / 8] & (1u << (k % 8)))) {
+                        owner_used[k / 8] |= (uint8_t)(1u << (k % 8));
+                        *ret = RT_NS_OWNER_BASE + k;
+                        r = 0;
+                        break;
+                }
+        }
+        pthread_mutex_unlock(&owner_lock);
+        return r;
+}
+
+static void owner_free(uid_t u) {
+        if (!owner_in_range(u))
+                return;
+        pthread_mutex_lock(&owner_lock);
+        owner_used[(u - RT_NS_OWNER_BASE) / 8] &= (uint8_t)~(1u << ((u - RT_NS_OWNER_BASE) % 8));
+        pthread_mutex_unlock(&owner_lock);
+}
+
+/* The owner of pid's user namespace, as the host sees it. */
+static int owner_of(pid_t pid, uid_t *ret) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        uid_t u;
+        if (ioctl(fd, NS_GET_OWNER_UID, &u) < 0)
+                return -errno;
+        *ret = u;
+        return 0;
+}
+
+/* This thread's euid becomes owner, capabilities kept (SECBIT_NO_SETUID_FIXUP): what it
+ * then does is done as the owner of a sandbox's user namespace, which holds every
+ * capability there even where the daemon lacks one on the host (a host without
+ * CAP_SYS_RESOURCE still lowers a sandbox's rlimits). Raw syscalls: they change this
+ * thread's credentials only, not the daemon's other threads' (glibc's setresuid would
+ * change them all). *saved: the securebits to put back with owner_leave. */
+static int owner_enter(uid_t owner, int *saved) {
+        int sb = prctl(PR_GET_SECUREBITS);
+        if (sb < 0)
+                return -errno;
+        if (prctl(PR_SET_SECUREBITS, (unsigned long)sb | SECBIT_NO_SETUID_FIXUP) < 0)
+                return -errno;
+        if (syscall(SYS_setresuid, (uid_t)-1, owner, (uid_t)-1) < 0) {
+                int r = -errno;
+                (void)prctl(PR_SET_SECUREBITS, (unsigned long)sb);
+                return r;
+        }
+        *saved = sb;
+        return 0;
+}
+
+static void owner_leave(int saved) {
+        /* a daemon thread left with another euid must not go on */
+        if (syscall(SYS_setresuid, (uid_t)-1, (uid_t)0, (uid_t)-1) < 0 ||
+            prctl(PR_SET_SECUREBITS, (unsigned long)saved) < 0)
+                abort();
+}
+
+/* clone3 as the new user namespace's owner (its owner is the creator's euid). The child
+ * clears the securebit itself. */
+static long clone_as_owner(struct clone_args *cl, uid_t owner) {
+        int saved, r = owner_enter(owner, &saved);
+        if (r < 0)
+                return r;
+        long pid = syscall(SYS_clone3, cl, sizeof *cl);
+        if (pid < 0)
+                pid = -errno;
+        if (pid != 0)
+                owner_leave(saved);
+        return pid;
+}
+
 /* ---------------- child side ---------------- */
 
 _noreturn_ static void child_fail(const struct child_args *a, const char *step, int err) {
@@ -288,7 +401,7 @@ _noreturn_ static void ns_child(const struct child_args *in) {
         if ((a.sync_fd = move_high(a.sync_fd)) < 0)
                 _exit(126);
         if ((a.sock_fd = move_high(a.sock_fd)) < 0 || (a.listen_fd = move_high(a.listen_fd)) < 0 ||
-            (a.exe_fd = move_high(a.exe_fd)) < 0)
+            (a.exe_fd = move_high(a.exe_fd)) < 0 || (a.rootfs_fd = move_high(a.rootfs_fd)) < 0)
                 child_fail(&a, "move fds", errno);
 
         /* Wait until the parent wrote our id maps and put us into the cgroups. EOF: the
@@ -304,16 +417,30 @@ _noreturn_ static void ns_child(const struct child_args *in) {
         if (setsid() < 0)
                 child_fail(&a, "setsid", errno);
 
-        /* Still the host's root uid here: reach the rootfs path through the host's
-         * directories before becoming an unprivileged uid. The bind makes the root a
-         * mount of this namespace (the copied overlay mount is locked; pivot_root
-         * refuses locked mounts). */
+        /* Capabilities follow uid changes again (the parent kept them over its euid
+         * change for the clone). */
+        if (prctl(PR_SET_SECUREBITS, 0UL) < 0)
+                child_fail(&a, "clear securebits", errno);
+        /* The euid here is the namespace's owner, no uid the host's directories let in:
+         * the rootfs is reached through the parent's O_PATH fd of it, as the cwd, before
+         * the mount namespace is made (which carries the cwd over). A clone of it put on
+         * top makes the root a mount of this namespace (the copied overlay mount is
+         * locked; pivot_root refuses locked mounts). */
+        if (fchdir(a.rootfs_fd) < 0)
+                child_fail(&a, "chdir rootfs", errno);
+        close(a.rootfs_fd);
+        if (unshare(CLONE_NEWNS) < 0)
+                child_fail(&a, "unshare mount namespace", errno);
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 child_fail(&a, "make mounts private", errno);
-        if (mount(a.rootfs, a.rootfs, NULL, MS_BIND | MS_REC, NULL) < 0)
+        int tree = (int)syscall(SYS_open_tree, AT_FDCWD, ".", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (tree < 0)
+                child_fail(&a, "clone rootfs mount", errno);
+        if (syscall(SYS_move_mount, tree, "", AT_FDCWD, ".", MOVE_MOUNT_F_EMPTY_PATH) < 0)
                 child_fail(&a, "bind rootfs", errno);
-        if (chdir(a.rootfs) < 0)
+        if (fchdir(tree) < 0)
                 child_fail(&a, "chdir rootfs", errno);
+        close(tree);
 
         if ((r = rt_child_setids(0, 0)) < 0)
                 child_fail(&a, "set ids", -r);
@@ -487,6 +614,10 @@ static int teardown(struct rt_sandbox *sb) {
                 (void)unlink(sb->sock_path);
         sb->sock = safe_close(sb->sock);
         sb->pidfd = safe_close(sb->pidfd);
+        if (ret == 0) { /* its processes are gone with their namespace */
+                owner_free(sb->owner);
+                sb->owner = 0;
+        }
         if (ret < 0)
                 runtime_set_error("ns: teardown of %s: %s", sb->id ? sb->id : "?", strerror(-ret));
         return ret;
@@ -628,7 +759,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
          * closed the child's close-on-exec end. A socket, not pipes, so that a child
          * that died early gives EPIPE and never SIGPIPE (MSG_NOSIGNAL) to the daemon. */
         int sv[2] = { -EBADF, -EBADF }, sync[2] = { -EBADF, -EBADF };
-        _cleanup_close_ int lfd = -EBADF;
+        _cleanup_close_ int lfd = -EBADF, rootfs_fd = -EBADF;
         const char *what = NULL;
 
         sb->id = strdup(spec->id);
@@ -725,8 +856,19 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 (char *)"LANG=C.UTF-8",
                 NULL,
         };
+        rootfs_fd = open(sb->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (rootfs_fd < 0) {
+                r = -errno;
+                what = "open rootfs";
+                goto fail;
+        }
+        if ((r = owner_alloc(spec->id, &sb->owner)) < 0) {
+                what = "take a user namespace owner";
+                goto fail;
+        }
         struct child_args ca = {
                 .rootfs = sb->rootfs,
+                .rootfs_fd = rootfs_fd,
                 .hostname = spec->id,
                 .mcfg = { .tmp_opts = tmp_opts, .shm_opts = shm_opts, .dev_opts = dev_opts },
                 .sync_fd = sync[1],
@@ -742,14 +884,14 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
 
         int pidfd = -1;
         struct clone_args cl = {
-                .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-                         CLONE_NEWUTS | CLONE_PIDFD,
+                /* CLONE_NEWNS: the child's, once it is in the rootfs */
+                .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD,
                 .pidfd = (uint64_t)(uintptr_t)&pidfd,
                 .exit_signal = 0,
         };
-        long pid = syscall(SYS_clone3, &cl, sizeof cl);
+        long pid = clone_as_owner(&cl, sb->owner);
         if (pid < 0) {
-                r = -errno;
+                r = (int)pid;
                 what = "clone3";
                 goto fail;
         }
@@ -762,6 +904,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         sv[1] = safe_close(sv[1]);
         exe_fd = safe_close(exe_fd);
         lfd = safe_close(lfd);
+        rootfs_fd = safe_close(rootfs_fd);
 
         /* A thread that makes sandboxes in the background (a warm pool) may run at a low
          * priority; the sandbox itself starts at the normal one, as if made on demand.
@@ -919,6 +1062,10 @@ static int ns_adopt(const struct rt_spec *spec, pid_t init_pid, struct rt_sandbo
         }
         sb->sock = r;
         sb->pidfd = TAKE_FD(pidfd);
+        /* A sandbox of an older spaced has root as its owner: nothing to take. */
+        if (owner_of(init_pid, &sb->owner) < 0 || !owner_in_range(sb->owner))
+                sb->owner = 0;
+        owner_mark(sb->owner);
         *ret = sb;
         return 0;
 fail:
@@ -1025,8 +1172,14 @@ static int ns_set_limits(struct rt_sandbox *sb, const struct rt_limits *l) {
                 what = "set pids limit";
         if (!what && v.nofile != sb->lim.nofile) {
                 struct rlimit rl = { v.nofile, v.nofile };
-                if (prlimit(sb->pid, RLIMIT_NOFILE, &rl, NULL) < 0) {
-                        r = -errno;
+                int saved, e = sb->owner ? owner_enter(sb->owner, &saved) : 0;
+                if (e == 0) {
+                        e = prlimit(sb->pid, RLIMIT_NOFILE, &rl, NULL) < 0 ? -errno : 0;
+                        if (sb->owner)
+                                owner_leave(saved);
+                }
+                if (e < 0) {
+                        r = e;
                         what = "set RLIMIT_NOFILE";
                 }
         }

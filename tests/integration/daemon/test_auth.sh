@@ -155,4 +155,20 @@ for s in "$A" "$F"; do as "$TA" -X DELETE "$TCP/v1/sessions/$s" >/dev/null; done
 as "$TB" -X DELETE "$UB" >/dev/null
 check "alpha deletes its own session" test "$(as_code "$TA" "$UA")" = 404
 
+# ---- a data directory of a newer spaced: spaced token says so (#21) ----
+D2=$T/newer
+"$SPACED" token add --data "$D2" --tenant alpha >/dev/null 2>&1
+NEWER=$(($(sqlite3 "$D2/meta.db" 'SELECT max(version) FROM meta_schema') + 1))
+sqlite3 "$D2/meta.db" "INSERT INTO meta_schema (version, applied_ms) VALUES ($NEWER, 0)"
+for sub in list "add --tenant alpha"; do
+        # shellcheck disable=SC2086
+        OUT=$("$SPACED" token $sub --data "$D2" 2>&1)
+        RC=$?
+        check "token $sub on a meta.db of schema $NEWER fails" test "$RC" = 1
+        check "... naming both schema versions and what to do, not strerror(EPROTO) ($OUT)" \
+                eval 'grep -q "meta.db: .*schema version $NEWER is newer than this program.s $((NEWER - 1)).*use a newer spaced" <<<"$OUT" &&
+                        ! grep -q "Protocol error" <<<"$OUT"'
+done
+check "... and left the file as it was" test "$(sqlite3 "$D2/meta.db" 'SELECT count(*) FROM tokens')" = 1
+
 finish "auth"

@@ -250,6 +250,48 @@ static void test_exec_stdin(void **state) {
         free(data);
 }
 
+static void test_exec_stdin_acks(void **state) {
+        struct fx *f = *state;
+        print_message("stdin_acks: init acks every stdin byte it took (WINDOW frames to spaced), and says so\n");
+        int64_t id = initc_req(&f->c, "{\"op\":\"exec\",\"argv\":[\"wc\",\"-c\"],\"stdin\":true,\"stdin_acks\":true}");
+        assert_true(id > 0);
+        struct initc_frame fr = { 0 };
+        assert_int_equal(initc_recv(&f->c, (uint32_t)id, &fr, 10000), 1);
+        assert_int_equal(fr.h.type, PROTO_RESP);
+        _cleanup_json_ struct json *resp = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &resp, NULL, 0), 0);
+        initc_frame_free(&fr);
+        assert_true(json_get_bool(resp, "stdin_acks", false));
+        const size_t total = 1u << 20, step = 65536;
+        char *chunk = calloc(1, step);
+        assert_non_null(chunk);
+        size_t acked = 0;
+        for (size_t off = 0; off < total; off += step)
+                assert_int_equal(initc_queue(&f->c, PROTO_STDIN, (uint32_t)id, chunk, step), 0);
+        assert_int_equal(initc_queue(&f->c, PROTO_STDIN, (uint32_t)id, NULL, 0), 0);
+        bool exited = false;
+        struct buf out = BUF_INIT(0);
+        for (int i = 0; i < 1000 && !exited; i++) {
+                assert_int_equal(initc_recv(&f->c, (uint32_t)id, &fr, 10000), 1);
+                if (fr.h.type == PROTO_WINDOW) {
+                        assert_int_equal(fr.payload.len, PROTO_WINDOW_LEN);
+                        acked += proto_window_decode((const uint8_t *)fr.payload.data);
+                } else if (fr.h.type == PROTO_STDOUT) {
+                        assert_int_equal(buf_append(&out, fr.payload.data, fr.payload.len), 0);
+                } else {
+                        assert_int_equal(fr.h.type, PROTO_EXIT);
+                        exited = true;
+                }
+                initc_frame_free(&fr);
+        }
+        assert_true(exited);
+        assert_int_equal(acked, total);
+        assert_int_equal(buf_putc(&out, '\0'), 0);
+        assert_string_equal(out.data, "1048576\n");
+        buf_free(&out);
+        free(chunk);
+}
+
 static void test_exec_missing(void **state) {
         struct fx *f = *state;
         struct initc_result res;
@@ -1209,6 +1251,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_exec_clean_fds, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_uid, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_stdin, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_stdin_acks, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_missing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_background, setup, teardown),

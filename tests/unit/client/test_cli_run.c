@@ -92,7 +92,11 @@ static void test_exec_output_and_code(void **state) {
         assert_string_equal(r.out, "42\n");
         assert_string_equal(r.err, "warn\n");
         assert_non_null(strstr(f.requests[1], "\"argv\":[\"python3\",\"-c\",\"x\"]"));
-        assert_non_null(strstr(f.requests[1], "\"stdin\":\"input-text\""));
+        /* stdin streams: ?stdin=stream, the JSON line, then our stdin as the rest of the body */
+        assert_non_null(strstr(f.requests[1], "/exec?stdin=stream HTTP/1.1\r\n"));
+        assert_non_null(strstr(f.requests[1], "\r\nTransfer-Encoding: chunked\r\n"));
+        assert_non_null(strstr(f.requests[1], "\"]}\n\r\na\r\ninput-text\r\n0\r\n\r\n"));
+        assert_null(strstr(f.requests[1], "\"stdin\""));
         fake_free(&f);
 }
 
@@ -117,35 +121,43 @@ static void test_exec_signal_and_not_found(void **state) {
         fake_free(&f);
 }
 
-static void test_exec_stdin_limit(void **state) {
+static void test_exec_stdin_unbounded(void **state) {
         (void)state;
-        printf("checks: exec sends a stdin of exactly %u bytes (the limit) and refuses one byte more before "
-               "connecting\n", (unsigned)SPACE_MAX_STDIN);
-        char *in = malloc(SPACE_MAX_STDIN + 2);
+        printf("checks: exec streams a stdin over the old %u-byte limit whole, in chunks after the JSON line\n",
+               (unsigned)SPACE_MAX_STDIN);
+        size_t total = SPACE_MAX_STDIN + 100000;
+        char *in = malloc(total + 1);
         assert_non_null(in);
-        memset(in, 'a', SPACE_MAX_STDIN + 1);
-        in[SPACE_MAX_STDIN] = '\0';
+        memset(in, 'z', total);
+        in[total] = '\0';
         struct fake_server f = { .nreplies = 2 };
         fake_reply_json(&f, 0, "200 OK", SESSION);
         fake_reply_chunked(&f, 1, "200 OK", "{\"type\":\"exit\",\"exit_code\":0}\n", NULL);
         fake_start(&f);
         struct run r;
         run_space(&f, in, &r, "exec", "ses_00000000000000aa", "--", "cat", NULL);
-        assert_int_equal(r.status, 0);
-        in[SPACE_MAX_STDIN] = 'a';
-        in[SPACE_MAX_STDIN + 1] = '\0';
-        run_space(&f, in, &r, "exec", "ses_00000000000000aa", "--", "cat", NULL);
         fake_stop(&f);
-        assert_int_equal(r.status, 1);
-        assert_non_null(strstr(r.err, "stdin is larger than 512 KiB"));
+        assert_int_equal(r.status, 0);
         assert_int_equal(f.served, 2);
-        const char *body = fake_request_body(&f, 1);
-        assert_non_null(body);
-        const char *st = strstr(body, "\"stdin\":\"");
-        assert_non_null(st);
-        st += 9;
-        size_t n = strspn(st, "a");
-        assert_int_equal(n, SPACE_MAX_STDIN);
+        /* de-chunk the body after the JSON line's chunk: every byte of stdin, in order */
+        const char *p = strstr(f.requests[1], "\"]}\n\r\n");
+        assert_non_null(p);
+        p += 6;
+        size_t got = 0;
+        for (int i = 0; i < 1000; i++) {
+                char *end;
+                unsigned long n = strtoul(p, &end, 16);
+                assert_true(end > p && end[0] == '\r' && end[1] == '\n');
+                if (n == 0)
+                        break;
+                p = end + 2;
+                assert_int_equal(strspn(p, "z"), n);
+                got += n;
+                p += n;
+                assert_memory_equal(p, "\r\n", 2);
+                p += 2;
+        }
+        assert_int_equal(got, total);
         free(in);
         fake_free(&f);
 }
@@ -294,7 +306,7 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_exec_output_and_code),
                 cmocka_unit_test(test_exec_signal_and_not_found),
-                cmocka_unit_test(test_exec_stdin_limit),
+                cmocka_unit_test(test_exec_stdin_unbounded),
                 cmocka_unit_test(test_errors_exit_1),
                 cmocka_unit_test(test_create_and_lists),
                 cmocka_unit_test(test_background_and_logs),

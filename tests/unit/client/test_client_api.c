@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "client/http.h"
+#include "common/buf.h"
+#include "common/frame.h"
 #include "fake_server.h"
 #include "space/space.h"
 
@@ -335,6 +337,79 @@ static void test_exec_stream(void **state) {
         assert_non_null(strstr(body, "\"stdin\":\"hi\\n\""));
         assert_null(strstr(body, "background"));
         fake_free(&f);
+}
+
+struct bytes_out {
+        struct buf out, err;
+};
+
+static int collect_bytes(void *ud, enum space_stream which, const void *data, size_t len) {
+        struct bytes_out *b = ud;
+        return buf_append(which == SPACE_STDOUT ? &b->out : &b->err, data, len);
+}
+
+/* Appends one frame of the binary stream framing. */
+static void put_frame(struct buf *b, uint8_t kind, const void *p, size_t n) {
+        uint8_t h[FRAME_HDR_SIZE];
+        frame_hdr_encode(kind, (uint32_t)n, h);
+        assert_int_equal(buf_append(b, h, sizeof h), 0);
+        assert_int_equal(buf_append(b, p, n), 0);
+}
+
+static void test_exec_framed(void **state) {
+        (void)state;
+        printf("checks: exec asks for the binary framing and takes it whole or cut into chunks anywhere "
+               "(every byte 0..255, NUL, empty and unknown frames)\n");
+        struct buf frames = BUF_INIT(0);
+        uint8_t all[256];
+        for (int i = 0; i < 256; i++)
+                all[i] = (uint8_t)i;
+        static const char start[] = "{\"type\":\"start\",\"pid\":7}", exit_ev[] = "{\"type\":\"exit\",\"exit_code\":4}";
+        put_frame(&frames, FRAME_EVENT, start, sizeof start - 1);
+        put_frame(&frames, FRAME_STDOUT, "a\0b", 3);
+        put_frame(&frames, FRAME_STDERR, "", 0);
+        put_frame(&frames, 9, "zz", 2); /* a kind from a newer spaced: skipped */
+        put_frame(&frames, FRAME_STDOUT, all, sizeof all);
+        put_frame(&frames, FRAME_STDERR, "\xff", 1);
+        put_frame(&frames, FRAME_EVENT, exit_ev, sizeof exit_ev - 1);
+        const size_t cuts[] = { 1, 2, 3, 4, 5, 6, 7, 64, frames.len };
+        for (size_t ci = 0; ci < sizeof cuts / sizeof cuts[0]; ci++) {
+                size_t cut = cuts[ci];
+                struct buf raw = BUF_INIT(0);
+                assert_int_equal(buf_puts(&raw, "HTTP/1.1 200 OK\r\nContent-Type: " FRAME_CONTENT_TYPE
+                                                 "\r\nTransfer-Encoding: chunked\r\n\r\n"), 0);
+                for (size_t off = 0; off < frames.len; off += cut) {
+                        size_t n = MIN(cut, frames.len - off);
+                        assert_int_equal(buf_printf(&raw, "%zx\r\n", n), 0);
+                        assert_int_equal(buf_append(&raw, frames.data + off, n), 0);
+                        assert_int_equal(buf_puts(&raw, "\r\n"), 0);
+                }
+                assert_int_equal(buf_puts(&raw, "0\r\n\r\n"), 0);
+                struct fake_server f = { .nreplies = 2 };
+                fake_reply_take(&f, 1, raw.data, raw.len);
+                space_client *c;
+                space_session *s = open_session(&f, &c);
+                struct bytes_out b = { BUF_INIT(0), BUF_INIT(0) };
+                const char *argv[] = { "x", NULL };
+                struct space_exec_result res;
+                assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv,
+                                                                          .on_output = collect_bytes, .userdata = &b },
+                                            &res),
+                                 0);
+                finish(&f, s, c);
+                assert_non_null(strstr(f.requests[1], "\r\nAccept: " FRAME_CONTENT_TYPE));
+                assert_int_equal(b.out.len, 3 + sizeof all);
+                assert_memory_equal(b.out.data, "a\0b", 3);
+                assert_memory_equal(b.out.data + 3, all, sizeof all);
+                assert_int_equal(b.err.len, 1);
+                assert_int_equal(res.pid, 7);
+                assert_true(res.exited);
+                assert_int_equal(res.exit_code, 4);
+                buf_free(&b.out);
+                buf_free(&b.err);
+                fake_free(&f);
+        }
+        buf_free(&frames);
 }
 
 static void test_exec_signal_and_binary_stdin(void **state) {
@@ -863,6 +938,7 @@ int main(void) {
                 cmocka_unit_test(test_create_request),
                 cmocka_unit_test(test_inspect_fields),
                 cmocka_unit_test(test_exec_stream),
+                cmocka_unit_test(test_exec_framed),
                 cmocka_unit_test(test_exec_signal_and_binary_stdin),
                 cmocka_unit_test(test_exec_background),
                 cmocka_unit_test(test_exec_errors),

@@ -42,7 +42,7 @@ static int setup(void **state) {
         f->d.data_dir = f->tmp;
         f->d.rt = &fake_rt;
         f->d.router = &api_router;
-        f->d.unix_src.fd = f->d.tcp_src.fd = -1;
+        f->d.unix_src.fd = f->d.tcp_src.fd = f->d.accept_src.fd = -1;
         assert_int_equal(loop_new(&f->d.loop), 0);
         int sv[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);

@@ -240,6 +240,33 @@ static void test_bucket(void **state) {
         assert_true(dl_bucket_take(&c, 25, 50, 1, &retry));
 }
 
+static void test_snapshot_limit(void **state) {
+        (void)state;
+        printf("check: a session's snapshot limit is the factor times its disk limit, or the default's\n");
+        assert_true(dl_snapshot_limit(4, 16ull << 20, 10ull << 30) == 64ull << 20);
+        assert_true(dl_snapshot_limit(4, 0, 1ull << 30) == 4ull << 30);
+        assert_true(dl_snapshot_limit(0, 16ull << 20, 1ull << 30) == 0);
+        assert_true(dl_snapshot_limit(4, 0, 0) == 0);
+        assert_true(dl_snapshot_limit(1000, UINT64_MAX / 2, 0) == UINT64_MAX);
+        printf("check: fits up to the limit exactly, never past it, without overflow\n");
+        assert_true(dl_snapshot_fits(60, 4, 64));
+        assert_false(dl_snapshot_fits(60, 5, 64));
+        assert_false(dl_snapshot_fits(70, 0, 64));
+        assert_true(dl_snapshot_fits(UINT64_MAX, UINT64_MAX, 0));
+        assert_false(dl_snapshot_fits(10, UINT64_MAX, 64));
+        struct buf b = BUF_INIT(0);
+        assert_int_equal(dl_snapshot_limit_json(&b, "snap_1", 70, 64, 100, 0), 0);
+        struct json *j = NULL;
+        assert_int_equal(json_parse(b.data, b.len, &j, NULL, 0), 0);
+        int64_t v;
+        assert_int_equal(json_int(json_get(j, "bytes"), &v), 0);
+        assert_int_equal(v, 70);
+        assert_int_equal(json_int(json_get(j, "limit"), &v), 0);
+        assert_int_equal(v, 64);
+        json_free(j);
+        buf_free(&b);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_token),
@@ -247,6 +274,7 @@ int main(void) {
                 cmocka_unit_test(test_dirty),
                 cmocka_unit_test(test_events),
                 cmocka_unit_test(test_bucket),
+                cmocka_unit_test(test_snapshot_limit),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,8 +19,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/frame.h"
 #include "common/json.h"
 #include "common/proto.h"
+#include "common/text.h"
 #include "daemon/auth.h"
 #include "daemon/spaced.h"
 #include "daemon/http.h"
@@ -74,7 +76,7 @@ static int setup(void **state) {
         snprintf(f->tmp, sizeof f->tmp, "/tmp/spaced-streams.XXXXXX");
         assert_non_null(mkdtemp(f->tmp));
         f->d = (struct daemon){ .data_dir = f->tmp, .rt = &fake_rt, .router = &api_router,
-                                .unix_src.fd = -1, .tcp_src.fd = -1 };
+                                .unix_src.fd = -1, .tcp_src.fd = -1, .accept_src.fd = -1 };
         assert_int_equal(loop_new(&f->d.loop), 0);
         char path[128];
         snprintf(path, sizeof path, "%s/meta.db", f->tmp);
@@ -518,7 +520,358 @@ static void test_upload_pauses(void **state) {
         buf_free(&data);
 }
 
+/* Every NDJSON line of a stream's body (chunk framing stripped: each event is one chunk
+ * ending in a newline, and JSON text never holds a raw newline). */
+static size_t stream_events(const struct buf *body, struct json **evs, size_t max) {
+        size_t n = 0;
+        const char *p = body->data, *end = body->data + body->len;
+        while (n < max && (p = memmem(p, (size_t)(end - p), "\r\n{", 3))) {
+                p += 2;
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                assert_non_null(nl);
+                char err[128] = "";
+                if (json_parse(p, (size_t)(nl - p), &evs[n], err, sizeof err) < 0)
+                        fail_msg("event %zu does not parse (%s): %.*s", n, err, (int)MIN(nl - p, 200), p);
+                n++;
+                p = nl;
+        }
+        return n;
+}
+
+/* Appends what a stdout/stderr event carries (data or data_b64) to out. */
+static void event_bytes(const struct json *ev, struct buf *out) {
+        const char *d = json_get_str(ev, "data");
+        const char *b = json_get_str(ev, "data_b64");
+        assert_true((d != NULL) != (b != NULL));
+        if (d)
+                assert_int_equal(buf_append(out, d, strlen(d)), 0);
+        else
+                assert_int_equal(text_b64_decode(out, b, strlen(b)), 0);
+}
+
+static void test_output_every_byte(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        uint32_t id = start_exec(f, true);
+        uint8_t all[256 + 3];
+        memcpy(all, "a\0b", 3);
+        for (int i = 0; i < 256; i++)
+                all[3 + i] = (uint8_t)i;
+        printf("check: a NUL byte, then every byte 0..255, then invalid UTF-8 reach the client as JSON it parses\n");
+        init_send_json(f, PROTO_STDOUT, id, "x"); /* plain text, for contrast */
+        init_flush(f);
+        assert_true(init_try_send(f, PROTO_STDOUT, id, all, 3));
+        init_flush(f);
+        assert_true(init_try_send(f, PROTO_STDOUT, id, all + 3, 256));
+        init_flush(f);
+        assert_true(init_try_send(f, PROTO_STDERR, id, "\xff\xfe\0", 3));
+        init_flush(f);
+        init_send_json(f, PROTO_EXIT, id, "{\"exit_code\":0}");
+        struct buf got = BUF_INIT(0);
+        for (int i = 0; i < 2000 && !stream_ended(&got); i++) {
+                client_drain(f, &got);
+                turn(f, 1);
+        }
+        assert_true(stream_ended(&got));
+        struct json *evs[16];
+        size_t n = stream_events(&got, evs, 16);
+        struct buf out = BUF_INIT(0), err = BUF_INIT(0);
+        for (size_t i = 0; i < n; i++) {
+                const char *t = json_get_str(evs[i], "type");
+                if (strcmp(t, "stdout") == 0)
+                        event_bytes(evs[i], &out);
+                else if (strcmp(t, "stderr") == 0)
+                        event_bytes(evs[i], &err);
+                json_free(evs[i]);
+        }
+        assert_int_equal(out.len, 1 + sizeof all);
+        assert_memory_equal(out.data, "x", 1);
+        assert_memory_equal(out.data + 1, all, sizeof all);
+        assert_int_equal(err.len, 3);
+        assert_memory_equal(err.data, "\xff\xfe\0", 3);
+        buf_free(&out);
+        buf_free(&err);
+        buf_free(&got);
+}
+
+/* Sends what the socket takes of b (from *off); returns whether any went. */
+static bool client_push(struct fixture *f, const struct buf *b, size_t *off) {
+        if (*off >= b->len)
+                return false;
+        ssize_t n = send(f->client, b->data + *off, b->len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n <= 0)
+                return false;
+        *off += (size_t)n;
+        return true;
+}
+
+/* Init's side of a streamed stdin: takes the frames spaced sent, counting STDIN bytes
+ * (checking they are 0,1,..,255,0,..) and noting the EOF. */
+static void take_stdin(struct fixture *f, uint32_t id, size_t *got, bool *eof) {
+        struct proto_hdr h;
+        struct buf p = BUF_INIT(0);
+        while (init_has_frame(f)) {
+                init_next_frame(f, &h, NULL, &p);
+                if (h.type == PROTO_WINDOW)
+                        continue; /* output grants */
+                assert_int_equal(h.type, PROTO_STDIN);
+                assert_int_equal(h.id, id);
+                for (size_t i = 0; i < h.len; i++)
+                        assert_int_equal((uint8_t)p.data[i], (uint8_t)(*got + i));
+                *got += h.len;
+                if (h.len == 0)
+                        *eof = true;
+        }
+        buf_free(&p);
+}
+
+static void test_stdin_stream(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        const size_t total = 8u << 20;
+        static const char line[] = "{\"argv\":[\"cat\"]}\n";
+        /* chunked: the JSON line and the first bytes in one chunk, the rest in 64 KiB chunks */
+        struct buf req = BUF_INIT(0);
+        assert_int_equal(buf_printf(&req, "POST /v1/sessions/" SES_ID "/exec?stdin=stream HTTP/1.1\r\n"
+                                          "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s",
+                                    sizeof line - 1 + 10, line), 0);
+        size_t made = 0;
+        for (; made < 10; made++)
+                assert_int_equal(buf_putc(&req, (char)made), 0);
+        assert_int_equal(buf_puts(&req, "\r\n"), 0);
+        while (made < total) {
+                size_t n = MIN((size_t)65536, total - made);
+                assert_int_equal(buf_printf(&req, "%zx\r\n", n), 0);
+                for (size_t i = 0; i < n; i++)
+                        assert_int_equal(buf_putc(&req, (char)(made + i)), 0);
+                made += n;
+                assert_int_equal(buf_puts(&req, "\r\n"), 0);
+        }
+        assert_int_equal(buf_puts(&req, "0\r\n\r\n"), 0);
+
+        size_t off = 0;
+        for (int i = 0; i < 50 && !init_has_frame(f); i++) {
+                client_push(f, &req, &off);
+                turn(f, 1);
+        }
+        struct proto_hdr h;
+        struct json *j;
+        init_next_frame(f, &h, &j, NULL);
+        assert_int_equal(h.type, PROTO_REQ);
+        assert_string_equal(json_get_str(j, "op"), "exec");
+        assert_true(json_get_bool(j, "stdin", false));
+        assert_true(json_get_bool(j, "stdin_acks", false));
+        json_free(j);
+        uint32_t id = h.id;
+        char resp[64];
+        snprintf(resp, sizeof resp, "{\"pid\":%d,\"stdin_acks\":true}", CMD_PID);
+        init_send_json(f, PROTO_RESP, id, resp);
+
+        printf("check: stdin=stream: an init that acks nothing holds the client at spaced's credit\n");
+        size_t got = 0;
+        bool eof = false;
+        for (int idle = 0; idle < 30;) {
+                idle = client_push(f, &req, &off) ? 0 : idle + 1;
+                turn(f, 1);
+                take_stdin(f, id, &got, &eof);
+        }
+        assert_false(eof);
+        assert_true(got < total);
+        assert_true(got <= SES_STDIN_CREDIT + SES_UPLOAD_FRAME);
+        assert_true(f->d.conns->in_paused);
+
+        printf("check: output flows while stdin waits; acks let stdin go on to its end and EOF\n");
+        assert_true(init_try_send(f, PROTO_STDOUT, id, "out", 3));
+        size_t acked = 0;
+        for (int i = 0; i < 20000 && !eof; i++) {
+                client_push(f, &req, &off);
+                turn(f, 1);
+                take_stdin(f, id, &got, &eof);
+                if (got > acked) {
+                        uint8_t w[PROTO_WINDOW_LEN];
+                        proto_window_encode((uint32_t)(got - acked), w);
+                        if (init_try_send(f, PROTO_WINDOW, id, w, sizeof w))
+                                acked = got;
+                }
+        }
+        assert_true(eof);
+        assert_int_equal(got, total);
+        init_send_json(f, PROTO_EXIT, id, "{\"exit_code\":0}");
+        struct buf out = BUF_INIT(0);
+        for (int i = 0; i < 2000 && !stream_ended(&out); i++) {
+                client_drain(f, &out);
+                turn(f, 1);
+        }
+        assert_non_null(strstr(out.data, "{\"type\":\"start\",\"pid\":42}"));
+        assert_non_null(strstr(out.data, "{\"type\":\"stdout\",\"data\":\"out\"}"));
+        assert_non_null(strstr(out.data, "{\"type\":\"exit\",\"exit_code\":0}"));
+        assert_null(f->s->ops);
+        buf_free(&out);
+        buf_free(&req);
+}
+
+static void test_stdin_stream_old_init(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        printf("check: stdin=stream to an init that does not ack (no stdin_acks in its RESP): every byte "
+               "still goes, bounded by the queue to init\n");
+        const size_t total = 4u << 20;
+        static const char line[] = "{\"argv\":[\"cat\"]}\n";
+        struct buf req = BUF_INIT(0);
+        assert_int_equal(buf_printf(&req, "POST /v1/sessions/" SES_ID "/exec?stdin=stream HTTP/1.1\r\n"
+                                          "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n",
+                                    sizeof line - 1, line), 0);
+        for (size_t made = 0; made < total;) {
+                size_t n = MIN((size_t)65536, total - made);
+                assert_int_equal(buf_printf(&req, "%zx\r\n", n), 0);
+                for (size_t i = 0; i < n; i++)
+                        assert_int_equal(buf_putc(&req, (char)(made + i)), 0);
+                made += n;
+                assert_int_equal(buf_puts(&req, "\r\n"), 0);
+        }
+        assert_int_equal(buf_puts(&req, "0\r\n\r\n"), 0);
+        size_t off = 0;
+        for (int i = 0; i < 50 && !init_has_frame(f); i++) {
+                client_push(f, &req, &off);
+                turn(f, 1);
+        }
+        struct proto_hdr h;
+        struct json *j;
+        init_next_frame(f, &h, &j, NULL);
+        assert_int_equal(h.type, PROTO_REQ);
+        json_free(j);
+        uint32_t id = h.id;
+        char resp[64];
+        snprintf(resp, sizeof resp, "{\"pid\":%d}", CMD_PID);
+        init_send_json(f, PROTO_RESP, id, resp);
+        size_t got = 0;
+        bool eof = false;
+        for (int i = 0; i < 20000 && !eof; i++) {
+                client_push(f, &req, &off);
+                turn(f, 1);
+                take_stdin(f, id, &got, &eof);
+        }
+        assert_true(eof);
+        assert_int_equal(got, total);
+        init_send_json(f, PROTO_EXIT, id, "{\"exit_code\":0}");
+        struct buf out = BUF_INIT(0);
+        for (int i = 0; i < 2000 && !stream_ended(&out); i++) {
+                client_drain(f, &out);
+                turn(f, 1);
+        }
+        assert_non_null(strstr(out.data, "{\"type\":\"exit\",\"exit_code\":0}"));
+        buf_free(&out);
+        buf_free(&req);
+}
+
+static void test_stdin_stream_refused(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        printf("check: stdin=stream with stdin in the JSON, or a bad stdin= value: 400, nothing runs\n");
+        static const char *reqs[] = {
+                "POST /v1/sessions/" SES_ID "/exec?stdin=stream HTTP/1.1\r\nContent-Length: 29\r\n\r\n"
+                "{\"argv\":[\"x\"],\"stdin\":\"a\"}\nxy",
+                "POST /v1/sessions/" SES_ID "/exec?stdin=nope HTTP/1.1\r\nContent-Length: 15\r\n\r\n"
+                "{\"argv\":[\"x\"]}",
+        };
+        for (size_t i = 0; i < 2; i++) {
+                client_send(f, reqs[i]);
+                struct buf got = BUF_INIT(0);
+                for (int k = 0; k < 200 && !strstr(got.data ? got.data : "", "}\n"); k++) {
+                        turn(f, 1);
+                        client_drain(f, &got);
+                }
+                assert_non_null(strstr(got.data, "HTTP/1.1 400 "));
+                assert_false(init_has_frame(f));
+                buf_free(&got);
+                if (f->d.conns && f->d.conns->keep_alive)
+                        continue;
+                break; /* refused before its body was read: the connection closes */
+        }
+}
+
+static void test_output_framed(void **state) {
+        struct fixture *f = *state;
+        hello(f, true);
+        static const char body[] = "{\"argv\":[\"flood\"]}";
+        char req[320];
+        snprintf(req, sizeof req, "POST /v1/sessions/" SES_ID "/exec HTTP/1.1\r\nAccept: " FRAME_CONTENT_TYPE
+                 "\r\nContent-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
+        uint32_t id;
+        json_free(request_to_init(f, req, "exec", &id));
+        char resp[64];
+        snprintf(resp, sizeof resp, "{\"pid\":%d}", CMD_PID);
+        init_send_json(f, PROTO_RESP, id, resp);
+        printf("check: Accept: " FRAME_CONTENT_TYPE ": output as raw frames (NUL, every byte), events as JSON frames\n");
+        uint8_t all[256];
+        for (int i = 0; i < 256; i++)
+                all[i] = (uint8_t)i;
+        assert_true(init_try_send(f, PROTO_STDOUT, id, "a\0b", 3));
+        init_flush(f);
+        assert_true(init_try_send(f, PROTO_STDERR, id, all, sizeof all));
+        init_flush(f);
+        init_send_json(f, PROTO_EXIT, id, "{\"exit_code\":0}");
+        struct buf got = BUF_INIT(0);
+        for (int i = 0; i < 2000 && !stream_ended(&got); i++) {
+                client_drain(f, &got);
+                turn(f, 1);
+        }
+        assert_true(stream_ended(&got));
+        assert_non_null(strstr(got.data, "\r\nContent-Type: " FRAME_CONTENT_TYPE "\r\n"));
+        /* de-chunk the body, then read its frames */
+        const char *p = strstr(got.data, "\r\n\r\n") + 4;
+        struct buf fr = BUF_INIT(0);
+        for (int i = 0; i < 100; i++) {
+                char *end;
+                unsigned long n = strtoul(p, &end, 16);
+                if (n == 0)
+                        break;
+                assert_int_equal(buf_append(&fr, end + 2, n), 0);
+                p = end + 2 + n + 2;
+        }
+        const uint8_t *q = (const uint8_t *)fr.data;
+        size_t left = fr.len;
+        uint8_t kinds[8];
+        size_t nk = 0;
+        struct buf out = BUF_INIT(0), err = BUF_INIT(0);
+        while (left > 0 && nk < 8) {
+                uint8_t kind;
+                uint32_t len;
+                assert_int_equal(frame_peek(q, left, &kind, &len), 1);
+                kinds[nk++] = kind;
+                if (kind == FRAME_STDOUT)
+                        assert_int_equal(buf_append(&out, q + FRAME_HDR_SIZE, len), 0);
+                if (kind == FRAME_STDERR)
+                        assert_int_equal(buf_append(&err, q + FRAME_HDR_SIZE, len), 0);
+                if (kind == FRAME_EVENT) {
+                        struct json *ev;
+                        assert_int_equal(json_parse((const char *)q + FRAME_HDR_SIZE, len, &ev, NULL, 0), 0);
+                        assert_string_equal(json_get_str(ev, "type"), nk == 1 ? "start" : "exit");
+                        json_free(ev);
+                }
+                q += FRAME_HDR_SIZE + len;
+                left -= FRAME_HDR_SIZE + len;
+        }
+        assert_int_equal(left, 0);
+        assert_int_equal(nk, 4);
+        assert_int_equal(kinds[0], FRAME_EVENT);
+        assert_int_equal(kinds[3], FRAME_EVENT);
+        assert_int_equal(out.len, 3);
+        assert_memory_equal(out.data, "a\0b", 3);
+        assert_int_equal(err.len, sizeof all);
+        assert_memory_equal(err.data, all, sizeof all);
+        buf_free(&out);
+        buf_free(&err);
+        buf_free(&fr);
+        buf_free(&got);
+}
+
 static const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_output_framed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stdin_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stdin_stream_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stdin_stream_old_init, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_output_every_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stall_without_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_client_leaves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_windows_hold_only_the_stream, setup, teardown),
