@@ -44,7 +44,8 @@ int proto_hdr_decode(const uint8_t in[PROTO_HDR_SIZE], struct proto_hdr *ret) {
         uint32_t len = get_u32(in + 12);
         if (len > PROTO_MAX_PAYLOAD || (proto_type_is_json(type) && len > PROTO_MAX_JSON))
                 return -EMSGSIZE;
-        if ((type == PROTO_CANCEL && len != 0) || (type == PROTO_WINDOW && len != PROTO_WINDOW_LEN))
+        if ((type == PROTO_CANCEL && len != 0) || (type == PROTO_WINDOW && len != PROTO_WINDOW_LEN) ||
+            (type == PROTO_KEY && len != PROTO_KEY_LEN))
                 return -EMSGSIZE;
         *ret = (struct proto_hdr){
                 .version = in[4],
@@ -65,7 +66,8 @@ int proto_frame_append(struct buf *out, uint8_t type, uint32_t id, const void *p
                 return -EINVAL;
         if (len > PROTO_MAX_PAYLOAD || (proto_type_is_json(type) && len > PROTO_MAX_JSON))
                 return -EMSGSIZE;
-        if ((type == PROTO_CANCEL && len != 0) || (type == PROTO_WINDOW && len != PROTO_WINDOW_LEN))
+        if ((type == PROTO_CANCEL && len != 0) || (type == PROTO_WINDOW && len != PROTO_WINDOW_LEN) ||
+            (type == PROTO_KEY && len != PROTO_KEY_LEN))
                 return -EMSGSIZE; /* what the receiver's decoder would refuse */
         if (len > 0 && !payload)
                 return -EINVAL;
@@ -100,7 +102,7 @@ const char *proto_type_name(uint8_t type) {
                 [PROTO_HELLO] = "HELLO", [PROTO_REQ] = "REQ",       [PROTO_RESP] = "RESP",
                 [PROTO_STDIN] = "STDIN", [PROTO_STDOUT] = "STDOUT", [PROTO_STDERR] = "STDERR",
                 [PROTO_EXIT] = "EXIT",   [PROTO_DATA] = "DATA",     [PROTO_CANCEL] = "CANCEL",
-                [PROTO_WINDOW] = "WINDOW",
+                [PROTO_WINDOW] = "WINDOW", [PROTO_KEY] = "KEY",
         };
         if (type < ELEMENTSOF(names) && names[type])
                 return names[type];

@@ -21,6 +21,7 @@
  * be granted at once; a REQ's "window" and every WINDOW grant are counted against it. */
 #define PROTO_MAX_WINDOW (16u << 20)
 #define PROTO_WINDOW_LEN 4             /* a WINDOW frame's payload: u32 LE grant */
+#define PROTO_KEY_LEN 32               /* a KEY frame's payload: the sandbox's init key (§1) */
 
 /* Frame header, little-endian:
  *   u32 magic | u8 version | u8 type | u16 flags (0) | u32 id | u32 len | payload[len]
@@ -36,7 +37,8 @@ enum proto_type {
         PROTO_DATA = 8,   /* file contents either way; len 0 ends the stream */
         PROTO_CANCEL = 9, /* spaced -> init, no payload: stop streaming this id (detach; process lives) */
         PROTO_WINDOW = 10, /* spaced -> init, u32 LE: this id may send that many more output bytes */
-        PROTO_TYPE_MAX = PROTO_WINDOW,
+        PROTO_KEY = 11,   /* spaced -> init, PROTO_KEY_LEN bytes: the key init proves itself with (§1) */
+        PROTO_TYPE_MAX = PROTO_KEY,
 };
 
 struct proto_hdr {
@@ -50,7 +52,8 @@ struct proto_hdr {
 void proto_hdr_encode(const struct proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
 /* -EBADMSG bad magic or flags, -EPROTONOSUPPORT other version, -EINVAL unknown type,
  * -EMSGSIZE len over PROTO_MAX_PAYLOAD (or over PROTO_MAX_JSON for JSON-carrying types),
- * a CANCEL with a payload or a WINDOW whose payload is not PROTO_WINDOW_LEN bytes. */
+ * a CANCEL with a payload, a WINDOW whose payload is not PROTO_WINDOW_LEN bytes or a KEY
+ * whose payload is not PROTO_KEY_LEN bytes. */
 int proto_hdr_decode(const uint8_t in[PROTO_HDR_SIZE], struct proto_hdr *ret);
 
 /* Appends one whole frame to out. */

@@ -211,6 +211,17 @@ static int adopt_sandbox(struct session *s, const char *sbx) {
                 s->sbx_id[0] = '\0';
                 return r;
         }
+        r = ses_key_require(s);
+        if (r == -ENOENT)
+                /* Made by a daemon from before init keys: upgrading must not kill running
+                 * sessions, so its init is taken on trust, as before (security.md). */
+                log_warn("%s: sandbox %s has no init key on record (made by an older spaced): re-attached "
+                         "without proof", s->id, sbx);
+        else if (r < 0)
+                /* Unreadable: an init that cannot prove itself is refused, until the
+                 * proof deadline makes the sandbox lost. */
+                log_warn("%s: sandbox %s's init key: %s; no connection can prove itself", s->id, sbx,
+                         strerror(-r));
         s->adopting = true;
         /* Unknown what changed while nobody watched: the next rolling check captures. */
         s->clean_since_ns = 0;

@@ -13,7 +13,9 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <ctype.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -672,7 +674,177 @@ static void on_resp(struct op *op, const struct proto_hdr *h, const struct json 
         op_frame(op, client, h, NULL, resp);
 }
 
+/* ---- the init key (protocol.md §1) ---- */
+
+static int key_path(const struct session *s, char **ret) {
+        if (!s->dir)
+                return -EINVAL;
+        return asprintf(ret, "%s/" SES_KEY_FILE, s->dir) < 0 ? -ENOMEM : 0;
+}
+
+static void key_hex(const uint8_t key[PROTO_KEY_LEN], char hex[2 * PROTO_KEY_LEN + 1]) {
+        for (size_t i = 0; i < PROTO_KEY_LEN; i++)
+                snprintf(hex + 2 * i, 3, "%02x", key[i]);
+}
+
+static int key_unhex(const char *hex, uint8_t ret[PROTO_KEY_LEN]) {
+        if (!hex || strlen(hex) != 2 * PROTO_KEY_LEN)
+                return -EINVAL;
+        for (size_t i = 0; i < PROTO_KEY_LEN; i++) {
+                unsigned v;
+                if (!isxdigit((unsigned char)hex[2 * i]) || !isxdigit((unsigned char)hex[2 * i + 1]) ||
+                    sscanf(hex + 2 * i, "%2x", &v) != 1)
+                        return -EINVAL;
+                ret[i] = (uint8_t)v;
+        }
+        return 0;
+}
+
+int ses_key_give(struct session *s) {
+        if (!s->dir)
+                return -EINVAL;
+        /* Sent after its HELLO says it takes one: an older init (restored from a memory
+         * snapshot made before keys) would close the connection at an unknown frame. */
+        s->key_offer = true;
+        s->proof_pending = false; /* this connection is the one the runtime made for us */
+        s->init_key_set = false;
+        return 0;
+}
+
+/* The first HELLO on the connection a runtime made: a new key for init, on record first. */
+static int key_send(struct session *s) {
+        _cleanup_free_ char *path = NULL;
+        int r = key_path(s, &path);
+        if (r < 0)
+                return r;
+        uint8_t key[PROTO_KEY_LEN];
+        if (getrandom(key, sizeof key, 0) != (ssize_t)sizeof key)
+                return -EIO;
+        char hex[2 * PROTO_KEY_LEN + 2];
+        key_hex(key, hex);
+        strcat(hex, "\n");
+        /* No fsync: the sandbox does not outlive the host, and the file only matters to a
+         * daemon that re-attaches a live one. */
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        errno = 0;
+        if (fchmod(fd, 0600) < 0 || write(fd, hex, strlen(hex)) != (ssize_t)strlen(hex))
+                return errno ? -errno : -EIO;
+        r = ses_send(s, PROTO_KEY, 0, key, sizeof key);
+        if (r < 0)
+                return r;
+        memcpy(s->init_key, key, sizeof key);
+        s->init_key_set = true;
+        return 0;
+}
+
+static void key_offer(struct session *s, const struct json *hello) {
+        s->key_offer = false;
+        if (!json_get_bool(hello, "keys", false)) {
+                log_warn("%s: the space-init of sandbox %s takes no key (an older one): a re-attach will not "
+                         "ask it for proof", s->id, s->sbx_id);
+                return;
+        }
+        int r = key_send(s);
+        if (r < 0)
+                ses_mark_dead(s, "giving space-init its key: %s", strerror(-r));
+}
+
+int ses_key_require(struct session *s) {
+        _cleanup_free_ char *path = NULL;
+        int r = key_path(s, &path);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+                return -ENOENT;
+        /* From here on, failing closed: no HELLO can prove itself without a key. */
+        s->key_offer = false;
+        s->init_key_set = false;
+        s->proof_pending = true;
+        s->refused = 0;
+        s->proof_deadline_ms = s->hello_deadline_ms ? s->hello_deadline_ms : util_now_ms() + SES_HELLO_TIMEOUT_MS;
+        if (fd < 0)
+                return -errno;
+        char hex[2 * PROTO_KEY_LEN + 2];
+        ssize_t n = read(fd, hex, sizeof hex);
+        if (n < 0)
+                return -errno;
+        if (n != (ssize_t)sizeof hex - 1 || hex[n - 1] != '\n')
+                return -EBADMSG;
+        hex[n - 1] = '\0';
+        if (key_unhex(hex, s->init_key) < 0)
+                return -EBADMSG;
+        s->init_key_set = true;
+        return 0;
+}
+
+/* Constant time: how much of a guess matched must not show. */
+static bool key_shown(const struct session *s, const struct json *hello) {
+        uint8_t k[PROTO_KEY_LEN];
+        if (!s->init_key_set || !hello || key_unhex(json_get_str(hello, "key"), k) < 0)
+                return false;
+        unsigned char diff = 0;
+        for (size_t i = 0; i < PROTO_KEY_LEN; i++)
+                diff |= (unsigned char)(k[i] ^ s->init_key[i]);
+        return diff == 0;
+}
+
+/* What came on the connection is not (provably) from the sandbox's init: a process that
+ * holds init's socket. Nothing of it is acted on, and it doesn't make the sandbox dead:
+ * the connection is closed and made again a little later, until the proof deadline. */
+static void ses_refuse(struct session *s, const char *why) {
+        s->refused++;
+        log_warn("%s: refused a connection to sandbox %s that did not prove it is its space-init: %s", s->id,
+                 s->sbx_id, why);
+        free(s->error);
+        if (asprintf(&s->error, "refused a connection that did not prove it is space-init: %s", why) < 0)
+                s->error = NULL;
+        uint64_t deadline = s->proof_deadline_ms;
+        ses_quiesce(s, "space-init is being re-attached");
+        buf_reset(&s->in);
+        s->in_off = 0;
+        buf_reset(&s->out);
+        s->out_off = 0;
+        s->proof_deadline_ms = deadline;
+        s->reconnect_at_ms = util_now_ms() + SES_RECONNECT_MS;
+}
+
+static void ses_reconnect(struct session *s, uint64_t now) {
+        if (now > s->proof_deadline_ms) {
+                s->reconnect_at_ms = 0;
+                s->proof_pending = false;
+                ses_mark_dead(s, "no space-init proved itself within %d ms of the re-attach (%u connection(s) refused)",
+                              SES_HELLO_TIMEOUT_MS, s->refused);
+                return;
+        }
+        s->reconnect_at_ms = now + SES_RECONNECT_MS;
+        int r = s->rt->reconnect ? s->rt->reconnect(s->sb) : -EOPNOTSUPP;
+        if (r < 0) {
+                log_debug("%s: connecting again to sandbox %s: %s", s->id, s->sbx_id, strerror(-r));
+                return;
+        }
+        r = ses_watch(s);
+        if (r < 0) {
+                log_debug("%s: watching sandbox %s again: %s", s->id, s->sbx_id, strerror(-r));
+                return;
+        }
+        s->reconnect_at_ms = 0;
+}
+
 static void on_hello(struct session *s, const struct json *hello) {
+        if (s->proof_pending) {
+                if (!key_shown(s, hello)) {
+                        ses_refuse(s, json_get_str(hello, "key") ? "its HELLO has the wrong key" : "its HELLO has no key");
+                        return;
+                }
+                s->proof_pending = false;
+                s->proof_deadline_ms = 0;
+                if (s->refused)
+                        log_info("%s: sandbox %s's space-init proved itself after %u refused connection(s)", s->id,
+                                 s->sbx_id, s->refused);
+        }
         int64_t version = 0;
         if (json_get_int(hello, "version", &version) < 0 || version != PROTO_VERSION) {
                 ses_mark_dead(s, "space-init speaks protocol version %" PRId64 ", spaced %d", version, PROTO_VERSION);
@@ -680,6 +852,11 @@ static void on_hello(struct session *s, const struct json *hello) {
         }
         if (s->hello_deadline_ms == 0)
                 return; /* not waiting for one */
+        if (s->key_offer) {
+                key_offer(s, hello);
+                if (ses_dead(s))
+                        return;
+        }
         /* Per connection: a re-attached sandbox may run an init from before windows. */
         s->init_window = json_get_bool(hello, "window", false);
         s->hello_deadline_ms = 0;
@@ -691,9 +868,17 @@ static void on_hello(struct session *s, const struct json *hello) {
 
 static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t *payload) {
         _cleanup_json_ struct json *j = NULL;
+        if (s->proof_pending && h->type != PROTO_HELLO) {
+                ses_refuse(s, "its first frame is not a HELLO");
+                return;
+        }
         if (proto_type_is_json(h->type)) {
                 char err[128];
                 int r = json_parse((const char *)payload, h->len, &j, err, sizeof err);
+                if (r < 0 && s->proof_pending) {
+                        ses_refuse(s, "its HELLO is not JSON");
+                        return;
+                }
                 if (r < 0) {
                         ses_mark_dead(s, "space-init sent bad JSON in a %s frame: %s", proto_type_name(h->type), err);
                         return;
@@ -765,9 +950,17 @@ static void ses_process(struct session *s) {
                 int r = view.len ? proto_frame_peek(&view, &h, &payload) : 0;
                 if (r == 0)
                         break;
+                if (r < 0 && s->proof_pending) {
+                        ses_refuse(s, "a framing error before its HELLO");
+                        break;
+                }
                 if (r < 0) {
                         ses_mark_dead(s, "protocol error from space-init: %s", strerror(-r));
                         return;
+                }
+                if (s->proof_pending && h.type != PROTO_HELLO) {
+                        ses_refuse(s, "its first frame is not a HELLO");
+                        break;
                 }
                 struct op *op = h.type == PROTO_HELLO ? NULL : op_find(s, h.id);
                 bool output = op && op_output_frame(op, &h);
@@ -870,12 +1063,17 @@ static void init_event(struct loop_src *src, uint32_t revents) {
                 }
                 ssize_t n = recv(s->init_src.fd, s->in.data + s->in.len, SES_READ_CHUNK, 0);
                 if (n < 0 && errno != EAGAIN && errno != EINTR) {
-                        ses_mark_dead(s, "reading from space-init: %s", strerror(errno));
+                        if (s->proof_pending)
+                                ses_refuse(s, strerror(errno));
+                        else
+                                ses_mark_dead(s, "reading from space-init: %s", strerror(errno));
                         return;
                 }
                 if (n == 0) {
                         ses_process(s);
-                        if (!s->freed && !ses_dead(s))
+                        if (!s->freed && !ses_dead(s) && s->proof_pending && s->init_src.fd >= 0)
+                                ses_refuse(s, "it closed the connection before its HELLO");
+                        else if (!s->freed && !ses_dead(s) && s->init_src.fd >= 0)
                                 ses_init_gone(s, "space-init closed its connection");
                         return;
                 }
@@ -911,6 +1109,8 @@ void ses_tick(struct daemon *d) {
         uint64_t now = util_now_ms();
         for (struct session *s = d->sessions, *next; s; s = next) {
                 next = s->next;
+                if (s->reconnect_at_ms && now >= s->reconnect_at_ms && !ses_dead(s))
+                        ses_reconnect(s, now);
                 if (s->hello_deadline_ms && now > s->hello_deadline_ms && !ses_dead(s))
                         ses_mark_dead(s, "space-init did not say hello within %d ms", SES_HELLO_TIMEOUT_MS);
                 if (ses_dead(s))

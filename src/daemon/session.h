@@ -11,6 +11,7 @@
 
 #include "common/buf.h"
 #include "common/json.h"
+#include "common/proto.h"
 #include "meta/meta.h"
 #include "store/store.h"
 #include "daemon/layers.h"
@@ -38,6 +39,8 @@
  * init never stops reading its socket for stdin (and so never misses a WINDOW grant). */
 #define SES_STDIN_CREDIT (1u << 20)
 #define SES_HELLO_TIMEOUT_MS 10000
+#define SES_KEY_FILE "init.key"      /* in the sandbox dir (never inside the sandbox), 0600 */
+#define SES_RECONNECT_MS 250         /* after a connection that did not prove it is init */
 /* A foreground command killed because its client left runs its stream out to the EXIT
  * (output discarded); if a process that escaped the kill keeps its pipes busy past this,
  * the stream is cancelled instead (init keeps the rest in a background ring). */
@@ -112,6 +115,15 @@ struct session {
         uint32_t next_id;
         struct op *ops;      /* requests in flight */
         uint64_t hello_deadline_ms; /* 0: not waiting for HELLO */
+        /* The key given to its init (protocol.md §1); a re-attached init must show it in
+         * its HELLO before anything it sends is acted on (proof_pending). */
+        uint8_t init_key[PROTO_KEY_LEN];
+        bool init_key_set;
+        bool key_offer;      /* the runtime's own connection: a key follows its HELLO */
+        bool proof_pending;
+        uint64_t proof_deadline_ms; /* no proven HELLO by then: the sandbox is lost */
+        uint64_t reconnect_at_ms;   /* a refused connection: connect again then */
+        unsigned refused;           /* connections refused since the re-attach */
         bool stalled;        /* frame handling stops until a client drains (an init without windows) */
         bool init_window;    /* its HELLO said it honours stream windows (protocol.md §3.14) */
         bool oom_killed;     /* last health seen */
@@ -214,6 +226,14 @@ void ses_free(struct session *s);
 void ses_mark_dead(struct session *s, const char *fmt, ...) _printf_(2, 3);
 /* Watches the new sandbox s->sb (init socket, pidfd) and waits for HELLO. */
 int ses_watch(struct session *s);
+/* A new sandbox s->sb, watched: once its HELLO says init takes a key ("keys"), makes one,
+ * keeps it in s->dir (SES_KEY_FILE, for a restarted daemon) and sends it to init on the
+ * connection the runtime made (which only the daemon holds). */
+int ses_key_give(struct session *s);
+/* A re-attached sandbox, watched: its HELLO must carry the key kept in s->dir. 0 and
+ * proof required, -ENOENT if none is on record (a sandbox of an older daemon), other
+ * -errno if it cannot be read. */
+int ses_key_require(struct session *s);
 /* Stops watching s->sb (kept, not destroyed: a worker is about to checkpoint it, which
  * takes its socket and pid away); requests in flight end with status/msg. */
 void ses_quiesce(struct session *s, const char *msg);

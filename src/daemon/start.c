@@ -305,6 +305,11 @@ static void start_watch(struct action *a) {
                 dur_start_fail(a, "watching the sandbox: %s", strerror(-r));
                 return;
         }
+        r = ses_key_give(s);
+        if (r < 0) {
+                dur_start_fail(a, "giving space-init its key: %s", strerror(-r));
+                return;
+        }
         dur_relaxed(d, true);
         if (meta_sandbox_set_pid(d->meta, s->sbx_id, (int32_t)s->init_pid) < 0)
                 log_warn("%s: recording init pid: %s", s->id, dur_merr(d));

@@ -110,6 +110,10 @@ struct init {
         struct watch ctl;
         uint64_t ctl_retry_ms;
         uint64_t start_ms;
+        /* The key spaced gave (KEY frame): every HELLO carries it, so that a restarted
+         * spaced can tell this init from a process that holds its socket (protocol.md §1). */
+        uint8_t key[PROTO_KEY_LEN];
+        bool have_key;
         struct conn *conn;
         int pending_fd; /* accepted, to replace conn at the top of the loop */
         struct proc *procs;

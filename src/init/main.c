@@ -189,6 +189,12 @@ static void handle_frame(const struct proto_hdr *h, const uint8_t *p) {
                 if (s)
                         stream_grant(s, proto_window_decode(p));
                 break;
+        case PROTO_KEY:
+                /* A new one replaces the old: a sandbox restored from a memory snapshot
+                 * gets the key of its new spaced record. */
+                memcpy(g.key, p, PROTO_KEY_LEN);
+                g.have_key = true;
+                break;
         default:
                 log_debug("ignoring %s frame from spaced", proto_type_name(h->type));
                 break;

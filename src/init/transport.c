@@ -201,6 +201,13 @@ int conn_open(int fd) {
         json_w_kint(&jw, "pid", getpid());
         json_w_kint(&jw, "uptime_ms", (int64_t)(now_ms() - g.start_ms));
         json_w_kbool(&jw, "window", true); /* honours "window" and WINDOW (§3.14) */
+        json_w_kbool(&jw, "keys", true);   /* takes a KEY frame (§1) */
+        if (g.have_key) {
+                char hex[2 * PROTO_KEY_LEN + 1];
+                for (size_t i = 0; i < PROTO_KEY_LEN; i++)
+                        snprintf(hex + 2 * i, 3, "%02x", g.key[i]);
+                json_w_kstr(&jw, "key", hex);
+        }
         json_w_obj_end(&jw);
         send_json(PROTO_HELLO, 0, &b);
         return 0;

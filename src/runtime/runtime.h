@@ -94,6 +94,10 @@ struct runtime_ops {
          * if it died) and reconnects to space-init, which then says HELLO again. Nothing of
          * the sandbox is changed on failure. NULL when the driver can't. */
         int (*adopt)(const struct rt_spec *spec, pid_t init_pid, struct rt_sandbox **ret);
+        /* Closes the connection to space-init and makes a new one (init_fd() then returns
+         * it), as adopt() does: after the caller refused what answered on the old one
+         * (protocol.md §1, the init key). NULL when the driver can't. */
+        int (*reconnect)(struct rt_sandbox *sb);
         /* Socket connected to space-init; owned by the sandbox (closed by destroy). */
         int (*init_fd)(struct rt_sandbox *sb);
         /* pidfd of space-init: readable when the sandbox's init has died. Owned by the sandbox. */

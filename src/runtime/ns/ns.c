@@ -1076,6 +1076,23 @@ fail:
         return r;
 }
 
+static int ns_reconnect(struct rt_sandbox *sb) {
+        size_t n = strlen(sb->sock_path), suffix = strlen("/" RT_NS_SOCK_NAME);
+        if (n <= suffix)
+                return -EINVAL;
+        _cleanup_free_ char *run_dir = strndup(sb->sock_path, n - suffix);
+        if (!run_dir)
+                return -ENOMEM;
+        int fd = connect_init(run_dir);
+        if (fd < 0) {
+                runtime_set_error("ns: reconnect %s: connect to %s: %s", sb->id, sb->sock_path, strerror(-fd));
+                return fd;
+        }
+        safe_close(sb->sock);
+        sb->sock = fd;
+        return 0;
+}
+
 static int ns_init_fd(struct rt_sandbox *sb) {
         return sb->sock;
 }
@@ -1198,6 +1215,7 @@ const struct runtime_ops rt_ns_ops = {
         .host_init = ns_host_init,
         .create = ns_create,
         .adopt = ns_adopt,
+        .reconnect = ns_reconnect,
         .init_fd = ns_init_fd,
         .pid_fd = ns_pid_fd,
         .init_pid = ns_init_pid,

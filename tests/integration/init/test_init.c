@@ -875,7 +875,7 @@ static void test_random_frames(void **state) {
                         req[n++] = '}';
                 uint8_t type = (uint8_t)(PROTO_REQ + rand_r(&seed) % 9); /* REQ..WINDOW, and the init-only types */
                 uint32_t id = 1 + rand_r(&seed) % 50;
-                size_t len = type == PROTO_CANCEL ? 0 : type == PROTO_WINDOW ? PROTO_WINDOW_LEN : n;
+                size_t len = type == PROTO_CANCEL ? 0 : type == PROTO_WINDOW ? PROTO_WINDOW_LEN : type == PROTO_KEY ? PROTO_KEY_LEN : n;
                 if (len > n) /* a WINDOW's 4 bytes from whatever the request text holds */
                         memset(req + n, 0x7f, len - n);
                 assert_int_equal(initc_send(&f->c, type, id, req, len), 0);
@@ -1110,6 +1110,43 @@ static void test_listen_reconnect(void **state) {
         rm_rf(dir);
 }
 
+/* The init key (protocol.md §1): HELLO says init takes one, a KEY makes every later HELLO
+ * show it, a newer KEY replaces it. */
+static void test_listen_key(void **state) {
+        (void)state;
+        char dir[] = "/tmp/space-init-key-XXXXXX", sock[PATH_MAX];
+        assert_non_null(mkdtemp(dir));
+        snprintf(sock, sizeof sock, "%s/init.sock", dir);
+        pid_t ipid = start_listener(sock, dir);
+
+        print_message("HELLO says \"keys\", and has no key before one was given\n");
+        struct initc c;
+        assert_int_equal(initc_connect(&c, sock), 0);
+        assert_true(json_is_true(json_get(c.hello, "keys")));
+        assert_null(json_get(c.hello, "key"));
+        uint8_t key[PROTO_KEY_LEN];
+        char hex[2 * PROTO_KEY_LEN + 1];
+        for (int round = 0; round < 2; round++) {
+                for (size_t i = 0; i < sizeof key; i++) {
+                        key[i] = (uint8_t)(i * 7 + 0x10 * round + 1);
+                        snprintf(hex + 2 * i, 3, "%02x", key[i]);
+                }
+                assert_int_equal(initc_send(&c, PROTO_KEY, 0, key, sizeof key), 0);
+                _cleanup_json_ struct json *r = call(&c, "{\"op\":\"ping\"}"); /* the KEY was handled */
+                initc_close(&c, 0);
+                print_message("round %d: the next connection's HELLO shows the newest key\n", round);
+                assert_int_equal(initc_connect(&c, sock), 0);
+                const char *shown = json_get_str(c.hello, "key");
+                assert_non_null(shown);
+                assert_string_equal(shown, hex);
+        }
+        assert_int_equal(kill(ipid, SIGTERM), 0);
+        int st = wait_exit(ipid, 5000);
+        assert_true(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        initc_close(&c, 0);
+        rm_rf(dir);
+}
+
 /* Runs space-init as PID 1 of a new pid namespace (root only). *ret_host_pid gets its pid
  * as seen from here; the returned pid is a relay that exits with init's exit code. */
 static pid_t start_pid1(struct initc *c, pid_t *ret_host_pid) {
@@ -1227,6 +1264,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_random_frames, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
                 cmocka_unit_test(test_listen_reconnect),
+                cmocka_unit_test(test_listen_key),
                 cmocka_unit_test(test_pid1),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,7 +28,7 @@ static void test_roundtrip(void **state) {
         print_message("header round trip for every type, little-endian layout\n");
         for (uint8_t t = PROTO_HELLO; t <= PROTO_TYPE_MAX; t++) {
                 struct proto_hdr h = { .version = PROTO_VERSION, .type = t, .id = 0xA1B2C3D4u,
-                                       .len = t == PROTO_CANCEL ? 0 : t == PROTO_WINDOW ? PROTO_WINDOW_LEN : 1234 };
+                                       .len = t == PROTO_CANCEL ? 0 : t == PROTO_WINDOW ? PROTO_WINDOW_LEN : t == PROTO_KEY ? PROTO_KEY_LEN : 1234 };
                 uint8_t wire[PROTO_HDR_SIZE];
                 proto_hdr_encode(&h, wire);
                 struct proto_hdr back = { 0 };
@@ -104,6 +104,14 @@ static void test_bounds(void **state) {
         raw_hdr(w, PROTO_MAGIC, 1, PROTO_WINDOW, 0, 1, PROTO_MAX_PAYLOAD);
         assert_int_equal(proto_hdr_decode(w, &h), -EMSGSIZE);
         assert_false(proto_type_is_json(PROTO_WINDOW));
+
+        print_message("KEY carries exactly its %u-byte key\n", PROTO_KEY_LEN);
+        for (uint32_t len = 0; len < PROTO_KEY_LEN + 4; len++) {
+                raw_hdr(w, PROTO_MAGIC, 1, PROTO_KEY, 0, 0, len);
+                assert_int_equal(proto_hdr_decode(w, &h), len == PROTO_KEY_LEN ? 0 : -EMSGSIZE);
+        }
+        assert_false(proto_type_is_json(PROTO_KEY));
+        assert_string_equal(proto_type_name(PROTO_KEY), "KEY");
 }
 
 static void test_window(void **state) {
