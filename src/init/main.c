@@ -369,6 +369,9 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "space-init: prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
                 return 1;
         }
+        /* Run from a sealed memfd (the ns runtime), the kernel names us "memfd:space-ini";
+         * ps inside, and whoever looks for init by name, should see what it is. */
+        (void)prctl(PR_SET_NAME, "space-init", 0, 0, 0); /* a name only: failing changes nothing */
         while ((c = getopt_long(argc, argv, "", longopts, NULL)) >= 0) {
                 switch (c) {
                 case 'f':
