@@ -38,9 +38,13 @@ esac
 out=$(sp exec "$a" -- ls -a /tmp /var/tmp </dev/null 2>&1)
 case $out in *"$inner"*"$inner.d"*) pass "control: ls lists the sandbox's own /tmp and /var/tmp entries" ;; *) fail "control: ls -a /tmp /var/tmp inside: '$out'" ;; esac
 case $out in *"$token"*) fail "host /tmp or /var/tmp entries are listed inside" ;; *) pass "host /tmp and /var/tmp are not listed inside" ;; esac
-out=$(sp exec "$a" -- sh -c 'grep -l . /proc/1/root/tmp/* 2>/dev/null; cat /proc/1/root/tmp/'"$token"' 2>/dev/null; cat /proc/1/root/tmp/'"$inner" </dev/null)
-case $out in *"/proc/1/root/tmp/$inner"*"$inner") pass "control: /proc/1/root leads to the sandbox's own /tmp" ;; *) fail "control: /proc/1/root/tmp inside: '$out'" ;; esac
-case $out in *"$token"*) fail "host file reachable through /proc/1/root" ;; *) pass "/proc/1/root leads nowhere outside" ;; esac
+# /proc/PID/root of a process of the sandbox (the shell itself: init is not dumpable, so its
+# /proc/1/root is closed to the sandbox, checked below)
+out=$(sp exec "$a" -- sh -c 'grep -l . /proc/$$/root/tmp/* 2>/dev/null; cat /proc/$$/root/tmp/'"$token"' 2>/dev/null; cat /proc/$$/root/tmp/'"$inner" </dev/null)
+case $out in *"/root/tmp/$inner"*"$inner") pass "control: /proc/PID/root leads to the sandbox's own /tmp" ;; *) fail "control: /proc/\$\$/root/tmp inside: '$out'" ;; esac
+case $out in *"$token"*) fail "host file reachable through /proc/PID/root" ;; *) pass "/proc/PID/root leads nowhere outside" ;; esac
+err=$(sp exec "$a" -- ls /proc/1/root/ </dev/null 2>&1 >/dev/null)
+case $err in *"Permission denied"*) pass "/proc/1/root is closed to the sandbox (init is not dumpable)" ;; *) fail "ls /proc/1/root inside: '$err'" ;; esac
 rm -rf "/tmp/$token" "/var/tmp/$token.d"
 out=$(sp exec "$a" -- sh -c 'cat /etc/hostname /etc/machine-id 2>/dev/null; echo "exec ran"' </dev/null)
 host_mid=$(cat /etc/machine-id 2>/dev/null)

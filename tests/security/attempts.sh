@@ -440,9 +440,10 @@ attempt_unshare_net() {
 }
 
 attempt_setns() {
-        tried "setns into /proc/1/ns/{mnt,net,pid,user} (pid 1 = the host's init, if it were visible)"
+        tried "setns into /proc/1/ns/{mnt,net,pid,user,cgroup} (pid 1 = the host's init, if it were visible) and into the sandbox's own /proc/self/ns/*"
         for ns in mnt net pid user cgroup; do
-                probe_refused "seccomp refuses setns; /proc/1 is the sandbox's own init anyway" EPERM setns "/proc/1/ns/$ns"
+                probe_refused "space-init is not dumpable: its /proc/1/ns links are closed to the sandbox (and /proc/1 is the sandbox's own init anyway)" EACCES setns "/proc/1/ns/$ns"
+                probe_refused "seccomp refuses setns" EPERM setns "/proc/self/ns/$ns"
         done
 }
 
