@@ -187,9 +187,15 @@ check "... its sandbox is gone: no cgroup, no process ($SBX)" sh -c "
 check "spaced starts again" start_service
 check "... the session is back, running, its file there" \
         test "$(in_root space exec "$ID" -- cat /root/kept.txt 2>&1)" = kept
+chroot "$R" space snapshots "$ID" >"$T/snapshots.out" 2>&1
+chroot "$R" space events "$ID" >"$T/events.out" 2>&1
 check "... from the last snapshot SIGTERM took (a rolling one; event restarted)" sh -c "
-        chroot '$R' space snapshots '$ID' 2>/dev/null | grep -q rolling &&
-        chroot '$R' space events '$ID' 2>/dev/null | grep -q restarted"
+        grep -q rolling '$T/snapshots.out' && grep -q restarted '$T/events.out'"
+if ! grep -q rolling "$T/snapshots.out" || ! grep -q restarted "$T/events.out"; then
+        echo "# snapshots:"; sed 's/^/#   /' "$T/snapshots.out"
+        echo "# events:"; tail -n 12 "$T/events.out" | sed 's/^/#   /'
+        echo "# spaced's log:"; tail -n 30 "$T/spaced.log" | sed 's/^/#   /'
+fi
 in_root space rm "$ID" >/dev/null 2>&1
 check "... and stops again" stop_service
 
