@@ -370,8 +370,11 @@ int main(int argc, char **argv) {
                 return 1;
         }
         /* Run from a sealed memfd (the ns runtime), the kernel names us "memfd:space-ini";
-         * ps inside, and whoever looks for init by name, should see what it is. */
-        (void)prctl(PR_SET_NAME, "space-init", 0, 0, 0); /* a name only: failing changes nothing */
+         * ps inside, and whoever looks for init by name, should see what it is. Run from a
+         * path (gvisor, a microVM's /init) the name is the file's, and stays. */
+        char comm[17] = "";
+        if (prctl(PR_GET_NAME, comm, 0, 0, 0) == 0 && !strncmp(comm, "memfd:", 6))
+                (void)prctl(PR_SET_NAME, "space-init", 0, 0, 0); /* a name only: failing changes nothing */
         while ((c = getopt_long(argc, argv, "", longopts, NULL)) >= 0) {
                 switch (c) {
                 case 'f':
