@@ -19,12 +19,10 @@ static void read_frame(struct op *op, void *client, const struct proto_hdr *h, c
         struct conn *c = client;
         switch (h->type) {
         case PROTO_RESP:
-                if (api_resp_is_error(j)) {
+                if (api_resp_is_error(j))
                         api_reply_init_error(c, j, false);
-                } else {
+                else
                         conn_stream_begin(c, 200, "application/octet-stream");
-                        op_window_widen(op, SES_STREAM_WINDOW_RAW); /* the bytes go out as they are */
-                }
                 return;
         case PROTO_DATA:
                 if (h->len == 0)

@@ -28,8 +28,8 @@
  * passed on, in steps of a quarter of the window, while the stream's client is under
  * CONN_OUT_HIGH; so a client that reads nothing holds at most CONN_OUT_HIGH + the window
  * and stops only its own stream. A stream starts with SES_STREAM_WINDOW, which NDJSON
- * (up to 6 times the bytes, for control bytes as JSON escapes) keeps; a stream whose bytes
- * go out as they are (the binary framing, a file download) is widened to
+ * (up to 6 times the bytes, for control bytes as JSON escapes) and a download keep; an exec
+ * or attach in the binary framing (its bytes go out as they are) is widened to
  * SES_STREAM_WINDOW_RAW at once, so that init is rarely waiting for a grant. */
 #define SES_STREAM_WINDOW (128u << 10)
 #define SES_STREAM_WINDOW_RAW (1u << 20)
