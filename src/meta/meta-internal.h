@@ -21,6 +21,8 @@ struct meta {
 enum meta_session_field {
         META_FIELD_SANDBOX,
         META_FIELD_TOKEN_HASH,
+        META_FIELD_NETWORK,
+        META_FIELD_PORTS,
 };
 
 struct meta_backend_ops {

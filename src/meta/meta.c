@@ -338,7 +338,9 @@ void meta_session_clear(struct meta_session *s) {
                 return;
         free(s->env_json);
         free(s->error);
-        s->env_json = s->error = NULL;
+        free(s->network_json);
+        free(s->ports_json);
+        s->env_json = s->error = s->network_json = s->ports_json = NULL;
 }
 
 void meta_sessions_free(struct meta_session *v, size_t n) {
@@ -448,6 +450,26 @@ int meta_session_set_head(struct meta *m, const char *id, const char *snapshot_i
         if (!id || !snapshot_id)
                 return -EINVAL;
         return m->ops->session_set_head(m, id, snapshot_id, meta_now_ms());
+}
+
+/* The room's texts are bounded by the API (docs/network.md); this bound only keeps a row small. */
+#define META_NET_JSON_MAX (256u << 10)
+
+static int set_json_field(struct meta *m, const char *id, enum meta_session_field f, const char *json) {
+        m->err[0] = 0;
+        if (!id)
+                return -EINVAL;
+        if (json && strlen(json) > META_NET_JSON_MAX)
+                return meta_error(m, -E2BIG, "network text over %u bytes", META_NET_JSON_MAX);
+        return m->ops->session_set_field(m, id, f, empty(json) ? NULL : json, meta_now_ms());
+}
+
+int meta_session_set_network(struct meta *m, const char *id, const char *json) {
+        return set_json_field(m, id, META_FIELD_NETWORK, json);
+}
+
+int meta_session_set_ports(struct meta *m, const char *id, const char *json) {
+        return set_json_field(m, id, META_FIELD_PORTS, json);
 }
 
 int meta_session_set_token_hash(struct meta *m, const char *id, const char *hash) {

@@ -85,8 +85,11 @@ struct meta_session {
         char head_snapshot[META_ID_SIZE];    /* what a resume or a recovery starts from */
         char token_hash[META_HASH_HEX + 1];  /* meta_token_hash() of the session token */
         char *error;                         /* why it failed, or NULL */
+        /* schema 4: the network room's JSON texts (docs/network.md); NULL = none */
+        char *network_json;                  /* the egress policy; NULL = as `network` says */
+        char *ports_json;                    /* the exposed ports; NULL = none */
 };
-/* Frees env_json and error (not s itself). */
+/* Frees env_json, error, network_json and ports_json (not s itself). */
 void meta_session_clear(struct meta_session *s);
 void meta_sessions_free(struct meta_session *v, size_t n);
 
@@ -238,6 +241,9 @@ int meta_session_set_state(struct meta *m, const char *id, unsigned from_mask, e
 int meta_session_set_sandbox(struct meta *m, const char *id, const char *sandbox_id);
 /* snapshot_id must be a snapshot of this session: -ENOENT unknown, -EXDEV another's. */
 int meta_session_set_head(struct meta *m, const char *id, const char *snapshot_id);
+/* The session's network_json / ports_json (NULL or "" clears). -ENOENT if unknown. */
+int meta_session_set_network(struct meta *m, const char *id, const char *json);
+int meta_session_set_ports(struct meta *m, const char *id, const char *json);
 /* hash: META_HASH_HEX hex digits, or NULL/"" to clear. */
 int meta_session_set_token_hash(struct meta *m, const char *id, const char *hash);
 /* 0 if token hashes to the session's token hash (constant-time compare); -EACCES if not

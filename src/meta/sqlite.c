@@ -111,13 +111,18 @@ static const char *const migrations[] = {
         "  agent_event_bytes = (SELECT coalesce(sum(length(CAST(e.payload AS BLOB))), 0) FROM events e"
         "                       WHERE e.session_id = sessions.id AND e.agent = 1),"
         "  system_events = (SELECT count(*) FROM events e WHERE e.session_id = sessions.id AND e.agent = 0);",
+        /* 4: a session's network: its egress policy and its exposed ports, each a JSON
+         * text the daemon's network room owns (docs/network.md); NULL = as `network` says,
+         * no port exposed */
+        "ALTER TABLE sessions ADD COLUMN network_policy TEXT;"
+        "ALTER TABLE sessions ADD COLUMN ports TEXT;",
 };
 #define SCHEMA_VERSION ((int)ELEMENTSOF(migrations))
 
 #define SES_COLS                                                                                      \
         "id, tenant, state, template, runtime, memory_bytes, cpu_millis, pids, network, env, "     \
         "snapshot_interval_ms, retention_keep, created_ms, updated_ms, sandbox_id, parent_session, " \
-        "source_snapshot, head_snapshot, token_hash, error, disk_bytes"
+        "source_snapshot, head_snapshot, token_hash, error, disk_bytes, network_policy, ports"
 #define SBX_COLS "id, session_id, host_id, runtime, state, init_pid, created_ms, ended_ms, death_reason"
 #define SNAP_COLS                                                                                     \
         "id, session_id, parent_id, store_hash, root_hash, memory_hash, time_ms, reason, label, "  \
@@ -131,7 +136,7 @@ enum st_id {
         ST_SP_W, ST_RELEASE_W, ST_ROLLBACK_W,
         ST_SCHEMA_VERSION,
         ST_SES_INSERT, ST_SES_GET, ST_SES_LIST, ST_SES_EXISTS, ST_SES_STATE, ST_SES_SET_STATE,
-        ST_SES_SET_SANDBOX, ST_SES_SET_TOKEN, ST_SES_SET_HEAD, ST_SES_DELETE, ST_SES_KEEP,
+        ST_SES_SET_SANDBOX, ST_SES_SET_TOKEN, ST_SES_SET_NETWORK, ST_SES_SET_PORTS, ST_SES_SET_HEAD, ST_SES_DELETE, ST_SES_KEEP,
         ST_SES_NEXT_SEQ, ST_SES_LAST_SEQ,
         ST_SBX_INSERT, ST_SBX_GET, ST_SBX_SET_STATE, ST_SBX_SET_PID, ST_SBX_LIST_SES, ST_SBX_LIST_LIVE,
         ST_SNAP_INSERT, ST_SNAP_GET, ST_SNAP_SESSION, ST_SNAP_LIST, ST_SNAP_PIN, ST_SNAP_IS_HEAD,
@@ -158,8 +163,8 @@ static const char *const st_sql[_ST_MAX] = {
 
         [ST_SES_INSERT] = "INSERT INTO sessions (id, tenant, state, template, runtime, memory_bytes, cpu_millis, "
                           "pids, network, env, snapshot_interval_ms, retention_keep, created_ms, updated_ms, "
-                          "parent_session, source_snapshot, token_hash, error, disk_bytes) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15, ?16, ?17, ?18)",
+                          "parent_session, source_snapshot, token_hash, error, disk_bytes, network_policy, ports) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
         [ST_SES_GET] = "SELECT " SES_COLS " FROM sessions WHERE id = ?1",
         [ST_SES_LIST] = "SELECT " SES_COLS " FROM sessions WHERE (?1 IS NULL OR tenant = ?1) "
                         "AND (?2 IS NULL OR instr(?2, ',' || state || ',') > 0) AND (?3 IS NULL OR id > ?3) "
@@ -169,6 +174,8 @@ static const char *const st_sql[_ST_MAX] = {
         [ST_SES_SET_STATE] = "UPDATE sessions SET state = ?2, error = ?3, updated_ms = ?4 WHERE id = ?1",
         [ST_SES_SET_SANDBOX] = "UPDATE sessions SET sandbox_id = ?2, updated_ms = ?3 WHERE id = ?1",
         [ST_SES_SET_TOKEN] = "UPDATE sessions SET token_hash = ?2, updated_ms = ?3 WHERE id = ?1",
+        [ST_SES_SET_NETWORK] = "UPDATE sessions SET network_policy = ?2, updated_ms = ?3 WHERE id = ?1",
+        [ST_SES_SET_PORTS] = "UPDATE sessions SET ports = ?2, updated_ms = ?3 WHERE id = ?1",
         [ST_SES_SET_HEAD] = "UPDATE sessions SET head_snapshot = ?2, updated_ms = ?3 WHERE id = ?1",
         [ST_SES_DELETE] = "DELETE FROM sessions WHERE id = ?1",
         [ST_SES_KEEP] = "SELECT retention_keep FROM sessions WHERE id = ?1",
@@ -805,6 +812,8 @@ static const struct column session_cols[] = {
         COLUMN(COL_TEXT, struct meta_session, token_hash),
         COLUMN(COL_DUP, struct meta_session, error),
         COLUMN(COL_INT, struct meta_session, limits.disk_bytes),
+        COLUMN(COL_DUP, struct meta_session, network_json),
+        COLUMN(COL_DUP, struct meta_session, ports_json),
 };
 
 static int read_session(struct meta *m, sqlite3_stmt *st, void *ret) {
@@ -837,7 +846,7 @@ static int session_create_tx(struct meta *m, const struct meta_session *s, int64
                              P_OPT(s->env_json), P_INT(s->snapshot_interval_ms), P_INT(s->retention_keep),
                              P_INT(s->created_ms ? s->created_ms : now), P_OPT(s->parent_session),
                              P_OPT(s->source_snapshot), P_OPT(s->token_hash), P_OPT(s->error),
-                             P_INT(s->limits.disk_bytes)));
+                             P_INT(s->limits.disk_bytes), P_OPT(s->network_json), P_OPT(s->ports_json)));
 }
 
 static int sq_session_create(struct meta *m, const struct meta_session *s, int64_t now) {
@@ -895,8 +904,13 @@ static int update_one(struct meta *m, enum st_id sid, const char *id, const char
 
 static int sq_session_set_field(struct meta *m, const char *id, enum meta_session_field f, const char *value,
                                 int64_t now) {
-        return WRITE(m, update_one(m, f == META_FIELD_SANDBOX ? ST_SES_SET_SANDBOX : ST_SES_SET_TOKEN, id, value,
-                                   now));
+        static const enum st_id st[] = {
+                [META_FIELD_SANDBOX] = ST_SES_SET_SANDBOX,
+                [META_FIELD_TOKEN_HASH] = ST_SES_SET_TOKEN,
+                [META_FIELD_NETWORK] = ST_SES_SET_NETWORK,
+                [META_FIELD_PORTS] = ST_SES_SET_PORTS,
+        };
+        return WRITE(m, update_one(m, st[f], id, value, now));
 }
 
 static int session_set_head_tx(struct meta *m, const char *id, const char *snap, int64_t now) {

@@ -59,6 +59,8 @@ static const char H1[] = "111111111111111111111111111111111111111111111111111111
 static const char H2[] = "2222222222222222222222222222222222222222222222222222222222222222";
 static const char H3[] = "3333333333333333333333333333333333333333333333333333333333333333";
 
+#define SCHEMA_NOW 4 /* the schema this program writes */
+
 static void mk_session(struct meta *m, const char *id, const char *tenant, enum meta_session_state st) {
         struct meta_session s = { .state = st, .snapshot_interval_ms = 30000, .retention_keep = 3 };
         strcpy(s.id, id);
@@ -146,9 +148,9 @@ static void test_ids_and_hash(void **state) {
 
 static void test_open_migrate(void **state) {
         struct fx *f = *state;
-        printf("# a new file is created 0600 at schema version 3, WAL, and passes the checks\n");
+        printf("# a new file is created 0600 at schema version 4, WAL, and passes the checks\n");
         assert_string_equal(meta_backend_name(f->m), "sqlite");
-        assert_int_equal(meta_schema_version(f->m), 3);
+        assert_int_equal(meta_schema_version(f->m), SCHEMA_NOW);
         assert_int_equal(meta_check(f->m), 0);
         struct stat st;
         assert_int_equal(stat(f->path, &st), 0);
@@ -187,7 +189,7 @@ static void test_open_migrate(void **state) {
 
         printf("# reopening does not migrate again\n");
         reopen(f);
-        assert_int_equal(meta_schema_version(f->m), 3);
+        assert_int_equal(meta_schema_version(f->m), SCHEMA_NOW);
 
         printf("# a file from a newer program is refused with -EPROTO and left alone\n");
         f->m = meta_free(f->m);
@@ -202,7 +204,7 @@ static void test_open_migrate(void **state) {
         char why[256] = "stale";
         assert_int_equal(meta_open(f->path, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m2),
                          -EPROTO);
-        assert_non_null(strstr(why, "schema version 99 is newer than this program's 3"));
+        assert_non_null(strstr(why, "schema version 99 is newer than this program's 4"));
         assert_ptr_equal(m2, (struct meta *)0x1);
         printf("# a version 1 options struct (no error field) still opens\n");
         assert_int_equal(meta_open(f->path, &(struct meta_opts){ .version = 1 }, &m2), -EPROTO);
@@ -244,26 +246,41 @@ static void test_open_migrate(void **state) {
         assert_int_equal(meta_open(uri, &(struct meta_opts){ .version = 77 }, &m2), -EINVAL);
 }
 
-/* A file written by the first schema (no disk limits) opens, migrates to 3 and keeps
+/* What each migration added, taken away again: undo[v] takes a file from schema v to
+ * v - 1, as the program of schema v - 1 wrote it. */
+static const char *const undo[] = {
+        [2] = "ALTER TABLE sessions DROP COLUMN disk_bytes;",
+        [3] = "DROP INDEX events_session_agent;"
+              "ALTER TABLE events DROP COLUMN agent;"
+              "ALTER TABLE sessions DROP COLUMN agent_events;"
+              "ALTER TABLE sessions DROP COLUMN agent_event_bytes;"
+              "ALTER TABLE sessions DROP COLUMN system_events;",
+        [4] = "ALTER TABLE sessions DROP COLUMN network_policy;"
+              "ALTER TABLE sessions DROP COLUMN ports;",
+};
+
+static void downgrade_to(sqlite3 *db, int version) {
+        for (int v = SCHEMA_NOW; v > version; v--) {
+                char del[64];
+                snprintf(del, sizeof del, "DELETE FROM meta_schema WHERE version = %d", v);
+                assert_int_equal(sqlite3_exec(db, undo[v], NULL, NULL, NULL), SQLITE_OK);
+                assert_int_equal(sqlite3_exec(db, del, NULL, NULL, NULL), SQLITE_OK);
+        }
+}
+
+/* A file written by the first schema (no disk limits) opens, migrates to 4 and keeps
  * its sessions, which read as having no disk limit. */
 static void test_migrate_v1(void **state) {
         struct fx *f = *state;
-        printf("# a schema 1 file (before disk limits) migrates to 3; its sessions have no disk limit\n");
+        printf("# a schema 1 file (before disk limits) migrates to 4; its sessions have no disk limit\n");
         mk_session(f->m, "ses_b1", "t1", META_SESSION_RUNNING);
         f->m = meta_free(f->m);
         sqlite3 *db = NULL;
         assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(db, "DROP INDEX events_session_agent;"
-                                          "ALTER TABLE events DROP COLUMN agent;"
-                                          "ALTER TABLE sessions DROP COLUMN agent_events;"
-                                          "ALTER TABLE sessions DROP COLUMN agent_event_bytes;"
-                                          "ALTER TABLE sessions DROP COLUMN system_events;"
-                                          "ALTER TABLE sessions DROP COLUMN disk_bytes;"
-                                          "DELETE FROM meta_schema WHERE version >= 2", NULL, NULL, NULL),
-                         SQLITE_OK);
+        downgrade_to(db, 1);
         sqlite3_close(db);
         assert_int_equal(meta_open(f->path, NULL, &f->m), 0);
-        assert_int_equal(meta_schema_version(f->m), 3);
+        assert_int_equal(meta_schema_version(f->m), SCHEMA_NOW);
         struct meta_session g;
         assert_int_equal(meta_session_get(f->m, "ses_b1", &g), 0);
         assert_int_equal(g.limits.disk_bytes, 0);
@@ -814,22 +831,66 @@ static void test_events(void **state) {
         meta_events_free(v, n);
 }
 
+/* Schema 3 (before the network room's texts): sessions read as having none, and the
+ * texts a session gets are kept, changed and cleared. */
+static void test_migrate_v3_network(void **state) {
+        struct fx *f = *state;
+        printf("# a schema 3 file migrates to 4; its sessions have no network policy and no ports\n");
+        mk_session(f->m, "ses_d1", "t1", META_SESSION_RUNNING);
+        f->m = meta_free(f->m);
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+        downgrade_to(db, 3);
+        sqlite3_close(db);
+        assert_int_equal(meta_open(f->path, NULL, &f->m), 0);
+        assert_int_equal(meta_schema_version(f->m), SCHEMA_NOW);
+        struct meta_session g;
+        assert_int_equal(meta_session_get(f->m, "ses_d1", &g), 0);
+        assert_null(g.network_json);
+        assert_null(g.ports_json);
+        meta_session_clear(&g);
+        printf("#   a policy and ports set on it read back, and clear again\n");
+        assert_int_equal(meta_session_set_network(f->m, "ses_d1", "{\"egress\":true}"), 0);
+        assert_int_equal(meta_session_set_ports(f->m, "ses_d1", "[8000]"), 0);
+        assert_int_equal(meta_session_get(f->m, "ses_d1", &g), 0);
+        assert_string_equal(g.network_json, "{\"egress\":true}");
+        assert_string_equal(g.ports_json, "[8000]");
+        meta_session_clear(&g);
+        assert_int_equal(meta_session_set_network(f->m, "ses_d1", ""), 0);
+        assert_int_equal(meta_session_get(f->m, "ses_d1", &g), 0);
+        assert_null(g.network_json);
+        assert_string_equal(g.ports_json, "[8000]");
+        meta_session_clear(&g);
+        assert_int_equal(meta_session_set_ports(f->m, "ses_nope", "[1]"), -ENOENT);
+        _cleanup_free_ char *big = malloc((256u << 10) + 2);
+        memset(big, 'x', (256u << 10) + 1);
+        big[(256u << 10) + 1] = 0;
+        assert_int_equal(meta_session_set_network(f->m, "ses_d1", big), -E2BIG);
+        printf("#   and a new session is created with them\n");
+        struct meta_session s = { .state = META_SESSION_CREATING, .network_json = "{\"egress\":false}",
+                                  .ports_json = "[3000]" };
+        strcpy(s.id, "ses_d2");
+        strcpy(s.tenant, "t1");
+        strcpy(s.runtime, "ns");
+        assert_int_equal(meta_session_create(f->m, &s), 0);
+        assert_int_equal(meta_session_get(f->m, "ses_d2", &g), 0);
+        assert_string_equal(g.network_json, "{\"egress\":false}");
+        assert_string_equal(g.ports_json, "[3000]");
+        meta_session_clear(&g);
+        assert_int_equal(meta_check(f->m), 0);
+}
+
 /* Schema 2 (before the event bounds): the events already there are counted, the posted
  * kinds as posted, and the bounds apply to them from the first post on. */
 static void test_migrate_v2(void **state) {
         struct fx *f = *state;
-        printf("# a schema 2 file migrates to 3, counting the events it has: 3 posted, 2 of spaced's\n");
+        printf("# a schema 2 file migrates to 4, counting the events it has: 3 posted, 2 of spaced's\n");
         mk_session(f->m, "ses_c1", "t1", META_SESSION_RUNNING);
         f->m = meta_free(f->m);
         sqlite3 *db = NULL;
         assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(db, "DROP INDEX events_session_agent;"
-                                          "ALTER TABLE events DROP COLUMN agent;"
-                                          "ALTER TABLE sessions DROP COLUMN agent_events;"
-                                          "ALTER TABLE sessions DROP COLUMN agent_event_bytes;"
-                                          "ALTER TABLE sessions DROP COLUMN system_events;"
-                                          "DELETE FROM meta_schema WHERE version = 3;"
-                                          "INSERT INTO events VALUES ('ses_c1', 1, 0, 'lifecycle', '{}');"
+        downgrade_to(db, 2);
+        assert_int_equal(sqlite3_exec(db, "INSERT INTO events VALUES ('ses_c1', 1, 0, 'lifecycle', '{}');"
                                           "INSERT INTO events VALUES ('ses_c1', 2, 0, 'agent', '\"aaaa\"');"
                                           "INSERT INTO events VALUES ('ses_c1', 3, 0, 'note', '\"bbbb\"');"
                                           "INSERT INTO events VALUES ('ses_c1', 4, 0, 'exec', '{}');"
@@ -838,7 +899,7 @@ static void test_migrate_v2(void **state) {
                          SQLITE_OK);
         sqlite3_close(db);
         assert_int_equal(meta_open(f->path, NULL, &f->m), 0);
-        assert_int_equal(meta_schema_version(f->m), 3);
+        assert_int_equal(meta_schema_version(f->m), SCHEMA_NOW);
         assert_int_equal(meta_check(f->m), 0);
         printf("#   with 2 posted events kept, one post removes the two oldest posted (seq 2, 3), not spaced's\n");
         meta_set_event_bounds(f->m, &(struct meta_event_bounds){ .agent_events = 2 });
@@ -1194,6 +1255,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_events, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_migrate_v3_network, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_event_bounds, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hosts_tokens, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
