@@ -500,9 +500,12 @@ size_t http_parser_feed(struct http_parser *p, const char *in, size_t len, struc
 const char *http_status_reason(int status) {
         switch (status) {
         case 100: return "Continue";
+        case 101: return "Switching Protocols";
         case 200: return "OK";
         case 201: return "Created";
         case 204: return "No Content";
+        case 307: return "Temporary Redirect";
+        case 308: return "Permanent Redirect";
         case 400: return "Bad Request";
         case 401: return "Unauthorized";
         case 403: return "Forbidden";
@@ -515,10 +518,12 @@ const char *http_status_reason(int status) {
         case 415: return "Unsupported Media Type";
         case 417: return "Expectation Failed";
         case 422: return "Unprocessable Content";
+        case 426: return "Upgrade Required";
         case 429: return "Too Many Requests";
         case 431: return "Request Header Fields Too Large";
         case 500: return "Internal Server Error";
         case 501: return "Not Implemented";
+        case 502: return "Bad Gateway";
         case 503: return "Service Unavailable";
         case 507: return "Insufficient Storage";
         default: return "Unknown";
@@ -537,6 +542,7 @@ const char *http_status_code_name(int status) {
         case 413: case 431: return "too_large";
         case 422: return "exec_failed";
         case 429: return "rate_limited";
+        case 502: return "bad_gateway";
         case 503: return "unavailable";
         case 507: return "no_space";
         default: return status >= 400 && status < 500 ? "bad_request" : "internal";

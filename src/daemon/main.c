@@ -2,6 +2,7 @@
  * directory, enforced by a lock), opens the metadata and snapshot stores, brings every
  * durable session back (re-attached, recovered or paused), and runs the event loop until
  * SIGTERM/SIGINT, when it snapshots what changed, stops the sandboxes and exits. */
+#include <ctype.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -30,10 +31,24 @@
 #include "daemon/disk.h"
 #include "daemon/templates.h"
 #include "daemon/loop.h"
+#include "daemon/net/ingress.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
 
 #define DEFAULT_DATA TOKENS_DEFAULT_DATA
+
+#define PORTS_DOMAIN_MAX 200
+
+/* A DNS name: labels of letters, digits and '-', not starting or ending with '-' or '.'. */
+static bool ports_domain_valid(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > PORTS_DOMAIN_MAX || s[0] == '.' || s[n - 1] == '.' || s[0] == '-' || strstr(s, ".."))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '.')
+                        return false;
+        return true;
+}
 
 static void usage(FILE *f) {
         fprintf(f,
@@ -75,6 +90,11 @@ static void usage(FILE *f) {
                 "                     (docs/security.md \"Hostile tenants\"); repeatable:\n");
         limits_usage(f);
         fprintf(f,
+                "  --ports-domain DOMAIN\n"
+                "                     serve a session's exposed ports also by Host header:\n"
+                "                     http://PORT-ses_ID.DOMAIN/ (wildcard DNS for *.DOMAIN to\n"
+                "                     spaced's listener is the operator's); default: none, ports\n"
+                "                     are served by path only (/v1/sessions/ID/ports/PORT/)\n"
                 "  --log-level LEVEL  error, warn, info (default) or debug\n"
                 "  --config PATH      the configuration file (default $SPACE_CONFIG, else\n"
                 "                     " CONFIG_DEFAULT_PATH ", which may be missing)\n"
@@ -145,6 +165,8 @@ static void timer_event(struct loop_src *src, uint32_t revents) {
         dur_tick(d);
         wpool_tick(d->pool);
         srv_tick(d);
+        if (d->ingress)
+                ingress_tick(d->ingress);
 }
 
 static int write_pidfile(const char *path) {
@@ -247,7 +269,8 @@ static void log_microvm_accel(void) {
 
 int main(int argc, char **argv) {
         enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION, OPT_POOL,
-               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_SNAP_FACTOR, OPT_TENANT_SNAP, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT };
+               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_SNAP_FACTOR, OPT_TENANT_SNAP, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT,
+               OPT_PORTS_DOMAIN };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -263,6 +286,7 @@ int main(int argc, char **argv) {
                 { "config", required_argument, NULL, OPT_CONFIG },
                 { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
                 { "limit", required_argument, NULL, OPT_LIMIT },
+                { "ports-domain", required_argument, NULL, OPT_PORTS_DOMAIN },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -281,7 +305,7 @@ int main(int argc, char **argv) {
                 return tokens_main(argc - 1, argv + 1);
         }
         const char *data = getenv("SPACE_DATA"), *listen_addr = NULL, *pidfile = NULL, *init = NULL,
-                   *runtime = "ns";
+                   *runtime = "ns", *ports_domain = NULL;
         const char *pool_args[WPOOL_MAX_TEMPLATES];
         size_t n_pool = 0;
         enum log_level level = LOG_INFO;
@@ -370,6 +394,14 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         break;
+                case OPT_PORTS_DOMAIN:
+                        if (!ports_domain_valid(optarg)) {
+                                fprintf(stderr, "spaced: %sbad --ports-domain %s: a DNS name (letters, digits, '-', '.'; at most %d bytes)\n",
+                                        config_origin(cfg, optind - 1), optarg, PORTS_DOMAIN_MAX);
+                                return 2;
+                        }
+                        ports_domain = optarg;
+                        break;
                 case 'h': usage(stdout); return 0;
                 case OPT_VERSION: printf("spaced %s\n", SPACED_VERSION); return 0;
                 default: usage(stderr); return 2;
@@ -394,6 +426,11 @@ int main(int argc, char **argv) {
                              .starter_src.fd = -1 };
         struct daemon *d = &dm;
         d->limits = limits;
+        if (ports_domain) {
+                d->ports_domain = strdup(ports_domain);
+                for (char *p = d->ports_domain; p && *p; p++)
+                        *p = (char)tolower((unsigned char)*p);
+        }
         d->rt = runtime_find(runtime);
         if (!d->rt) {
                 fprintf(stderr, "spaced: no runtime named %s\n", runtime);
@@ -478,6 +515,10 @@ int main(int argc, char **argv) {
                         log_info("runtime %s unavailable: %s", ort->name, runtime_last_error());
                 else if (ort == &rt_microvm_ops)
                         log_microvm_accel();
+        if ((r = ingress_new(d->loop, &d->ingress)) < 0) {
+                log_error("ingress: spaced's network namespace: %s", strerror(-r));
+                return 1;
+        }
         if ((r = dur_open(d)) < 0) {
                 log_error("opening the stores in %s failed: %s", d->data_dir, strerror(-r));
                 return 1;
@@ -539,6 +580,7 @@ int main(int argc, char **argv) {
 
         (void)notify_send(&nt, "STOPPING=1\nSTATUS=taking the last snapshots and stopping the sandboxes");
         srv_close_all(d);
+        d->ingress = ingress_free(d->ingress);
         d->pool = wpool_free(d->pool);
         dur_shutdown(d);
         while (d->sessions)
@@ -556,6 +598,7 @@ int main(int argc, char **argv) {
         free(d->data_dir);
         free(d->init_path);
         free(d->sock_path);
+        free(d->ports_domain);
         notify_close(&nt);
         log_info("stopped");
         return r < 0 ? 1 : 0;

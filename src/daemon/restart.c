@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "daemon/durable-internal.h"
+#include "daemon/ports.h"
 
 static int reclaim_strays(struct daemon *d, const char *root);
 
@@ -147,6 +148,8 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
         snprintf(s->tenant, sizeof s->tenant, "%s", ms->tenant);
         if (ms->error)
                 s->error = strdup(ms->error);
+        if (ports_load(s, ms->ports_json) < 0)
+                log_warn("%s: stored ports unreadable; none are exposed", s->id);
         if (env_from_text(ms->env_json, &s->env, &s->n_env) < 0)
                 log_warn("%s: stored env unreadable; starting without it", s->id);
         if (s->head[0]) {

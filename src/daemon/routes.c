@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon/ports.h"
 #include "daemon/server.h"
 
 const struct api_route api_routes[] = {
@@ -33,6 +34,10 @@ const struct api_route api_routes[] = {
         { "GET", "/v1/sessions/{id}/files/list", API_BODY_JSON, api_file_list },
         { "GET", "/v1/sessions/{id}/files/stat", API_BODY_JSON, api_file_stat },
         { "POST", "/v1/sessions/{id}/files/mkdir", API_BODY_JSON, api_file_mkdir },
+        { "POST", "/v1/sessions/{id}/ports", API_BODY_JSON, api_port_expose },
+        { "GET", "/v1/sessions/{id}/ports", API_BODY_JSON, api_port_list },
+        { "DELETE", "/v1/sessions/{id}/ports/{port}", API_BODY_JSON, api_port_unexpose },
+        { "GET", "/v1/sessions/{id}/ports/{port}/forward", API_BODY_JSON, api_port_forward },
         { "GET", "/v1/templates", API_BODY_JSON, api_template_list },
         { "POST", "/v1/templates", API_BODY_JSON, api_template_build },
         { "DELETE", "/v1/templates/{name}", API_BODY_JSON, api_template_delete },
@@ -110,4 +115,5 @@ void api_allowed_methods(const char *path, char *out, size_t outsz) {
 const struct srv_router api_router = {
         .match = api_route_match,
         .allowed = api_allowed_methods,
+        .intercept = ports_intercept,
 };

@@ -74,3 +74,7 @@ void api_template_build(struct conn *c);
 void api_template_delete(struct conn *c);
 void api_pool_get(struct conn *c);
 void api_pool_set(struct conn *c);
+void api_port_expose(struct conn *c);
+void api_port_list(struct conn *c);
+void api_port_unexpose(struct conn *c);
+void api_port_forward(struct conn *c);

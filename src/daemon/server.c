@@ -310,6 +310,13 @@ void conn_reply_empty(struct conn *c, int status) {
         conn_response_complete(c);
 }
 
+void conn_reply_headers(struct conn *c, int status, const char *extra_headers) {
+        if (c->closed || c->resp_done)
+                return;
+        conn_send_head(c, status, NULL, 0, extra_headers);
+        conn_response_complete(c);
+}
+
 void conn_stream_begin(struct conn *c, int status, const char *content_type) {
         if (c->closed || c->resp_done || c->streaming)
                 return;
@@ -389,6 +396,27 @@ void conn_continue(struct conn *c) {
         }
 }
 
+int conn_detach(struct conn *c, struct buf *ret_out, struct buf *ret_in) {
+        if (c->closed)
+                return -EBADF;
+        struct buf out = BUF_INIT(0), in = BUF_INIT(0);
+        if (buf_append(&out, c->out.data ? c->out.data + c->out_off : "", c->out.len - c->out_off) < 0 ||
+            buf_append(&in, c->in.data ? c->in.data + c->in_off : "", c->in.len - c->in_off) < 0) {
+                buf_free(&out);
+                buf_free(&in);
+                return -ENOMEM;
+        }
+        loop_del(c->d->loop, &c->src);
+        int fd = c->src.fd;
+        c->src.fd = -EBADF;
+        c->hook = NULL;
+        c->hook_ctx = NULL;
+        conn_close(c);
+        *ret_out = out;
+        *ret_in = in;
+        return fd;
+}
+
 void conn_resume_input(struct conn *c) {
         if (c->closed || !c->in_paused)
                 return;
@@ -460,6 +488,8 @@ static void on_head(struct conn *c) {
         buf_free(&c->body);
         c->body = BUF_INIT(HTTP_MAX_JSON_BODY);
         log_debug("%s %s", c->req->method, c->req->target);
+        if (c->d->router->intercept && c->d->router->intercept(c))
+                return;
         if (!authenticate(c))
                 return;
         int r = c->d->router->match(c->req->method, c->req->path, &c->route, &c->params);

@@ -43,6 +43,10 @@ struct srv_router {
         int (*match)(const char *method, const char *path, const struct api_route **ret, struct api_params *params);
         /* "GET, DELETE": the methods that serve path, for the Allow header of a 405. */
         void (*allowed)(const char *path, char *out, size_t outsz);
+        /* Called with every request head before it is authenticated or routed: true when
+         * it took the request (a proxied one: api_ports.c), which it then answers or takes
+         * the connection over with conn_detach. NULL: none. */
+        bool (*intercept)(struct conn *c);
 };
 
 /* Whoever answers a request after its handler returned (a request to a sandbox, a waiting
@@ -141,6 +145,8 @@ void *conn_hook_ctx(const struct conn *c, const struct conn_hook_ops *ops);
 void conn_reply_json(struct conn *c, int status, const struct buf *body);
 void conn_reply_error(struct conn *c, int status, const char *fmt, ...) _printf_(3, 4);
 void conn_reply_empty(struct conn *c, int status);
+/* An empty answer with header lines (each ending in "\r\n"): a redirect, a cookie. */
+void conn_reply_headers(struct conn *c, int status, const char *extra_headers);
 /* An error with "Retry-After: retry_s" (at least 1): a 429 or 503 the client may retry. */
 void conn_reply_retry(struct conn *c, int status, unsigned retry_s, const char *fmt, ...) _printf_(4, 5);
 /* Chunked streams: the head, then raw chunks or one JSON line per event, then the end. A
@@ -153,6 +159,11 @@ void conn_stream_data(struct conn *c, uint8_t kind, const void *data, size_t n);
 void conn_stream_end(struct conn *c);
 /* Drops the connection without ending the response (a truncated download must look so). */
 void conn_abort(struct conn *c);
+/* The connection leaves HTTP (a proxied request, an upgrade): its socket is returned and
+ * c is closed without it. Output still queued is moved to *ret_out and input not yet
+ * parsed (the current request's body onwards) to *ret_in, both unlimited buffers the
+ * caller frees. -EBADF if c is closed already. */
+int conn_detach(struct conn *c, struct buf *ret_out, struct buf *ret_in);
 /* Resumes parsing an upload paused with c->in_paused. */
 void conn_resume_input(struct conn *c);
 /* Sends "100 Continue" when the client waits for it. */

@@ -47,6 +47,15 @@
 #define SES_KILL_DRAIN_MS 5000
 #define SES_MAX_ENV 256                /* env entries a session or exec may carry */
 #define SES_ID_LEN 20                  /* "ses_" + 16 hex */
+#define SES_PORTS_MAX 32               /* exposed ports of one session (api_ports.c) */
+
+/* An exposed port (docs/api.md, "Ports"): public, or opened by its own token, kept as
+ * meta_token_hash() of it. */
+struct ses_port {
+        uint16_t port;
+        bool public;
+        char token_hash[META_HASH_HEX + 1];
+};
 
 struct daemon;
 struct action;
@@ -101,6 +110,8 @@ struct session {
         uint64_t snap_bytes; /* what its snapshots in meta added to the store (bytes_added) */
         bool snap_over;      /* over its snapshot limit: the event was sent */
         bool network;
+        struct ses_port ports[SES_PORTS_MAX]; /* exposed ports, kept as meta's ports_json */
+        size_t n_ports;
         char **env;          /* "K=V", NULL-terminated; the defaults of every exec */
         size_t n_env;
         const struct runtime_ops *rt;

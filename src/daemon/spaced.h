@@ -115,6 +115,8 @@ struct daemon {
         struct dur_waiter *gc_waiters[16];
         size_t n_gc_waiters;
         struct wpool *pool;        /* warm pool (warmpool.h); NULL until the sessions are loaded */
+        struct ingress *ingress;   /* exposed ports' connections (net/ingress.h) */
+        char *ports_domain;        /* spaced --ports-domain: "PORT-ses_ID.DOMAIN" hosts; NULL: off */
 };
 
 

@@ -103,6 +103,10 @@ struct runtime_ops {
         /* pidfd of space-init: readable when the sandbox's init has died. Owned by the sandbox. */
         int (*pid_fd)(struct rt_sandbox *sb);
         pid_t (*init_pid)(struct rt_sandbox *sb);
+        /* The sandbox's network namespace (an fd it owns, valid until destroy/release), which
+         * spaced enters to connect to a port inside (ingress: daemon/net/ingress.h). NULL in
+         * a driver without one: its sessions have no exposed ports. */
+        int (*netns_fd)(struct rt_sandbox *sb);
         int (*freeze)(struct rt_sandbox *sb);
         int (*thaw)(struct rt_sandbox *sb);
         int (*health)(struct rt_sandbox *sb, struct rt_health *ret);

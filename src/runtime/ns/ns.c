@@ -82,6 +82,7 @@ struct rt_sandbox {
         bool reaped;
         int status;            /* wait status once reaped */
         struct ns_limits lim;  /* as applied (create, set_limits); unknown when adopted */
+        int netns;             /* /proc/<init>/ns/net: how spaced reaches its ports (ingress) */
 };
 
 /* Everything the child needs, prepared before clone: the child must not allocate (the
@@ -623,12 +624,25 @@ static int teardown(struct rt_sandbox *sb) {
         return ret;
 }
 
+/* The network namespace of init (pid): taken right after clone, while the pid is surely
+ * ours, and kept for the sandbox's life. */
+static int netns_open(pid_t pid, int *ret) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        *ret = fd;
+        return 0;
+}
+
 static void sandbox_free(struct rt_sandbox *sb) {
         if (!sb)
                 return;
         free(sb->id);
         free(sb->rootfs);
         free(sb->sock_path);
+        safe_close(sb->netns);
         free(sb);
 }
 
@@ -752,7 +766,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         struct rt_sandbox *sb = calloc(1, sizeof *sb);
         if (!sb)
                 return -ENOMEM;
-        sb->sock = sb->pidfd = -EBADF;
+        sb->sock = sb->pidfd = sb->netns = -EBADF;
         _cleanup_free_ char *opts = NULL;
         _cleanup_close_ int exe_fd = -EBADF;
         /* sync: one byte "go" to the child; an error record back, or EOF once the exec
@@ -900,6 +914,10 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
 
         sb->pid = (pid_t)pid;
         sb->pidfd = pidfd;
+        if ((r = netns_open(sb->pid, &sb->netns)) < 0) {
+                what = "open its network namespace";
+                goto fail;
+        }
         sync[1] = safe_close(sync[1]);
         sv[1] = safe_close(sv[1]);
         exe_fd = safe_close(exe_fd);
@@ -1039,7 +1057,7 @@ static int ns_adopt(const struct rt_spec *spec, pid_t init_pid, struct rt_sandbo
         struct rt_sandbox *sb = calloc(1, sizeof *sb);
         if (!sb)
                 return -ENOMEM;
-        sb->sock = sb->pidfd = -EBADF;
+        sb->sock = sb->pidfd = sb->netns = -EBADF;
         sb->adopted = true;
         sb->pid = init_pid;
         int r = -ENOMEM;
@@ -1061,6 +1079,11 @@ static int ns_adopt(const struct rt_spec *spec, pid_t init_pid, struct rt_sandbo
                 goto fail;
         }
         sb->sock = r;
+        r = netns_open(init_pid, &sb->netns);
+        if (r < 0) {
+                runtime_set_error("ns: adopt %s: open its network namespace: %s", spec->id, strerror(-r));
+                goto fail;
+        }
         sb->pidfd = TAKE_FD(pidfd);
         /* A sandbox of an older spaced has root as its owner: nothing to take. */
         if (owner_of(init_pid, &sb->owner) < 0 || !owner_in_range(sb->owner))
@@ -1091,6 +1114,10 @@ static int ns_reconnect(struct rt_sandbox *sb) {
         safe_close(sb->sock);
         sb->sock = fd;
         return 0;
+}
+
+static int ns_netns_fd(struct rt_sandbox *sb) {
+        return sb->netns;
 }
 
 static int ns_init_fd(struct rt_sandbox *sb) {
@@ -1217,6 +1244,7 @@ const struct runtime_ops rt_ns_ops = {
         .adopt = ns_adopt,
         .reconnect = ns_reconnect,
         .init_fd = ns_init_fd,
+        .netns_fd = ns_netns_fd,
         .pid_fd = ns_pid_fd,
         .init_pid = ns_init_pid,
         .freeze = ns_freeze,
