@@ -386,5 +386,31 @@ struct space_template_build_opts {
 int space_template_build(space_client *c, const struct space_template_build_opts *opts, struct space_template_info *ret);
 int space_template_delete(space_client *c, const char *name);
 
+/* ---- exposed ports (docs/api.md, "Ports") ------------------------------------------ */
+
+#define SPACE_MAX_PORTS 32 /* exposed ports of one session, as the daemon allows */
+
+struct space_port_info {
+        unsigned port;
+        bool public;     /* false: a request needs the port's token (or the owner's API token) */
+        char url[512];   /* "http://PORT-ses_ID.DOMAIN/" when spaced has --ports-domain, else "" */
+        char path[128];  /* "/v1/sessions/ID/ports/PORT/" on spaced's own address */
+        char token[64];  /* the port's token, from space_port_expose only ("" if public) */
+};
+
+/* POST /v1/sessions/{id}/ports: exposes port (1..65535), public or behind a token of its
+ * own, shown only in *ret (may be NULL). Exposing a port again replaces its token. */
+int space_port_expose(space_session *s, unsigned port, bool public, struct space_port_info *ret);
+/* GET .../ports (no tokens). Free the array with free(). */
+int space_port_list(space_session *s, struct space_port_info **ret, size_t *ret_n);
+/* DELETE .../ports/{port}: -ENOENT if it is not exposed. */
+int space_port_unexpose(space_session *s, unsigned port);
+/* Raw TCP to port (exposed or not) of the session, through spaced (GET
+ * .../ports/{port}/forward upgraded to "space-tcp"): a new connection each call, *ret_fd a
+ * non-blocking, close-on-exec socket carrying the port's bytes both ways; the caller
+ * closes it. -ECONNREFUSED... as errors of any call: 502 (nothing listens) is -EPROTO with
+ * the daemon's message. */
+int space_port_forward(space_session *s, unsigned port, int *ret_fd);
+
 /* strerror-like text for the library's return values. */
 const char *space_strerror(int err);

@@ -376,6 +376,61 @@ const struct cli_cmd cli_commands[] = {
                 .run = cli_connect,
         },
         {
+                .name = "expose",
+                .summary = "serve a port of a sandbox through spaced",
+                .usage = "[OPTIONS] ID PORT [--public]",
+                .about = "Expose PORT (a server inside the sandbox listening on 127.0.0.1 or ::1) on\n"
+                         "spaced's own address: at /v1/sessions/ID/ports/PORT/ and, when spaced has\n"
+                         "--ports-domain, at http://PORT-ID.DOMAIN/. Unless --public, a request needs the\n"
+                         "port's token, printed only now (or the owner's API token). Exposing a port again\n"
+                         "gives it a new token. At most 32 per session; they last until unexposed or the\n"
+                         "session ends, across daemon restarts (not into forks).\n",
+                .opts = (const struct cli_opt[]){
+                        { "public", 0, CLI_OPT_FLAG, NULL, .doc = "anyone who reaches spaced may use it (no token)" },
+                        OPT_JSON("print the port object, token included"),
+                        OPT_END },
+                .flags = CLI_SESSION | CLI_GAP,
+                .min_args = 2, .max_args = 2, .missing = "session id and port", .missing_rest = "port",
+                .check = cli_expose_check,
+                .run = cli_expose,
+        },
+        {
+                .name = "ports",
+                .summary = "list a session's exposed ports",
+                .usage = "[OPTIONS] ID",
+                .about = "List the exposed ports of a session: port, access (public or token), path, URL.\n",
+                .opts = (const struct cli_opt[]){
+                        OPT_JSON("print the daemon's JSON ({\"ports\":[...]})"),
+                        OPT_QUIET("print port numbers only"),
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 1, .max_args = 1, .missing = "session id",
+                .run = cli_ports,
+        },
+        {
+                .name = "unexpose",
+                .summary = "stop serving an exposed port",
+                .usage = "[OPTIONS] ID PORT",
+                .about = "Unexpose PORT: its token stops working and connections through it are closed.\n",
+                .flags = CLI_SESSION,
+                .min_args = 2, .max_args = 2, .missing = "session id and port", .missing_rest = "port",
+                .check = cli_unexpose_check,
+                .run = cli_unexpose,
+        },
+        {
+                .name = "port-forward",
+                .summary = "forward a local TCP port to a sandbox's port",
+                .usage = "[OPTIONS] ID PORT[:LOCAL]",
+                .about = "Listen on 127.0.0.1:LOCAL (default: PORT) and carry each connection to PORT\n"
+                         "inside the sandbox as raw TCP, through one upgraded API connection each (as\n"
+                         "'kubectl port-forward' does). Any port of your session works, exposed or not.\n"
+                         "Runs until interrupted.\n",
+                .flags = CLI_SESSION,
+                .min_args = 2, .max_args = 2, .missing = "session id and PORT[:LOCAL]", .missing_rest = "PORT[:LOCAL]",
+                .check = cli_port_forward_check,
+                .run = cli_port_forward,
+        },
+        {
                 .name = "gc",
                 .summary = "collect unreferenced snapshot data now",
                 .usage = "[OPTIONS]",

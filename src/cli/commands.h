@@ -26,5 +26,8 @@ cli_hook cli_events_check, cli_events, cli_event_check, cli_event;
 /* templates.c */
 cli_hook cli_template_build_check, cli_template_build, cli_template_rm;
 extern const struct cli_list cli_templates_list;
+/* ports.c: exposed ports and port-forward */
+cli_hook cli_expose_check, cli_expose, cli_ports, cli_unexpose_check, cli_unexpose, cli_port_forward_check,
+        cli_port_forward;
 /* admin.c: the daemon itself (health has neither: its row prints the answer) */
 cli_hook cli_gc, cli_pool_check, cli_pool;

@@ -733,6 +733,71 @@ int http_do(struct http_conn *c, const struct http_request *req, struct http_res
         return 0;
 }
 
+static int collect_body(void *ud, const struct http_response *resp, const char *data, size_t n) {
+        (void)resp;
+        struct buf *b = ud;
+        size_t room = b->max > b->len ? b->max - b->len : 0;
+        (void)buf_append(b, data, n < room ? n : room);
+        return 0;
+}
+
+int http_upgrade(const struct http_addr *addr, const struct http_request *req, struct http_response *ret_resp,
+                 struct buf *ret_body, size_t max_body, int *ret_fd) {
+        if (!req->method || !req->target || req->target[0] != '/' || strlen(req->target) >= HTTP_MAX_TARGET ||
+            strpbrk(req->target, " \r\n"))
+                return -EINVAL;
+        struct http_conn c;
+        http_conn_init(&c, addr);
+        int r = conn_open(&c, req->timeout_ms);
+        if (r >= 0)
+                r = send_request(&c, req, 0);
+        /* The head, one byte at a time: the bytes after it are the port's. */
+        while (r >= 0) {
+                if (c.in.len >= 4 && memcmp(c.in.data + c.in.len - 4, "\r\n\r\n", 4) == 0)
+                        break;
+                if (c.in.len >= HTTP_MAX_HEAD) {
+                        r = -E2BIG;
+                        break;
+                }
+                if ((r = buf_reserve(&c.in, 1)) < 0)
+                        break;
+                ssize_t n = recv(c.fd, c.in.data + c.in.len, 1, 0);
+                if (n == 1) {
+                        c.in.len++;
+                        continue;
+                }
+                if (n == 0) {
+                        r = c.in.len ? -EBADMSG : -ECONNRESET;
+                        break;
+                }
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN) {
+                        r = -errno;
+                        break;
+                }
+                r = wait_fd(c.fd, POLLIN, req->timeout_ms);
+        }
+        struct http_response resp = { 0 };
+        if (r >= 0)
+                r = parse_head(&c, c.in.len, &resp);
+        if (r >= 0 && resp.status == 101) {
+                *ret_resp = resp;
+                *ret_fd = TAKE_FD(c.fd);
+                http_conn_close(&c);
+                return 0;
+        }
+        if (r >= 0) {
+                buf_reset(&c.in);
+                *ret_body = BUF_INIT(max_body);
+                (void)read_body(&c, &resp, req->timeout_ms, collect_body, ret_body);
+                *ret_resp = resp;
+                *ret_fd = -1;
+        }
+        http_conn_close(&c);
+        return r < 0 ? r : 0;
+}
+
 int http_urlencode(struct buf *b, const char *s) {
         static const char hex[] = "0123456789ABCDEF";
         for (const unsigned char *p = (const unsigned char *)s; *p; p++) {

@@ -77,5 +77,13 @@ typedef int (*http_body_fn)(void *userdata, const struct http_response *resp, co
 int http_do(struct http_conn *c, const struct http_request *req, struct http_response *resp,
             http_body_fn on_body, void *userdata);
 
+/* An upgraded connection (port-forward): a new connection to addr (never c's own), req
+ * sent with its headers (which must ask for the upgrade) and no body, and the answer's
+ * head read byte by byte, so that nothing after it is taken from the socket. 101: 0 and
+ * *ret_fd, the connected socket (non-blocking, close-on-exec), now raw bytes both ways.
+ * Another status: 0, *ret_fd -1, and up to max_body bytes of its body in *ret_body. */
+int http_upgrade(const struct http_addr *addr, const struct http_request *req, struct http_response *ret_resp,
+                 struct buf *ret_body, size_t max_body, int *ret_fd);
+
 /* Percent-encodes s for use in a query value or path segment. */
 int http_urlencode(struct buf *b, const char *s);

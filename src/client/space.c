@@ -1661,3 +1661,77 @@ int space_template_delete(space_client *c, const char *name) {
         snprintf(target, sizeof target, "/v1/templates/%s", name);
         return call_once(c, &(struct call){ .method = "DELETE", .target = target }, NULL, NULL);
 }
+
+/* ---- exposed ports --------------------------------------------------------------- */
+
+static void fill_port(const struct json *o, void *ret) {
+        struct space_port_info *p = ret;
+        *p = (struct space_port_info){ 0 };
+        p->port = (unsigned)get_i64(o, "port", 0);
+        p->public = json_get_bool(o, "public", false);
+        copy_str(p->url, sizeof p->url, o, "url");
+        copy_str(p->path, sizeof p->path, o, "path");
+        copy_str(p->token, sizeof p->token, o, "token");
+}
+
+int space_port_expose(space_session *s, unsigned port, bool public, struct space_port_info *ret) {
+        if (port < 1 || port > 65535)
+                return fail(s->c, -EINVAL, "port must be between 1 and 65535");
+        _cleanup_buf_ struct buf b = BUF_INIT(4096);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kint(&w, "port", port);
+        json_w_kbool(&w, "public", public);
+        _cleanup_json_ struct json *j = NULL;
+        int r = session_post(s, "/ports", &w, &j);
+        if (r < 0)
+                return r;
+        if (json_type(j) != JSON_OBJECT)
+                return fail(s->c, -EBADMSG, "malformed port from spaced");
+        if (ret)
+                fill_port(j, ret);
+        return 0;
+}
+
+int space_port_list(space_session *s, struct space_port_info **ret, size_t *ret_n) {
+        _cleanup_json_ struct json *j = NULL;
+        int r = session_call(s, &(struct call){ .method = "GET" }, "/ports", NULL, NULL, &j, NULL);
+        if (r < 0)
+                return r;
+        return json_records(s->c, j, "ports", "port list", sizeof **ret, fill_port, (void **)ret, ret_n);
+}
+
+int space_port_unexpose(space_session *s, unsigned port) {
+        if (port < 1 || port > 65535)
+                return fail(s->c, -EINVAL, "port must be between 1 and 65535");
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "/ports/%u", port);
+        return session_call(s, &(struct call){ .method = "DELETE" }, suffix, NULL, NULL, NULL, NULL);
+}
+
+int space_port_forward(space_session *s, unsigned port, int *ret_fd) {
+        space_client *c = s->c;
+        if (port < 1 || port > 65535)
+                return fail(c, -EINVAL, "port must be between 1 and 65535");
+        clear_error(c);
+        char target[128];
+        snprintf(target, sizeof target, "/v1/sessions/%s/ports/%u/forward", s->id, port);
+        const char *headers[5] = { "Connection: Upgrade", "Upgrade: space-tcp", NULL, NULL, NULL };
+        size_t nh = 2;
+        if (c->auth_header[0])
+                headers[nh++] = c->auth_header;
+        if (s->has_token)
+                headers[nh++] = s->token_header;
+        struct http_request req = { .method = "GET", .target = target, .timeout_ms = c->timeout_ms, .headers = headers };
+        struct http_response resp = { 0 };
+        _cleanup_buf_ struct buf body = BUF_INIT(0);
+        int fd = -1;
+        int r = http_upgrade(&c->conn.addr, &req, &resp, &body, MAX_ERROR_BODY, &fd);
+        if (r < 0)
+                return conn_error(c, r);
+        c->last_status = resp.status;
+        if (fd < 0)
+                return api_error(c, resp.status ? resp.status : 500, &body);
+        *ret_fd = fd;
+        return 0;
+}

@@ -629,7 +629,7 @@ bool ports_intercept(struct conn *c) {
                 /* …/ports/8000 -> …/ports/8000/: relative links then resolve below it. */
                 struct buf loc = BUF_INIT(0);
                 if (buf_printf(&loc, "Location: %s/", prefix) == 0 && query_append(&loc, query) == 0 &&
-                    buf_puts(&loc, "\r\n") == 0) {
+                    buf_puts(&loc, "\r\n") == 0 && buf_cstr(&loc)) {
                         c->state = CONN_BODY_DISCARD;
                         conn_reply_headers(c, 308, loc.data);
                 } else
@@ -646,7 +646,7 @@ bool ports_intercept(struct conn *c) {
                     buf_printf(&h, "Set-Cookie: " PORT_COOKIE "=%s; Path=%s/; HttpOnly; SameSite=Lax\r\nLocation: ", tok,
                                by_host ? "" : prefix) == 0 &&
                     (by_host ? 0 : buf_puts(&h, prefix)) == 0 && buf_append(&h, path, path_len ? path_len : 1) == 0 &&
-                    query_append(&h, query) == 0 && buf_puts(&h, "\r\nCache-Control: no-store\r\n") == 0) {
+                    query_append(&h, query) == 0 && buf_puts(&h, "\r\nCache-Control: no-store\r\n") == 0 && buf_cstr(&h)) {
                         c->state = CONN_BODY_DISCARD;
                         conn_reply_headers(c, 307, h.data);
                 } else
