@@ -408,7 +408,7 @@ int space_port_unexpose(space_session *s, unsigned port);
 /* Raw TCP to port (exposed or not) of the session, through spaced (GET
  * .../ports/{port}/forward upgraded to "space-tcp"): a new connection each call, *ret_fd a
  * non-blocking, close-on-exec socket carrying the port's bytes both ways; the caller
- * closes it. -ECONNREFUSED... as errors of any call: 502 (nothing listens) is -EPROTO with
+ * closes it. Errors as for any call; 502 (nothing listens on the port) is -EPROTO with
  * the daemon's message. */
 int space_port_forward(space_session *s, unsigned port, int *ret_fd);
 

@@ -401,7 +401,6 @@ const struct cli_cmd cli_commands[] = {
                 .about = "List the exposed ports of a session: port, access (public or token), path, URL.\n",
                 .opts = (const struct cli_opt[]){
                         OPT_JSON("print the daemon's JSON ({\"ports\":[...]})"),
-                        OPT_QUIET("print port numbers only"),
                         OPT_END },
                 .flags = CLI_SESSION,
                 .min_args = 1, .max_args = 1, .missing = "session id",

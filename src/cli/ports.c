@@ -66,14 +66,9 @@ int cli_ports(struct cli_call *call) {
         int e = space_port_list(call->session, &v, &n);
         if (e < 0)
                 return cli_api_fail(call, e);
-        if (!call->quiet)
-                printf("%-6s %-7s %s\n", "PORT", "ACCESS", "PATH  URL");
-        for (size_t i = 0; i < n; i++) {
-                if (call->quiet)
-                        printf("%u\n", v[i].port);
-                else
-                        print_port(&v[i]);
-        }
+        printf("%-6s %-7s %s\n", "PORT", "ACCESS", "PATH  URL");
+        for (size_t i = 0; i < n; i++)
+                print_port(&v[i]);
         free(v);
         return EXIT_SUCCESS;
 }
