@@ -41,16 +41,16 @@ static struct ses_port *port_find(struct session *s, uint16_t port) {
 }
 
 /* [{"port":N,"public":bool,"token_hash":"…"}]: what meta keeps. */
-static char *ports_text(const struct session *s) {
+static char *ports_array_text(const struct ses_port *v, size_t n) {
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_arr_begin(&w);
-        for (size_t i = 0; i < s->n_ports; i++) {
+        for (size_t i = 0; i < n; i++) {
                 json_w_obj_begin(&w);
-                json_w_kint(&w, "port", s->ports[i].port);
-                json_w_kbool(&w, "public", s->ports[i].public);
-                if (!s->ports[i].public)
-                        json_w_kstr(&w, "token_hash", s->ports[i].token_hash);
+                json_w_kint(&w, "port", v[i].port);
+                json_w_kbool(&w, "public", v[i].public);
+                if (!v[i].public)
+                        json_w_kstr(&w, "token_hash", v[i].token_hash);
                 json_w_obj_end(&w);
         }
         json_w_arr_end(&w);
@@ -62,7 +62,7 @@ static char *ports_text(const struct session *s) {
 }
 
 static int ports_save(struct session *s) {
-        _cleanup_free_ char *text = s->n_ports ? ports_text(s) : NULL;
+        _cleanup_free_ char *text = s->n_ports ? ports_array_text(s->ports, s->n_ports) : NULL;
         if (s->n_ports && !text)
                 return -ENOMEM;
         return meta_session_set_ports(s->d->meta, s->id, text);
@@ -116,6 +116,15 @@ static void port_json(struct json_writer *w, struct daemon *d, const struct sess
         json_w_obj_end(w);
 }
 
+/* A new token for p (its hash into p). */
+static int port_token_new(struct ses_port *p, char token[PORT_TOKEN_LEN + 1]) {
+        memcpy(token, PORT_TOKEN_PREFIX, 4);
+        int r = dl_token_new(token + 4);
+        if (r == 0)
+                r = meta_token_hash(token, p->token_hash);
+        return r;
+}
+
 /* The port of a request's path or body: 1..65535, else a 400 answer and -EINVAL. */
 static int port_parse(struct conn *c, const char *text, const struct json *v, uint16_t *ret) {
         int64_t n = -1;
@@ -160,12 +169,9 @@ void api_port_expose(struct conn *c) {
         }
         struct ses_port np = { .port = port, .public = pub && json_is_true(pub) };
         char token[PORT_TOKEN_LEN + 1] = "";
-        if (!np.public) {
-                memcpy(token, PORT_TOKEN_PREFIX, 4);
-                if (dl_token_new(token + 4) < 0 || meta_token_hash(token, np.token_hash) < 0) {
-                        conn_reply_error(c, 500, "making the port's token failed");
-                        return;
-                }
+        if (!np.public && port_token_new(&np, token) < 0) {
+                conn_reply_error(c, 500, "making the port's token failed");
+                return;
         }
         struct ses_port *p = port_find(s, port), old = { 0 };
         bool added = !p;
@@ -241,6 +247,89 @@ void api_port_unexpose(struct conn *c) {
         if (c->d->ingress)
                 ingress_close(c->d->ingress, s->id, port);
         conn_reply_empty(c, 204);
+}
+
+/* ---- "ports" of a create ---- */
+
+struct ports_req {
+        size_t n;
+        struct ses_port ports[SES_PORTS_MAX];
+        char tokens[SES_PORTS_MAX][PORT_TOKEN_LEN + 1];
+};
+
+struct ports_req *ports_req_free(struct ports_req *q) {
+        if (q) {
+                explicit_bzero(q->tokens, sizeof q->tokens);
+                free(q);
+        }
+        return NULL;
+}
+
+int ports_parse(struct conn *c, const struct json *v, struct ports_req **ret) {
+        *ret = NULL;
+        if (!v || json_type(v) == JSON_NULL)
+                return 0;
+        if (json_type(v) != JSON_ARRAY || json_len(v) > SES_PORTS_MAX) {
+                conn_reply_error(c, 400, "ports must be a list of at most %u ports (N or {\"port\":N,\"public\":bool})",
+                                 SES_PORTS_MAX);
+                return -EINVAL;
+        }
+        struct ports_req *q = calloc(1, sizeof *q);
+        if (!q) {
+                conn_reply_error(c, 500, "out of memory");
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < json_len(v); i++) {
+                const struct json *e = json_at(v, i), *pub = NULL;
+                uint16_t port;
+                if (json_type(e) == JSON_OBJECT) {
+                        pub = json_get(e, "public");
+                        e = json_get(e, "port");
+                }
+                if (port_parse(c, NULL, e, &port) < 0) {
+                        ports_req_free(q);
+                        return -EINVAL;
+                }
+                if (pub && json_type(pub) != JSON_BOOL && json_type(pub) != JSON_NULL) {
+                        conn_reply_error(c, 400, "public must be true or false");
+                        ports_req_free(q);
+                        return -EINVAL;
+                }
+                for (size_t k = 0; k < q->n; k++)
+                        if (q->ports[k].port == port) {
+                                conn_reply_error(c, 400, "port %u is listed twice", port);
+                                ports_req_free(q);
+                                return -EINVAL;
+                        }
+                struct ses_port *p = &q->ports[q->n];
+                *p = (struct ses_port){ .port = port, .public = pub && json_is_true(pub) };
+                if (!p->public && port_token_new(p, q->tokens[q->n]) < 0) {
+                        conn_reply_error(c, 500, "making a port's token failed");
+                        ports_req_free(q);
+                        return -EIO;
+                }
+                q->n++;
+        }
+        *ret = q;
+        return 0;
+}
+
+char *ports_req_meta_json(const struct ports_req *q) { return ports_array_text(q->ports, q->n); }
+
+char *ports_req_answer(const struct ports_req *q, struct session *s) {
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_key(&w, "ports");
+        json_w_arr_begin(&w);
+        for (size_t i = 0; i < q->n; i++)
+                port_json(&w, s->d, s, &q->ports[i], q->tokens[i][0] ? q->tokens[i] : NULL);
+        json_w_arr_end(&w);
+        char *text = NULL;
+        if (!w.err && buf_putc(&b, '\0') == 0)
+                text = strdup(b.data);
+        explicit_bzero(b.data, b.len);
+        buf_free(&b);
+        return text;
 }
 
 /* ---- a connection to a sandbox port ---- */

@@ -13,6 +13,7 @@
 #include "daemon/spaced.h"
 #include "daemon/util.h"
 #include "daemon/server.h"
+#include "daemon/ports.h"
 #include "daemon/session.h"
 #include "daemon/durable.h"
 #include "daemon/disk.h"
@@ -191,10 +192,13 @@ static int create_req_parse(struct conn *c, const struct json *body, struct ses_
                 }
                 q->retention = (uint32_t)keep;
         }
+        if (ports_parse(c, json_get(body, "ports"), &q->ports) < 0)
+                return -EINVAL;
         const struct json *envj = json_get(body, "env");
         const char *why = "bad env";
         int r = ses_parse_env(envj, &q->env, &q->n_env, &why);
         if (r < 0) {
+                q->ports = ports_req_free(q->ports);
                 conn_reply_error(c, r == -ENOMEM ? 500 : 400, "%s", why);
                 return r;
         }
@@ -220,6 +224,7 @@ void api_session_create(struct conn *c) {
         if (!w) {
                 util_strv_free(q.env, q.n_env);
                 free(q.env_json);
+                ports_req_free(q.ports);
                 return;
         }
         dur_create(c->d, &q, w);

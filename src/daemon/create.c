@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "daemon/durable-internal.h"
+#include "daemon/ports.h"
 
 /* What a create request resolves to on this host. */
 struct create_plan {
@@ -98,8 +99,20 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         char **env = TAKE_PTR(q->env);
         size_t n_env = q->n_env;
         _cleanup_free_ char *env_json = TAKE_PTR(q->env_json);
+        _cleanup_(ports_req_freep) struct ports_req *ports = TAKE_PTR(q->ports);
+        _cleanup_free_ char *ports_json = ports ? ports_req_meta_json(ports) : NULL;
         struct create_plan p = { 0 };
         if (create_check(d, q, &w, &p) < 0) {
+                util_strv_free(env, n_env);
+                return;
+        }
+        if (ports && !ports_json) {
+                dur_answer_error(&w, -ENOMEM, "creating the session: %s", strerror(ENOMEM));
+                util_strv_free(env, n_env);
+                return;
+        }
+        if (ports && !p.rt->netns_fd) {
+                dur_answer_error(&w, -EOPNOTSUPP, "ports are not available on the %s runtime yet", p.rt->name);
                 util_strv_free(env, n_env);
                 return;
         }
@@ -111,7 +124,7 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         if (r == 0)
                 r = dl_token_new(token);
         struct meta_session ms = { .state = META_SESSION_CREATING, .network = q->network,
-                                   .env_json = env_json, .snapshot_interval_ms = q->interval_ms,
+                                   .env_json = env_json, .ports_json = ports_json, .snapshot_interval_ms = q->interval_ms,
                                    .retention_keep = q->retention };
         snprintf(ms.id, sizeof ms.id, "%s", id);
         snprintf(ms.tenant, sizeof ms.tenant, "%s", q->tenant);
@@ -169,6 +182,8 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         snprintf(s->tenant, sizeof s->tenant, "%s", ms.tenant);
         snprintf(s->parent_session, sizeof s->parent_session, "%s", ms.parent_session);
         snprintf(s->source_snapshot, sizeof s->source_snapshot, "%s", ms.source_snapshot);
+        if (ports_load(s, ports_json) < 0)
+                log_warn("%s: its ports did not parse back", s->id);
         struct action *a = s->template ? dur_act_new(s, ACT_START, TAKE_PTR(w)) : NULL;
         if (!a) {
                 (void)meta_session_delete(d->meta, id);
@@ -178,6 +193,8 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         }
         a->why = START_CREATE;
         snprintf(a->token, sizeof a->token, "%s", token);
+        if (ports && !(a->answer_extra = ports_req_answer(ports, s)))
+                log_warn("%s: its ports' tokens could not be written into the answer", s->id);
         snprintf(a->snap, sizeof a->snap, "%s", p.src_snap);
         dur_act_enqueue(s, a, false);
 }

@@ -67,6 +67,7 @@ struct action {
         char snap[META_ID_SIZE];              /* restore / fork / create-from source */
         unsigned count;                       /* fork */
         char token[DL_TOKEN_LEN + 1];         /* create: shown once */
+        char *answer_extra;                   /* create: members added to the answer (ports' tokens) */
         struct fork_group *group;             /* START_FORK */
         unsigned fork_index;
         bool waiting_hello;
@@ -177,6 +178,8 @@ void dur_relaxed(struct daemon *d, bool on);
 void dur_snapshot_write_json(struct json_writer *w, const struct meta_snapshot *m, double freeze_ms);
 /* The session object (plus its token, shown once at create) as the answer to *w. */
 void dur_answer_session(struct dur_waiter **w, struct session *s, const char *token);
+/* The same with more members ("k":v,…) after the token (NULL: none). */
+void dur_answer_session_extra(struct dur_waiter **w, struct session *s, const char *token, const char *extra);
 struct action *dur_act_new(struct session *s, enum act_kind kind, struct dur_waiter *w);
 void dur_act_enqueue(struct session *s, struct action *a, bool front);
 bool dur_recover_queued(struct session *s);

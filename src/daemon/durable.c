@@ -122,6 +122,10 @@ void dur_snapshot_write_json(struct json_writer *w, const struct meta_snapshot *
 void dur_snapshot_json(struct json_writer *w, const struct meta_snapshot *m) { dur_snapshot_write_json(w, m, -1); }
 
 void dur_answer_session(struct dur_waiter **wt, struct session *s, const char *token) {
+        dur_answer_session_extra(wt, s, token, NULL);
+}
+
+void dur_answer_session_extra(struct dur_waiter **wt, struct session *s, const char *token, const char *extra) {
         if (!*wt)
                 return;
         struct buf b = BUF_INIT(0);
@@ -138,7 +142,12 @@ void dur_answer_session(struct dur_waiter **wt, struct session *s, const char *t
                         buf_append(&b, o.data, o.len);
                         buf_puts(&b, ",\"token\":\"");
                         buf_puts(&b, token);
-                        buf_puts(&b, "\"}");
+                        buf_puts(&b, "\"");
+                        if (extra && *extra) {
+                                buf_putc(&b, ',');
+                                buf_puts(&b, extra);
+                        }
+                        buf_puts(&b, "}");
                 }
                 buf_free(&o);
         }
@@ -166,6 +175,9 @@ static void act_free(struct action *a) {
         /* Every path answers before it ends; never leave a client waiting for nothing. */
         dur_answer_error(&a->w, -EIO, "session %s: the request ended without an answer", a->s->id);
         free(a->ready_dir);
+        if (a->answer_extra)
+                explicit_bzero(a->answer_extra, strlen(a->answer_extra));
+        free(a->answer_extra);
         free(a);
 }
 

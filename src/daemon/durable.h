@@ -10,6 +10,8 @@
 #include "common/macros.h"
 #include "meta/meta.h"
 
+struct ports_req;
+
 struct daemon;
 struct session;
 
@@ -45,6 +47,7 @@ struct ses_create_req {
         char **env;               /* "K=V", NULL-terminated; taken by dur_create */
         size_t n_env;
         char *env_json;           /* the env object as sent, for meta; taken by dur_create */
+        struct ports_req *ports;  /* "ports" (daemon/ports.h), NULL: none; taken by dur_create */
 };
 
 int dur_open(struct daemon *d);      /* meta + store + workers */

@@ -377,7 +377,7 @@ void dur_start_finish(struct action *a) {
         }
         switch (a->why) {
         case START_CREATE:
-                dur_answer_session(&a->w, s, a->token);
+                dur_answer_session_extra(&a->w, s, a->token, a->answer_extra);
                 break;
         case START_RESUME:
         case START_RESTORE:

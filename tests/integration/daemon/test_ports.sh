@@ -78,6 +78,22 @@ check "the 33rd port of a session is 409" test "$(st -H "Authorization: Bearer $
 check "unexpose answers 204" test "$(st -H "Authorization: Bearer $TB" -X DELETE "$TCP/v1/sessions/$B/ports/9100")" = 204
 check "... then 404" test "$(st -H "Authorization: Bearer $TB" -X DELETE "$TCP/v1/sessions/$B/ports/9100")" = 404
 
+# ---- ports at create; a fork gets none ----
+R=$(as "$TA" -X POST "$TCP/v1/sessions" -d '{"template":"web","memory":"64M","snapshot_interval_ms":0,"ports":[7000,{"port":7001,"public":true}]}')
+C=$(echo "$R" | jget id)
+CT=$(echo "$R" | jx '[req("ports")[] | select(req("port") == 7000) | req("token")][0]')
+check "create with ports: each private one's token in the answer" test "${CT:0:4}/$(echo "$R" | jx '[req("ports")[] | has("token")] | map(tostring) | join(",")')" = "spp_/true,false"
+check "... and they are exposed" test "$(as "$TA" "$TCP/v1/sessions/$C/ports" | jx '[req("ports")[] | "\(req("port")):\(req("public"))"] | join(",")')" = "7000:false,7001:true"
+bg "$C" "$TA" "exec httpd -f -p 127.0.0.1:7000 -h /srv"
+R=
+for _ in $(seq 30); do R=$(curl -sS -H "X-Space-Port-Token: $CT" "$TCP/v1/sessions/$C/ports/7000/" 2>/dev/null); [ "$R" = "hello from 8000" ] && break; sleep 0.1; done
+check "... and the create's token opens its port" test "$R" = "hello from 8000"
+check "a port listed twice at create is 400" test "$(st -H "Authorization: Bearer $TA" -X POST "$TCP/v1/sessions" -d '{"template":"web","ports":[7000,7000]}')" = 400
+check "port 0 at create is 400" test "$(st -H "Authorization: Bearer $TA" -X POST "$TCP/v1/sessions" -d '{"template":"web","ports":[0]}')" = 400
+F=$(as "$TA" -X POST "$TCP/v1/sessions/$C/fork" -d '{}' | jget sessions 0 id)
+check "a fork starts with no exposed ports (tokens are never copied)" test "$(as "$TA" "$TCP/v1/sessions/$F/ports" | jx 'req("ports") | length')" = 0
+as "$TA" -X DELETE "$TCP/v1/sessions/$F" >/dev/null
+
 # ---- path routing and tokens ----
 UP=$TCP/v1/sessions/$A/ports
 check "path routing with the port's token (Bearer)" test "$(as "$P8000" "$UP/8000/index.html")" = "hello from 8000"
