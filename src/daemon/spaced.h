@@ -14,6 +14,7 @@
 #include "store/store.h"
 #include "daemon/limits.h"
 #include "daemon/loop.h"
+#include "daemon/net/policy.h"
 
 #define SPACED_VERSION "0.1.0"
 
@@ -115,6 +116,9 @@ struct daemon {
         struct dur_waiter *gc_waiters[16];
         size_t n_gc_waiters;
         struct wpool *pool;        /* warm pool (warmpool.h); NULL until the sessions are loaded */
+        /* The operator's network policy (spaced --egress ..., docs/network.md); zero:
+         * egress off, every sandbox loopback only. */
+        struct net_operator net_op;
 };
 
 
