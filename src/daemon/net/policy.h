@@ -58,7 +58,8 @@ int net_policy_copy(struct net_policy *dst, const struct net_policy *src);
 
 /* From the API's JSON: false/true (egress off, or on with no rules) or an object
  * { "egress": bool, "allow": [rule text...], "deny": [...], "bandwidth": "20mbit" | bits/s }.
- * Missing "egress" in an object means true. -EINVAL (err says what and where) or -E2BIG
+ * Missing "egress" in an object means true. A name rule in "deny" takes no port (the
+ * resolver refuses the name whole); the same rule twice is kept once. -EINVAL (err says what and where) or -E2BIG
  * (over NET_RULES_MAX). p is { 0 } on failure. */
 int net_policy_from_json(const struct json *v, struct net_policy *p, char *err, size_t errlen);
 /* The object form, always complete: {"egress":…,"allow":[…],"deny":[…],"bandwidth":bits|null}.
@@ -89,7 +90,8 @@ enum net_verdict net_policy_name(const struct net_policy *p, const char *name, u
  * whatever it asks) unless an open range covers it: loopback, "this network", link-local
  * (169.254/16, fe80::/10, including 169.254.169.254), the metadata fd00:ec2::254, private
  * (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7), multicast, broadcast, reserved
- * (240/4), IPv4-mapped/compatible IPv6 of any of those. The host's own addresses and the
+ * (240/4), IPv4-mapped (::ffff:0:0/96) and NAT64 (64:ff9b::/96) IPv6 of any of those, and
+ * all of ::/96 (::, ::1 and the deprecated IPv4-compatible addresses). The host's own addresses and the
  * sandbox networks are closed by the room too (net.c), not by this list. */
 bool net_addr_closed(const struct net_operator *op, int family, const uint8_t *addr);
 /* The closed ranges as rules (for the firewall), in a static table. */
