@@ -372,10 +372,12 @@ static void udp_reply(struct resolver *r, const struct query *qr, const uint8_t 
                 memcpy(CMSG_DATA(c), &pi, sizeof pi);
                 mh.msg_controllen = CMSG_SPACE(sizeof pi);
         }
-        if (sendmsg(r->udp[qr->listen_idx], &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
-                STAT_INC(r, answered);
-        else
+        /* counted first: the client may read the counters as soon as the answer is there */
+        STAT_INC(r, answered);
+        if (sendmsg(r->udp[qr->listen_idx], &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+                __atomic_sub_fetch(&r->stats.answered, 1, __ATOMIC_RELAXED);
                 STAT_INC(r, dropped);
+        }
 }
 
 static void tcp_reply(struct resolver *r, size_t ci, const uint8_t *msg, size_t len) {
