@@ -307,6 +307,17 @@ static void test_response_bad(void **state) {
         assert_int_equal(m.n, n1 + 18);
         u8(&m, 0), u8(&m, 0); /* padding inside nothing: makes n1+20 the next owner */
         assert_int_equal(dns_parse_response(m.b, m.n, &r), -EBADMSG);
+        /* an owner name pointing forward, to a valid name in its own rdata */
+        header(&m, 1, DNS_FLAG_QR, 1, 1, 0, 0);
+        name(&m, "a.b");
+        u16(&m, 1), u16(&m, 1);
+        ptr(&m, (unsigned)m.n + 12);
+        u16(&m, DNS_TYPE_CNAME), u16(&m, 1), u32(&m, 1), u16(&m, 5);
+        name(&m, "c.d");
+        assert_int_equal(dns_parse_response(m.b, m.n, &r), -EBADMSG);
+        m.b[22] = 12; /* the same, pointing back at the question: fine */
+        assert_int_equal(dns_parse_response(m.b, m.n, &r), 0);
+        dns_response_clear(&r);
         /* A of 5 bytes, AAAA of 4 */
         header(&m, 1, DNS_FLAG_QR, 1, 1, 0, 0);
         name(&m, "a.b");
@@ -501,6 +512,10 @@ static void test_filtered_pointer_into_dropped(void **state) {
         name(&m, "host.other.org"); /* written out in the dropped record */
         u16(&m, DNS_TYPE_A), u16(&m, 1), u32(&m, 60), u16(&m, 4), u32(&m, 0xcb007101);
         rr_a(&m, (unsigned)owner + 5, 60, "203.0.113.2"); /* "other.org", inside the dropped one */
+        /* a CNAME whose target points there too */
+        ptr(&m, 12), u16(&m, DNS_TYPE_CNAME), u16(&m, 1), u32(&m, 60), u16(&m, 6);
+        u8(&m, 3), u8(&m, 'w'), u8(&m, 'w'), u8(&m, 'w'), ptr(&m, (unsigned)owner + 5);
+        m.b[7] = 3;
         struct dns_response r;
         assert_int_equal(dns_parse_response(m.b, m.n, &r), 0);
         query_msg(&qm, "q.example", DNS_TYPE_A, -1);
@@ -511,13 +526,17 @@ static void test_filtered_pointer_into_dropped(void **state) {
         assert_int_equal(dns_build_filtered(&q, &r, reject_first, NULL, 3600, 512, out, &len), 0);
         struct dns_response f;
         assert_int_equal(dns_parse_response(out, len, &f), 0);
-        assert_int_equal(f.n_answer, 1);
+        assert_int_equal(f.n_answer, 2);
         uint8_t nm[DNS_WIRE_NAME_MAX];
         size_t nl;
         char text[DNS_NAME_MAX + 1];
         assert_int_equal(dns_read_name(f.msg, f.len, f.rr[0].name_off, nm, &nl, NULL), 0);
         assert_int_equal(dns_name_to_text(nm, nl, text), 0);
         assert_string_equal(text, "other.org");
+        assert_int_equal(f.rr[1].type, DNS_TYPE_CNAME);
+        assert_int_equal(dns_read_name(f.msg, f.len, f.rr[1].rdata_off, nm, &nl, NULL), 0);
+        assert_int_equal(dns_name_to_text(nm, nl, text), 0);
+        assert_string_equal(text, "www.other.org");
         dns_response_clear(&f);
         dns_response_clear(&r);
 }
