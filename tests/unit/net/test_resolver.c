@@ -8,7 +8,9 @@
  * off is REFUSED; an unknown or dropped client gets nothing; a flood is cut to the token
  * bucket; TCP (pipelined queries too) and the upstream's TC -> TCP; UDP truncation; an
  * upstream that never answers gives SERVFAIL within 2 s; a silent first upstream is
- * retried on the next; close with queries in flight. */
+ * retried on the next; close with queries in flight; IPv6 listeners and clients; and, in
+ * a network namespace of the test's own, a wildcard listener answering from the address
+ * each query was sent to. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -757,6 +763,145 @@ static void test_retry(void **state) {
         close(fd);
 }
 
+/* ---- IPv6, and a wildcard listener ---- */
+
+/* A resolver listening on the given addresses (one port), with one upstream that is never
+ * asked (the queries here are answered locally). */
+static struct resolver *open_local(const struct resolver_sockaddr *l, size_t n) {
+        struct resolver_opts o = { .n_listen = n, .n_upstream = 1,
+                                   .hooks = { .allow = h_allow, .deny = h_deny, .closed = h_closed } };
+        memcpy(o.listen, l, n * sizeof *l);
+        o.upstream[0].family = AF_INET;
+        inet_pton(AF_INET, "127.0.0.1", o.upstream[0].addr);
+        o.upstream[0].port = 9; /* discard: nothing is forwarded here */
+        struct resolver *r = NULL;
+        return resolver_open(&o, &r) == 0 ? r : NULL;
+}
+
+/* A UDP client from src to dst:port (either family); -1 when it cannot be made. */
+static int client_any(int family, const char *src, const char *dst, uint16_t port) {
+        int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -1;
+        struct sockaddr_storage ss = { 0 }, ds = { 0 };
+        socklen_t sl;
+        if (family == AF_INET) {
+                struct sockaddr_in *a = (struct sockaddr_in *)&ss, *b = (struct sockaddr_in *)&ds;
+                a->sin_family = b->sin_family = AF_INET;
+                inet_pton(AF_INET, src, &a->sin_addr);
+                inet_pton(AF_INET, dst, &b->sin_addr);
+                b->sin_port = htons(port);
+                sl = sizeof *a;
+        } else {
+                struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss, *b = (struct sockaddr_in6 *)&ds;
+                a->sin6_family = b->sin6_family = AF_INET6;
+                inet_pton(AF_INET6, src, &a->sin6_addr);
+                inet_pton(AF_INET6, dst, &b->sin6_addr);
+                b->sin6_port = htons(port);
+                sl = sizeof *a;
+        }
+        if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || connect(fd, (struct sockaddr *)&ds, sl) < 0) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+static void test_ipv6(void **state) {
+        struct resolver_sockaddr l[2] = { { .family = AF_INET }, { .family = AF_INET6 } };
+        inet_pton(AF_INET, "127.0.0.1", l[0].addr);
+        inet_pton(AF_INET6, "::1", l[1].addr);
+        struct resolver *r = open_local(l, 2);
+        assert_non_null(r);
+        struct net_policy p = { .egress = true };
+        uint8_t a6[16];
+        inet_pton(AF_INET6, "::1", a6);
+        int fd = client_any(AF_INET6, "::1", "::1", resolver_port(r));
+        if (fd < 0) {
+                resolver_close(r);
+                skip(); /* no IPv6 on this host's loopback */
+        }
+        static uint8_t ans[DNS_MSG_MAX];
+        /* not a client yet: dropped */
+        assert_int_equal(ask_udp(fd, "v6.example", DNS_TYPE_HTTPS, 801, ans, 300), 0);
+        assert_int_equal(resolver_set_client(r, AF_INET6, a6, 11, &p), 0);
+        size_t n = ask_udp(fd, "v6.example", DNS_TYPE_HTTPS, 802, ans, 2000);
+        assert_true(n > 0);
+        assert_int_equal(ans[3] & 0xf, DNS_RCODE_NOERROR);
+        /* the IPv4 listener on the same port answers IPv4 clients */
+        uint8_t a4[4];
+        inet_pton(AF_INET, "127.0.0.1", a4);
+        assert_int_equal(resolver_set_client(r, AF_INET, a4, 12, &p), 0);
+        int fd4 = client_any(AF_INET, "127.0.0.1", "127.0.0.1", resolver_port(r));
+        assert_true(fd4 >= 0);
+        assert_true(ask_udp(fd4, "v4.example", DNS_TYPE_HTTPS, 803, ans, 2000) > 0);
+        close(fd4);
+        close(fd);
+        resolver_close(r);
+}
+
+static int lo_up(void) {
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct ifreq ifr = { 0 };
+        snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+        int k = s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0 ? 0 : -1;
+        ifr.ifr_flags |= IFF_UP;
+        if (k == 0 && ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                k = -1;
+        if (s >= 0)
+                close(s);
+        return k;
+}
+
+/* In the child, inside its own network namespace: 0 passed, 1 failed, 77 skipped. */
+static int wildcard_child(void) {
+        if (unshare(CLONE_NEWNET) < 0 && unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
+                return 77;
+        if (lo_up() < 0)
+                return 77;
+        struct resolver_sockaddr l[2] = { { .family = AF_INET }, { .family = AF_INET6 } }; /* 0.0.0.0, :: */
+        struct resolver *r = open_local(l, 2);
+        if (!r)
+                return 1;
+        struct net_policy p = { .egress = true };
+        uint8_t a4[4];
+        inet_pton(AF_INET, "127.0.0.1", a4);
+        if (resolver_set_client(r, AF_INET, a4, 1, &p) < 0)
+                return 1;
+        /* sent to 127.0.0.9: the answer must come from 127.0.0.9 (the connected client
+         * takes nothing else), not from the address the kernel would pick (127.0.0.1) */
+        int fd = client_any(AF_INET, "127.0.0.1", "127.0.0.9", resolver_port(r));
+        static uint8_t ans[DNS_MSG_MAX];
+        int rc = fd >= 0 && ask_udp(fd, "w.example", DNS_TYPE_HTTPS, 901, ans, 2000) > 0 ? 0 : 1;
+        if (fd >= 0)
+                close(fd);
+        uint8_t a6[16];
+        inet_pton(AF_INET6, "::1", a6);
+        if (rc == 0 && resolver_set_client(r, AF_INET6, a6, 1, &p) == 0) {
+                fd = client_any(AF_INET6, "::1", "::1", resolver_port(r));
+                if (fd >= 0) {
+                        rc = ask_udp(fd, "w.example", DNS_TYPE_HTTPS, 902, ans, 2000) > 0 ? 0 : 1;
+                        close(fd);
+                }
+        }
+        resolver_close(r);
+        return rc;
+}
+
+static void test_wildcard_netns(void **state) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+                _exit(wildcard_child());
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        if (WEXITSTATUS(st) == 77)
+                skip(); /* no network namespace for us here */
+        assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_allowed, setup, teardown),
@@ -767,6 +912,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_tcp, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_retry, setup_retry, teardown),
+                cmocka_unit_test(test_ipv6),
+                cmocka_unit_test(test_wildcard_netns),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
