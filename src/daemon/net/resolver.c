@@ -988,6 +988,8 @@ static void conn_update(struct resolver *r, size_t i) {
         }
 }
 
+static uint64_t tcp_idle(const struct resolver *r) { return r->o.tcp_idle_ms ? r->o.tcp_idle_ms : RESOLVER_TCP_IDLE_MS; }
+
 /* A whole message buffered: handle it and keep what follows. */
 static void conn_process(struct resolver *r, size_t i, uint64_t now) {
         struct conn *c = &r->conns[i];
@@ -1001,7 +1003,7 @@ static void conn_process(struct resolver *r, size_t i, uint64_t now) {
                 memcpy(r->buf, c->in + 2, mlen);
                 memmove(c->in, c->in + 2 + mlen, c->in_len - 2 - mlen);
                 c->in_len -= 2 + mlen;
-                c->idle_ms = now + RESOLVER_TCP_IDLE_MS;
+                c->idle_ms = now + tcp_idle(r);
                 handle_query(r, &src, r->buf, mlen, now);
         }
         conn_update(r, i);
@@ -1069,7 +1071,7 @@ static void tcp_accept(struct resolver *r, size_t li, uint64_t now) {
                         continue; /* full: closed; the sandbox's resolver retries */
                 }
                 struct conn *c = &r->conns[i];
-                *c = (struct conn){ .fd = -EBADF, .family = family, .idle_ms = now + RESOLVER_TCP_IDLE_MS };
+                *c = (struct conn){ .fd = -EBADF, .family = family, .idle_ms = now + tcp_idle(r) };
                 memcpy(c->addr, addr, 16);
                 c->in = malloc(2 + DNS_MSG_MAX);
                 if (!c->in)

@@ -70,6 +70,7 @@ struct resolver_opts {
         size_t n_upstream;
         struct resolver_hooks hooks; /* allow, deny and closed are required */
         unsigned query_ms;           /* 0: RESOLVER_QUERY_MS */
+        unsigned tcp_idle_ms;        /* 0: RESOLVER_TCP_IDLE_MS */
 };
 
 struct resolver_stats {

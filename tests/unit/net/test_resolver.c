@@ -346,6 +346,7 @@ static int world_open(struct world *w, bool with_blackhole) {
         struct resolver_opts o = {
                 .n_listen = 1,
                 .hooks = { .allow = h_allow, .deny = h_deny, .closed = h_closed },
+                .tcp_idle_ms = 400,
         };
         o.listen[0].family = AF_INET;
         inet_pton(AF_INET, "127.0.0.1", o.listen[0].addr);
@@ -716,6 +717,36 @@ static void test_tcp(void **state) {
         close(ufd);
 }
 
+/* An idle connection closes after tcp_idle_ms; past RESOLVER_TCP_CLIENTS_MAX a new one is
+ * closed at once while the others stay. */
+static void test_tcp_limits(void **state) {
+        struct world *w = *state;
+        uint8_t b[16];
+        uint64_t t0 = ms_now();
+        int fd = client(w, "127.0.0.1", SOCK_STREAM);
+        struct pollfd p = { fd, POLLIN, 0 };
+        assert_int_equal(poll(&p, 1, 3000), 1);
+        assert_int_equal(recv(fd, b, sizeof b, 0), 0);
+        uint64_t took = ms_now() - t0;
+        assert_true(took >= 350 && took < 2000);
+        close(fd);
+
+        int fds[RESOLVER_TCP_CLIENTS_MAX];
+        for (int i = 0; i < RESOLVER_TCP_CLIENTS_MAX; i++)
+                fds[i] = client(w, "127.0.0.1", SOCK_STREAM);
+        usleep(50000); /* all accepted */
+        int extra = client(w, "127.0.0.1", SOCK_STREAM);
+        p.fd = extra;
+        assert_int_equal(poll(&p, 1, 300), 1);
+        assert_int_equal(recv(extra, b, sizeof b, 0), 0);
+        close(extra);
+        /* the first ones are still open (their idle time is not over) */
+        p.fd = fds[0];
+        assert_int_equal(poll(&p, 1, 0), 0);
+        for (int i = 0; i < RESOLVER_TCP_CLIENTS_MAX; i++)
+                close(fds[i]);
+}
+
 static void test_timeout(void **state) {
         struct world *w = *state;
         int fd = client(w, "127.0.0.1", SOCK_DGRAM);
@@ -910,6 +941,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_unknown_client, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_flood, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tcp, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tcp_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_retry, setup_retry, teardown),
                 cmocka_unit_test(test_ipv6),
