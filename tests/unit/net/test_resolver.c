@@ -7,7 +7,8 @@
  * an unlisted name is NXDOMAIN and never asked upstream; HTTPS is empty NOERROR; egress
  * off is REFUSED; an unknown or dropped client gets nothing; a flood is cut to the token
  * bucket; TCP (pipelined queries too) and the upstream's TC -> TCP; UDP truncation; an
- * upstream that never answers gives SERVFAIL within 2 s; a silent first upstream is
+ * upstream that never answers gives SERVFAIL within 2 s; the per-client in-flight cap;
+ * the TCP idle timeout and connection cap; a silent first upstream is
  * retried on the next; close with queries in flight; IPv6 listeners and clients; and, in
  * a network namespace of the test's own, a wildcard listener answering from the address
  * each query was sent to. */
@@ -747,6 +748,29 @@ static void test_tcp_limits(void **state) {
                 close(fds[i]);
 }
 
+/* At most RESOLVER_CLIENT_INFLIGHT_MAX forwarded queries of one client at a time: more
+ * are dropped (its resolver asks again), and the others' queries still go through. */
+static void test_inflight_cap(void **state) {
+        struct world *w = *state;
+        int fd = client(w, "127.0.0.1", SOCK_DGRAM);
+        struct mb m;
+        struct resolver_stats before, after;
+        resolver_stats(w->res, &before);
+        for (int i = 0; i < RESOLVER_CLIENT_INFLIGHT_MAX + 8; i++) {
+                query(&m, "slow.example", DNS_TYPE_A, (uint16_t)(1100 + i), false);
+                assert_int_equal(send(fd, m.b, m.n, 0), (ssize_t)m.n);
+        }
+        usleep(300000);
+        resolver_stats(w->res, &after);
+        assert_int_equal(after.dropped - before.dropped, 8);
+        assert_int_equal(after.rate_limited - before.rate_limited, 0);
+        static uint8_t ans[DNS_MSG_MAX];
+        int other = client(w, "127.0.0.3", SOCK_DGRAM);
+        assert_true(ask_udp(other, "rebind.example", DNS_TYPE_A, 1200, ans, 2000) > 0);
+        close(other);
+        close(fd);
+}
+
 static void test_timeout(void **state) {
         struct world *w = *state;
         int fd = client(w, "127.0.0.1", SOCK_DGRAM);
@@ -942,6 +966,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_flood, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tcp, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tcp_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_inflight_cap, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_retry, setup_retry, teardown),
                 cmocka_unit_test(test_ipv6),
