@@ -224,7 +224,7 @@ int resolver_set_client(struct resolver *r, int family, const uint8_t *addr, uns
         c->next = r->buckets[b];
         r->buckets[b] = c;
         r->n_clients++;
-        r->prefetch_kick = c->n_pf > 0;
+        r->prefetch_kick |= c->n_pf > 0;
         pthread_mutex_unlock(&r->lock);
         client_free(old);
         wake(r);
