@@ -21,7 +21,6 @@
 #define RESOLVER_BUCKETS 4096
 #define RESOLVER_UDP_BATCH 64          /* datagrams read per wakeup of one listener */
 #define RESOLVER_PREFETCH_TICK_MS 1000 /* how often due denied names are looked for */
-#define RESOLVER_DENY_AGAIN_MS 5000    /* a queried denied name is re-resolved at most this often */
 
 enum tag { TAG_WAKE, TAG_UDP, TAG_TCP_LISTEN, TAG_CONN, TAG_UPSTREAM };
 static uint64_t mktag(enum tag t, size_t i) { return (uint64_t)t << 32 | i; }

@@ -40,6 +40,7 @@
 #define RESOLVER_TTL_MAX 3600
 #define RESOLVER_DENY_REFRESH_MIN 30   /* a denied name is re-resolved after max(TTL, this) s */
 #define RESOLVER_DENY_GRACE_S 30       /* deny() timeouts outlast the next re-resolution by this */
+#define RESOLVER_DENY_AGAIN_MS 5000    /* a denied name queried is re-resolved, at most this often */
 #define RESOLVER_CLIENTS_MAX 65536     /* clients in the table */
 
 struct resolver;

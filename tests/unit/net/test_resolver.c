@@ -581,6 +581,26 @@ static void test_denied_unlisted(void **state) {
         close(fd);
 }
 
+/* A denied name queried again, once RESOLVER_DENY_AGAIN_MS after its last resolution,
+ * is resolved again right away (not only when its TTL runs out). */
+static void test_denied_requery(void **state) {
+        struct world *w = *state;
+        unsigned seen = 0;
+        for (int i = 0; i < 100 && (seen = fake_count(&w->fake, &w->fake.asked_denied)) < 4; i++)
+                usleep(20000);
+        assert_int_equal(seen, 4); /* A and AAAA, for each of the two clients with the policy */
+        usleep((RESOLVER_DENY_AGAIN_MS + 200) * 1000);
+        assert_int_equal(fake_count(&w->fake, &w->fake.asked_denied), 4); /* its TTL is 100 s */
+        int fd = client(w, "127.0.0.1", SOCK_DGRAM);
+        static uint8_t ans[DNS_MSG_MAX];
+        assert_true(ask_udp(fd, "denied.example", DNS_TYPE_A, 350, ans, 2000) > 0);
+        assert_int_equal(ans[3] & 0xf, DNS_RCODE_NXDOMAIN);
+        for (int i = 0; i < 100 && (seen = fake_count(&w->fake, &w->fake.asked_denied)) < 6; i++)
+                usleep(20000);
+        assert_int_equal(seen, 6); /* this client's A and AAAA again */
+        close(fd);
+}
+
 static void test_unknown_client(void **state) {
         struct world *w = *state;
         static uint8_t ans[DNS_MSG_MAX];
@@ -962,6 +982,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_allowed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rebinding, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_denied_unlisted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_denied_requery, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unknown_client, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_flood, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tcp, setup, teardown),
