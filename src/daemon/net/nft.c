@@ -349,7 +349,7 @@ int nft_slot_learn(struct nft *n, unsigned slot, int family, const uint8_t *addr
 
 int nft_slot_list(struct nft *n, unsigned **ret, size_t *n_ret, char *err, size_t errlen) {
         _cleanup_free_ char *out = NULL;
-        int r = run_locked(n, "list chains inet " NFT_TABLE, &out, err, errlen);
+        int r = run_locked(n, "list table inet " NFT_TABLE, &out, err, errlen);
         if (r < 0)
                 return r;
         unsigned *v = NULL;
