@@ -480,6 +480,7 @@ int main(int argc, char **argv) {
         struct daemon *d = &dm;
         d->limits = limits;
         d->net_cfg = ncfg;
+        d->net_op = ncfg.op; /* the policy checks' view; the open ranges stay net_cfg's */
         d->rt = runtime_find(runtime);
         if (!d->rt) {
                 fprintf(stderr, "spaced: no runtime named %s\n", runtime);

@@ -135,7 +135,16 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
         s->cpus = ms->limits.cpu_millis / 1000.0;
         s->pids = ms->limits.pids ? ms->limits.pids : SES_DEFAULT_PIDS;
         s->disk = ms->limits.disk_bytes;
-        s->network = ms->network;
+        /* The policy as stored; none (a session of before schema 4): `network` alone. A text
+         * that does not read back leaves egress off (closed stays closed). */
+        if (ms->network_json) {
+                char err[512];
+                int k = net_policy_from_text(ms->network_json, &s->net, err, sizeof err);
+                if (k < 0)
+                        log_warn("%s: stored network policy unreadable (%s); egress off", ms->id,
+                                 k == -ENOMEM ? "out of memory" : err);
+        } else
+                s->net.egress = ms->network;
         s->state = ms->state;
         s->created_at = (time_t)(ms->created_ms / 1000);
         s->interval_ms = ms->snapshot_interval_ms;

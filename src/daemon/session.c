@@ -395,7 +395,9 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         json_w_key(w, "disk");
         json_w_uint(w, s->disk);
         json_w_obj_end(w);
-        json_w_kbool(w, "network", s->network);
+        json_w_kbool(w, "network", s->net.egress);
+        json_w_key(w, "network_policy");
+        net_policy_to_json(w, &s->net);
         json_w_kint(w, "snapshot_interval_ms", s->interval_ms);
         json_w_kint(w, "retention", s->retention);
         write_snapshot_storage(w, s);
@@ -521,6 +523,7 @@ static void ses_free_deferred(void *p) {
         free(s->template);
         free(s->dir);
         free(s->error);
+        net_policy_clear(&s->net);
         free(s);
 }
 

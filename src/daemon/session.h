@@ -101,7 +101,6 @@ struct session {
         uint64_t disk;       /* writable layer limit in bytes; 0 = none */
         uint64_t snap_bytes; /* what its snapshots in meta added to the store (bytes_added) */
         bool snap_over;      /* over its snapshot limit: the event was sent */
-        bool network;
         struct net_policy net; /* its network policy (net/policy.h; the room reads it) */
         char **env;          /* "K=V", NULL-terminated; the defaults of every exec */
         size_t n_env;

@@ -15,6 +15,7 @@
 #include "daemon/limits.h"
 #include "daemon/loop.h"
 #include "daemon/net/net.h"
+#include "daemon/net/policy.h"
 
 #define SPACED_VERSION "0.1.0"
 
@@ -120,6 +121,9 @@ struct daemon {
          * network changes. net_cfg: the operator's --egress flags, whatever they say. */
         struct net_room *net;
         struct net_cfg net_cfg;
+        /* The operator's network policy (spaced --egress ..., docs/network.md); zero:
+         * egress off, every sandbox loopback only. */
+        struct net_operator net_op;
 };
 
 

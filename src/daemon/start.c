@@ -100,7 +100,7 @@ void dur_start_begin(struct action *a) {
         struct wpool_sandbox ps = { 0 };
         /* The pool holds sandboxes of the daemon's runtime only. */
         bool pooled = !s->head[0] && !s->sb && s->rt == d->rt &&
-                      wpool_take(d->pool, &(struct wpool_want){ .template = s->template, .network = s->network,
+                      wpool_take(d->pool, &(struct wpool_want){ .template = s->template, .network = s->net.egress,
                                                               .limits = session_limits(s) }, &ps) == 0;
         /* A restore's directory, filled already (dur_restore_forked). */
         bool ready = !pooled && a->ready_dir;

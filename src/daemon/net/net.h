@@ -99,6 +99,8 @@ int net_orphans_remove(struct net_room *r, char *err, size_t errlen);
 int net_learn(struct net_room *r, unsigned slot, int family, const uint8_t *addr, uint16_t port, uint32_t ttl_s,
               bool deny);
 
-/* The daemon's hook (api_network.c, start.c): applies s->net to the lease of its sandbox.
- * 0 when egress is off or s has no sandbox; -errno otherwise (logged). */
+/* The daemon's hook: s->net changed (PUT /v1/sessions/{id}/network) or its sandbox was
+ * taken from the pool or re-attached: puts it in force for s's sandbox, if it has a lease
+ * (none: nothing to do; the next start applies it). 0 or -errno (logged); on failure the
+ * caller puts the old policy back and calls this again. */
 int net_session_apply(struct daemon *d, struct session *s);

@@ -503,6 +503,33 @@ void net_policy_to_json(struct json_writer *w, const struct net_policy *p) {
         json_w_obj_end(w);
 }
 
+int net_policy_to_text(const struct net_policy *p, char **ret) {
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        net_policy_to_json(&w, p);
+        if (w.err || buf_putc(&b, '\0') < 0) {
+                buf_free(&b);
+                return -ENOMEM;
+        }
+        char *t = strdup(b.data);
+        buf_free(&b);
+        if (!t)
+                return -ENOMEM;
+        *ret = t;
+        return 0;
+}
+
+int net_policy_from_text(const char *text, struct net_policy *p, char *err, size_t errlen) {
+        *p = (struct net_policy){ 0 };
+        _cleanup_json_ struct json *j = NULL;
+        int r = text ? json_parse(text, strlen(text), &j, err, errlen) : -EINVAL;
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return fail(err, errlen, "not a JSON network policy");
+        return net_policy_from_json(j, p, err, errlen);
+}
+
 /* ---- matching ---- */
 
 static bool name_matches(const struct net_rule *r, const char *name, size_t n) {

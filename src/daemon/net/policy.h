@@ -66,6 +66,12 @@ int net_policy_from_json(const struct json *v, struct net_policy *p, char *err, 
  * net_policy_from_json of it gives the same policy. */
 void net_policy_to_json(struct json_writer *w, const struct net_policy *p);
 
+/* The same as text (malloc'd, NUL-terminated), as meta keeps it (meta_session.network_json).
+ * -ENOMEM. */
+int net_policy_to_text(const struct net_policy *p, char **ret);
+/* net_policy_from_json of a text. -EINVAL (not JSON, or not a policy; err says why). */
+int net_policy_from_text(const char *text, struct net_policy *p, char *err, size_t errlen);
+
 /* One rule from text: "203.0.113.0/24", "203.0.113.7", "203.0.113.7:443", "2001:db8::/32",
  * "[2001:db8::1]:443", "[2001:db8::/32]:443", "example.com", "example.com:443",
  * "*.example.com", "*.example.com:8443". Names: letters, digits, '-', '_' and dots, labels
