@@ -301,20 +301,22 @@ int nft_slot_delete(struct nft *n, unsigned slot, char *err, size_t errlen) {
         if (r < 0)
                 return r;
         /* the anti-spoof elements: which address a crashed slot had is not known here */
-        _cleanup_free_ char *out = NULL;
-        char cmd[160];
-        snprintf(cmd, sizeof cmd, "list set inet " NFT_TABLE " src4; list set inet " NFT_TABLE " src6");
-        if (run_locked(n, cmd, &out, NULL, 0) < 0)
-                return 0;
+        _cleanup_(buf_freep) struct buf d = BUF_INIT(NFT_CMD_MAX);
         char key[16];
         snprintf(key, sizeof key, "\"sp%05x\" . ", slot);
-        _cleanup_(buf_freep) struct buf d = BUF_INIT(NFT_CMD_MAX);
-        for (const char *q = out; r >= 0 && (q = strstr(q, key)); q += strlen(key)) {
-                const char *a = q + strlen(key);
-                size_t l = strspn(a, "0123456789abcdefABCDEF.:");
-                bool v6 = memchr(a, ':', l) != NULL;
-                r = buf_printf(&d, "delete element inet " NFT_TABLE " %s { %s%.*s }\n", v6 ? "src6" : "src4", key,
-                               (int)l, a);
+        for (int v = 4; v <= 6; v += 2) {
+                _cleanup_free_ char *out = NULL;
+                char cmd[64];
+                snprintf(cmd, sizeof cmd, "list set inet " NFT_TABLE " src%d", v);
+                if (run_locked(n, cmd, &out, NULL, 0) < 0)
+                        continue;
+                for (const char *q = out; r >= 0 && (q = strstr(q, key)); q += strlen(key)) {
+                        const char *a = q + strlen(key);
+                        size_t l = strspn(a, "0123456789abcdefABCDEF.:");
+                        bool v6 = memchr(a, ':', l) != NULL;
+                        r = buf_printf(&d, "delete element inet " NFT_TABLE " %s { %s%.*s }\n", v6 ? "src6" : "src4", key,
+                                       (int)l, a);
+                }
         }
         if (r >= 0 && d.len)
                 r = run_locked(n, buf_cstr(&d), NULL, err, errlen);

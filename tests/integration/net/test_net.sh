@@ -34,8 +34,13 @@ ip link set uplink up
 nsenter -t "$INET" -n sh -c 'ip link set lo up && ip addr add 198.51.100.2/24 dev inet0 &&
         ip addr add 203.0.113.10/32 dev lo && ip link set inet0 up && ip route add default via 198.51.100.1'
 ip route add 203.0.113.0/24 via 198.51.100.2
+ip addr add 2001:db8:1::1/64 dev uplink nodad
+nsenter -t "$INET" -n sh -c 'ip addr add 2001:db8:1::2/64 dev inet0 nodad && ip addr add 2001:db8::10/128 dev lo &&
+        ip -6 route add default via 2001:db8:1::1'
+ip -6 route add 2001:db8::/64 via 2001:db8:1::2
 mkdir -p "$T/www"
 echo hello-internet >"$T/www/index.html"
+head -c 2000000 /dev/zero >"$T/www/big"
 nsenter -t "$INET" -n busybox httpd -f -p 80 -h "$T/www" &
 HTTPD=$!
 # a service of the host (spaced's namespace) on every address
@@ -50,6 +55,15 @@ cp -L "$(command -v nft)" "$ROOT/bin/nft"
 for lib in $(ldd "$(command -v nft)" | grep -o '/[^ ]*'); do
         mkdir -p "$ROOT$(dirname "$lib")"
         cp -L "$lib" "$ROOT$lib"
+done
+
+# --- bad flags: exit 2 with the reason
+for bad in "--egress maybe" "--egress-default on" "--sandbox-net4 10.231.0.1/16" "--sandbox-net6 2001:db8::/64" \
+        "--dns-port 53" "--dns-upstream 192.0.2.1:99999" "--egress-open nonsense" "--bandwidth-max 1"; do
+        # shellcheck disable=SC2086
+        "$SPACED" --data "$DATA" $bad >"$T/bad.out" 2>&1
+        rc=$?
+        check "spaced $bad: exit 2 ($(head -n 1 "$T/bad.out"))" test "$rc" = 2
 done
 
 # --- egress off (the default): nothing on the host's network changes
@@ -76,15 +90,32 @@ reach() { # session, host, port -> "yes" if a TCP connection gets through within
         sh_in "$1" "nc -w 2 $2 $3 </dev/null >/dev/null 2>&1 && echo yes || echo no"
 }
 check "allow-all: 203.0.113.10:80 reachable" test "$(reach "$A" 203.0.113.10 80)" = yes
+check "allow-all: IPv6 [2001:db8::10]:80 reachable" test "$(reach "$A" 2001:db8::10 80)" = yes
 check "allow-all: HTTP answer from the internet" test "$(sh_in "$A" 'printf "GET / HTTP/1.0\r\n\r\n" | nc -w 3 203.0.113.10 80 | tail -n 1')" = hello-internet
 check "the sandbox's eth0 has its slot address" grep -q 'inet 10\.231\.0\.2/30' <<<"$(sh_in "$A" 'ip -4 addr show eth0')"
 RESOLV=$(sh_in "$A" 'cat /etc/resolv.conf')
 check "resolv.conf names the host end" grep -q '^nameserver 10\.231\.0\.1$' <<<"$RESOLV"
 check "resolv.conf is read-only" test "$(sh_in "$A" 'echo x >>/etc/resolv.conf 2>/dev/null && echo rw || echo ro')" = ro
 
+# bandwidth: 2 MB at 4 Mbit/s takes ~4 s, unlimited a blink
+get_big() { # session -> milliseconds to fetch 2 MB
+        local t0 n
+        t0=$(date +%s%N)
+        n=$(sh_in "$1" 'printf "GET /big HTTP/1.0\r\n\r\n" | nc -w 10 203.0.113.10 80 | wc -c')
+        [ "$n" -ge 2000000 ] || { echo "short: $n bytes" >&2; echo 0; return; }
+        echo $(( ($(date +%s%N) - t0) / 1000000 ))
+}
+MS=$(get_big "$A")
+check "unlimited: 2 MB in $MS ms" test "$MS" -gt 0 -a "$MS" -lt 2000
+api -X PUT "http://x/v1/sessions/$A/network" -d '{"egress":true,"bandwidth":"4mbit"}' >/dev/null
+MS=$(get_big "$A")
+check "bandwidth 4mbit: 2 MB in $MS ms (about 4000)" test "$MS" -gt 2500 -a "$MS" -lt 9000
+check "  the limit is in the slot's chain" sh -c 'nft list table inet space | grep -q "limit rate over 500000 bytes/second"'
+
 C=$(code -X PUT "http://x/v1/sessions/$A/network" -d '{"egress":true,"deny":["203.0.113.0/24"]}')
 check "PUT deny 203.0.113.0/24 ($C)" test "$C" = 200
 check "deny: 203.0.113.10 blocked at once" test "$(reach "$A" 203.0.113.10 80)" = no
+check "deny: the IPv6 internet still open" test "$(reach "$A" 2001:db8::10 80)" = yes
 check "deny: the other sandbox still reaches it" test "$(reach "$B" 203.0.113.10 80)" = yes
 t0=$(date +%s%N)
 api -X PUT "http://x/v1/sessions/$A/network" -d '{"egress":true}' >/dev/null
@@ -140,11 +171,29 @@ check "restart: a PUT is in force" test "$(reach "$A" 203.0.113.10 80)" = yes
 SLOTS=$(nft list table inet space | grep -c 'chain s0')
 check "restart: still two slots ($SLOTS)" test "$SLOTS" = 2
 
+# the warm pool: pooled sandboxes have closed leases, the taker's policy comes at take
+api -X PUT http://x/v1/pool/mini -d '{"size":1}' >/dev/null
+for _ in $(seq 100); do
+        [ "$(api http://x/v1/pool | jx '.templates[] | select(.template == "mini") | .ready')" = 1 ] && break
+        sleep 0.1
+done
+check "pool: one sandbox ready" test "$(api http://x/v1/pool | jx '.templates[] | select(.template == "mini") | .ready')" = 1
+SLOTS=$(nft list table inet space | grep -c 'chain s0')
+check "pool: it holds a slot ($SLOTS)" test "$SLOTS" = 3
+P=$(api -X POST http://x/v1/sessions -d '{"template":"mini","network":{"egress":true,"deny":["203.0.113.10"]}}' | jget id)
+check "pool: the session took it" test "$(api http://x/v1/pool | jget taken)" -ge 1
+check "pool: the taker's deny holds" test "$(reach "$P" 203.0.113.10 80)" = no
+check "pool: the taker's allow-all of the rest" test "$(reach "$P" 2001:db8::10 80)" = yes
+api -X PUT http://x/v1/pool/mini -d '{"size":0}' >/dev/null
+api -X DELETE "http://x/v1/sessions/$P" >/dev/null
+
 # release: a deleted session's chain and veth go
 api -X DELETE "http://x/v1/sessions/$B" >/dev/null
 sleep 0.5
 SLOTS=$(nft list table inet space | grep -c 'chain s0')
 check "delete: its chain is gone ($SLOTS left)" test "$SLOTS" = 1
+nft list set inet space src4 >"$T/src4"
+check "delete: its anti-spoof entries are gone ($(tr -s ' \t\n' ' ' <"$T/src4"))" test "$(grep -o '"sp[0-9a-f]*"' "$T/src4" | wc -l)" = 1
 check "delete: one veth left" test "$(ip -o link | grep -c ' sp[0-9a-f]\{5\}@')" = 1
 
 finish net.integration
