@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -648,6 +649,35 @@ int net_learn(struct net_room *r, unsigned slot, int family, const uint8_t *addr
         if (!slot_held(r, slot))
                 return -ENOENT;
         return nft_slot_learn(r->nft, slot, family, addr, port, ttl_s, deny, NULL, 0);
+}
+
+static bool in_prefix(const uint8_t *net, unsigned prefix, const uint8_t *addr) {
+        for (unsigned bit = 0; bit < prefix; bit++)
+                if ((net[bit / 8] ^ addr[bit / 8]) & (0x80 >> (bit % 8)))
+                        return false;
+        return true;
+}
+
+bool net_room_closed(struct net_room *r, int family, const uint8_t *addr) {
+        if (family != AF_INET && family != AF_INET6)
+                return true;
+        if (net_addr_closed(&r->cfg.op, family, addr))
+                return true;
+        if (family == AF_INET ? in_prefix(r->cfg.net4, r->cfg.prefix4, addr) : in_prefix(r->cfg.net6, r->cfg.prefix6, addr))
+                return true;
+        struct ifaddrs *ifs = NULL;
+        if (getifaddrs(&ifs) < 0)
+                return true; /* unknown: closed stays closed */
+        bool host = false;
+        for (struct ifaddrs *i = ifs; i && !host; i = i->ifa_next) {
+                if (!i->ifa_addr || i->ifa_addr->sa_family != family)
+                        continue;
+                const void *a = family == AF_INET ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+                                                  : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+                host = memcmp(a, addr, family == AF_INET ? 4 : 16) == 0;
+        }
+        freeifaddrs(ifs);
+        return host;
 }
 
 /* ---------------- the daemon's hook ---------------- */

@@ -99,6 +99,11 @@ int net_orphans_remove(struct net_room *r, char *err, size_t errlen);
 int net_learn(struct net_room *r, unsigned slot, int family, const uint8_t *addr, uint16_t port, uint32_t ttl_s,
               bool deny);
 
+/* For the resolver (any thread): true if an address may never be learned for any slot:
+ * closed by the operator's policy (net_addr_closed), in the sandbox networks, or one of
+ * the host's own addresses. */
+bool net_room_closed(struct net_room *r, int family, const uint8_t *addr);
+
 /* The daemon's hook: s->net changed (PUT /v1/sessions/{id}/network) or its sandbox was
  * taken from the pool or re-attached: puts it in force for s's sandbox, if it has a lease
  * (none: nothing to do; the next start applies it). 0 or -errno (logged); on failure the
