@@ -12,6 +12,7 @@
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "daemon/spaced.h"
+#include "runtime/runtime.h"
 
 int api_network_parse(struct conn *c, const struct json *v, struct net_policy *ret) {
         struct net_policy p = { 0 };
@@ -65,6 +66,12 @@ void api_network_put(struct conn *c) {
         struct net_policy np, old;
         if (api_network_parse(c, body, &np) < 0)
                 return;
+        /* as at create (create.c): a runtime without a network cannot have egress */
+        if (np.egress && !s->rt->network) {
+                net_policy_clear(&np);
+                conn_reply_error(c, 400, "runtime %s has no network for sandboxes (loopback only)", s->rt->name);
+                return;
+        }
         _cleanup_free_ char *text = NULL;
         if (net_policy_to_text(&np, &text) < 0) {
                 net_policy_clear(&np);

@@ -145,6 +145,9 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
                                  k == -ENOMEM ? "out of memory" : err);
         } else
                 s->net.egress = ms->network;
+        if (s->net.egress && !d->net_op.egress_enabled)
+                log_warn("%s: its network policy has egress, which this spaced has off: loopback only "
+                         "(spaced --egress on)", ms->id);
         s->state = ms->state;
         s->created_at = (time_t)(ms->created_ms / 1000);
         s->interval_ms = ms->snapshot_interval_ms;

@@ -104,5 +104,6 @@ bool net_addr_closed(const struct net_operator *op, int family, const uint8_t *a
 const struct net_rule *net_closed_ranges(size_t *n);
 
 /* A session policy checked against the operator's: -EPERM when egress is asked and the
- * operator has it off, -ERANGE over max_bandwidth_bps; err says which. */
+ * operator has it off, -ERANGE over max_bandwidth_bps; err says which. A policy without a
+ * bandwidth of its own (0) passes: the room limits it to max_bandwidth_bps. */
 int net_policy_check(const struct net_policy *p, const struct net_operator *op, char *err, size_t errlen);

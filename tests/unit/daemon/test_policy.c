@@ -294,6 +294,29 @@ static void test_json(void **state) {
         bad_json("{\"bandwidth\":1000000000000000}", -EINVAL, "whole number");
         bad_json("{\"bandwidth\":true}", -EINVAL, "\"bandwidth\" is a rate");
 
+        printf("check: the text form (meta's network_json) reads back the same; bad text is -EINVAL\n");
+        {
+                struct net_policy p = { 0 }, q = { 0 };
+                char err[256], *t = NULL, *t2 = NULL;
+                assert_int_equal(parse_text("{\"allow\":[\"[2001:db8::/32]:443\"],\"bandwidth\":\"1mbit\"}", &p, err,
+                                            sizeof err),
+                                 0);
+                assert_int_equal(net_policy_to_text(&p, &t), 0);
+                assert_string_equal(t, "{\"egress\":true,\"allow\":[\"[2001:db8::/32]:443\"],\"deny\":[],\"bandwidth\":1000000}");
+                assert_int_equal(net_policy_from_text(t, &q, err, sizeof err), 0);
+                assert_int_equal(net_policy_to_text(&q, &t2), 0);
+                assert_string_equal(t, t2);
+                free(t);
+                free(t2);
+                net_policy_clear(&p);
+                net_policy_clear(&q);
+                assert_int_equal(net_policy_from_text("{\"egress\":", &q, err, sizeof err), -EINVAL);
+                assert_int_equal(net_policy_from_text(NULL, &q, err, sizeof err), -EINVAL);
+                assert_int_equal(net_policy_from_text("{\"deny\":[\"x..y\"]}", &q, err, sizeof err), -EINVAL);
+                assert_non_null(strstr(err, "deny[0]"));
+                assert_false(q.egress);
+        }
+
         printf("check: %d rules per list pass, one more is -E2BIG\n", NET_RULES_MAX);
         struct buf b = { 0 };
         for (int n = NET_RULES_MAX; n <= NET_RULES_MAX + 1; n++) {
