@@ -551,6 +551,13 @@ struct net_lease *net_lease_find(struct net_room *r, const char *sbx) {
 
 int net_lease_apply(struct net_room *r, struct net_lease *l, const struct net_policy *p, char *err, size_t errlen) {
         struct nft_slot s = nft_slot_of(r, l->slot);
+        /* a policy without a bandwidth of its own gets the operator's maximum */
+        struct net_policy eff;
+        if (p && !p->bandwidth_bps && r->cfg.op.max_bandwidth_bps) {
+                eff = *p;
+                eff.bandwidth_bps = r->cfg.op.max_bandwidth_bps;
+                p = &eff;
+        }
         return nft_slot_apply(r->nft, &s, p, err, errlen);
 }
 

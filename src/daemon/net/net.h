@@ -78,7 +78,8 @@ int net_lease_adopt(struct net_room *r, const char *sbx, const char *dir, pid_t 
                     char *err, size_t errlen);
 /* The lease of sandbox sbx, or NULL. */
 struct net_lease *net_lease_find(struct net_room *r, const char *sbx);
-/* Its rules for policy p (NULL: everything closed), one transaction. Thread-safe. */
+/* Its rules for policy p (NULL: everything closed), one transaction; no bandwidth in p:
+ * the operator's --bandwidth-max. Thread-safe. */
 int net_lease_apply(struct net_room *r, struct net_lease *l, const struct net_policy *p, char *err, size_t errlen);
 /* The prepared namespace, for rt_spec.netns_fd; owned by the lease. */
 int net_lease_netns_fd(const struct net_lease *l);

@@ -180,6 +180,14 @@ static void test_room(void **state) {
         assert_null(strstr(t, "s00002"));
         assert_false(link_exists("sp00002"));
         assert_true(link_exists("sp00000"));
+        /* no bandwidth of its own: the operator's maximum */
+        net_close(r);
+        c.op.max_bandwidth_bps = 16000000;
+        assert_int_equal(net_open(&c, &r, err, sizeof err), 0);
+        assert_int_equal(net_lease_adopt(r, "sbx_a", dir0, child, &l0, err, sizeof err), 0);
+        struct net_policy nolimit = { .egress = true };
+        assert_int_equal(net_lease_apply(r, l0, &nolimit, err, sizeof err), 0);
+        assert_non_null(strstr(sh("nft list chain inet space s00000"), "limit rate over 2000000 bytes/second"));
         /* the adopted lease takes a policy again */
         assert_int_equal(net_lease_apply(r, l0, NULL, err, sizeof err), 0);
         assert_null(strstr(sh("nft list chain inet space s00000"), "jump closed"));
