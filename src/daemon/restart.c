@@ -204,6 +204,10 @@ static int adopt_sandbox(struct session *s, const char *sbx) {
         _cleanup_free_ char *dir = disk_sandbox_dir_find(d, sbx), *run = NULL, *upper = NULL;
         if (!dir || asprintf(&run, "%s/run", dir) < 0 || asprintf(&upper, "%s/upper", dir) < 0)
                 return -ENOMEM;
+        /* Made with --egress on, now off: nobody would keep its rules (a PUT would change
+         * nothing), so it is not taken back; the recovery starts one with loopback only. */
+        if (!d->net && net_lease_recorded(dir))
+                return -ENOTCONN;
         struct rt_spec spec = { .id = sbx, .run_dir = run, .upper_dir = upper };
         r = s->rt->adopt(&spec, (pid_t)mb.init_pid, &s->sb);
         if (r < 0) {
@@ -303,7 +307,9 @@ int dur_load(struct daemon *d) {
                 char why[256];
                 if (ms->sandbox_id[0])
                         snprintf(why, sizeof why, "sandbox %s did not survive the daemon restart (%s)", ms->sandbox_id,
-                                 r == -ESRCH ? "its init is gone" : strerror(-r));
+                                 r == -ESRCH      ? "its init is gone"
+                                 : r == -ENOTCONN ? "it was made with --egress on, which is off now"
+                                                  : strerror(-r));
                 else
                         snprintf(why, sizeof why, "the daemon stopped the sandbox");
                 dur_recover_queue(s, ms->sandbox_id, why, on_purpose && !ms->sandbox_id[0]);

@@ -496,6 +496,11 @@ fail:
         return e;
 }
 
+bool net_lease_recorded(const char *dir) {
+        unsigned slot;
+        return lease_file_read(dir, &slot) != -ENOENT;
+}
+
 int net_lease_adopt(struct net_room *r, const char *sbx, const char *dir, pid_t init_pid, struct net_lease **ret,
                     char *err, size_t errlen) {
         unsigned slot;

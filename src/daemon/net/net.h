@@ -76,6 +76,8 @@ int net_lease_new(struct net_room *r, const char *sbx, const char *dir, struct n
  * its init's. Its chain keeps the rules it had until net_lease_apply. -ENOENT: no lease. */
 int net_lease_adopt(struct net_room *r, const char *sbx, const char *dir, pid_t init_pid, struct net_lease **ret,
                     char *err, size_t errlen);
+/* True if the sandbox directory dir records a lease (made with --egress on). */
+bool net_lease_recorded(const char *dir);
 /* The lease of sandbox sbx, or NULL. */
 struct net_lease *net_lease_find(struct net_room *r, const char *sbx);
 /* Its rules for policy p (NULL: everything closed), one transaction; no bandwidth in p:

@@ -196,4 +196,16 @@ nft list set inet space src4 >"$T/src4"
 check "delete: its anti-spoof entries are gone ($(tr -s ' \t\n' ' ' <"$T/src4"))" test "$(grep -o '"sp[0-9a-f]*"' "$T/src4" | wc -l)" = 1
 check "delete: one veth left" test "$(ip -o link | grep -c ' sp[0-9a-f]\{5\}@')" = 1
 
+# a restart with --egress off: the sandbox with a lease is not taken back (no one would
+# keep its rules); the recovery gives the session one with loopback only
+SBXA=$(api "http://x/v1/sessions/$A" | jget sandbox_id)
+kill -9 "$PID"
+gone "$PID"
+start_daemon --disk-volume-size 0 || exit 1
+wait_state "$A" running 100
+check "egress off again: the session runs" test "$(state_of "$A")" = running
+check "  on a new sandbox" test "$(api "http://x/v1/sessions/$A" | jget sandbox_id)" != "$SBXA"
+check "  with loopback only" test "$(sh_in "$A" 'ip -o link | wc -l')" = 1
+check "  the old one's veth is gone" sh -c '! ip -o link | grep -q " sp[0-9a-f]"'
+
 finish net.integration
