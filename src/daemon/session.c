@@ -476,6 +476,10 @@ void ses_drop_sandbox(struct session *s, const char *msg) {
 
 struct rt_sandbox *ses_take_sandbox(struct session *s, const char *msg) {
         ses_quiesce(s, msg);
+        /* Every path that takes the sandbox destroys it: its network lease goes first
+         * (the sandbox is cut off at once, then killed). */
+        if (s->d->net && s->sbx_id[0])
+                net_release_sbx(s->d->net, s->sbx_id, s->dir);
         struct rt_sandbox *sb = TAKE_PTR(s->sb);
         s->lost = false;
         s->init_pid = 0;
