@@ -78,3 +78,5 @@ void api_port_expose(struct conn *c);
 void api_port_list(struct conn *c);
 void api_port_unexpose(struct conn *c);
 void api_port_forward(struct conn *c);
+void api_network_get(struct conn *c);
+void api_network_put(struct conn *c);

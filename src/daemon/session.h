@@ -17,6 +17,7 @@
 #include "daemon/layers.h"
 #include "daemon/session_rules.h"
 #include "daemon/loop.h"
+#include "daemon/net/policy.h"
 
 /* Frames queued to one space-init: uploads pause past HIGH and resume below LOW. */
 #define SES_OUT_HIGH (1u << 20)
@@ -109,7 +110,7 @@ struct session {
         uint64_t disk;       /* writable layer limit in bytes; 0 = none */
         uint64_t snap_bytes; /* what its snapshots in meta added to the store (bytes_added) */
         bool snap_over;      /* over its snapshot limit: the event was sent */
-        bool network;
+        struct net_policy net; /* its network policy (net/policy.h; the room reads it) */
         struct ses_port ports[SES_PORTS_MAX]; /* exposed ports, kept as meta's ports_json */
         size_t n_ports;
         char **env;          /* "K=V", NULL-terminated; the defaults of every exec */

@@ -581,6 +581,35 @@ static int p_swapon(void) {
         return done("swapon(/tmp/swap)", syscall(SYS_swapon, "/tmp/swap", 0));
 }
 
+/* Network (#14): sockets that would let a sandbox forge what it sends. */
+static int p_raw(int family) {
+        return done(family == AF_INET6 ? "socket(AF_INET6, SOCK_RAW, IPPROTO_RAW)" : "socket(AF_INET, SOCK_RAW, IPPROTO_RAW)",
+                    socket(family, SOCK_RAW, IPPROTO_RAW));
+}
+
+static int p_packet(void) {
+        return done("socket(AF_PACKET, SOCK_RAW, ETH_P_ALL)", socket(AF_PACKET, SOCK_RAW, htons(0x0003)));
+}
+
+/* TCP connect to ADDR PORT from source address SRC (bind first): a spoofed source. */
+static int p_connect_from(const char *src, const char *dst, const char *port) {
+        struct sockaddr_in a = { .sin_family = AF_INET }, b = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)) };
+        if (inet_pton(AF_INET, src, &a.sin_addr) != 1 || inet_pton(AF_INET, dst, &b.sin_addr) != 1) {
+                fprintf(stderr, "sec-probe: connect_from SRC DST PORT (IPv4)\n");
+                return 2;
+        }
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0)
+                return refused("socket");
+        int one = 1;
+        (void)setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one);
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0)
+                return refused("bind(spoofed source)");
+        struct timeval tv = { .tv_sec = 3 };
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        return done("connect(from a spoofed source)", connect(fd, (struct sockaddr *)&b, sizeof b));
+}
+
 /* Prints real/effective ids and whether no_new_privs is set. */
 static int p_ids(void) {
         uid_t r, e, s;
@@ -659,6 +688,10 @@ int main(int argc, char **argv) {
         if (!strcmp(c, "iopl")) return p_iopl();
         if (!strcmp(c, "swapon")) return p_swapon();
         if (!strcmp(c, "ids")) return p_ids();
+        if (!strcmp(c, "raw4")) return p_raw(AF_INET);
+        if (!strcmp(c, "raw6")) return p_raw(AF_INET6);
+        if (!strcmp(c, "packet")) return p_packet();
+        if (!strcmp(c, "connect_from")) return p_connect_from(a2, a3, argc > 4 ? argv[4] : "80");
         if (!strcmp(c, "drop_exec") && argc > 3) return p_drop_exec((uid_t)atoi(a2), argv + 3);
         if (!strcmp(c, "segv")) {
                 volatile int *p = NULL;

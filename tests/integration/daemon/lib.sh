@@ -115,8 +115,9 @@ wait_state() { # session, state, tenths of a second
         return 1
 }
 
+# SPACED_IN: a command prefix spaced runs under (tests/net: "ip netns exec NS"), unset = none.
 start_daemon() { # extra spaced options, if any
-        "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" "$@" >>"$LOG" 2>&1 &
+        ${SPACED_IN:-} "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" "$@" >>"$LOG" 2>&1 &
         PID=$!
         for _ in $(seq 100); do
                 if [ -S "$S" ] && api http://x/v1/health >/dev/null 2>&1; then
