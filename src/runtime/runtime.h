@@ -32,7 +32,16 @@ struct rt_spec {
         const char *run_dir;     /* empty host dir the driver may use (rootfs mount point, …) */
         const char *init_path;   /* host path of the static space-init binary */
         struct rt_limits limits;
-        bool network;            /* false: loopback only */
+        /* false: the sandbox gets a network namespace of its own with loopback only.
+         * true (drivers with ops.network): it joins the prepared network namespace
+         * netns_fd instead (spaced's network room made it, owned by the host's user
+         * namespace: root inside has no CAP_NET_ADMIN or CAP_NET_RAW over it; lo is up
+         * already). -EINVAL if netns_fd is not a network namespace. */
+        bool network;
+        int netns_fd;
+        /* A host file bind-mounted read-only at /etc/resolv.conf when the rootfs has /etc
+         * (the room's resolver); NULL: the rootfs's own. */
+        const char *resolv_conf;
         /* Drivers with memory_snapshots only (else ignored): a directory holding what an
          * earlier checkpoint() of this driver wrote, copied back out of the store. create()
          * then restores those processes instead of booting space-init afresh; upper_dir
@@ -80,8 +89,10 @@ struct runtime_ops {
          * serialized streams whose contents move (gvisor's state file: fixed chunks there
          * dedup nothing, docs/performance.md). */
         bool image_in_place;
-        /* Sandboxes can have a network beyond loopback (rt_spec.network). None can yet: the
-         * daemon refuses "network": true for a driver without it. */
+        /* Sandboxes can join a prepared network namespace (rt_spec.network, netns_fd):
+         * the daemon refuses egress for a driver without it. What each driver does with
+         * it (gvisor: runsc's netstack takes eth0 over; microvm: QEMU's user-mode network
+         * runs in it) is in docs/runtime-gvisor.md and docs/runtime-microvm.md. */
         bool network;
         /* Host-level preparation once per daemon start (cgroup parents, …). */
         int (*host_init)(const char *data_dir);
