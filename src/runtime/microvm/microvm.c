@@ -64,7 +64,7 @@
 /* The guest's virtio-net device is backed by QEMU's user-mode network (libslirp): the
  * guest's connections become QEMU's own sockets, in the prepared netns when the sandbox
  * has a network, else in an empty netns of QEMU's own. Its addressing (guest.c knows it). */
-#define MV_NETDEV_BASE "user,id=net0,net=10.0.2.0/24,host=10.0.2.2,dns=10.0.2.3,dhcpstart=10.0.2.15,ipv6=off"
+#define MV_NETDEV_BASE "user,id=net0,net=10.0.2.0/24,host=10.0.2.2,dns=10.0.2.3,dhcpstart=10.0.2.15,ipv6-net=fd00:a5ac::/64"
 #define MV_NET_UP_TIMEOUT_MS 20000 /* the guest's eth0 appears after virtio-net probes */
 
 struct rt_sandbox {

@@ -61,9 +61,12 @@ static int prepared_netns(const char *name, const char *hostif, int k) {
                                   "ip -n %s link add %s type veth peer name eth0 netns %s && "
                                   "ip -n %s addr add 10.231.0.%d/30 dev %s && ip -n %s link set %s up && "
                                   "ip -n %s addr add 10.231.0.%d/30 dev eth0 && ip -n %s link set eth0 up && "
-                                  "ip -n %s route add default via 10.231.0.%d",
+                                  "ip -n %s route add default via 10.231.0.%d && "
+                                  "ip -n %s addr add fd53:7061:6365:%d::1/64 dev %s nodad && "
+                                  "ip -n %s addr add fd53:7061:6365:%d::2/64 dev eth0 nodad && "
+                                  "ip -n %s -6 route add default via fd53:7061:6365:%d::1",
                                   name, name, hostns, hostif, name, hostns, 4 * k + 1, hostif, hostns, hostif, name,
-                                  4 * k + 2, name, name, 4 * k + 1),
+                                  4 * k + 2, name, name, 4 * k + 1, hostns, k, hostif, name, k, name, k),
                          0);
         char p[128];
         PJ(p, "/run/netns/%s", name);
@@ -81,10 +84,14 @@ static void world_up(void) {
         PJ(resolv, "%s/resolv.conf", data);
         assert_int_equal(sh_quiet("echo 'nameserver 203.0.113.53' > %s", resolv), 0);
         assert_int_equal(sh_quiet("ip netns add %s && ip -n %s link set lo up && "
-                                  "ip -n %s addr add 203.0.113.10/32 dev lo && ip -n %s addr add 203.0.113.53/32 dev lo",
-                                  hostns, hostns, hostns, hostns),
+                                  "ip -n %s addr add 203.0.113.10/32 dev lo && ip -n %s addr add 203.0.113.53/32 dev lo && "
+                                  "ip -n %s addr add 2001:db8::10/128 dev lo",
+                                  hostns, hostns, hostns, hostns, hostns),
                          0);
-        assert_int_equal(sh_quiet("ip netns exec %s busybox httpd -p 203.0.113.10:80 -h %s", hostns, www), 0);
+        assert_int_equal(sh_quiet("ip netns exec %s busybox httpd -p 203.0.113.10:80 -h %s && "
+                                  "ip netns exec %s busybox httpd -p [2001:db8::10]:80 -h %s",
+                                  hostns, www, hostns, www),
+                         0);
         assert_int_equal(sh_quiet("ip netns exec %s dnsmasq --no-resolv --no-hosts --bind-interfaces "
                                   "--listen-address=203.0.113.53 --address=/web.test/203.0.113.10 "
                                   "--pid-file=%s/dnsmasq.pid --user=root",
@@ -181,6 +188,10 @@ static void test_network(void **state) {
         assert_int_equal(box_create(&a, nfd, NULL), 0);
         int code = -1;
         assert_string_equal(run(&a, WGET, &code), TOKEN);
+        assert_int_equal(code, 0);
+        printf("# and over IPv6 (gvisor: eth0's own address; microvm: slirp's, from its router advertisement)\n");
+        assert_string_equal(run(&a, "for i in 1 2 3 4 5 6 7 8 9 10; do wget -q -O- http://[2001:db8::10]/ && break; "
+                                    "sleep 1; done", &code), TOKEN);
         assert_int_equal(code, 0);
         printf("# its DNS goes where the room's resolv.conf says (directly, or through slirp's 10.0.2.3)\n");
         const char *rc = run(&a, "cat /etc/resolv.conf", &code);
