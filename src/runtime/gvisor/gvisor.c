@@ -1055,6 +1055,7 @@ static int gv_adopt(const struct rt_spec *spec, pid_t init_pid, struct rt_sandbo
                 return -ENOMEM;
         sb->pid = init_pid;
         sb->mounted = true;
+        sb->network = spec->network;
         sb->pidfd = TAKE_FD(pidfd);
         if (rt_cgroup_open(NULL, spec->id, &sb->cg) < 0)
                 sb->cg = NULL;
