@@ -23,6 +23,7 @@ typedef struct space_session space_session;
 #define SPACE_MAX_FORK 64                /* sessions one fork makes */
 #define SPACE_MAX_EVENT_PAGE 1000        /* events one page may hold */
 #define SPACE_MAX_EVENT_DATA (64u << 10) /* an appended event's data, JSON bytes */
+#define SPACE_MAX_NETWORK_JSON (512u << 10) /* a network policy as JSON text (256 + 256 rules) */
 
 /* ---- client ---------------------------------------------------------------------- */
 
@@ -72,10 +73,10 @@ int space_get_json(space_client *c, const char *path, char **ret_json);
 
 /* ---- sessions -------------------------------------------------------------------- */
 
-#define SPACE_SESSION_OPTS_VERSION 4
+#define SPACE_SESSION_OPTS_VERSION 5
 struct space_session_opts {
-        unsigned version;     /* SPACE_SESSION_OPTS_VERSION (1, 2 and 3 are still accepted:
-                               * the fields up to 'network', 'retention', 'disk') */
+        unsigned version;     /* SPACE_SESSION_OPTS_VERSION (1 to 4 are still accepted:
+                               * the fields up to 'network', 'retention', 'disk', 'runtime') */
         const char *template; /* NULL: the daemon's default ("base") */
         uint64_t memory;      /* bytes; 0 = daemon default */
         double cpus;          /* 0 = daemon default */
@@ -91,6 +92,11 @@ struct space_session_opts {
         uint64_t disk;        /* writable layer limit in bytes; 0 = daemon default */
         /* version 4 */
         const char *runtime;           /* "ns", "gvisor", "microvm"; NULL: the daemon's default */
+        /* version 5 */
+        /* The network policy as JSON text (docs/api.md "Network"): true, false or
+         * {"egress","allow","deny","bandwidth"}; sent as "network" instead of the bool
+         * above. NULL: the bool (false: the daemon's default). -EINVAL if not JSON. */
+        const char *network_json;
 };
 #define SPACE_SESSION_OPTS_INIT .version = SPACE_SESSION_OPTS_VERSION
 
@@ -152,6 +158,13 @@ const char *space_session_json(const space_session *s);
 int space_session_get_json(space_session *s, const char *suffix, char **ret_json);
 /* Fetches the session again and fills *ret. */
 int space_session_inspect(space_session *s, struct space_session_info *ret);
+/* GET .../network: the session's network policy, its complete JSON object (caller frees). */
+int space_session_network_get(space_session *s, char **ret_json);
+/* PUT .../network: replaces the whole policy with policy_json (an object with "egress";
+ * at most SPACE_MAX_NETWORK_JSON bytes; -EINVAL if not a JSON object). The daemon checks
+ * it: -EINVAL (400) with what was wrong, -EACCES (403) when egress is off on the host.
+ * *ret_json (may be NULL): the policy now in force (caller frees). */
+int space_session_network_set(space_session *s, const char *policy_json, char **ret_json);
 /* DELETE /v1/sessions/{id}; the handle must still be freed. */
 int space_session_delete(space_session *s);
 /* Delete by id without a handle. */

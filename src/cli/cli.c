@@ -119,6 +119,14 @@ static int take_value(struct cli_call *call, const struct cli_opt *o, struct cli
                         return cli_usage(cmd, "more than %d --env entries", CLI_MAX_ENV);
                 call->env[call->n_env++] = arg;
                 break;
+        case CLI_OPT_LIST:
+                if (o->max && strlen(arg) > o->max)
+                        return cli_usage(cmd, "%s longer than %" PRIu64 " bytes", o->what, o->max);
+                if (call->n_multi >= CLI_MAX_MULTI)
+                        return cli_usage(cmd, "more than %d --%s values", CLI_MAX_MULTI, o->name);
+                call->multi_opt[call->n_multi] = o;
+                call->multi[call->n_multi++] = arg;
+                break;
         case CLI_OPT_SIZE: r = cli_parse_size(arg, &v->u); break;
         case CLI_OPT_DURATION: r = cli_parse_duration_ms(arg, &v->u); break;
         case CLI_OPT_UINT: r = cli_parse_uint(arg, o->min, o->max, &v->u); break;
@@ -222,6 +230,18 @@ bool cli_opt_set(const struct cli_call *call, const char *name) { return value_o
 const char *cli_opt_str(const struct cli_call *call, const char *name) { return value_of(call, name)->str; }
 uint64_t cli_opt_u64(const struct cli_call *call, const char *name) { return value_of(call, name)->u; }
 double cli_opt_num(const struct cli_call *call, const char *name) { return value_of(call, name)->num; }
+
+size_t cli_opt_list(const struct cli_call *call, const char *name, const char **out, size_t max) {
+        size_t n = 0;
+        for (size_t i = 0; i < call->n_multi; i++) {
+                if (strcmp(call->multi_opt[i]->name, name) != 0)
+                        continue;
+                if (n < max)
+                        out[n] = call->multi[i];
+                n++;
+        }
+        return n;
+}
 
 /* ---- the prologue ---------------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
 #define CLI_EXIT_NOT_STARTED 127 /* a command that could not be started, as shells do */
 #define CLI_MAX_OPTS 24          /* options of one command, --host and --help included */
 #define CLI_MAX_ENV 1024         /* --env entries of one command */
+#define CLI_MAX_MULTI 512        /* values of the repeatable CLI_OPT_LIST options of one command */
 
 /* What an option's value must be; cli_run refuses a bad one with a usage error. */
 enum cli_opt_kind {
@@ -25,6 +26,7 @@ enum cli_opt_kind {
         CLI_OPT_DURATION, /* cli_parse_duration_ms */
         CLI_OPT_UINT,     /* cli_parse_uint in [min, max] */
         CLI_OPT_NUMBER,   /* cli_parse_positive, at most max */
+        CLI_OPT_LIST,     /* text, repeatable (CLI_MAX_MULTI in all): cli_opt_list; max as STR */
 };
 
 struct cli_opt {
@@ -126,6 +128,9 @@ struct cli_call {
         struct cli_value values[CLI_MAX_OPTS]; /* as cmd->opts */
         const char *env[CLI_MAX_ENV + 1];      /* CLI_OPT_ENV values, NULL-terminated */
         size_t n_env;
+        const char *multi[CLI_MAX_MULTI];      /* CLI_OPT_LIST values, in order ... */
+        const struct cli_opt *multi_opt[CLI_MAX_MULTI]; /* ... and whose each is */
+        size_t n_multi;
         const char *host; /* --host after the command */
         bool json, quiet; /* --json, --quiet */
         int argc;         /* the arguments after the options */
@@ -150,6 +155,9 @@ bool cli_opt_set(const struct cli_call *call, const char *name);
 const char *cli_opt_str(const struct cli_call *call, const char *name);
 uint64_t cli_opt_u64(const struct cli_call *call, const char *name);
 double cli_opt_num(const struct cli_call *call, const char *name);
+/* The values of the CLI_OPT_LIST option name, in the order given: up to max into out;
+ * returns how many were given. */
+size_t cli_opt_list(const struct cli_call *call, const char *name, const char **out, size_t max);
 
 /* ---- messages: each returns the exit status that goes with it ---------------------- */
 

@@ -11,6 +11,17 @@
 #define OPT_JSON(text) { "json", 0, CLI_OPT_FLAG, NULL, .doc = text }
 #define OPT_QUIET(text) { "quiet", 'q', CLI_OPT_FLAG, NULL, .doc = text }
 #define OPT_END { .name = NULL }
+/* A session's network rules (create, network); the daemon checks them. */
+#define OPT_ALLOW                                                                                         \
+        { "allow", 0, CLI_OPT_LIST, "RULE", .what = "rule", .max = 299,                                   \
+          .doc = "reach only these (repeatable): 203.0.113.0/24, 203.0.113.7:443,\n"                       \
+                 "2001:db8::/32, [2001:db8::1]:443, example.com, *.example.com:443;\n"                       \
+                 "none: every destination the host allows" }
+#define OPT_DENY \
+        { "deny", 0, CLI_OPT_LIST, "RULE", .what = "rule", .max = 299, .doc = "never reach these (repeatable; deny wins)" }
+#define OPT_BANDWIDTH                                                                                     \
+        { "bandwidth", 0, CLI_OPT_STR, "RATE", .what = "rate", .max = 64,                                 \
+          .doc = "limit each way: 20mbit, 1.5gbit, 500kbit, or bit/s" }
 
 static const struct cli_cmd template_commands[] = {
         {
@@ -90,8 +101,13 @@ const struct cli_cmd cli_commands[] = {
                           "inside with \"Disk quota exceeded\"",
                           .what = "disk size", .hint = " (e.g. 2G, 512M)" },
                         OPT_ENV("environment for every command (repeatable)"),
-                        { "network", 0, CLI_OPT_FLAG, NULL,
-                          .doc = "give the sandbox network access (default: loopback only)" },
+                        { "egress", 0, CLI_OPT_FLAG, NULL,
+                          .doc = "let the sandbox reach the network (the host's operator\n"
+                          "must allow it: spaced --egress on); default: loopback only;\n"
+                          "--allow, --deny and --bandwidth imply it" },
+                        { "no-egress", 0, CLI_OPT_FLAG, NULL, .doc = "loopback only (with rules: kept for later)" },
+                        { "network", 0, CLI_OPT_FLAG, .same_as = "egress" },
+                        OPT_ALLOW, OPT_DENY, OPT_BANDWIDTH,
                         { "from-snapshot", 's', CLI_OPT_STR, "SNAP",
                           .doc = "start from this snapshot (of any session) instead of\n"
                           "a template" },
@@ -108,6 +124,7 @@ const struct cli_cmd cli_commands[] = {
                                  "instead of the id"),
                         OPT_END },
                 .flags = CLI_CLIENT,
+                .check = cli_create_check,
                 .run = cli_create,
         },
         {
@@ -210,6 +227,27 @@ const struct cli_cmd cli_commands[] = {
                 .min_args = 2, .max_args = 3, .missing = "sandbox id and pid", .missing_rest = "pid",
                 .check = cli_kill_check,
                 .run = cli_kill,
+        },
+        {
+                .name = "network",
+                .summary = "show or replace a session's network policy",
+                .usage = "[OPTIONS] ID\n"
+                         "       space network [OPTIONS] ID --on|--off [--allow RULE]... [--deny RULE]...\n"
+                         "                     [--bandwidth RATE]",
+                .about = "Without --on or --off, print the session's network policy. With one, replace the\n"
+                         "whole policy (rules not given again are dropped); it is in force at once, without\n"
+                         "a restart, and kept across daemon restarts and forks. Egress needs the host's\n"
+                         "operator to allow it (spaced --egress on). See docs/api.md \"Network\".\n",
+                .opts = (const struct cli_opt[]){
+                        { "on", 0, CLI_OPT_FLAG, NULL, .doc = "egress on, with the rules given" },
+                        { "off", 0, CLI_OPT_FLAG, NULL, .doc = "loopback only (the rules given are kept, unused)" },
+                        OPT_ALLOW, OPT_DENY, OPT_BANDWIDTH,
+                        OPT_JSON("print the daemon's JSON policy object"),
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 1, .max_args = 1, .missing = "session id",
+                .check = cli_network_check,
+                .run = cli_network,
         },
         {
                 .name = "inspect",

@@ -13,6 +13,12 @@ typedef int cli_hook(struct cli_call *call);
 /* sessions.c: make, find, reconnect to and delete sessions; pause and resume them */
 cli_hook cli_create, cli_inspect, cli_rm, cli_connect_check, cli_connect, cli_pause, cli_resume;
 extern const struct cli_list cli_sessions_list;
+/* network.c: a session's network policy (space network; create's network options) */
+cli_hook cli_create_check, cli_network_check, cli_network;
+struct buf;
+/* create's --egress/--no-egress/--allow/--deny/--bandwidth as a policy object into out;
+ * *ret_given false (out untouched) when none was given. 0 or EXIT_FAILURE. */
+int cli_create_network(const struct cli_call *call, struct buf *out, bool *ret_given);
 /* exec.c: a sandbox's processes */
 cli_hook cli_exec_check, cli_exec, cli_logs_check, cli_logs, cli_kill_check, cli_kill;
 extern const struct cli_list cli_processes_list;

@@ -8,8 +8,13 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/buf.h"
 
 int cli_create(struct cli_call *call) {
+        _cleanup_buf_ struct buf net = BUF_INIT(0);
+        bool net_given;
+        if (cli_create_network(call, &net, &net_given))
+                return EXIT_FAILURE;
         struct space_session_opts so = {
                 SPACE_SESSION_OPTS_INIT,
                 .template = cli_opt_str(call, "template"),
@@ -23,7 +28,7 @@ int cli_create(struct cli_call *call) {
                 .cpus = cli_opt_num(call, "cpus"),
                 .pids = (int64_t)cli_opt_u64(call, "pids"),
                 .env = call->n_env ? call->env : NULL,
-                .network = cli_opt_set(call, "network"),
+                .network_json = net_given ? net.data : NULL,
         };
         const char *token_file = cli_opt_str(call, "token-file");
         space_session *s = NULL;

@@ -766,7 +766,16 @@ int space_session_new(space_session **ret, space_client *c, const struct space_s
                 if (r < 0)
                         return fail(c, r, r == -EINVAL ? "environment entries must be K=V" : "too many environment entries");
         }
-        if (o && o->network)
+        if (o && o->version >= 5 && o->network_json) {
+                _cleanup_json_ struct json *nj = NULL;
+                size_t n = strlen(o->network_json);
+                if (n > SPACE_MAX_NETWORK_JSON)
+                        return fail(c, -E2BIG, "network policy over %u bytes", SPACE_MAX_NETWORK_JSON);
+                if (json_parse(o->network_json, n, &nj, NULL, 0) < 0)
+                        return fail(c, -EINVAL, "the network policy is not JSON");
+                json_w_key(&w, "network");
+                json_w_value(&w, nj);
+        } else if (o && o->network)
                 json_w_kbool(&w, "network", true);
         if (v2 && o->snapshot)
                 json_w_kstr(&w, "snapshot", o->snapshot);
@@ -947,6 +956,25 @@ int space_session_get_json(space_session *s, const char *suffix, char **ret_json
                 return fail(s->c, -EINVAL, "invalid API path");
         _cleanup_json_ struct json *j = NULL; /* the answer must be JSON */
         return session_call(s, &(struct call){ .method = "GET" }, suffix, NULL, NULL, &j, ret_json);
+}
+
+int space_session_network_get(space_session *s, char **ret_json) {
+        _cleanup_json_ struct json *j = NULL; /* the answer must be JSON */
+        return session_call(s, &(struct call){ .method = "GET" }, "/network", NULL, NULL, &j, ret_json);
+}
+
+int space_session_network_set(space_session *s, const char *policy_json, char **ret_json) {
+        if (!policy_json)
+                return fail(s->c, -EINVAL, "no network policy");
+        size_t n = strlen(policy_json);
+        if (n > SPACE_MAX_NETWORK_JSON)
+                return fail(s->c, -E2BIG, "network policy over %u bytes", SPACE_MAX_NETWORK_JSON);
+        _cleanup_json_ struct json *pj = NULL;
+        if (json_parse(policy_json, n, &pj, NULL, 0) < 0 || json_type(pj) != JSON_OBJECT)
+                return fail(s->c, -EINVAL, "the network policy must be a JSON object");
+        _cleanup_json_ struct json *j = NULL;
+        return session_call(s, &(struct call){ .method = "PUT", JSON_BODY(policy_json, n) }, "/network", NULL, NULL, &j,
+                            ret_json);
 }
 
 int space_session_pause(space_session *s) { return lifecycle(s, "/pause", NULL); }

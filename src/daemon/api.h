@@ -86,3 +86,10 @@ void api_resp_created(struct conn *c, const struct json *resp);
 void api_reply_init_error(struct conn *c, const struct json *resp, bool exec);
 bool api_resp_is_error(const struct json *resp);
 
+/* A session's network policy from the API's JSON (api_network.c): true, false or an
+ * object (net/policy.h); NULL or null: the operator's default (spaced --egress-default).
+ * Checked against the operator's policy: 400 (bad policy, what and where), 403 (egress
+ * off on this host); the client is answered on failure. */
+struct net_policy;
+int api_network_parse(struct conn *c, const struct json *v, struct net_policy *ret);
+

@@ -168,13 +168,6 @@ static int create_req_parse(struct conn *c, const struct json *body, struct ses_
                         return -EINVAL;
                 }
         }
-        if ((v = json_get(body, "network")) && json_type(v) != JSON_NULL) {
-                if (json_type(v) != JSON_BOOL) {
-                        conn_reply_error(c, 400, "network must be true or false");
-                        return -EINVAL;
-                }
-                q->network = json_is_true(v);
-        }
         if ((v = json_get(body, "snapshot_interval_ms")) && json_type(v) != JSON_NULL) {
                 if (json_int(v, &q->interval_ms) < 0 || q->interval_ms < 0 || q->interval_ms > SES_MAX_INTERVAL_MS ||
                     (q->interval_ms > 0 && q->interval_ms < SES_MIN_INTERVAL_MS)) {
@@ -206,6 +199,15 @@ static int create_req_parse(struct conn *c, const struct json *body, struct ses_
                         q->env_json = strdup(e.data);
                 buf_free(&e);
         }
+        /* Last, as it is the other part that allocates: true, false or a policy object
+         * (net/policy.h); none: the operator's --egress-default. */
+        if ((r = api_network_parse(c, json_get(body, "network"), &q->net)) < 0) {
+                util_strv_free(q->env, q->n_env);
+                free(q->env_json);
+                q->env = NULL;
+                q->env_json = NULL;
+                return r;
+        }
         return 0;
 }
 
@@ -220,6 +222,7 @@ void api_session_create(struct conn *c) {
         if (!w) {
                 util_strv_free(q.env, q.n_env);
                 free(q.env_json);
+                net_policy_clear(&q.net);
                 return;
         }
         dur_create(c->d, &q, w);

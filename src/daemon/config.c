@@ -19,7 +19,7 @@
 /* Options a file cannot set: they are questions or say which file to read. */
 static const char *const not_settable[] = { "help", "version", "config", "check-config" };
 /* Options that may be given more than once; the others are set once per file. */
-static const char *const repeatable[] = { "pool", "limit" };
+static const char *const repeatable[] = { "pool", "limit", "egress-open", "dns-upstream" };
 /* Options an environment variable sets too; the variable wins over the file. */
 static const struct {
         const char *key, *env;

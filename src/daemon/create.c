@@ -85,7 +85,9 @@ static int create_check(struct daemon *d, const struct ses_create_req *q, struct
                 dur_answer_error(w, -EINVAL, "unknown runtime \"%.40s\" (ns, gvisor, microvm)", q->runtime);
                 return -EINVAL;
         }
-        if (q->network && !p->rt->network) {
+        /* The operator's policy (403) was checked by the API; a runtime without a network
+         * cannot have egress. */
+        if (q->net.egress && !p->rt->network) {
                 dur_answer_error(w, -EOPNOTSUPP,
                                  "creating the sandbox failed: %s: network access is not implemented yet (loopback only)",
                                  p->rt->name);
@@ -98,9 +100,13 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         char **env = TAKE_PTR(q->env);
         size_t n_env = q->n_env;
         _cleanup_free_ char *env_json = TAKE_PTR(q->env_json);
+        _cleanup_free_ char *net_json = NULL;
+        struct net_policy net = q->net;
+        q->net = (struct net_policy){ 0 };
         struct create_plan p = { 0 };
         if (create_check(d, q, &w, &p) < 0) {
                 util_strv_free(env, n_env);
+                net_policy_clear(&net);
                 return;
         }
         char id[SES_ID_LEN + 1], token[DL_TOKEN_LEN + 1];
@@ -110,7 +116,9 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         while (r == 0 && ses_find(d, id));
         if (r == 0)
                 r = dl_token_new(token);
-        struct meta_session ms = { .state = META_SESSION_CREATING, .network = q->network,
+        if (r == 0)
+                r = net_policy_to_text(&net, &net_json);
+        struct meta_session ms = { .state = META_SESSION_CREATING, .network = net.egress, .network_json = net_json,
                                    .env_json = env_json, .snapshot_interval_ms = q->interval_ms,
                                    .retention_keep = q->retention };
         snprintf(ms.id, sizeof ms.id, "%s", id);
@@ -140,6 +148,7 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
                 dur_relaxed(d, false);
                 buf_free(&ev);
                 util_strv_free(env, n_env);
+                net_policy_clear(&net);
                 dur_answer_error(&w, -EIO, "recording the session: %s", dur_merr(d));
                 return;
         }
@@ -148,6 +157,7 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         struct session *s;
         if ((r = ses_alloc(d, id, &s)) < 0) {
                 util_strv_free(env, n_env);
+                net_policy_clear(&net);
                 (void)meta_session_delete(d->meta, id);
                 dur_answer_error(&w, r, "creating the session: %s", strerror(-r));
                 return;
@@ -159,7 +169,7 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         s->cpus = q->cpus;
         s->pids = q->pids;
         s->disk = p.disk;
-        s->network = q->network;
+        s->net = net; /* s owns it now */
         s->state = META_SESSION_CREATING;
         s->created_at = time(NULL);
         s->template = strdup(p.tpl);

@@ -9,6 +9,7 @@
 #include "common/json.h"
 #include "common/macros.h"
 #include "meta/meta.h"
+#include "daemon/net/policy.h"
 
 struct daemon;
 struct session;
@@ -39,7 +40,7 @@ struct ses_create_req {
         uint32_t pids;
         bool disk_given;          /* false: the daemon's default */
         uint64_t disk;
-        bool network;
+        struct net_policy net;    /* checked against the operator's; taken by dur_create */
         int64_t interval_ms;      /* rolling snapshots; 0: off */
         uint32_t retention;
         char **env;               /* "K=V", NULL-terminated; taken by dur_create */

@@ -100,13 +100,15 @@ static int fork_record(struct session *p, struct job *j, const struct meta_snaps
                 }
                 buf_free(&e);
         }
-        int r = meta_begin(d->meta);
-        if (r < 0)
+        /* The children have the parent's network policy as it is now. */
+        _cleanup_free_ char *net_json = NULL;
+        int r = net_policy_to_text(&p->net, &net_json);
+        if (r < 0 || (r = meta_begin(d->meta)) < 0)
                 return r;
         struct buf ev = BUF_INIT(0);
         for (unsigned i = 0; i < g->n && r >= 0; i++) {
-                struct meta_session ms = { .state = META_SESSION_CREATING, .network = p->network,
-                                           .env_json = env_json, .snapshot_interval_ms = p->interval_ms,
+                struct meta_session ms = { .state = META_SESSION_CREATING, .network = p->net.egress,
+                                           .network_json = net_json, .env_json = env_json, .snapshot_interval_ms = p->interval_ms,
                                            .retention_keep = p->retention };
                 snprintf(ms.id, sizeof ms.id, "%s", g->ids[i]);
                 snprintf(ms.tenant, sizeof ms.tenant, "%s", p->tenant);
@@ -174,7 +176,8 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                 cs->cpus = p->cpus;
                 cs->pids = p->pids;
                 cs->disk = p->disk;
-                cs->network = p->network;
+                if ((r = net_policy_copy(&cs->net, &p->net)) < 0)
+                        return r;
                 cs->interval_ms = p->interval_ms;
                 cs->retention = p->retention;
                 cs->layer = p->layer; /* a fork of now differs from it by what p changed */

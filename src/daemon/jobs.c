@@ -98,6 +98,7 @@ void dur_reclaim_dir(struct daemon *d, const char *sbx) {
         for (size_t i = 0; (rt = runtime_nth(i)); i++)
                 if (rt->reclaim && rt->reclaim(sbx, run) < 0)
                         log_warn("reclaiming %s (%s): %s", sbx, rt->name, runtime_last_error());
+        net_release_sbx(d->net, sbx, dir);
         int r = rt_rm_rf(dir);
         if (r < 0)
                 log_warn("removing %s: %s", dir, strerror(-r));

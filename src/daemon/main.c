@@ -75,6 +75,32 @@ static void usage(FILE *f) {
                 "                     (docs/security.md \"Hostile tenants\"); repeatable:\n");
         limits_usage(f);
         fprintf(f,
+                "  --egress on|off    network egress for sandboxes (docs/network.md; default off:\n"
+                "                     nothing on the host's network changes, every sandbox has\n"
+                "                     loopback only). on: every ns sandbox gets a prepared network\n"
+                "                     namespace behind spaced's nftables table 'inet space', and\n"
+                "                     spaced sets net.ipv4.ip_forward and net.ipv6.conf.all.forwarding\n"
+                "  --egress-default on|off\n"
+                "                     whether a session that asks nothing gets egress (default off;\n"
+                "                     on needs --egress on)\n"
+                "  --egress-open CIDR open one of the always-closed ranges (private, link-local,\n"
+                "                     ...) to every session; repeatable (at most %u)\n"
+                "  --sandbox-net4 CIDR\n"
+                "                     the sandboxes' IPv4 network, a /30 each (default " NET_DEFAULT_NET4 ",\n"
+                "                     /8 to /28)\n"
+                "  --sandbox-net6 CIDR\n"
+                "                     the sandboxes' IPv6 network, a /64 each (default " NET_DEFAULT_NET6 ",\n"
+                "                     /16 to /48)\n"
+                "  --bandwidth-max RATE\n"
+                "                     the most bandwidth a session may ask, each direction (\"20mbit\",\n"
+                "                     bits/s; default none)\n"
+                "  --dns-port PORT    the sandboxes' resolver's port on the host ends (default %u;\n"
+                "                     their port 53 is redirected to it)\n"
+                "  --dns-upstream IP[:PORT]\n"
+                "                     the resolver's upstream servers; repeatable (at most %u;\n"
+                "                     default: the nameservers of /etc/resolv.conf)\n",
+                NET_OPEN_MAX, NET_DNS_PORT_DEFAULT, NET_UPSTREAMS_MAX);
+        fprintf(f,
                 "  --log-level LEVEL  error, warn, info (default) or debug\n"
                 "  --config PATH      the configuration file (default $SPACE_CONFIG, else\n"
                 "                     " CONFIG_DEFAULT_PATH ", which may be missing)\n"
@@ -247,7 +273,9 @@ static void log_microvm_accel(void) {
 
 int main(int argc, char **argv) {
         enum { OPT_DATA = 256, OPT_LISTEN, OPT_PIDFILE, OPT_INIT, OPT_RUNTIME, OPT_LOG, OPT_VERSION, OPT_POOL,
-               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_SNAP_FACTOR, OPT_TENANT_SNAP, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT };
+               OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_SNAP_FACTOR, OPT_TENANT_SNAP, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT,
+               OPT_EGRESS, OPT_EGRESS_DEFAULT, OPT_EGRESS_OPEN, OPT_NET4, OPT_NET6, OPT_BW_MAX, OPT_DNS_PORT,
+               OPT_DNS_UPSTREAM };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -263,6 +291,14 @@ int main(int argc, char **argv) {
                 { "config", required_argument, NULL, OPT_CONFIG },
                 { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
                 { "limit", required_argument, NULL, OPT_LIMIT },
+                { "egress", required_argument, NULL, OPT_EGRESS },
+                { "egress-default", required_argument, NULL, OPT_EGRESS_DEFAULT },
+                { "egress-open", required_argument, NULL, OPT_EGRESS_OPEN },
+                { "sandbox-net4", required_argument, NULL, OPT_NET4 },
+                { "sandbox-net6", required_argument, NULL, OPT_NET6 },
+                { "bandwidth-max", required_argument, NULL, OPT_BW_MAX },
+                { "dns-port", required_argument, NULL, OPT_DNS_PORT },
+                { "dns-upstream", required_argument, NULL, OPT_DNS_UPSTREAM },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -290,6 +326,8 @@ int main(int argc, char **argv) {
         bool vol_size_given = false, check_config = false;
         struct spaced_limits limits = SPACED_LIMITS_INIT;
         char why[256];
+        struct net_cfg ncfg;
+        net_cfg_init(&ncfg);
         /* Before any thread or child: none of them may speak for spaced. */
         struct notify nt;
         if (notify_open(&nt) < 0)
@@ -370,6 +408,48 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         break;
+                case OPT_EGRESS:
+                case OPT_EGRESS_DEFAULT: {
+                        bool on = strcmp(optarg, "on") == 0;
+                        if (!on && strcmp(optarg, "off") != 0) {
+                                fprintf(stderr, "spaced: %sbad --%s %s (on or off)\n", config_origin(cfg, optind - 1),
+                                        o == OPT_EGRESS ? "egress" : "egress-default", optarg);
+                                return 2;
+                        }
+                        if (o == OPT_EGRESS)
+                                ncfg.egress = on;
+                        else
+                                ncfg.op.default_egress = on;
+                        break;
+                }
+                case OPT_EGRESS_OPEN:
+                case OPT_NET4:
+                case OPT_NET6:
+                case OPT_DNS_PORT:
+                case OPT_DNS_UPSTREAM: {
+                        int k = o == OPT_EGRESS_OPEN ? net_cfg_open(&ncfg, optarg, why, sizeof why)
+                                : o == OPT_NET4      ? net_cfg_net4(&ncfg, optarg, why, sizeof why)
+                                : o == OPT_NET6      ? net_cfg_net6(&ncfg, optarg, why, sizeof why)
+                                : o == OPT_DNS_PORT  ? net_cfg_dns_port(&ncfg, optarg, why, sizeof why)
+                                                     : net_cfg_upstream(&ncfg, optarg, why, sizeof why);
+                        if (k < 0) {
+                                const char *nm = o == OPT_EGRESS_OPEN ? "egress-open"
+                                                 : o == OPT_NET4      ? "sandbox-net4"
+                                                 : o == OPT_NET6      ? "sandbox-net6"
+                                                 : o == OPT_DNS_PORT  ? "dns-port"
+                                                                      : "dns-upstream";
+                                fprintf(stderr, "spaced: %sbad --%s: %s\n", config_origin(cfg, optind - 1), nm, why);
+                                return 2;
+                        }
+                        break;
+                }
+                case OPT_BW_MAX:
+                        if (net_bandwidth_parse(optarg, &ncfg.op.max_bandwidth_bps) < 0) {
+                                fprintf(stderr, "spaced: %sbad --bandwidth-max %s (like 20mbit, 1.5gbit, or bits/s: 8000 to 100 Gbit/s)\n",
+                                        config_origin(cfg, optind - 1), optarg);
+                                return 2;
+                        }
+                        break;
                 case 'h': usage(stdout); return 0;
                 case OPT_VERSION: printf("spaced %s\n", SPACED_VERSION); return 0;
                 default: usage(stderr); return 2;
@@ -380,6 +460,11 @@ int main(int argc, char **argv) {
                 usage(stderr);
                 return 2;
         }
+        if (ncfg.op.default_egress && !ncfg.egress) {
+                fprintf(stderr, "spaced: --egress-default on needs --egress on\n");
+                return 2;
+        }
+        ncfg.op.egress_enabled = ncfg.egress;
         if (limits_check(&limits, why, sizeof why) < 0) {
                 fprintf(stderr, "spaced: bad --limit: %s\n", why);
                 return 2;
@@ -394,6 +479,8 @@ int main(int argc, char **argv) {
                              .starter_src.fd = -1 };
         struct daemon *d = &dm;
         d->limits = limits;
+        d->net_cfg = ncfg;
+        d->net_op = ncfg.op; /* the policy checks' view; the open ranges stay net_cfg's */
         d->rt = runtime_find(runtime);
         if (!d->rt) {
                 fprintf(stderr, "spaced: no runtime named %s\n", runtime);
@@ -478,6 +565,14 @@ int main(int argc, char **argv) {
                         log_info("runtime %s unavailable: %s", ort->name, runtime_last_error());
                 else if (ort == &rt_microvm_ops)
                         log_microvm_accel();
+        /* Before the sessions come back: a re-attached sandbox finds its lease. */
+        char nerr[NET_ERR_MAX] = "";
+        if ((r = net_open(&d->net_cfg, &d->net, nerr, sizeof nerr)) < 0) {
+                log_error("--egress on: %s", nerr[0] ? nerr : strerror(-r));
+                return 1;
+        }
+        if (d->net)
+                log_info("network room open: egress on, resolver port %u", d->net_cfg.dns_port);
         if ((r = dur_open(d)) < 0) {
                 log_error("opening the stores in %s failed: %s", d->data_dir, strerror(-r));
                 return 1;
@@ -546,6 +641,9 @@ int main(int argc, char **argv) {
         loop_run_once(d->loop, 0);
         dur_close(d);
         disk_teardown(d);
+        /* the table and the leases of sandboxes that outlive us stay */
+        d->net = net_close(d->net);
+        net_cfg_clear(&d->net_cfg);
         if (d->jobs)
                 log_warn("template builds still running are abandoned");
         if (pidfile)

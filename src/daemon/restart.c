@@ -135,7 +135,19 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
         s->cpus = ms->limits.cpu_millis / 1000.0;
         s->pids = ms->limits.pids ? ms->limits.pids : SES_DEFAULT_PIDS;
         s->disk = ms->limits.disk_bytes;
-        s->network = ms->network;
+        /* The policy as stored; none (a session of before schema 4): `network` alone. A text
+         * that does not read back leaves egress off (closed stays closed). */
+        if (ms->network_json) {
+                char err[512];
+                int k = net_policy_from_text(ms->network_json, &s->net, err, sizeof err);
+                if (k < 0)
+                        log_warn("%s: stored network policy unreadable (%s); egress off", ms->id,
+                                 k == -ENOMEM ? "out of memory" : err);
+        } else
+                s->net.egress = ms->network;
+        if (s->net.egress && !d->net_op.egress_enabled)
+                log_warn("%s: its network policy has egress, which this spaced has off: loopback only "
+                         "(spaced --egress on)", ms->id);
         s->state = ms->state;
         s->created_at = (time_t)(ms->created_ms / 1000);
         s->interval_ms = ms->snapshot_interval_ms;
@@ -192,6 +204,10 @@ static int adopt_sandbox(struct session *s, const char *sbx) {
         _cleanup_free_ char *dir = disk_sandbox_dir_find(d, sbx), *run = NULL, *upper = NULL;
         if (!dir || asprintf(&run, "%s/run", dir) < 0 || asprintf(&upper, "%s/upper", dir) < 0)
                 return -ENOMEM;
+        /* Made with --egress on, now off: nobody would keep its rules (a PUT would change
+         * nothing), so it is not taken back; the recovery starts one with loopback only. */
+        if (!d->net && net_lease_recorded(dir))
+                return -ENOTCONN;
         struct rt_spec spec = { .id = sbx, .run_dir = run, .upper_dir = upper };
         r = s->rt->adopt(&spec, (pid_t)mb.init_pid, &s->sb);
         if (r < 0) {
@@ -200,6 +216,17 @@ static int adopt_sandbox(struct session *s, const char *sbx) {
         }
         memcpy(s->sbx_id, sbx, strlen(sbx) + 1); /* checked on entry */
         s->dir = TAKE_PTR(dir);
+        /* Its network lease (none: made with --egress off, its own loopback netns). The
+         * chain kept its rules while nobody watched; the session's policy again. */
+        if (d->net) {
+                struct net_lease *l = NULL;
+                char err[NET_ERR_MAX] = "";
+                int k = net_lease_adopt(d->net, sbx, s->dir, (pid_t)mb.init_pid, &l, err, sizeof err);
+                if (k < 0 && k != -ENOENT)
+                        log_warn("%s: sandbox %s's network lease: %s", s->id, sbx, err);
+                else if (k == 0)
+                        (void)net_session_apply(d, s);
+        }
         /* A daemon killed during a capture leaves the sandbox frozen. */
         if (s->rt->thaw(s->sb) < 0)
                 log_warn("%s: thawing adopted sandbox %s: %s", s->id, sbx, runtime_last_error());
@@ -280,7 +307,9 @@ int dur_load(struct daemon *d) {
                 char why[256];
                 if (ms->sandbox_id[0])
                         snprintf(why, sizeof why, "sandbox %s did not survive the daemon restart (%s)", ms->sandbox_id,
-                                 r == -ESRCH ? "its init is gone" : strerror(-r));
+                                 r == -ESRCH      ? "its init is gone"
+                                 : r == -ENOTCONN ? "it was made with --egress on, which is off now"
+                                                  : strerror(-r));
                 else
                         snprintf(why, sizeof why, "the daemon stopped the sandbox");
                 dur_recover_queue(s, ms->sandbox_id, why, on_purpose && !ms->sandbox_id[0]);
@@ -303,6 +332,12 @@ int dur_load(struct daemon *d) {
                 if (r2 < 0)
                         return r2;
                 reclaimed += (unsigned)r2;
+        }
+        /* Every lease still held is adopted now: chains and veths of the others go. */
+        if (d->net) {
+                char err[NET_ERR_MAX] = "";
+                if (net_orphans_remove(d->net, err, sizeof err) < 0)
+                        log_warn("network: removing what dead sandboxes left: %s", err);
         }
         log_info("sessions: %u re-attached, %u to recover, %u paused, %u unfinished removed, %u stray sandbox(es) reclaimed",
                  adopted, recovering, paused, dropped, reclaimed);

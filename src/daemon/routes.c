@@ -27,6 +27,8 @@ const struct api_route api_routes[] = {
         { "GET", "/v1/sessions/{id}/processes", API_BODY_JSON, api_process_list },
         { "GET", "/v1/sessions/{id}/processes/{pid}/output", API_BODY_JSON, api_process_output },
         { "POST", "/v1/sessions/{id}/processes/{pid}/signal", API_BODY_JSON, api_process_signal },
+        { "GET", "/v1/sessions/{id}/network", API_BODY_JSON, api_network_get },
+        { "PUT", "/v1/sessions/{id}/network", API_BODY_JSON, api_network_put },
         { "GET", "/v1/sessions/{id}/files", API_BODY_JSON, api_file_get },
         { "PUT", "/v1/sessions/{id}/files", API_BODY_STREAM, api_file_put },
         { "DELETE", "/v1/sessions/{id}/files", API_BODY_JSON, api_file_delete },

@@ -74,3 +74,5 @@ void api_template_build(struct conn *c);
 void api_template_delete(struct conn *c);
 void api_pool_get(struct conn *c);
 void api_pool_set(struct conn *c);
+void api_network_get(struct conn *c);
+void api_network_put(struct conn *c);

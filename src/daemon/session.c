@@ -395,7 +395,9 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         json_w_key(w, "disk");
         json_w_uint(w, s->disk);
         json_w_obj_end(w);
-        json_w_kbool(w, "network", s->network);
+        json_w_kbool(w, "network", s->net.egress);
+        json_w_key(w, "network_policy");
+        net_policy_to_json(w, &s->net);
         json_w_kint(w, "snapshot_interval_ms", s->interval_ms);
         json_w_kint(w, "retention", s->retention);
         write_snapshot_storage(w, s);
@@ -474,6 +476,10 @@ void ses_drop_sandbox(struct session *s, const char *msg) {
 
 struct rt_sandbox *ses_take_sandbox(struct session *s, const char *msg) {
         ses_quiesce(s, msg);
+        /* Every path that takes the sandbox destroys it: its network lease goes first
+         * (the sandbox is cut off at once, then killed). */
+        if (s->d->net && s->sbx_id[0])
+                net_release_sbx(s->d->net, s->sbx_id, s->dir);
         struct rt_sandbox *sb = TAKE_PTR(s->sb);
         s->lost = false;
         s->init_pid = 0;
@@ -517,6 +523,7 @@ static void ses_free_deferred(void *p) {
         free(s->template);
         free(s->dir);
         free(s->error);
+        net_policy_clear(&s->net);
         free(s);
 }
 

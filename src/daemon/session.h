@@ -17,6 +17,7 @@
 #include "daemon/layers.h"
 #include "daemon/session_rules.h"
 #include "daemon/loop.h"
+#include "daemon/net/policy.h"
 
 /* Frames queued to one space-init: uploads pause past HIGH and resume below LOW. */
 #define SES_OUT_HIGH (1u << 20)
@@ -100,7 +101,7 @@ struct session {
         uint64_t disk;       /* writable layer limit in bytes; 0 = none */
         uint64_t snap_bytes; /* what its snapshots in meta added to the store (bytes_added) */
         bool snap_over;      /* over its snapshot limit: the event was sent */
-        bool network;
+        struct net_policy net; /* its network policy (net/policy.h; the room reads it) */
         char **env;          /* "K=V", NULL-terminated; the defaults of every exec */
         size_t n_env;
         const struct runtime_ops *rt;

@@ -14,6 +14,8 @@
 #include "store/store.h"
 #include "daemon/limits.h"
 #include "daemon/loop.h"
+#include "daemon/net/net.h"
+#include "daemon/net/policy.h"
 
 #define SPACED_VERSION "0.1.0"
 
@@ -115,6 +117,13 @@ struct daemon {
         struct dur_waiter *gc_waiters[16];
         size_t n_gc_waiters;
         struct wpool *pool;        /* warm pool (warmpool.h); NULL until the sessions are loaded */
+        /* The network room (net/net.h): NULL with --egress off, when nothing on the host's
+         * network changes. net_cfg: the operator's --egress flags, whatever they say. */
+        struct net_room *net;
+        struct net_cfg net_cfg;
+        /* The operator's network policy (spaced --egress ..., docs/network.md); zero:
+         * egress off, every sandbox loopback only. */
+        struct net_operator net_op;
 };
 
 

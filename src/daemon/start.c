@@ -100,7 +100,7 @@ void dur_start_begin(struct action *a) {
         struct wpool_sandbox ps = { 0 };
         /* The pool holds sandboxes of the daemon's runtime only. */
         bool pooled = !s->head[0] && !s->sb && s->rt == d->rt &&
-                      wpool_take(d->pool, &(struct wpool_want){ .template = s->template, .network = s->network,
+                      wpool_take(d->pool, &(struct wpool_want){ .template = s->template, .network = s->net.egress,
                                                               .limits = session_limits(s) }, &ps) == 0;
         /* A restore's directory, filled already (dur_restore_forked). */
         bool ready = !pooled && a->ready_dir;
@@ -160,6 +160,11 @@ void dur_start_begin(struct action *a) {
                 s->layer = a->ready_layer;
         if (pooled) {
                 log_debug("%s: sandbox %s taken from the pool", s->id, sbx);
+                /* its lease was closed: the taker's policy before anything of it runs */
+                if (net_session_apply(d, s) < 0) {
+                        dur_start_fail(a, "applying its network policy failed (see spaced's log)");
+                        return;
+                }
                 start_watch(a);
                 return;
         }
@@ -246,6 +251,23 @@ static void start_created(struct action *a) {
                 dur_start_fail(a, "out of memory");
                 return;
         }
+        /* With the network room: a prepared netns, its rules in place before the sandbox's
+         * first process runs. */
+        struct net_lease *lease = NULL;
+        if (d->net && s->rt->network) {
+                char err[NET_ERR_MAX] = "";
+                lease = net_lease_find(d->net, s->sbx_id);
+                if (!lease && (r = net_lease_new(d->net, s->sbx_id, s->dir, &lease, err, sizeof err)) < 0) {
+                        dur_job_free(j);
+                        dur_start_fail(a, "preparing its network: %s", err);
+                        return;
+                }
+                if ((r = net_lease_apply(d->net, lease, &s->net, err, sizeof err)) < 0) {
+                        dur_job_free(j);
+                        dur_start_fail(a, "applying its network policy: %s", err);
+                        return;
+                }
+        }
         j->rt = s->rt;
         j->lower = TAKE_PTR(lower);
         j->spec = (struct rt_spec){
@@ -256,7 +278,9 @@ static void start_created(struct action *a) {
                 .run_dir = j->run,
                 .init_path = d->init_path,
                 .limits = session_limits(s),
-                .network = s->network,
+                .network = lease != NULL,
+                .netns_fd = lease ? net_lease_netns_fd(lease) : -1,
+                .resolv_conf = lease ? net_lease_resolv_conf(lease) : NULL,
                 .restore_dir = a->want_memory ? j->mem_dir : NULL,
         };
         /* The id is copied: the session's own may change before the job is done. */

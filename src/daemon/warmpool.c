@@ -141,6 +141,14 @@ static void work_make(struct wpool_job *j) {
                 (void)rt_rm_rf(j->dir);
                 return;
         }
+        /* With the network room a lease with everything closed: the taker's policy is
+         * applied when it is taken (dur_start_begin), before anything of the taker runs. */
+        struct net_lease *lease = NULL;
+        if (p->d->net && p->rt->network && (r = net_lease_new(p->d->net, j->id, j->dir, &lease, j->err, sizeof j->err)) < 0) {
+                j->r = r;
+                (void)rt_rm_rf(j->dir);
+                return;
+        }
         /* The session defaults, so that a create asking for none changes nothing. */
         struct rt_spec spec = {
                 .id = j->id,
@@ -150,6 +158,9 @@ static void work_make(struct wpool_job *j) {
                 .run_dir = run,
                 .init_path = p->d->init_path,
                 .limits = { .memory_bytes = SES_DEFAULT_MEMORY, .pids = SES_DEFAULT_PIDS },
+                .network = lease != NULL,
+                .netns_fd = lease ? net_lease_netns_fd(lease) : -1,
+                .resolv_conf = lease ? net_lease_resolv_conf(lease) : NULL,
         };
         j->made_ns = realtime_ns(); /* before create: the layer is empty from here on */
         r = p->rt->create(&spec, &j->sb);
@@ -157,6 +168,8 @@ static void work_make(struct wpool_job *j) {
                 j->sb = NULL;
                 j->r = r;
                 snprintf(j->err, sizeof j->err, "%s", *runtime_last_error() ? runtime_last_error() : strerror(-r));
+                if (lease)
+                        net_lease_release(p->d->net, lease);
                 (void)rt_rm_rf(j->dir);
         }
 }
@@ -165,6 +178,7 @@ static void work_destroy(struct wpool_job *j) {
         if (j->sb && j->p->rt->destroy(j->sb) < 0)
                 snprintf(j->err, sizeof j->err, "destroying pooled sandbox %s: %s", j->id, runtime_last_error());
         j->sb = NULL;
+        net_release_sbx(j->p->d->net, j->id, j->dir);
         int r = rt_rm_rf(j->dir);
         if (r < 0 && r != -ENOENT && !j->err[0])
                 snprintf(j->err, sizeof j->err, "removing %s: %s", j->dir, strerror(-r));
@@ -471,9 +485,10 @@ static int apply_disk(const struct wpool_entry *e, const struct rt_limits *l) {
 }
 
 int wpool_take(struct wpool *p, const struct wpool_want *w, struct wpool_sandbox *ret) {
-        /* A pooled sandbox has the template's files and no network; a disk limit needs the
+        /* A pooled sandbox has the template's files and, with the network room, a closed
+         * lease (the taker's policy comes at take), else no network; a disk limit needs the
          * quota volume: anything else is made cold. */
-        if (!p || w->network || ((w->limits.disk_bytes || w->limits.disk_inodes) && !p->d->disk_quota) ||
+        if (!p || (w->network && !p->d->net) || ((w->limits.disk_bytes || w->limits.disk_inodes) && !p->d->disk_quota) ||
             !p->rt->set_limits)
                 return -ENOENT;
         struct rt_limits other = w->limits; /* set_limits refuses disk limits: apply_disk does them */

@@ -107,18 +107,18 @@ fi
 
 # ---- the configuration file: every option, settable; errors with the line ----
 "$SPACED" --help >"$T/help"
-sed -n 's/^  --\([a-z-]*\).*/\1/p' "$T/help" | grep -vx 'help\|version\|config\|check-config' | sort -u >"$T/options"
+sed -n 's/^  --\([a-z0-9-]*\).*/\1/p' "$T/help" | grep -vx 'help\|version\|config\|check-config' | sort -u >"$T/options"
 check "spaced --help lists options" test "$(wc -l <"$T/options")" -ge 8
 missing=
 for o in $(cat "$T/options"); do grep -q "^#\?$o = " "$SRC/dist/spaced.conf" || missing="$missing $o"; done
 check "the packaged configuration file names every option (missing:${missing:- none})" test -z "$missing"
 # Every example line set at once: each key is one spaced takes, each example value passes.
-sed 's/^#\([a-z-]* = \)/\1/' "$SRC/dist/spaced.conf" >"$T/all.conf"
+sed 's/^#\([a-z0-9-]* = \)/\1/' "$SRC/dist/spaced.conf" >"$T/all.conf"
 env -u SPACE_DATA -u SPACE_LOG "$SPACED" --check-config --config "$T/all.conf" >"$T/all.out" 2>&1
 rc=$?
 check "every option set in the file at once passes --check-config" test "$rc" = 0
 # distinct keys: a repeatable key (limit, pool) may have several example lines
-n_set=$(grep '^[a-z-]* = .*# .*/all.conf:[0-9]*$' "$T/all.out" | cut -d' ' -f1 | sort -u | wc -l)
+n_set=$(grep '^[a-z0-9-]* = .*# .*/all.conf:[0-9]*$' "$T/all.out" | cut -d' ' -f1 | sort -u | wc -l)
 check "... and each is in effect, from its line ($n_set of $(wc -l <"$T/options"))" test "$n_set" = "$(wc -l <"$T/options")"
 printf 'data = /x\n\n# a comment\nlog-levle = debug\n' >"$T/typo.conf"
 "$SPACED" --check-config --config "$T/typo.conf" >/dev/null 2>"$T/typo.err"

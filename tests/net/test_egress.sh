@@ -17,11 +17,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 PROBE=$BIN/sec_probe
 [ -x "$PROBE" ] || { echo "FAIL: $PROBE is not built"; exit 1; }
 trap 'cleanup; world_down' EXIT
-world_up eg || { bad "the test world is up"; finish egress; exit; }
+world_up eg || { bad "the test world is up"; finish egress; exit 1; }
 SPACED_IN="ip netns exec $WH"
 
 PORT=$(free_port)
-start_daemon --listen "0.0.0.0:$PORT" --egress on --dns-upstream 192.0.2.53 || { finish egress; exit; }
+start_daemon --listen "0.0.0.0:$PORT" --egress on --dns-upstream 192.0.2.53 ||
+        { bad "spaced starts with --egress on"; finish egress; exit 1; }
 TOKEN=$("$SPACED" token add --data "$DATA" --tenant default --name egress 2>/dev/null | tail -n 1)
 
 # The template: static busybox with every applet, sec_probe, and the host's nft with its libraries.
@@ -53,7 +54,7 @@ set_policy() { code -X PUT "http://x/v1/sessions/$1/network" -d "$2"; }
 say() { echo "# $*"; }
 
 say "a session with egress and no rules: the public internet, nothing else"
-A=$(new_session '{"egress":true}') || { bad "a session with egress runs"; finish egress; exit; }
+A=$(new_session '{"egress":true}') || { bad "a session with egress runs"; finish egress; exit 1; }
 expect() { [ "$(get "$1" "$2")" = "$3" ]; }
 check "a public host by address" expect "$A" http://198.51.100.10/ "host 198.51.100.10 port 80"
 check "a public host by name (spaced's resolver, upstream the world's DNS)" expect "$A" http://allowed.test/ "host 198.51.100.10 port 80"

@@ -58,12 +58,19 @@ int net_policy_copy(struct net_policy *dst, const struct net_policy *src);
 
 /* From the API's JSON: false/true (egress off, or on with no rules) or an object
  * { "egress": bool, "allow": [rule text...], "deny": [...], "bandwidth": "20mbit" | bits/s }.
- * Missing "egress" in an object means true. -EINVAL (err says what and where) or -E2BIG
+ * Missing "egress" in an object means true. A name rule in "deny" takes no port (the
+ * resolver refuses the name whole); the same rule twice is kept once. -EINVAL (err says what and where) or -E2BIG
  * (over NET_RULES_MAX). p is { 0 } on failure. */
 int net_policy_from_json(const struct json *v, struct net_policy *p, char *err, size_t errlen);
 /* The object form, always complete: {"egress":…,"allow":[…],"deny":[…],"bandwidth":bits|null}.
  * net_policy_from_json of it gives the same policy. */
 void net_policy_to_json(struct json_writer *w, const struct net_policy *p);
+
+/* The same as text (malloc'd, NUL-terminated), as meta keeps it (meta_session.network_json).
+ * -ENOMEM. */
+int net_policy_to_text(const struct net_policy *p, char **ret);
+/* net_policy_from_json of a text. -EINVAL (not JSON, or not a policy; err says why). */
+int net_policy_from_text(const char *text, struct net_policy *p, char *err, size_t errlen);
 
 /* One rule from text: "203.0.113.0/24", "203.0.113.7", "203.0.113.7:443", "2001:db8::/32",
  * "[2001:db8::1]:443", "[2001:db8::/32]:443", "example.com", "example.com:443",
@@ -89,12 +96,14 @@ enum net_verdict net_policy_name(const struct net_policy *p, const char *name, u
  * whatever it asks) unless an open range covers it: loopback, "this network", link-local
  * (169.254/16, fe80::/10, including 169.254.169.254), the metadata fd00:ec2::254, private
  * (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7), multicast, broadcast, reserved
- * (240/4), IPv4-mapped/compatible IPv6 of any of those. The host's own addresses and the
+ * (240/4), IPv4-mapped (::ffff:0:0/96) and NAT64 (64:ff9b::/96) IPv6 of any of those, and
+ * all of ::/96 (::, ::1 and the deprecated IPv4-compatible addresses). The host's own addresses and the
  * sandbox networks are closed by the room too (net.c), not by this list. */
 bool net_addr_closed(const struct net_operator *op, int family, const uint8_t *addr);
 /* The closed ranges as rules (for the firewall), in a static table. */
 const struct net_rule *net_closed_ranges(size_t *n);
 
 /* A session policy checked against the operator's: -EPERM when egress is asked and the
- * operator has it off, -ERANGE over max_bandwidth_bps; err says which. */
+ * operator has it off, -ERANGE over max_bandwidth_bps; err says which. A policy without a
+ * bandwidth of its own (0) passes: the room limits it to max_bandwidth_bps. */
 int net_policy_check(const struct net_policy *p, const struct net_operator *op, char *err, size_t errlen);

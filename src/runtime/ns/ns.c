@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <linux/openat2.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
@@ -97,6 +98,7 @@ struct child_args {
         int rootfs_fd;                /* O_PATH of rootfs: the child's euid (the namespace's
                                        * owner) may not walk the host's path to it */
         rlim_t nofile;
+        bool joined_netns;            /* a prepared netns: lo is up already */
         const struct rt_seccomp_prog *seccomp;
         char *const *argv;
         char *const *envp;
@@ -355,6 +357,49 @@ static int loopback_up(void) {
         return r;
 }
 
+/* The parent side, before the clone: host_file bind-mounted read-only over the rootfs's
+ * /etc/resolv.conf (the child's mount namespace copies it with the rootfs). The target is
+ * resolved inside the rootfs (a symlink a sandbox left there cannot point at the host's
+ * files) and made, empty, when missing; no /etc: nothing to do. */
+static int resolv_bind(const char *rootfs, const char *host_file) {
+        _cleanup_close_ int root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return -errno;
+        struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+        _cleanup_close_ int etc = (int)syscall(SYS_openat2, root, "etc", &how, sizeof how);
+        if (etc < 0)
+                return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+        how = (struct open_how){ .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+        _cleanup_close_ int target = (int)syscall(SYS_openat2, root, "etc/resolv.conf", &how, sizeof how);
+        if (target < 0 && errno == ENOENT) {
+                how = (struct open_how){ .flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, .mode = 0644,
+                                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
+                _cleanup_close_ int made = (int)syscall(SYS_openat2, etc, "resolv.conf", &how, sizeof how);
+                if (made < 0)
+                        return -errno;
+                if (fchown(made, RT_ID_BASE, RT_ID_BASE) < 0)
+                        return -errno;
+                how = (struct open_how){ .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
+                target = (int)syscall(SYS_openat2, etc, "resolv.conf", &how, sizeof how);
+        }
+        if (target < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(target, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return 0; /* a directory or device there: the sandbox's own business */
+        _cleanup_close_ int tree = (int)syscall(SYS_open_tree, AT_FDCWD, host_file, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (tree < 0)
+                return -errno;
+        struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
+        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+                return -errno;
+        if (syscall(SYS_move_mount, tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return -errno;
+        return 0;
+}
+
 static int drop_caps(void) {
         uint64_t keep = 0;
         for (size_t i = 0; i < ELEMENTSOF(keep_caps); i++)
@@ -457,7 +502,7 @@ _noreturn_ static void ns_child(const struct child_args *in) {
 
         if (sethostname(a.hostname, strlen(a.hostname)) < 0)
                 child_fail(&a, "sethostname", errno);
-        r = loopback_up();
+        r = a.joined_netns ? 0 : loopback_up();
         if (r < 0)
                 child_fail(&a, "bring up lo", -r);
         struct rlimit rl = { a.nofile, a.nofile };
@@ -729,9 +774,9 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 runtime_set_error("ns: invalid spec (id or a path missing, relative or too long)");
                 return -EINVAL;
         }
-        if (spec->network) {
-                runtime_set_error("ns: network access is not implemented yet (loopback only)");
-                return -EOPNOTSUPP;
+        if (spec->network && ioctl(spec->netns_fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
+                runtime_set_error("ns: invalid spec (netns_fd %d is not a network namespace)", spec->netns_fd);
+                return -EINVAL;
         }
         const struct rt_limits *l = &spec->limits;
         struct ns_limits lim;
@@ -759,7 +804,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
          * closed the child's close-on-exec end. A socket, not pipes, so that a child
          * that died early gives EPIPE and never SIGPIPE (MSG_NOSIGNAL) to the daemon. */
         int sv[2] = { -EBADF, -EBADF }, sync[2] = { -EBADF, -EBADF };
-        _cleanup_close_ int lfd = -EBADF, rootfs_fd = -EBADF;
+        _cleanup_close_ int lfd = -EBADF, rootfs_fd = -EBADF, own_net = -EBADF;
         const char *what = NULL;
 
         sb->id = strdup(spec->id);
@@ -790,6 +835,10 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 goto fail;
         }
         sb->mounted = true;
+        if (spec->resolv_conf && (r = resolv_bind(sb->rootfs, spec->resolv_conf)) < 0) {
+                what = "bind /etc/resolv.conf";
+                goto fail;
+        }
 
         r = rt_cgroup_create(NULL, spec->id, &sb->cg);
         if (r < 0) {
@@ -877,6 +926,7 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 .exe_fd = exe_fd,
                 .listen_fd = lfd,
                 .nofile = nofile,
+                .joined_netns = spec->network,
                 .seccomp = &seccomp_prog,
                 .argv = argv,
                 .envp = envp,
@@ -885,11 +935,25 @@ static int ns_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         int pidfd = -1;
         struct clone_args cl = {
                 /* CLONE_NEWNS: the child's, once it is in the rootfs */
-                .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD,
+                .flags = CLONE_NEWUSER | CLONE_NEWPID | (spec->network ? 0 : CLONE_NEWNET) | CLONE_NEWIPC |
+                         CLONE_NEWUTS | CLONE_PIDFD,
                 .pidfd = (uint64_t)(uintptr_t)&pidfd,
                 .exit_signal = 0,
         };
+        /* A prepared netns: this thread joins it for the clone (the child is made in the
+         * creator's netns) and leaves it right after. */
+        if (spec->network) {
+                own_net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+                if (own_net < 0 || setns(spec->netns_fd, CLONE_NEWNET) < 0) {
+                        r = -errno;
+                        what = "join the prepared network namespace";
+                        goto fail;
+                }
+        }
         long pid = clone_as_owner(&cl, sb->owner);
+        /* a daemon thread left in a sandbox's netns must not go on */
+        if (pid != 0 && spec->network && setns(own_net, CLONE_NEWNET) < 0)
+                abort();
         if (pid < 0) {
                 r = (int)pid;
                 what = "clone3";
@@ -1212,6 +1276,7 @@ static int ns_reclaim(const char *id, const char *run_dir) {
 const struct runtime_ops rt_ns_ops = {
         .name = "ns",
         .memory_snapshots = false,
+        .network = true,
         .host_init = ns_host_init,
         .create = ns_create,
         .adopt = ns_adopt,

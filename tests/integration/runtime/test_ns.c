@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -447,8 +449,11 @@ static void test_create_failures(void **state) {
         s.id = "../evil";
         assert_int_equal(ops->create(&s, &sb), -EINVAL);
         box_spec(&b, &s, NULL);
-        s.network = true;
-        assert_int_equal(ops->create(&s, &sb), -EOPNOTSUPP);
+        s.network = true; /* netns_fd 0 (what a caller that sets nothing gives): no netns */
+        assert_int_equal(ops->create(&s, &sb), -EINVAL);
+        assert_non_null(strstr(runtime_last_error(), "not a network namespace"));
+        s.netns_fd = -1;
+        assert_int_equal(ops->create(&s, &sb), -EINVAL);
         box_spec(&b, &s, NULL);
         s.limits.memory_bytes = 4096;
         assert_int_equal(ops->create(&s, &sb), -ERANGE);
@@ -488,6 +493,61 @@ static void test_create_failures(void **state) {
         assert_false(mounted_under(b.run));
         assert_false(cgroup_left(b.id));
         assert_int_equal(template_remove(data, "badproc"), 0);
+}
+
+static void *netns_thread(void *arg) {
+        if (unshare(CLONE_NEWNET) == 0)
+                *(int *)arg = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        return NULL;
+}
+
+static void test_prepared_netns(void **state) {
+        printf("# network = true: the sandbox joins the prepared netns (owned by the host: root inside\n"
+               "#   cannot change it), the creating thread stays in its own; resolv_conf bound read-only\n");
+        int nsfd = -1;
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, netns_thread, &nsfd), 0);
+        pthread_join(t, NULL);
+        assert_true(nsfd >= 0);
+        struct stat ns_st, own_before, own_after;
+        assert_int_equal(fstat(nsfd, &ns_st), 0);
+        assert_int_equal(stat("/proc/thread-self/ns/net", &own_before), 0);
+        char resolv[512], p[600];
+        PJ(resolv, "%s/resolv.test", data);
+        FILE *f = fopen(resolv, "we");
+        assert_non_null(f);
+        fputs("nameserver 192.0.2.53\n", f);
+        fclose(f);
+
+        struct box b = { 0 };
+        struct rt_spec s;
+        box_spec(&b, &s, NULL);
+        s.network = true;
+        s.netns_fd = nsfd;
+        s.resolv_conf = resolv;
+        int r = ops->create(&s, &b.sb);
+        if (r < 0)
+                printf("# create failed: %s\n", runtime_last_error());
+        assert_int_equal(r, 0);
+        track(b.sb);
+        assert_int_equal(stat("/proc/thread-self/ns/net", &own_after), 0);
+        assert_int_equal(own_before.st_ino, own_after.st_ino);
+        PJ(p, "readlink /proc/self/ns/net");
+        char want[64];
+        snprintf(want, sizeof want, "net:[%llu]", (unsigned long long)ns_st.st_ino);
+        assert_string_equal(run_ok(&b, p), want);
+        char out[OUT_MAX];
+        int st = run(&b, "ip link set lo up 2>&1", out);
+        assert_false(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        st = run(&b, "ip addr add 192.0.2.9/32 dev lo 2>&1", out);
+        assert_false(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        assert_string_equal(run_ok(&b, "cat /etc/resolv.conf"), "nameserver 192.0.2.53");
+        st = run(&b, "echo x >> /etc/resolv.conf", out);
+        assert_false(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        PJ(p, "%s/etc/resolv.conf", b.upper);
+        assert_int_equal(access(p, F_OK), 0); /* made (empty) in the layer as the mount point */
+        box_destroy(&b);
+        close(nsfd);
 }
 
 static void test_many(void **state) {
@@ -601,6 +661,7 @@ int main(void) {
                 cmocka_unit_test(test_freeze_thaw),
                 cmocka_unit_test(test_init_death),
                 cmocka_unit_test(test_create_failures),
+                cmocka_unit_test(test_prepared_netns),
                 cmocka_unit_test(test_many),
                 cmocka_unit_test(test_reclaim),
                 cmocka_unit_test(test_real_space_init),

@@ -48,6 +48,14 @@ expect 2 "snapshot: label too long" "$space" snapshot --label "$(printf '%300s' 
 expect 2 "snapshots: two ids" "$space" snapshots a b
 expect 2 "pause: no id" "$space" pause
 expect 2 "resume: no id" "$space" resume
+expect 2 "create: --egress with --no-egress" "$space" create --egress --no-egress
+expect 2 "create: --allow rule too long" "$space" create --allow "$(printf '%300s' '' | tr ' ' x)"
+expect 2 "create: --allow without value" "$space" create --allow
+expect 2 "network: no id" "$space" network
+expect 2 "network: two ids" "$space" network a b
+expect 2 "network: --allow without --on or --off" "$space" network ses_1 --allow example.com
+expect 2 "network: --bandwidth without --on or --off" "$space" network ses_1 --bandwidth 20mbit
+expect 2 "network: --on with --off" "$space" network ses_1 --on --off
 expect 2 "restore: missing snapshot" "$space" restore ses_1
 expect 2 "restore: extra argument" "$space" restore ses_1 snap_1 x
 expect 2 "fork: count 0" "$space" fork --count 0 ses_1

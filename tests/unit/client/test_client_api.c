@@ -855,6 +855,50 @@ static void test_lifecycle_and_fork(void **state) {
         fake_free(&f);
 }
 
+static void test_network_policy(void **state) {
+        (void)state;
+        printf("checks: the network policy: get, set (PUT of the text as it is), 403 -> -EACCES with the message,\n"
+               "        bad text refused before sending; create sends network_json as \"network\"\n");
+        const char *pol = "{\"egress\":false,\"allow\":[\"example.com\"],\"deny\":[],\"bandwidth\":null}";
+        struct fake_server f = { .nreplies = 5 };
+        fake_reply_json(&f, 1, "200 OK", pol);
+        fake_reply_json(&f, 2, "200 OK", pol);
+        fake_reply_json(&f, 3, "403 Forbidden",
+                        "{\"error\":{\"code\":\"forbidden\",\"message\":\"egress is off on this host (spaced --egress on)\"}}");
+        fake_reply_json(&f, 4, "201 Created", SESSION);
+        space_client *c;
+        space_session *s = open_session(&f, &c);
+        char *j = NULL;
+        assert_int_equal(space_session_network_get(s, &j), 0);
+        assert_string_equal(j, pol);
+        free(j);
+        j = NULL;
+        assert_int_equal(space_session_network_set(s, pol, &j), 0);
+        assert_string_equal(j, pol);
+        free(j);
+        assert_int_equal(space_session_network_set(s, "{\"egress\":true}", NULL), -EACCES);
+        assert_string_equal(space_client_last_error(c), "egress is off on this host (spaced --egress on)");
+        assert_int_equal(space_session_network_set(s, "{\"egress\":", NULL), -EINVAL);
+        assert_int_equal(space_session_network_set(s, "true", NULL), -EINVAL);
+        assert_int_equal(space_session_network_set(s, NULL, NULL), -EINVAL);
+        space_session *n = NULL;
+        assert_int_equal(space_session_new(&n, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .network = true,
+                                                                                 .network_json = "{\"egress\": false}" }),
+                         0);
+        space_session_free(n);
+        assert_int_equal(space_session_new(&n, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT,
+                                                                                 .network_json = "{nope" }),
+                         -EINVAL);
+        finish(&f, s, c);
+        assert_int_equal(strncmp(f.requests[1], "GET /v1/sessions/ses_0123456789abcdef/network HTTP/1.1", 54), 0);
+        assert_int_equal(strncmp(f.requests[2], "PUT /v1/sessions/ses_0123456789abcdef/network HTTP/1.1", 54), 0);
+        assert_string_equal(fake_request_body(&f, 2), pol);
+        assert_string_equal(fake_request_body(&f, 3), "{\"egress\":true}");
+        assert_non_null(strstr(fake_request_body(&f, 4), "\"network\":{\"egress\":false}"));
+        assert_null(strstr(fake_request_body(&f, 4), "\"network\":true"));
+        fake_free(&f);
+}
+
 static void test_events_connect_gc(void **state) {
         (void)state;
         printf("checks: event pages (after/limit/next/more), append, connect with a token, snapshot list, gc\n");
@@ -956,6 +1000,7 @@ int main(void) {
                 cmocka_unit_test(test_api_token),
                 cmocka_unit_test(test_lifecycle_and_fork),
                 cmocka_unit_test(test_events_connect_gc),
+                cmocka_unit_test(test_network_policy),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
