@@ -4,7 +4,10 @@
  * The layout is the contract with src/runtime/microvm/ (docs/runtime-microvm.md). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -26,6 +29,13 @@
 #define GUEST_SERIAL_SESSION "space-session"
 #define GUEST_PORT_INIT "space.init"
 #define GUEST_PORT_CTL "space.ctl"
+/* QEMU's -netdev user of the microvm driver (MV_NETDEV_BASE in microvm.c) */
+#define GUEST_NET_IF "eth0"
+#define GUEST_NET_ADDR "10.0.2.15"
+#define GUEST_NET_MASK "255.255.255.0"
+#define GUEST_NET_GW "10.0.2.2"
+#define GUEST_NET_RESOLV "nameserver 10.0.2.3\n"
+#define GUEST_NET_RESOLV_FILE "/run/space-resolv.conf"
 
 static int load_modules(void) {
         _cleanup_closedir_ DIR *d = opendir(GUEST_MODULE_DIR);
@@ -241,4 +251,86 @@ int guest_open_ports(int *ret_init, int *ret_ctl) {
         *ret_init = a;
         *ret_ctl = b;
         return 0;
+}
+
+static int if_ioctl(int s, unsigned long req, const char *addr) {
+        struct ifreq ifr = { 0 };
+        snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", GUEST_NET_IF);
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
+        sin->sin_family = AF_INET;
+        if (inet_pton(AF_INET, addr, &sin->sin_addr) != 1)
+                return -EINVAL;
+        return ioctl(s, req, &ifr) < 0 ? -errno : 0;
+}
+
+/* /etc/resolv.conf names slirp's DNS, read-only (root inside could otherwise point it
+ * elsewhere, which would only change where its own queries go, but the ns driver does
+ * the same). Once per boot: a restored VM has the mount already. */
+static int resolv_bind(void) {
+        static bool done;
+        struct stat st;
+        if (done || lstat("/etc", &st) < 0 || !S_ISDIR(st.st_mode))
+                return 0;
+        int fd = open(GUEST_NET_RESOLV_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return -errno;
+        ssize_t w = write(fd, GUEST_NET_RESOLV, strlen(GUEST_NET_RESOLV));
+        close(fd);
+        if (w != (ssize_t)strlen(GUEST_NET_RESOLV))
+                return -EIO;
+        if (lstat("/etc/resolv.conf", &st) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+                if (fd < 0)
+                        return -errno;
+                close(fd);
+        } else if (!S_ISREG(st.st_mode)) {
+                log_warn("guest: /etc/resolv.conf is not a file: left as it is");
+                return 0;
+        }
+        if (mount(GUEST_NET_RESOLV_FILE, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0 ||
+            mount(NULL, "/etc/resolv.conf", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0)
+                return -errno;
+        done = true;
+        return 0;
+}
+
+int guest_net_up(void) {
+        int r = wait_for("/sys/class/net/" GUEST_NET_IF);
+        if (r < 0) {
+                log_error("guest: no %s (virtio_net module, QEMU's device)", GUEST_NET_IF);
+                return r;
+        }
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return -errno;
+        struct ifreq ifr = { 0 };
+        snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", GUEST_NET_IF);
+        if ((r = if_ioctl(s, SIOCSIFADDR, GUEST_NET_ADDR)) == 0 && (r = if_ioctl(s, SIOCSIFNETMASK, GUEST_NET_MASK)) == 0) {
+                if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+                        r = -errno;
+                ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+                if (r == 0 && ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                        r = -errno;
+        }
+        if (r == 0) {
+                struct rtentry rt = { 0 };
+                struct sockaddr_in *dst = (struct sockaddr_in *)&rt.rt_dst, *gw = (struct sockaddr_in *)&rt.rt_gateway,
+                                   *mask = (struct sockaddr_in *)&rt.rt_genmask;
+                dst->sin_family = gw->sin_family = mask->sin_family = AF_INET;
+                (void)inet_pton(AF_INET, GUEST_NET_GW, &gw->sin_addr);
+                rt.rt_flags = RTF_UP | RTF_GATEWAY;
+                rt.rt_dev = (char *)GUEST_NET_IF;
+                if (ioctl(s, SIOCADDRT, &rt) < 0 && errno != EEXIST)
+                        r = -errno;
+        }
+        close(s);
+        if (r < 0) {
+                log_error("guest: configuring %s: %s", GUEST_NET_IF, strerror(-r));
+                return r;
+        }
+        if ((r = resolv_bind()) < 0)
+                log_error("guest: /etc/resolv.conf: %s", strerror(-r));
+        return r;
 }

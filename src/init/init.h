@@ -199,5 +199,9 @@ void write_abort(struct stream *s);
 /* guest.c (--guest): the microVM's boot steps before the loop starts. */
 int guest_boot(void);
 int guest_open_ports(int *ret_init, int *ret_ctl);
+/* eth0 (virtio-net, QEMU's user-mode network) up with slirp's addressing, the default
+ * route via it and /etc/resolv.conf bind-mounted read-only to slirp's DNS: the microvm
+ * driver asks for it (control port 'N') when the sandbox has a network. Idempotent. */
+int guest_net_up(void);
 /* relay.c: --relay PATH; returns the exit status. */
 int init_relay(const char *path);

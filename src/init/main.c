@@ -233,7 +233,8 @@ static int conn_start(int fd) {
 /* One byte per command from the microvm driver, answered with the same byte:
  * 'S' flushes every filesystem (before the host reads the session disk), 'R' starts a
  * new connection on the init port (after a restore or a checkpoint: whatever the old
- * one was in the middle of is dropped, and HELLO comes first). */
+ * one was in the middle of is dropped, and HELLO comes first), 'N' brings the network up
+ * (guest_net_up; answered 'E' when that failed). */
 static void ctl_cb(struct watch *w, uint32_t revents) {
         char cmd[16];
         ssize_t n = read(w->fd, cmd, sizeof cmd);
@@ -257,6 +258,13 @@ static void ctl_cb(struct watch *w, uint32_t revents) {
                         }
                         safe_close(g.pending_fd);
                         g.pending_fd = fd;
+                } else if (cmd[i] == 'N') {
+                        if (guest_net_up() < 0) {
+                                char e = 'E';
+                                if (write(w->fd, &e, 1) != 1)
+                                        log_warn("guest: control port answer: %m");
+                                continue;
+                        }
                 } else
                         continue;
                 if (write(w->fd, &cmd[i], 1) != 1)

@@ -3,7 +3,10 @@
 #include "runtime/fsutil.h"
 
 #include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -195,4 +198,8 @@ int rt_child_setids(uid_t uid, gid_t gid) {
             syscall(SYS_setresuid, uid, uid, uid) < 0)
                 return -errno;
         return 0;
+}
+
+bool rt_is_netns(int fd) {
+        return fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWNET;
 }

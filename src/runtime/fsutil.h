@@ -39,3 +39,6 @@ int rt_match_upper_root(const char *lower_dirs, const char *upper);
  * set*id() would signal the daemon's other threads (which the child does not have) and
  * can wait forever on one that was half-created at the clone. -errno on failure. */
 int rt_child_setids(uid_t uid, gid_t gid);
+
+/* fd is a network namespace (rt_spec.netns_fd: NS_GET_NSTYPE says CLONE_NEWNET). */
+bool rt_is_netns(int fd);

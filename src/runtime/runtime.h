@@ -90,7 +90,9 @@ struct runtime_ops {
          * dedup nothing, docs/performance.md). */
         bool image_in_place;
         /* Sandboxes can join a prepared network namespace (rt_spec.network, netns_fd):
-         * the daemon refuses egress for a driver without it. */
+         * the daemon refuses egress for a driver without it. What each driver does with
+         * it (gvisor: runsc's netstack takes eth0 over; microvm: QEMU's user-mode network
+         * runs in it) is in docs/runtime-gvisor.md and docs/runtime-microvm.md. */
         bool network;
         /* Host-level preparation once per daemon start (cgroup parents, …). */
         int (*host_init)(const char *data_dir);

@@ -52,6 +52,10 @@
 #define RT_GV_SHIM_PATH "/dev/.space-statx.so"
 #define RT_GV_IMAGE_MARK "space-gvisor"    /* file in a checkpoint dir: who wrote it */
 #define RT_GV_IMAGE_VERSION "space-gvisor 1 runsc-20221219\n"
+/* In a checkpoint dir of a sandbox that had a network: runsc restores such an image only
+ * with --network=sandbox, and one without only with --network=none (the other way round
+ * hangs), so a restore must match it. */
+#define RT_GV_IMAGE_NET_MARK "space-gvisor-network"
 #define RT_GV_LOG_DIR "runsc-logs"        /* DATA/runsc-logs: runsc.log of failed sandboxes */
 #define RT_GV_KEPT_LOG_MAX (256u << 10)    /* the tail of runsc.log a kept copy holds */
 #define RT_GV_KEPT_LOGS 32                 /* kept logs per host; the oldest go first */
@@ -67,6 +71,7 @@ struct rt_sandbox {
         int pidfd;             /* runsc's sandbox process: gone = space-init gone */
         pid_t pid;
         bool stopped;          /* checkpointed without leave_running */
+        bool network;          /* runsc --network=sandbox in the prepared netns */
         bool reaped;
         int status;
         bool log_kept;         /* runsc.log was copied to DATA/runsc-logs */
@@ -176,15 +181,16 @@ static int gv_host_init(const char *data_dir) {
 
 /* Starts runsc with args (after the global flags every call shares) with the given stdio;
  * the child has no exit signal, so a generic waitpid(-1) reaper in the daemon never takes
- * it, and we wait through the returned pidfd. */
-static int runsc_spawn(const char *const *args, int in_fd, int out_fd, int err_fd, int *ret_pidfd) {
+ * it, and we wait through the returned pidfd. network: --network=sandbox (the bundle's
+ * network namespace path is the prepared netns), else --network=none. */
+static int runsc_spawn(const char *const *args, bool network, int in_fd, int out_fd, int err_fd, int *ret_pidfd) {
         char root_flag[RT_GV_MAX_PATH + 16];
         snprintf(root_flag, sizeof root_flag, "--root=%s", state_root);
         const char *argv[32];
         size_t n = 0;
         argv[n++] = "runsc";
         argv[n++] = root_flag;
-        argv[n++] = "--network=none";
+        argv[n++] = network ? "--network=sandbox" : "--network=none";
         /* The host reads the writable layer for file snapshots while the sandbox runs:
          * shared mode keeps the sentry from holding written data back in its cache. */
         argv[n++] = "--file-access=shared";
@@ -208,6 +214,15 @@ static int runsc_spawn(const char *const *args, int in_fd, int out_fd, int err_f
                 signal(SIGPIPE, SIG_DFL);
                 if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
                         _exit(127);
+                /* runsc 20221219 refuses a network namespace in which
+                 * /proc/sys/net/core/rmem_default exists, taking it for the host's: since
+                 * Linux 6.x it exists in every one. An empty /proc/sys/net in a mount
+                 * namespace of runsc's own hides it (the prepared netns is never the
+                 * host's: ensured by the caller, who made it). */
+                if (network && (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+                                mount("none", "/proc/sys/net", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                      "size=4k,mode=0555") < 0))
+                        _exit(126);
                 (void)close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
                 execve(runsc_path, (char *const *)argv, envp);
                 _exit(127);
@@ -363,7 +378,7 @@ static void keep_log(struct rt_sandbox *sb, const char *why) {
 
 /* Runs runsc to completion with stdio on /dev/null and stderr in run_dir/runsc.log.
  * A non-zero exit is -EIO with runsc's last words in runtime_last_error(). */
-static int runsc_run(const char *run_dir, const char *what, const char *const *args, int timeout_ms) {
+static int runsc_run(const char *run_dir, const char *what, bool network, const char *const *args, int timeout_ms) {
         _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null_fd < 0)
                 return -errno;
@@ -371,7 +386,7 @@ static int runsc_run(const char *run_dir, const char *what, const char *const *a
         if (log_fd < 0)
                 return log_fd;
         _cleanup_close_ int pidfd = -EBADF;
-        int r = runsc_spawn(args, null_fd, log_fd, log_fd, &pidfd);
+        int r = runsc_spawn(args, network, null_fd, log_fd, log_fd, &pidfd);
         if (r < 0) {
                 runtime_set_error("gvisor: %s: cannot start runsc: %s", what, strerror(-r));
                 return r;
@@ -416,7 +431,7 @@ static int relay_start(struct rt_sandbox *sb) {
         }
         const char *args[] = { "exec", sb->id, RT_GV_INIT_PATH, "--relay", RT_GV_INIT_SOCK, NULL };
         int pidfd = -1;
-        int r = runsc_spawn(args, sv[1], sv[1], log_fd, &pidfd);
+        int r = runsc_spawn(args, sb->network, sv[1], sv[1], log_fd, &pidfd);
         close(sv[1]);
         if (r < 0) {
                 close(sv[0]);
@@ -467,13 +482,23 @@ static bool shim_prepare(const struct rt_spec *spec, char *shim, size_t shim_siz
         return fd >= 0 && write(fd, line, strlen(line)) == (ssize_t)strlen(line);
 }
 
+/* The rootfs has a directory /etc (not a symlink: a bind mount must not follow one out). */
+static bool rootfs_has_etc(const char *rootfs) {
+        char p[RT_GV_MAX_PATH + 16];
+        snprintf(p, sizeof p, "%s/etc", rootfs);
+        struct stat st;
+        return lstat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static int write_config(const struct rt_spec *spec, const char *rootfs, const char *bundle, uint64_t mem,
                         uint32_t pids, uint32_t nofile) {
         char shim[RT_GV_MAX_PATH + 32], preload[RT_GV_MAX_PATH + 32];
         bool with_shim = shim_prepare(spec, shim, sizeof shim, preload, sizeof preload);
         struct buf b = BUF_INIT(RT_GV_MAX_CONFIG);
         struct json_writer w = JSON_WRITER_INIT(&b);
-        char env_id[32 + RT_MAX_ID], tmp_size[48], shm_size[48], cgpath[32 + RT_MAX_ID];
+        char env_id[32 + RT_MAX_ID], tmp_size[48], shm_size[48], cgpath[32 + RT_MAX_ID], netns[64];
+        /* runsc opens it while we hold spec->netns_fd, and moves its sandbox there. */
+        snprintf(netns, sizeof netns, "/proc/%d/fd/%d", (int)getpid(), spec->netns_fd);
         snprintf(env_id, sizeof env_id, "SPACE_SANDBOX_ID=%s", spec->id);
         snprintf(tmp_size, sizeof tmp_size, "size=%" PRIu64, mem);
         snprintf(shm_size, sizeof shm_size, "size=%" PRIu64, MIN(mem, (uint64_t)RT_MOUNT_SHM_SIZE));
@@ -550,6 +575,8 @@ static int write_config(const struct rt_spec *spec, const char *rootfs, const ch
                 w_mount(&w, RT_GV_SHIM_PATH, "bind", shim, (const char *const[]){ "ro", "bind", NULL });
                 w_mount(&w, "/etc/ld.so.preload", "bind", preload, (const char *const[]){ "ro", "bind", NULL });
         }
+        if (spec->resolv_conf && rootfs_has_etc(rootfs))
+                w_mount(&w, "/etc/resolv.conf", "bind", spec->resolv_conf, (const char *const[]){ "ro", "bind", NULL });
         json_w_arr_end(&w);
 
         json_w_key(&w, "linux");
@@ -560,6 +587,8 @@ static int write_config(const struct rt_spec *spec, const char *rootfs, const ch
         for (size_t i = 0; i < ELEMENTSOF(nss); i++) {
                 json_w_obj_begin(&w);
                 json_w_kstr(&w, "type", nss[i]);
+                if (spec->network && strcmp(nss[i], "network") == 0)
+                        json_w_kstr(&w, "path", netns);
                 json_w_obj_end(&w);
         }
         json_w_arr_end(&w);
@@ -760,7 +789,7 @@ static void delete_in_background(const char *id) {
         _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         const char *args[] = { "delete", "--force", id, NULL };
         int pidfd = -1;
-        if (null_fd < 0 || runsc_spawn(args, null_fd, null_fd, null_fd, &pidfd) < 0)
+        if (null_fd < 0 || runsc_spawn(args, false, null_fd, null_fd, null_fd, &pidfd) < 0)
                 return;
         pthread_t t;
         pthread_attr_t at;
@@ -790,7 +819,7 @@ static int teardown(const char *id, const char *run_dir, struct rt_sandbox *sb) 
                 delete_in_background(id);
         } else {
                 const char *args[] = { "delete", "--force", id, NULL };
-                r = runsc_run(run_dir, "delete", args, RT_GV_CMD_TIMEOUT_MS);
+                r = runsc_run(run_dir, "delete", sb && sb->network, args, RT_GV_CMD_TIMEOUT_MS);
         }
         /* runsc says "does not exist" for a container it never made or already removed. */
         if (r < 0 && !strstr(runtime_last_error(), "does not exist") && !strstr(runtime_last_error(), "not found"))
@@ -851,6 +880,12 @@ static int check_image(const char *dir) {
         return access(path, R_OK) < 0 ? -EINVAL : 0;
 }
 
+static bool image_has_network(const char *dir) {
+        char path[RT_GV_MAX_PATH + 32];
+        snprintf(path, sizeof path, "%s/" RT_GV_IMAGE_NET_MARK, dir);
+        return access(path, F_OK) == 0;
+}
+
 static int gv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         runtime_set_error("%s", "");
         if (!spec || !rt_id_valid(spec->id) || !spec->lower_dirs || !path_valid(spec->upper_dir) ||
@@ -859,9 +894,13 @@ static int gv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 runtime_set_error("gvisor: invalid spec (id or a path missing, relative or too long)");
                 return -EINVAL;
         }
-        if (spec->network) {
-                runtime_set_error("gvisor: network access is not implemented yet (loopback only)");
-                return -EOPNOTSUPP;
+        if (spec->network && !rt_is_netns(spec->netns_fd)) {
+                runtime_set_error("gvisor: netns_fd %d is not a network namespace", spec->netns_fd);
+                return -EINVAL;
+        }
+        if (spec->resolv_conf && !path_valid(spec->resolv_conf)) {
+                runtime_set_error("gvisor: resolv_conf must be an absolute path");
+                return -EINVAL;
         }
         const struct rt_limits *l = &spec->limits;
         uint64_t mem = l->memory_bytes ? l->memory_bytes : RT_GV_DEFAULT_MEMORY;
@@ -877,6 +916,12 @@ static int gv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 runtime_set_error("gvisor: %s holds no checkpoint this driver wrote", spec->restore_dir);
                 return -EINVAL;
         }
+        if (spec->restore_dir && image_has_network(spec->restore_dir) != spec->network) {
+                runtime_set_error("gvisor: the checkpoint in %s was taken %s a network; runsc restores it only %s one",
+                                  spec->restore_dir, spec->network ? "without" : "with",
+                                  spec->network ? "without" : "with");
+                return -EINVAL;
+        }
         int r = ensure_host();
         if (r < 0)
                 return r;
@@ -886,6 +931,7 @@ static int gv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         struct rt_sandbox *sb = sandbox_new(spec->id, spec->run_dir);
         if (!sb)
                 return -ENOMEM;
+        sb->network = spec->network;
         const char *what = NULL;
         char bundle[RT_GV_MAX_PATH + 16], pid_file[RT_GV_MAX_PATH + 32], pid_flag[RT_GV_MAX_PATH + 48],
                 bundle_flag[RT_GV_MAX_PATH + 32], image_flag[RT_GV_MAX_PATH + 32];
@@ -916,10 +962,10 @@ static int gv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         }
         if (spec->restore_dir) {
                 const char *args[] = { "restore", "--detach", image_flag, bundle_flag, pid_flag, spec->id, NULL };
-                r = runsc_run(spec->run_dir, "restore", args, RT_GV_RUN_TIMEOUT_MS);
+                r = runsc_run(spec->run_dir, "restore", spec->network, args, RT_GV_RUN_TIMEOUT_MS);
         } else {
                 const char *args[] = { "run", "--detach", bundle_flag, pid_flag, spec->id, NULL };
-                r = runsc_run(spec->run_dir, "run", args, RT_GV_RUN_TIMEOUT_MS);
+                r = runsc_run(spec->run_dir, "run", spec->network, args, RT_GV_RUN_TIMEOUT_MS);
         }
         if (r < 0)
                 goto fail_quiet;
@@ -1009,6 +1055,7 @@ static int gv_adopt(const struct rt_spec *spec, pid_t init_pid, struct rt_sandbo
                 return -ENOMEM;
         sb->pid = init_pid;
         sb->mounted = true;
+        sb->network = spec->network;
         sb->pidfd = TAKE_FD(pidfd);
         if (rt_cgroup_open(NULL, spec->id, &sb->cg) < 0)
                 sb->cg = NULL;
@@ -1038,14 +1085,14 @@ static pid_t gv_init_pid(struct rt_sandbox *sb) {
  * stop the sentry itself in the middle of whatever it was doing). */
 static int gv_freeze(struct rt_sandbox *sb) {
         const char *args[] = { "pause", sb->id, NULL };
-        return runsc_run(sb->run_dir, "pause", args, RT_GV_CMD_TIMEOUT_MS);
+        return runsc_run(sb->run_dir, "pause", sb->network, args, RT_GV_CMD_TIMEOUT_MS);
 }
 
 static int gv_thaw(struct rt_sandbox *sb) {
         if (sb->stopped)
                 return 0;
         const char *args[] = { "resume", sb->id, NULL };
-        int r = runsc_run(sb->run_dir, "resume", args, RT_GV_CMD_TIMEOUT_MS);
+        int r = runsc_run(sb->run_dir, "resume", sb->network, args, RT_GV_CMD_TIMEOUT_MS);
         /* Resuming one that is not paused is what thaw means: nothing to do. */
         if (r == -EIO && (strstr(runtime_last_error(), "not paused") || strstr(runtime_last_error(), "in state running")))
                 return 0;
@@ -1095,7 +1142,7 @@ static int gv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
         char image_flag[RT_GV_MAX_PATH + 32];
         snprintf(image_flag, sizeof image_flag, "--image-path=%s", dir);
         const char *args[] = { "checkpoint", image_flag, sb->id, NULL };
-        int r = runsc_run(sb->run_dir, "checkpoint", args, RT_GV_RUN_TIMEOUT_MS);
+        int r = runsc_run(sb->run_dir, "checkpoint", sb->network, args, RT_GV_RUN_TIMEOUT_MS);
         /* Stored decompressed: what did not change between two checkpoints dedups. */
         if (r == 0 && (r = gv_image_split(dir)) < 0)
                 runtime_set_error("gvisor: checkpoint: unpacking the state file: %s", strerror(-r));
@@ -1104,6 +1151,15 @@ static int gv_checkpoint(struct rt_sandbox *sb, const char *dir, bool leave_runn
                 snprintf(path, sizeof path, "%s/" RT_GV_IMAGE_MARK, dir);
                 _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
                 if (fd < 0 || write(fd, RT_GV_IMAGE_VERSION, strlen(RT_GV_IMAGE_VERSION)) < 0) {
+                        r = -errno;
+                        runtime_set_error("gvisor: checkpoint: writing %s: %s", path, strerror(-r));
+                }
+        }
+        if (r == 0 && sb->network) {
+                char path[RT_GV_MAX_PATH + 32];
+                snprintf(path, sizeof path, "%s/" RT_GV_IMAGE_NET_MARK, dir);
+                _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+                if (fd < 0) {
                         r = -errno;
                         runtime_set_error("gvisor: checkpoint: writing %s: %s", path, strerror(-r));
                 }
@@ -1134,6 +1190,10 @@ static int gv_reclaim(const char *id, const char *run_dir) {
 const struct runtime_ops rt_gvisor_ops = {
         .name = "gvisor",
         .memory_snapshots = true,
+        /* netns_fd stays NULL: with a network, a server inside listens in gVisor's own
+         * netstack (reachable only through eth0's address from the veth's host end), not
+         * on a socket of the prepared netns; without one, only on the sentry's loopback. */
+        .network = true,
         .host_init = gv_host_init,
         .create = gv_create,
         .adopt = gv_adopt,

@@ -61,6 +61,11 @@
 #define MV_FD_DISK_RO 12 /* QEMU probes an image read-only first: an fdset needs both modes */
 #define MV_FD_RAM 13     /* guest RAM: a shared file mapping, page-aligned (ram in run_dir) */
 #define MV_NFDS 14
+/* The guest's virtio-net device is backed by QEMU's user-mode network (libslirp): the
+ * guest's connections become QEMU's own sockets, in the prepared netns when the sandbox
+ * has a network, else in an empty netns of QEMU's own. Its addressing (guest.c knows it). */
+#define MV_NETDEV_BASE "user,id=net0,net=10.0.2.0/24,host=10.0.2.2,dns=10.0.2.3,dhcpstart=10.0.2.15,ipv6-net=fd00:a5ac::/64"
+#define MV_NET_UP_TIMEOUT_MS 20000 /* the guest's eth0 appears after virtio-net probes */
 
 struct rt_sandbox {
         char *id, *run_dir, *upper_dir, *guest_dir;
@@ -76,6 +81,9 @@ struct rt_sandbox {
         bool reaped, stopped, unprivileged;
         bool frozen;           /* freeze() said stop, thaw() not yet cont */
         bool kvm;              /* this VM's accelerator: KVM, else TCG */
+        /* The VM has the virtio-net device (every one made since; an image taken before
+         * has none, and is restored without). */
+        bool nic;
         int status;
 };
 
@@ -268,7 +276,8 @@ static int qmp_handshake(struct rt_sandbox *sb) {
 
 /* ---------------- the guest's ports ---------------- */
 
-/* One control command (guest.c: 'S' sync, 'R' new connection), answered by its echo. */
+/* One control command (main.c: 'S' sync, 'R' new connection, 'N' network up), answered by
+ * its echo ('E': it failed). */
 static int ctl(struct rt_sandbox *sb, char cmd, int timeout_ms) {
         if (send(sb->ctl_sock, &cmd, 1, MSG_NOSIGNAL) != 1)
                 return -errno;
@@ -281,6 +290,8 @@ static int ctl(struct rt_sandbox *sb, char cmd, int timeout_ms) {
                 ssize_t k = recv(sb->ctl_sock, &c, 1, MSG_DONTWAIT);
                 if (k == 1 && c == cmd)
                         return 0;
+                if (k == 1 && c == 'E')
+                        return -EIO;
                 if (k == 0)
                         return -ECONNRESET;
         }
@@ -429,6 +440,10 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
         snprintf(add_lower, sizeof add_lower, "fd=%d,set=2", MV_FD_LOWER);
         snprintf(drv_disk, sizeof drv_disk, "if=none,id=session,file=/dev/fdset/1,format=qcow2,cache=writeback,file.locking=off");
         snprintf(drv_lower, sizeof drv_lower, "if=none,id=lower,file=/dev/fdset/2,format=raw,readonly=on,file.locking=off");
+        /* Without a network, QEMU's netns has nothing, and slirp is told to route nothing. */
+        const char *netdev = spec->network ? MV_NETDEV_BASE : MV_NETDEV_BASE ",restrict=on";
+        int netns_fd = spec->network ? spec->netns_fd : -EBADF;
+        const char *resolv = spec->network ? spec->resolv_conf : NULL;
         const char *argv[80];
         size_t a = 0;
 #define ARG(...)                                                       \
@@ -448,6 +463,8 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
             "-chardev", chr_init, "-device", "virtserialport,chardev=init,name=space.init,nr=1", "-chardev", chr_ctl,
             "-device", "virtserialport,chardev=ctl,name=space.ctl,nr=2", "-device", "virtio-rng-device", "-sandbox",
             "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+        if (sb->nic)
+                ARG("-netdev", netdev, "-device", "virtio-net-device,netdev=net0");
         if (incoming_fd >= 0)
                 ARG("-incoming", "defer"); /* started over QMP once x-ignore-shared is on */
         argv[a] = NULL;
@@ -465,7 +482,16 @@ static int spawn_qemu(struct rt_sandbox *sb, const struct rt_spec *spec, int inc
         struct clone_args ca = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = 0 };
         pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
         if (pid == 0) {
-                /* child: fds to their places (via high numbers: sources may overlap targets) */
+                /* child: first its network (netns_fd may be any number), then its resolver:
+                 * slirp forwards the guest's DNS (10.0.2.3) to the first nameserver of
+                 * the /etc/resolv.conf QEMU sees, so it sees the room's. */
+                if (netns_fd >= 0 ? setns(netns_fd, CLONE_NEWNET) < 0 : unshare(CLONE_NEWNET) < 0)
+                        _exit(124);
+                if (resolv && (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+                               mount(resolv, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0 ||
+                               mount(NULL, "/etc/resolv.conf", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0))
+                        _exit(123);
+                /* fds to their places (via high numbers: sources may overlap targets) */
                 int hi[MV_NFDS];
                 for (int i = 0; i < MV_NFDS; i++)
                         hi[i] = q.fd[i] >= 0 ? fcntl(q.fd[i], F_DUPFD, 100) : -1;
@@ -644,14 +670,16 @@ struct image_meta {
         uint64_t memory_mib;
         char image[32];
         bool kvm; /* saved under KVM (images without "accel" are TCG's) */
+        bool nic; /* the VM had the virtio-net device (images without "nic" had none) */
 };
 
 static int meta_write(const char *dir, const struct rt_sandbox *sb) {
         char p[MV_MAX_PATH + 32], text[256];
         snprintf(p, sizeof p, "%s/microvm.json", dir);
         snprintf(text, sizeof text,
-                 "{\"driver\":\"microvm\",\"version\":%d,\"memory_mib\":%llu,\"image\":\"%s\",\"accel\":\"%s\"}\n",
-                 MV_IMAGE_VERSION, (unsigned long long)sb->memory_mib, sb->image_key, sb->kvm ? "kvm" : "tcg");
+                 "{\"driver\":\"microvm\",\"version\":%d,\"memory_mib\":%llu,\"image\":\"%s\",\"accel\":\"%s\",\"nic\":%s}\n",
+                 MV_IMAGE_VERSION, (unsigned long long)sb->memory_mib, sb->image_key, sb->kvm ? "kvm" : "tcg",
+                 sb->nic ? "true" : "false");
         _cleanup_close_ int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0)
                 return -errno;
@@ -677,6 +705,7 @@ static int meta_read(const char *dir, struct image_meta *ret) {
                 return -EINVAL;
         ret->memory_mib = (uint64_t)mib;
         ret->kvm = accel && strcmp(accel, "kvm") == 0;
+        ret->nic = json_get_bool(j, "nic", false);
         snprintf(ret->image, sizeof ret->image, "%s", img);
         return 0;
 }
@@ -693,7 +722,7 @@ static int warm_dir(const struct rt_sandbox *sb, const struct rt_spec *spec, cha
         struct stat st;
         if (stat(spec->init_path, &st) < 0)
                 return -errno;
-        snprintf(buf, n, "%s/warm/v%d-%s-%lluM-%llx-%llx-%s", sb->guest_dir, MV_IMAGE_VERSION, sb->image_key,
+        snprintf(buf, n, "%s/warm/v%d-%s-%lluM-%llx-%llx-%s-nic", sb->guest_dir, MV_IMAGE_VERSION, sb->image_key,
                  (unsigned long long)sb->memory_mib, (unsigned long long)st.st_mtim.tv_sec,
                  (unsigned long long)st.st_size, sb->kvm ? "kvm" : "tcg");
         return 0;
@@ -805,6 +834,20 @@ static int start_vm(struct rt_sandbox *sb, const struct rt_spec *spec, const cha
         return 0;
 }
 
+/* With a network, the guest brings eth0 up with slirp's addressing and points its
+ * /etc/resolv.conf at slirp's DNS (main.c, 'N'); idempotent, so also after a restore
+ * of a VM that had it up already. Without one the guest's eth0 may be up (a restored
+ * image of a networked VM), but QEMU's own netns leads nowhere. */
+static int net_up(struct rt_sandbox *sb, const struct rt_spec *spec) {
+        if (!spec->network)
+                return 0;
+        int r = ctl(sb, 'N', MV_NET_UP_TIMEOUT_MS);
+        if (r < 0)
+                runtime_set_error("microvm: the guest did not bring its network up: %s (console.log in %s)",
+                                  strerror(-r), sb->run_dir);
+        return r;
+}
+
 static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         if (!spec || !id_valid(spec->id) || !path_valid(spec->run_dir) || !path_valid(spec->init_path) ||
             !spec->lower_dirs || !spec->lower_dirs[0] || (spec->upper_dir && !path_valid(spec->upper_dir))) {
@@ -812,9 +855,13 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                 return -EINVAL;
         }
         runtime_set_error("%s", "");
-        if (spec->network) {
-                runtime_set_error("microvm: networking is not available (the VM has no network device)");
-                return -EOPNOTSUPP;
+        if (spec->network && !rt_is_netns(spec->netns_fd)) {
+                runtime_set_error("microvm: netns_fd %d is not a network namespace", spec->netns_fd);
+                return -EINVAL;
+        }
+        if (spec->network && spec->resolv_conf && !path_valid(spec->resolv_conf)) {
+                runtime_set_error("microvm: resolv_conf must be an absolute path");
+                return -EINVAL;
         }
         uint64_t mib = spec->limits.memory_bytes ? spec->limits.memory_bytes >> 20 : MV_DEFAULT_MEMORY_MIB;
         if (mib < MV_MIN_MEMORY_MIB || mib > MV_MAX_MEMORY_MIB) {
@@ -856,6 +903,12 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         }
         if (spec->restore_dir)
                 sb->kvm = meta.kvm; /* a TCG image restores under TCG, on any host */
+        sb->nic = spec->restore_dir ? meta.nic : true;
+        if (r == 0 && spec->network && !sb->nic) {
+                runtime_set_error("microvm: image %s was saved by a VM without a network device; it cannot "
+                                  "have a network", spec->restore_dir);
+                r = -EOPNOTSUPP;
+        }
         if (r == 0 && (r = mv_image_key(spec->lower_dirs, sb->image_key, sizeof sb->image_key)) < 0)
                 runtime_set_error("microvm: template %s: %s", mv_template_dir(spec->lower_dirs), strerror(-r));
         if (r == 0 && spec->restore_dir && strcmp(meta.image, sb->image_key) != 0) {
@@ -886,7 +939,7 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
         if (fresh && warm_enabled() && warm_dir(sb, spec, warm, sizeof warm) == 0 && meta_read(warm, &meta) == 0) {
                 /* warm start: the template's booted VM, restored */
                 r = start_vm(sb, spec, warm);
-                if (r == 0) {
+                if (r == 0 && (r = net_up(sb, spec)) == 0) {
                         *ret = sb;
                         return 0;
                 }
@@ -934,6 +987,8 @@ static int mv_create(const struct rt_spec *spec, struct rt_sandbox **ret) {
                         (void)rt_rm_rf(tmp);
                 }
         }
+        if (r == 0)
+                r = net_up(sb, spec);
         if (r < 0) {
                 mv_destroy(sb);
                 return r;
@@ -1083,6 +1138,8 @@ static int mv_reclaim(const char *id, const char *run_dir) {
 
 const struct runtime_ops rt_microvm_ops = {
         .name = "microvm",
+        /* netns_fd stays NULL: a server in the guest listens behind slirp, in no netns. */
+        .network = true,
         .memory_snapshots = true,
         .live_checkpoint = true,
         .merged_upper = true,
