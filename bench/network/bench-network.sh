@@ -50,7 +50,7 @@ cleanup() {
 }
 trap cleanup EXIT
 world_up bn || exit 1
-in_host "$SPACED" --data "$T/data" --egress on --dns-upstream 192.0.2.53 >"$T/spaced.log" 2>&1 &
+nsenter --net="/run/netns/$WH" "$SPACED" --data "$T/data" --egress on --dns-upstream 192.0.2.53 >"$T/spaced.log" 2>&1 &
 SPID=$!
 export SPACE_HOST="unix:$T/data/spaced.sock"
 for _ in $(seq 200); do "$SPACE" health </dev/null >/dev/null 2>&1 && break; sleep 0.05; done

@@ -21,6 +21,7 @@
 #include "daemon/spaced.h"
 #include "daemon/net/netlink.h"
 #include "daemon/net/nft.h"
+#include "daemon/net/resolver.h"
 
 #define NET_SLOTS_MAX 65536u
 
@@ -40,6 +41,7 @@ struct net_room {
         struct net_lease **slots;
         unsigned n_slots;
         unsigned next; /* where the search for a free slot starts */
+        struct resolver *res; /* the sandboxes' DNS (resolver.h), on its own thread */
 };
 
 /* ---------------- flags ---------------- */
@@ -249,6 +251,77 @@ static int base_apply(struct net_room *r, char *err, size_t errlen) {
         return nft_base_apply(r->nft, &b, err, errlen);
 }
 
+/* ---------------- the resolver ---------------- */
+
+static void res_allow(void *ctx, unsigned slot, int family, const uint8_t *addr, uint16_t port, uint32_t ttl_s) {
+        int e = net_learn(ctx, slot, family, addr, port, ttl_s, false);
+        if (e < 0 && e != -ENOENT)
+                log_warn("network: slot %u: learning an answered address failed: %s", slot, strerror(-e));
+}
+
+static void res_deny(void *ctx, unsigned slot, int family, const uint8_t *addr, uint32_t ttl_s) {
+        int e = net_learn(ctx, slot, family, addr, 0, ttl_s, true);
+        if (e < 0 && e != -ENOENT)
+                log_warn("network: slot %u: denying a denied name's address failed: %s", slot, strerror(-e));
+}
+
+static bool res_closed(void *ctx, int family, const uint8_t *addr) { return net_room_closed(ctx, family, addr); }
+
+/* The nameservers of spaced's own /etc/resolv.conf, when no --dns-upstream was given. */
+static size_t upstreams_from_resolv_conf(struct resolver_sockaddr *v, size_t max) {
+        _cleanup_fclose_ FILE *f = fopen("/etc/resolv.conf", "re");
+        char line[512];
+        size_t n = 0;
+        while (f && n < max && fgets(line, sizeof line, f)) {
+                char a[INET6_ADDRSTRLEN + 1];
+                if (sscanf(line, " nameserver %46s", a) != 1)
+                        continue;
+                struct resolver_sockaddr u = { .port = 53 };
+                if (inet_pton(AF_INET, a, u.addr) == 1)
+                        u.family = AF_INET;
+                else if (inet_pton(AF_INET6, a, u.addr) == 1)
+                        u.family = AF_INET6;
+                else
+                        continue;
+                v[n++] = u;
+        }
+        return n;
+}
+
+static int resolver_start(struct net_room *r, char *err, size_t errlen) {
+        struct resolver_opts o = {
+                .hooks = { .ctx = r, .allow = res_allow, .deny = res_deny, .closed = res_closed },
+                .n_listen = 2,
+                .listen = { { .family = AF_INET, .port = r->cfg.dns_port },
+                            { .family = AF_INET6, .port = r->cfg.dns_port } },
+        };
+        for (size_t i = 0; i < r->cfg.n_upstream && i < RESOLVER_UPSTREAM_MAX; i++) {
+                o.upstream[i].family = r->cfg.upstream[i].family;
+                memcpy(o.upstream[i].addr, r->cfg.upstream[i].addr, 16);
+                o.upstream[i].port = r->cfg.upstream[i].port;
+                o.n_upstream++;
+        }
+        if (!o.n_upstream)
+                o.n_upstream = upstreams_from_resolv_conf(o.upstream, RESOLVER_UPSTREAM_MAX);
+        if (!o.n_upstream) {
+                snprintf(err, errlen, "no DNS upstream: give --dns-upstream (/etc/resolv.conf names no nameserver)");
+                return -EINVAL;
+        }
+        int e = resolver_open(&o, &r->res);
+        if (e < 0)
+                snprintf(err, errlen, "the sandboxes' resolver on port %u: %s", r->cfg.dns_port, strerror(-e));
+        return e;
+}
+
+/* The resolver's view of a lease: its two addresses follow policy p (NULL: egress off). */
+static int lease_resolver_set(struct net_room *r, struct net_lease *l, const struct net_policy *p) {
+        if (!r->res)
+                return 0;
+        static const struct net_policy off = { .egress = false };
+        int e = resolver_set_client(r->res, AF_INET, l->sbx4, l->slot, p ? p : &off);
+        return e < 0 ? e : resolver_set_client(r->res, AF_INET6, l->sbx6, l->slot, p ? p : &off);
+}
+
 int net_open(const struct net_cfg *cfg, struct net_room **ret, char *err, size_t errlen) {
         *ret = NULL;
         if (!cfg->egress)
@@ -280,7 +353,8 @@ int net_open(const struct net_cfg *cfg, struct net_room **ret, char *err, size_t
         if ((e = nl_sysctl_write(-1, "net/ipv4/ip_forward", "1", err, errlen)) < 0 ||
             (e = nl_sysctl_write(-1, "net/ipv6/conf/all/forwarding", "1", err, errlen)) < 0)
                 goto fail;
-        if ((e = nft_new(&r->nft, err, errlen)) < 0 || (e = base_apply(r, err, errlen)) < 0)
+        if ((e = nft_new(&r->nft, err, errlen)) < 0 || (e = base_apply(r, err, errlen)) < 0 ||
+            (e = resolver_start(r, err, errlen)) < 0)
                 goto fail;
         *ret = r;
         return 0;
@@ -292,6 +366,7 @@ fail:
 struct net_room *net_close(struct net_room *r) {
         if (!r)
                 return NULL;
+        r->res = resolver_close(r->res);
         for (unsigned i = 0; r->slots && i < r->n_slots; i++)
                 if (r->slots[i]) {
                         safe_close(r->slots[i]->netns_fd);
@@ -563,7 +638,10 @@ int net_lease_apply(struct net_room *r, struct net_lease *l, const struct net_po
                 eff.bandwidth_bps = r->cfg.op.max_bandwidth_bps;
                 p = &eff;
         }
-        return nft_slot_apply(r->nft, &s, p, err, errlen);
+        int e = nft_slot_apply(r->nft, &s, p, err, errlen);
+        if (e >= 0 && (e = lease_resolver_set(r, l, p)) < 0)
+                snprintf(err, errlen, "the resolver's client table: %s", strerror(-e));
+        return e;
 }
 
 void net_lease_release(struct net_room *r, struct net_lease *l) {
@@ -571,6 +649,10 @@ void net_lease_release(struct net_room *r, struct net_lease *l) {
                 return;
         char hn[16], p[4096];
         host_name(l->slot, hn);
+        if (r->res) {
+                resolver_drop_client(r->res, AF_INET, l->sbx4);
+                resolver_drop_client(r->res, AF_INET6, l->sbx6);
+        }
         struct nl *host = NULL;
         if (nl_open(-1, &host, NULL, 0) == 0) {
                 (void)nl_link_del(host, hn, NULL, 0);
