@@ -1,6 +1,8 @@
 /* netbench: the client side of bench-network, static so that the same binary runs on the
  * host and inside a sandbox of any template.
- *   netbench get ADDR PORT PATH   one HTTP/1.0 GET; prints {"bytes":N,"seconds":S}
+ *   netbench get ADDR PORT PATH [SECS]
+ *                                 one HTTP/1.0 GET (stopped after SECS s if given);
+ *                                 prints {"bytes":N,"seconds":S}
  *   netbench conns ADDR PORT SECS connect + close in a loop for SECS seconds (at most
  *                                 1,000,000); prints {"connects":N,"failed":N,"seconds":S}
  * ADDR is a numeric IPv4 or IPv6 address. Exit 1 on a failed GET, 2 on bad usage. */
@@ -53,7 +55,7 @@ static int dial(const char *addr, int port) {
         return fd;
 }
 
-static int get(const char *addr, int port, const char *path) {
+static int get(const char *addr, int port, const char *path, double secs) {
         double t0 = now();
         int fd = dial(addr, port);
         if (fd < 0) {
@@ -79,6 +81,8 @@ static int get(const char *addr, int port, const char *path) {
                 if (r == 0)
                         break;
                 bytes += r;
+                if (secs > 0 && now() - t0 >= secs)
+                        break;
         }
         close(fd);
         printf("{\"bytes\":%lld,\"seconds\":%.6f}\n", bytes, now() - t0);
@@ -105,10 +109,10 @@ static int conns(const char *addr, int port, double secs) {
 }
 
 int main(int argc, char **argv) {
-        if (argc == 5 && !strcmp(argv[1], "get"))
-                return get(argv[2], atoi(argv[3]), argv[4]);
+        if ((argc == 5 || (argc == 6 && atof(argv[5]) > 0 && atof(argv[5]) <= 600)) && !strcmp(argv[1], "get"))
+                return get(argv[2], atoi(argv[3]), argv[4], argc == 6 ? atof(argv[5]) : 0);
         if (argc == 5 && !strcmp(argv[1], "conns") && atof(argv[4]) > 0 && atof(argv[4]) <= 600)
                 return conns(argv[2], atoi(argv[3]), atof(argv[4]));
-        fprintf(stderr, "usage: netbench get ADDR PORT PATH | netbench conns ADDR PORT SECONDS (0 < SECONDS <= 600)\n");
+        fprintf(stderr, "usage: netbench get ADDR PORT PATH [SECONDS] | netbench conns ADDR PORT SECONDS (0 < SECONDS <= 600)\n");
         return 2;
 }

@@ -33,6 +33,7 @@ mkdir -p "$ROOT/bin" "$ROOT/etc" "$ROOT/tmp" "$ROOT/root" "$ROOT/proc" "$ROOT/de
 cp "$(command -v busybox)" "$ROOT/bin/busybox"
 for a in $("$ROOT/bin/busybox" --list); do [ -e "$ROOT/bin/$a" ] || ln -s busybox "$ROOT/bin/$a"; done
 cp "$PROBE" "$ROOT/bin/sec-probe"
+cp "$BIN/netbench" "$ROOT/bin/netbench" || bad "netbench is built"
 NFT=$(command -v nft)
 cp -L "$NFT" "$ROOT/bin/nft"
 for lib in $(ldd "$NFT" | grep -o '/[^ ]*'); do mkdir -p "$ROOT$(dirname "$lib")"; cp -L "$lib" "$ROOT$lib"; done
@@ -147,10 +148,9 @@ say "a policy change holds within 1 s, without a restart"
 SBX_A=$(api "http://x/v1/sessions/$A" | jget sandbox_id)
 t0=$(date +%s%N)
 c=$(set_policy "$A" '{"egress":true,"deny":["198.51.100.0/24"]}')
-check "PUT .../network answers 200 ($c)" [ "$c" = 200 ]
-check "the denied range is closed at once" not reaches "$A" http://198.51.100.10/
 t1=$(date +%s%N)
-check "  (the change took $(( (t1 - t0) / 1000000 )) ms, under 1000 with the first refused try)" [ $(( (t1 - t0) / 1000000 )) -lt 4000 ]
+check "PUT .../network answers 200 in $(( (t1 - t0) / 1000000 )) ms (under 1000)" [ "$c" = 200 ] && [ $(( (t1 - t0) / 1000000 )) -lt 1000 ]
+check "a connection started right after it is refused" not reaches "$A" http://198.51.100.10/
 check "other hosts still reach" expect "$A" http://203.0.113.10/ "host 203.0.113.10 port 80"
 set_policy "$A" '{"egress":false}' >/dev/null
 check "egress off: nothing" not reaches "$A" http://203.0.113.10/
@@ -160,11 +160,13 @@ check "the same sandbox all along" [ "$(api "http://x/v1/sessions/$A" | jget san
 
 say "a bandwidth limit"
 W=$(new_session '{"egress":true,"bandwidth":"16mbit"}') || bad "a session with a bandwidth limit runs"
-bytes_in() { sh_in "$1" 'printf "GET /big HTTP/1.0\r\n\r\n" | timeout 3 nc 203.0.113.10 80 2>/dev/null | wc -c'; }
+bytes_in() { sh_in "$1" 'netbench get 203.0.113.10 80 /big 4' | sed -n 's/.*"bytes":\([0-9]*\).*/\1/p'; }
 lim=$(bytes_in "$W")
 free=$(bytes_in "$A")
-# 16 Mbit/s = 2 MB/s: in 3 s at most ~6 MB (+ a burst); the unlimited session gets far more.
-check "16mbit: $lim bytes in 3 s (at most 8,000,000), unlimited $free" [ "${lim:-0}" -gt 0 ] && [ "${lim:-0}" -le 8000000 ] && [ "${free:-0}" -gt $((lim * 3)) ]
+# 16 Mbit/s = 2 MB/s: in 4 s at most 8 MB + the limit's burst (a second's worth), and at
+# least half the rate; the unlimited session gets far more.
+check "16mbit: $lim bytes in 4 s (4,000,000..10,000,000), unlimited $free" \
+        [ "${lim:-0}" -ge 4000000 ] && [ "${lim:-0}" -le 10000000 ] && [ "${free:-0}" -gt $((lim * 3)) ]
 
 say "a DNS flood"
 t0=$(date +%s)
