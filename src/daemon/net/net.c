@@ -88,38 +88,32 @@ static int cidr_parse(const char *s, int *family, uint8_t addr[16], unsigned *pr
         return 0;
 }
 
-int net_cfg_net4(struct net_cfg *c, const char *cidr, char *err, size_t errlen) {
+/* --sandbox-net4 / --sandbox-net6: a network of family between /minp and /maxp. */
+static int sandbox_net(const char *cidr, int family, unsigned minp, unsigned maxp, uint8_t *net, unsigned *prefix,
+                       char *err, size_t errlen) {
         int fam;
         uint8_t a[16];
         unsigned p;
         int r = cidr_parse(cidr, &fam, a, &p, err, errlen);
         if (r < 0)
                 return r;
-        if (fam != AF_INET || p < 8 || p > 28) {
+        if (fam != family || p < minp || p > maxp) {
                 if (err)
-                        snprintf(err, errlen, "%s: want an IPv4 network of /8 to /28", cidr);
+                        snprintf(err, errlen, "%s: want an %s network of /%u to /%u", cidr,
+                                 family == AF_INET ? "IPv4" : "IPv6", minp, maxp);
                 return -EINVAL;
         }
-        memcpy(c->net4, a, 4);
-        c->prefix4 = p;
+        memcpy(net, a, family == AF_INET ? 4 : 16);
+        *prefix = p;
         return 0;
 }
 
+int net_cfg_net4(struct net_cfg *c, const char *cidr, char *err, size_t errlen) {
+        return sandbox_net(cidr, AF_INET, 8, 28, c->net4, &c->prefix4, err, errlen);
+}
+
 int net_cfg_net6(struct net_cfg *c, const char *cidr, char *err, size_t errlen) {
-        int fam;
-        uint8_t a[16];
-        unsigned p;
-        int r = cidr_parse(cidr, &fam, a, &p, err, errlen);
-        if (r < 0)
-                return r;
-        if (fam != AF_INET6 || p < 16 || p > 48) {
-                if (err)
-                        snprintf(err, errlen, "%s: want an IPv6 network of /16 to /48", cidr);
-                return -EINVAL;
-        }
-        memcpy(c->net6, a, 16);
-        c->prefix6 = p;
-        return 0;
+        return sandbox_net(cidr, AF_INET6, 16, 48, c->net6, &c->prefix6, err, errlen);
 }
 
 int net_cfg_open(struct net_cfg *c, const char *cidr, char *err, size_t errlen) {

@@ -163,6 +163,10 @@ static void test_room(void **state) {
         if (child == 0) {
                 if (setns(net_lease_netns_fd(l0), CLONE_NEWNET) < 0)
                         _exit(1);
+                /* slot 2's namespace stays alive (an fd without close-on-exec: a process
+                 * that is not the sandbox), so its veth is still there for the orphan check */
+                if (dup(net_lease_netns_fd(l2)) < 0)
+                        _exit(1);
                 /* exec: the room's sockets (the resolver's listeners) are close-on-exec,
                  * as in a sandbox's init, and must not hold its port */
                 execlp("sleep", "sleep", "100", (char *)NULL);
