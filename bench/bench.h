@@ -123,11 +123,16 @@ static inline const char *bench_client_err(space_client *c, int r) {
 
 /* One session from tmpl + `exec true` until its exit (*total, and *create for the create
  * alone), then its delete, timed apart (*del). create and del may be NULL. */
+/* The sessions' "network" (a policy as JSON text, api.md "Network"); NULL: the daemon's
+ * default. A program sets it before its runs (bench-pool --egress). */
+static const char *bench_network_json;
+
 static inline int bench_run_space(space_client *c, const char *tmpl, double *total, double *create, double *del) {
         static const char *const argv[] = { "true", NULL };
         double t0 = bench_now_ms();
         space_session *s = NULL;
-        int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = tmpl });
+        int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = tmpl,
+                                                                        .network_json = bench_network_json });
         if (r < 0)
                 return r;
         double tc = bench_now_ms();

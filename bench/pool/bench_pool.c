@@ -600,6 +600,9 @@ static void usage(FILE *f) {
               "  --runsc-runs N      runsc do runs, spread over the sequential runs (default 50)\n"
               "  --no-refs           no reference runs\n"
               "  --template NAME     (default base)\n"
+              "  --egress            sessions with egress on (\"network\": {\"egress\": true}); the\n"
+              "                      daemon must run with --egress on, in a network namespace of\n"
+              "                      its own (docs/network.md)\n"
               "  --host ADDR         daemon address (default $SPACE_HOST)\n",
               f);
 }
@@ -623,6 +626,7 @@ int main(int argc, char **argv) {
                 { "reconnect-seconds", required_argument, NULL, 'r' }, { "runsc-runs", required_argument, NULL, 'R' },
                 { "no-refs", no_argument, NULL, 'N' },           { "template", required_argument, NULL, 't' },
                 { "host", required_argument, NULL, 'H' },        { "help", no_argument, NULL, 'h' },
+                { "egress", no_argument, NULL, 'E' },
                 { 0 },
         };
         struct cfg cf = { .tmpl = "base", .runs = 500, .warmup = 5, .clients = 8, .conc_runs = 512, .pool = 8,
@@ -641,6 +645,7 @@ int main(int argc, char **argv) {
                 case 'N': cf.refs = false; break;
                 case 't': cf.tmpl = optarg; break;
                 case 'H': cf.host = optarg; break;
+                case 'E': bench_network_json = "{\"egress\":true}"; break;
                 case 'h': usage(stdout); return 0;
                 default: usage(stderr); return 2;
                 }
@@ -657,8 +662,8 @@ int main(int argc, char **argv) {
         char la[64];
         loadavg(la, sizeof la);
         int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-        printf("{\"bench\":\"pool\",\"what\":\"start\",\"host\":\"%s\",\"template\":\"%s\",\"cpus\":%d,\"loadavg\":%s}\n",
-               space_client_host(c), cf.tmpl, ncpu, la);
+        printf("{\"bench\":\"pool\",\"what\":\"start\",\"host\":\"%s\",\"template\":\"%s\",\"egress\":%s,\"cpus\":%d,\"loadavg\":%s}\n",
+               space_client_host(c), cf.tmpl, bench_network_json ? "true" : "false", ncpu, la);
         fflush(stdout);
         bool have_runsc = cf.refs && cf.runsc_runs > 0 && in_path("runsc");
         if (cf.refs && !in_path("bwrap")) {
