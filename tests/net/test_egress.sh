@@ -72,6 +72,16 @@ tcp() {
 set_policy() { code -X PUT "http://x/v1/sessions/$1/network" -d "$2"; }
 
 say() { echo "# $*"; }
+# all [ TEST ] -a [ TEST ]...: every test true (check runs one command: a "&&" after it
+# would run outside the check)
+all() {
+        local t=()
+        while [ $# -gt 0 ]; do
+                if [ "$1" = -a ]; then "${t[@]}" || return 1; t=(); else t+=("$1"); fi
+                shift
+        done
+        "${t[@]}"
+}
 # not COMMAND...: check's negation (check runs its command as given: "!" is no command)
 not() { ! "$@"; }
 
@@ -91,10 +101,12 @@ check "rebinding: http://rebind.test/ is closed" not reaches "$A" http://rebind.
 
 GW=$(sh_in "$A" "ip route | awk '/default/ { print \$3; exit }'")
 ADDR_A=$(sh_in "$A" "ip -4 -o addr show eth0 | awk '{ split(\$4, a, \"/\"); print a[1] }'")
-check "the sandbox has an address and a gateway ($ADDR_A via $GW)" [ -n "$ADDR_A" ] && [ -n "$GW" ]
-in_host socat TCP4-LISTEN:7101,bind=0.0.0.0,fork,reuseaddr SYSTEM:'echo host-any' &
+check "the sandbox has an address and a gateway ($ADDR_A via $GW)" all [ -n "$ADDR_A" ] -a [ -n "$GW" ]
+# nsenter execs socat itself ("ip netns exec" forked it: killing $! left socat holding the
+# test's output open, and ctest waited for it)
+nsenter --net="/run/netns/$WH" socat TCP4-LISTEN:7101,bind=0.0.0.0,fork,reuseaddr SYSTEM:'echo host-any' >/dev/null 2>&1 </dev/null &
 HOSTANY=$!
-in_host socat TCP4-LISTEN:7102,bind=127.0.0.1,fork,reuseaddr SYSTEM:'echo host-lo' &
+nsenter --net="/run/netns/$WH" socat TCP4-LISTEN:7102,bind=127.0.0.1,fork,reuseaddr SYSTEM:'echo host-lo' >/dev/null 2>&1 </dev/null &
 HOSTLO=$!
 sleep 0.3
 for target in "192.0.2.2 $PORT" "$GW $PORT" "192.0.2.2 7101" "$GW 7101" "$GW 7102" "127.0.0.1 $PORT"; do
@@ -149,7 +161,7 @@ SBX_A=$(api "http://x/v1/sessions/$A" | jget sandbox_id)
 t0=$(date +%s%N)
 c=$(set_policy "$A" '{"egress":true,"deny":["198.51.100.0/24"]}')
 t1=$(date +%s%N)
-check "PUT .../network answers 200 in $(( (t1 - t0) / 1000000 )) ms (under 1000)" [ "$c" = 200 ] && [ $(( (t1 - t0) / 1000000 )) -lt 1000 ]
+check "PUT .../network answers 200 in $(( (t1 - t0) / 1000000 )) ms (under 1000)" all [ "$c" = 200 ] -a [ $(( (t1 - t0) / 1000000 )) -lt 1000 ]
 check "a connection started right after it is refused" not reaches "$A" http://198.51.100.10/
 check "other hosts still reach" expect "$A" http://203.0.113.10/ "host 203.0.113.10 port 80"
 set_policy "$A" '{"egress":false}' >/dev/null
@@ -163,10 +175,11 @@ W=$(new_session '{"egress":true,"bandwidth":"16mbit"}') || bad "a session with a
 bytes_in() { sh_in "$1" 'netbench get 203.0.113.10 80 /big 4' | sed -n 's/.*"bytes":\([0-9]*\).*/\1/p'; }
 lim=$(bytes_in "$W")
 free=$(bytes_in "$A")
-# 16 Mbit/s = 2 MB/s: in 4 s at most 8 MB + the limit's burst (a second's worth), and at
-# least half the rate; the unlimited session gets far more.
-check "16mbit: $lim bytes in 4 s (4,000,000..10,000,000), unlimited $free" \
-        [ "${lim:-0}" -ge 4000000 ] && [ "${lim:-0}" -le 10000000 ] && [ "${free:-0}" -gt $((lim * 3)) ]
+# 16 Mbit/s = 2 MB/s: in 4 s 8 MB; nftables' policer lets TCP through at up to ~1.3 times
+# its rate (docs/network.md), so at most 12.5 MB and at least half the rate; the unlimited
+# session gets far more.
+check "16mbit: $lim bytes in 4 s (4,000,000..12,500,000), unlimited $free" \
+        all [ "${lim:-0}" -ge 4000000 ] -a [ "${lim:-0}" -le 12500000 ] -a [ "${free:-0}" -gt $((lim * 3)) ]
 
 say "a DNS flood"
 t0=$(date +%s)
