@@ -71,6 +71,16 @@ world_up() {
         done
         # The internet answers the host's masqueraded traffic on wan0; nothing more to route.
         in_inet sysctl -qw net.ipv4.ip_forward=0
+        in_inet sysctl -qw net.ipv6.conf.all.forwarding=0
+        # Had every rule of spaced failed open, a packet could still go nowhere but here: the
+        # host's only way out is wan0 into the internet, which has no route beyond itself and
+        # forwards nothing. Route lookups only (no packet is sent).
+        [ "$(in_host ip -o link | grep -vc ': lo:\|: wan0@')" = 0 ] &&
+                [ "$(in_inet ip -o link | grep -vc ': lo:\|: wan0@')" = 0 ] &&
+                in_host ip route get 8.8.8.8 2>/dev/null | grep -q 'via 192.0.2.1 dev wan0' &&
+                ! in_inet ip route get 8.8.8.8 >/dev/null 2>&1 &&
+                ! in_inet ip -6 route get 2606:4700::1 >/dev/null 2>&1 ||
+                { echo "the test world has a way out of its namespaces"; return 1; }
         chmod 755 "$WD" # nginx's workers run as nobody
         mkdir -p "$WD/www" "$WD/tmp"
         dd if=/dev/zero of="$WD/www/big" bs=1M count="$WORLD_BIG_MB" status=none

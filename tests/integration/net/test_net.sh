@@ -81,7 +81,7 @@ kill -TERM "$PID"
 gone "$PID"
 
 # --- egress on
-start_daemon --disk-volume-size 0 --egress on || exit 1
+start_daemon --disk-volume-size 0 --egress on --dns-upstream 127.0.0.1:1 || exit 1
 check "egress on: the table exists" nft list table inet space
 A=$(api -X POST http://x/v1/sessions -d '{"template":"mini","network":true}' | jget id)
 B=$(api -X POST http://x/v1/sessions -d '{"template":"mini","network":true}' | jget id)
@@ -161,7 +161,7 @@ check "after kill -9: sandbox $SBXA still runs (init $INITA)" test -n "$INITA"
 check "after kill -9: the deny still holds" sh -c "! nsenter -t '$INITA' -n busybox nc -w 2 203.0.113.10 80 </dev/null >/dev/null 2>&1"
 SLOTS=$(nft list table inet space | grep -c 'chain s0')
 check "after kill -9: both slots' chains are there ($SLOTS)" test "$SLOTS" = 2
-start_daemon --disk-volume-size 0 --egress on || exit 1
+start_daemon --disk-volume-size 0 --egress on --dns-upstream 127.0.0.1:1 || exit 1
 wait_state "$A" running 100
 check "restart: the session is running again" test "$(state_of "$A")" = running
 check "restart: the deny holds" test "$(reach "$A" 203.0.113.10 80)" = no
