@@ -469,7 +469,9 @@ static struct query *query_new(struct resolver *r) {
 static size_t query_idx(struct resolver *r, const struct query *qr) { return (size_t)(qr - r->queries); }
 
 /* One try over UDP at the current upstream; -errno if no socket could be made. */
-static int upstream_try_udp(struct resolver *r, struct query *qr, uint64_t now) {
+/* Closes the query's socket to its last try, if any, and makes one of type connected (or
+ * connecting, for TCP) to its current upstream: the fd, or -errno. */
+static int upstream_socket(struct resolver *r, struct query *qr, int type) {
         if (qr->fd >= 0) {
                 epoll_ctl(r->epfd, EPOLL_CTL_DEL, qr->fd, NULL);
                 qr->fd = safe_close(qr->fd);
@@ -477,12 +479,19 @@ static int upstream_try_udp(struct resolver *r, struct query *qr, uint64_t now) 
         const struct resolver_sockaddr *u = &r->o.upstream[qr->upstream_idx];
         struct sockaddr_storage ss;
         socklen_t sl = to_sockaddr(u->family, u->addr, u->port ? u->port : 53, &ss);
-        _cleanup_close_ int fd = socket(u->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int fd = socket(u->family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
-        /* connected: the kernel drops datagrams from anyone but the upstream */
-        if (connect(fd, (struct sockaddr *)&ss, sl) < 0)
+        if (connect(fd, (struct sockaddr *)&ss, sl) < 0 && !(type == SOCK_STREAM && errno == EINPROGRESS))
                 return -errno;
+        return TAKE_FD(fd);
+}
+
+static int upstream_try_udp(struct resolver *r, struct query *qr, uint64_t now) {
+        /* connected: the kernel drops datagrams from anyone but the upstream */
+        _cleanup_close_ int fd = upstream_socket(r, qr, SOCK_DGRAM);
+        if (fd < 0)
+                return fd;
         if (send(fd, qr->sendbuf + 2, qr->send_len, MSG_NOSIGNAL) < 0)
                 return -errno;
         int k = ep_add(r, fd, EPOLLIN, mktag(TAG_UPSTREAM, query_idx(r, qr)));
@@ -496,16 +505,9 @@ static int upstream_try_udp(struct resolver *r, struct query *qr, uint64_t now) 
 
 /* The upstream said TC: the same question over TCP to the same upstream. */
 static int upstream_try_tcp(struct resolver *r, struct query *qr) {
-        epoll_ctl(r->epfd, EPOLL_CTL_DEL, qr->fd, NULL);
-        qr->fd = safe_close(qr->fd);
-        const struct resolver_sockaddr *u = &r->o.upstream[qr->upstream_idx];
-        struct sockaddr_storage ss;
-        socklen_t sl = to_sockaddr(u->family, u->addr, u->port ? u->port : 53, &ss);
-        _cleanup_close_ int fd = socket(u->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int fd = upstream_socket(r, qr, SOCK_STREAM);
         if (fd < 0)
-                return -errno;
-        if (connect(fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS)
-                return -errno;
+                return fd;
         qr->tcpbuf = malloc(2 + DNS_MSG_MAX);
         if (!qr->tcpbuf)
                 return -ENOMEM;
