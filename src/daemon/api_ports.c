@@ -15,6 +15,7 @@
 #include "daemon/auth.h"
 #include "daemon/http.h"
 #include "daemon/net/ingress.h"
+#include "daemon/port_relay.h"
 #include "daemon/ports.h"
 #include "daemon/routes.h"
 #include "daemon/server.h"
@@ -144,14 +145,9 @@ static int port_parse(struct conn *c, const char *text, const struct json *v, ui
         return 0;
 }
 
-/* The session of the request, with a runtime that has ports; NULL after an answer. */
+/* The session of the request; NULL after an answer. */
 static struct session *ports_session(struct conn *c, bool running) {
-        struct session *s = api_session(c, running);
-        if (s && !s->rt->netns_fd) {
-                conn_reply_error(c, 501, "ports are not available on the %s runtime yet", s->rt->name);
-                return NULL;
-        }
-        return s;
+        return api_session(c, running);
 }
 
 void api_port_expose(struct conn *c) {
@@ -339,6 +335,7 @@ struct proxy {
         struct conn *c;
         struct daemon *d;
         struct ingress_dial *dial;
+        struct port_relay *relay; /* a runtime without netns_fd: through its init */
         char owner[SES_ID_LEN + 1];
         uint16_t port;
         enum ingress_pipe_mode mode;
@@ -350,6 +347,7 @@ static void proxy_free(struct proxy *px) {
         if (!px)
                 return;
         ingress_dial_cancel(px->dial);
+        port_relay_cancel(px->relay);
         buf_free(&px->head);
         free(px);
 }
@@ -365,6 +363,7 @@ static void proxy_dialled(void *ctx, int fd) {
         struct proxy *px = ctx;
         struct conn *c = px->c;
         px->dial = NULL;
+        px->relay = NULL;
         conn_clear_hook(c, px);
         if (fd < 0) {
                 if (fd == -ECONNREFUSED)
@@ -406,7 +405,13 @@ static void proxy_start(struct conn *c, struct session *s, struct proxy *px) {
         px->d = c->d;
         snprintf(px->owner, sizeof px->owner, "%s", s->id);
         int r = -ENODEV;
-        if (c->d->ingress)
+        if (!c->d->ingress)
+                ;
+        else if (!s->rt->netns_fd)
+                r = ingress_count(c->d->ingress, s->id) >= INGRESS_PIPES_PER_OWNER
+                            ? -EAGAIN
+                            : port_relay_dial(s, px->port, proxy_dialled, px, &px->relay);
+        else
                 r = ingress_dial(c->d->ingress, s->rt->netns_fd(s->sb), px->port, s->id, proxy_dialled, px, &px->dial);
         if (r < 0) {
                 proxy_free(px);
@@ -685,10 +690,6 @@ bool ports_intercept(struct conn *c) {
         if (!p) {
                 /* The same answer whether the session exists or not. */
                 PROXY_ERROR(c, 404, "no exposed port %u on session %s", port, id);
-                return true;
-        }
-        if (!s->rt->netns_fd) {
-                PROXY_ERROR(c, 501, "ports are not available on the %s runtime yet", s->rt->name);
                 return true;
         }
         bool via_query;

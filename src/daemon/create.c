@@ -117,11 +117,6 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
                 util_strv_free(env, n_env);
                 return;
         }
-        if (ports && !p.rt->netns_fd) {
-                dur_answer_error(&w, -EOPNOTSUPP, "ports are not available on the %s runtime yet", p.rt->name);
-                util_strv_free(env, n_env);
-                return;
-        }
         char id[SES_ID_LEN + 1], token[DL_TOKEN_LEN + 1];
         int r;
         do

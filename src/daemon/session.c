@@ -62,7 +62,7 @@ bool ses_stdin_full(const struct op *op) {
         if (ses_out_full(op->ses))
                 return true;
         /* Before the RESP, count as if init acks: an init that does not is told apart then. */
-        bool counted = op->stdin_stream && (!op->got_resp || op->stdin_acks);
+        bool counted = (op->stdin_stream || op->kind == OP_TCP) && (!op->got_resp || op->stdin_acks);
         return counted && op->stdin_inflight >= SES_STDIN_CREDIT;
 }
 
@@ -148,6 +148,7 @@ static bool op_output_frame(const struct op *op, const struct proto_hdr *h) {
         switch (op->kind) {
         case OP_EXEC:
         case OP_ATTACH:
+        case OP_TCP:
                 return h->type == PROTO_STDOUT || h->type == PROTO_STDERR;
         case OP_READ:
                 return h->type == PROTO_DATA;
@@ -281,6 +282,7 @@ static void op_abandon(struct op *op) {
         case OP_ATTACH:
         case OP_READ:
         case OP_WRITE:
+        case OP_TCP:
                 if (!ses_dead(s))
                         (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);
                 op_done(op);
@@ -670,6 +672,14 @@ static void on_resp(struct op *op, const struct proto_hdr *h, const struct json 
                 else
                         op->got_resp = true;
                 break;
+        case OP_TCP:
+                if (resp_is_error(resp))
+                        op_done(op);
+                else {
+                        op->got_resp = true;
+                        op->stdin_acks = json_get_bool(resp, "stdin_acks", false);
+                }
+                break;
         case OP_WRITE:
         case OP_SIMPLE:
                 op_done(op);
@@ -905,7 +915,7 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                 return;
         case PROTO_STDOUT:
         case PROTO_STDERR:
-                if (op->kind == OP_EXEC || op->kind == OP_ATTACH)
+                if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_TCP)
                         op_frame(op, client, h, payload, j);
                 return;
         case PROTO_EXIT:
@@ -918,13 +928,13 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                         op_done(op);
                 }
                 /* exec, attach: the last event ends the response; the op ends with it */
-                if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ)
+                if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ || op->kind == OP_TCP)
                         op_frame(op, client, h, payload, j);
                 op_done(op);
                 return;
         case PROTO_WINDOW:
                 /* init acks streamed stdin (protocol.md §3.15); only where it was asked to */
-                if (op->kind != OP_EXEC || !op->stdin_acks) {
+                if ((op->kind != OP_EXEC && op->kind != OP_TCP) || !op->stdin_acks) {
                         ses_mark_dead(s, "space-init sent an unexpected %s frame", proto_type_name(h->type));
                         return;
                 }

@@ -141,6 +141,7 @@ struct session {
         bool oom_killed;     /* last health seen */
         uint64_t mem_bytes;
         uint32_t n_pids;
+        unsigned n_relays;   /* port_relay.h: connections to its ports through init */
         bool freed;
 };
 
@@ -151,6 +152,7 @@ enum op_kind {
         OP_WRITE,
         OP_SIMPLE, /* one REQ, one RESP: ps, list, stat, mkdir, remove, signal */
         OP_KILL,   /* fire-and-forget signal after a client vanished: its RESP is dropped */
+        OP_TCP,    /* a connection init made to a port inside (op connect): STDIN in, STDOUT out */
 };
 
 /* What an op's frames mean to its client: filled by whoever made the op (api_*.c). Each

@@ -25,6 +25,7 @@
 #define INIT_TERM_GRACE_MS 3000       /* SIGTERM -> SIGKILL */
 #define INIT_PS_ARGV_MAX 1024         /* argv bytes kept per process for ps */
 #define INIT_RM_MAX_DEPTH 256         /* directory depth of a recursive remove */
+#define INIT_MAX_TCP 256              /* connections to ports open at once (op connect) */
 
 /* An fd in the epoll set; the callback finds its owner with container_of. */
 struct watch {
@@ -60,7 +61,9 @@ struct proc {
         unsigned attached;
 };
 
-enum stream_kind { STREAM_EXEC, STREAM_ATTACH, STREAM_READ, STREAM_WRITE };
+enum stream_kind { STREAM_EXEC, STREAM_ATTACH, STREAM_READ, STREAM_WRITE, STREAM_TCP };
+
+struct tcp_conn;
 
 struct stream {
         struct stream *next;
@@ -80,6 +83,7 @@ struct stream {
          * send; spaced's WINDOW frames add to it. Without a window: unbounded. */
         bool windowed;
         uint32_t credit;
+        struct tcp_conn *tcp; /* TCP (tcp.c) */
 };
 
 struct conn {
@@ -164,6 +168,13 @@ size_t stream_room(const struct stream *s);
 void stream_charge(struct stream *s, size_t n);
 /* A WINDOW from spaced: more room for s. */
 void stream_grant(struct stream *s, uint32_t grant);
+
+/* tcp.c: connections to ports inside the sandbox (op connect). */
+void op_connect(uint32_t id, const struct json *req);
+void tcp_stdin(struct stream *s, const uint8_t *data, size_t n);
+void tcp_pump(struct stream *s);
+void tcp_update_watches(void);
+void tcp_free(struct tcp_conn *t);
 
 /* proc.c */
 void op_exec(uint32_t id, const struct json *req);

@@ -83,6 +83,7 @@ void stream_free(struct stream *s) {
                 s->proc->attached--;
         if (s->kind == STREAM_EXEC && s->proc)
                 s->proc->fg = NULL;
+        tcp_free(s->tcp);
         safe_close(s->fd);
         safe_close(s->dirfd);
         free(s->tmp_name);
@@ -116,6 +117,7 @@ static const struct {
         { "exec", op_exec },   { "ps", op_ps },       { "attach", op_attach }, { "signal", op_signal },
         { "read", op_read },   { "write", op_write }, { "list", op_list },     { "stat", op_stat },
         { "mkdir", op_mkdir }, { "remove", op_remove }, { "ping", op_ping },
+        { "connect", op_connect },
 };
 
 static void handle_req(uint32_t id, const uint8_t *p, size_t n) {
@@ -158,6 +160,7 @@ static void stream_cancel(struct stream *s) {
                 break;
         case STREAM_ATTACH:
         case STREAM_READ:
+        case STREAM_TCP:
                 break;
         }
         stream_free(s);
@@ -173,6 +176,8 @@ static void handle_frame(const struct proto_hdr *h, const uint8_t *p) {
                 s = stream_find(h->id);
                 if (s && s->kind == STREAM_EXEC)
                         proc_stdin(s->proc, p, h->len);
+                else if (s && s->kind == STREAM_TCP)
+                        tcp_stdin(s, p, h->len);
                 break;
         case PROTO_DATA:
                 s = stream_find(h->id);
@@ -531,6 +536,7 @@ int main(int argc, char **argv) {
                         }
                 }
                 procs_update_watches();
+                tcp_update_watches();
                 if (g.guest && g.ctl.events == 0 && now_ms() >= g.ctl_retry_ms)
                         (void)watch_set(&g.ctl, EPOLLIN);
                 if (cn)

@@ -290,6 +290,8 @@ void procs_pump(void) {
                         attach_pump(s);
                 else if (s->kind == STREAM_READ)
                         read_pump(s);
+                else if (s->kind == STREAM_TCP)
+                        tcp_pump(s);
         }
 }
 
