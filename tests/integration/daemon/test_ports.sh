@@ -84,7 +84,7 @@ check "unexpose answers 204" test "$(st -H "Authorization: Bearer $TB" -X DELETE
 check "... then 404" test "$(st -H "Authorization: Bearer $TB" -X DELETE "$TCP/v1/sessions/$B/ports/9100")" = 404
 
 # ---- ports at create; a fork gets none ----
-R=$(as "$TA" -X POST "$TCP/v1/sessions" -d '{"template":"web","runtime":"'$RT'","memory":"64M","snapshot_interval_ms":0,"ports":[7000,{"port":7001,"public":true}]}')
+R=$(as "$TA" -X POST "$TCP/v1/sessions" -d '{"template":"web","runtime":"'$RT'","memory":"128M","snapshot_interval_ms":0,"ports":[7000,{"port":7001,"public":true}]}')
 C=$(echo "$R" | jget id)
 CT=$(echo "$R" | jx '[req("ports")[] | select(req("port") == 7000) | req("token")][0]')
 check "create with ports: each private one's token in the answer" test "${CT:0:4}/$(echo "$R" | jx '[req("ports")[] | has("token")] | map(tostring) | join(",")')" = "spp_/true,false"
@@ -184,10 +184,10 @@ check "space unexpose removes it" test "$(as "$TA" "$TCP/v1/sessions/$A/ports" |
 kill -9 "$PID"
 gone "$PID"
 start_daemon --listen "127.0.0.1:$PORT" --ports-domain "$DOMAIN" || exit 1
-for _ in $(seq 100); do [ "$(as "$TA" "$TCP/v1/sessions/$A" | jget state 2>/dev/null)" = running ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ "$(as "$TA" "$TCP/v1/sessions/$A" | jget state 2>/dev/null)" = running ] && break; sleep 0.1; done
 check "after a restart the ports are listed" test "$(as "$TA" "$TCP/v1/sessions/$A/ports" | jx '[req("ports")[] | req("port")] | sort | join(",")')" = "8000,8001,8003,8009"
 R=
-for _ in $(seq 50); do
+for _ in $(seq 150); do
         R=$(curl -sS -H "X-Space-Port-Token: $P8000" "$UP/8000/" 2>/dev/null)
         [ "$R" = "hello from 8000" ] && break
         sleep 0.1
