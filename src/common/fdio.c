@@ -1,6 +1,7 @@
 /* File descriptor helpers (fdio.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "common/fdio.h"
@@ -17,6 +18,14 @@ int fdio_write_all(int fd, const void *data, size_t n) {
         const char *p = data;
         while (n > 0) {
                 ssize_t w = write(fd, p, n);
+                if (w < 0 && errno == EAGAIN) {
+                        /* A non-blocking fd (inherited so, or handed over so: gVisor gives
+                         * runsc exec's host pipes as they are): wait until it takes more. */
+                        struct pollfd pw = { .fd = fd, .events = POLLOUT };
+                        if (poll(&pw, 1, -1) < 0 && errno != EINTR)
+                                return -errno;
+                        continue;
+                }
                 if (w < 0) {
                         if (errno == EINTR)
                                 continue;

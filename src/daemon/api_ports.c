@@ -404,19 +404,24 @@ static void proxy_start(struct conn *c, struct session *s, struct proxy *px) {
         px->c = c;
         px->d = c->d;
         snprintf(px->owner, sizeof px->owner, "%s", s->id);
-        int r = -ENODEV;
+        int r;
         if (!c->d->ingress)
-                ;
-        else if (!s->rt->netns_fd)
-                r = ingress_count(c->d->ingress, s->id) >= INGRESS_PIPES_PER_OWNER
-                            ? -EAGAIN
-                            : port_relay_dial(s, px->port, proxy_dialled, px, &px->relay);
-        else
+                r = -ENODEV;
+        else if (s->rt->netns_fd)
                 r = ingress_dial(c->d->ingress, s->rt->netns_fd(s->sb), px->port, s->id, proxy_dialled, px, &px->dial);
+        else if (ingress_count(c->d->ingress, s->id) >= INGRESS_PIPES_PER_OWNER)
+                r = -EAGAIN;
+        else /* a network spaced cannot enter: through the sandbox's init */
+                r = port_relay_dial(s, px->port, proxy_dialled, px, &px->relay);
         if (r < 0) {
                 proxy_free(px);
                 if (r == -EAGAIN)
                         conn_reply_retry(c, 503, 1, "too many connections to the ports of session %s or of this host",
+                                         s->id);
+                else if (r == -EOPNOTSUPP)
+                        conn_reply_error(c, 501,
+                                         "the space-init of session %s is too old to reach its ports (pause and "
+                                         "resume the session to give it a current one)",
                                          s->id);
                 else
                         conn_reply_error(c, 502, "port %u of session %s: %s", px->port, s->id, strerror(-r));

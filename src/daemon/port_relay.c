@@ -121,6 +121,9 @@ static void relay_event(struct loop_src *src, uint32_t revents) {
                 relay_flush(pr);
         if (pr->freeing)
                 return;
+        /* A hang-up is reported even while reading waits for stdin credit: what the caller
+         * left in the socketpair is read then, at most its buffer past the credit, well
+         * under init's INIT_STDIN_HIGH. */
         if ((revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !pr->sock_eof && pr->op) {
                 static uint8_t chunk[RELAY_CHUNK];
                 ssize_t n = recv(src->fd, chunk, sizeof chunk, MSG_DONTWAIT);
@@ -288,5 +291,3 @@ void port_relay_cancel(struct port_relay *pr) {
         pr->cb = NULL;
         relay_close(pr);
 }
-
-unsigned port_relay_count(const struct session *s) { return s->n_relays; }

@@ -25,5 +25,3 @@ struct port_relay;
 int port_relay_dial(struct session *s, uint16_t port, ingress_dial_fn cb, void *ctx, struct port_relay **ret);
 /* Before the callback: it will not run and the relay goes. Accepts NULL. */
 void port_relay_cancel(struct port_relay *pr);
-/* Relays of s, dialling or carrying bytes. */
-unsigned port_relay_count(const struct session *s);

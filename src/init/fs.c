@@ -191,12 +191,7 @@ void read_pump(struct stream *s) {
                         _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
                         struct json_writer w = JSON_WRITER_INIT(&b);
                         json_w_obj_begin(&w);
-                        json_w_key(&w, "error");
-                        json_w_obj_begin(&w);
-                        json_w_kstr(&w, "code", strerrorname_np(e) ? strerrorname_np(e) : "EIO");
-                        json_w_kint(&w, "errno", e);
-                        json_w_kstr(&w, "message", strerror(e));
-                        json_w_obj_end(&w);
+                        json_w_error(&w, e, strerror(e));
                         json_w_obj_end(&w);
                         send_json(PROTO_EXIT, s->id, &b);
                         stream_free(s);

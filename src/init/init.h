@@ -143,6 +143,8 @@ size_t conn_queued(const struct conn *c);
 void send_frame(uint8_t type, uint32_t id, const void *p, size_t n);
 void send_json(uint8_t type, uint32_t id, struct buf *json);
 void send_error(uint32_t id, int err, const char *fmt, ...) _printf_(3, 4);
+/* The "error" member of an answer: {"code":"ENOENT","errno":N,"message":msg}. */
+void json_w_error(struct json_writer *w, int err, const char *msg);
 /* Writes what the queue holds, as far as the socket takes it. */
 void conn_flush(struct conn *c);
 /* The next whole frame from spaced (it stays in the input buffer until conn_frame_done);

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/sock.h"
 #include "init/init.h"
 
@@ -17,29 +18,6 @@
 #define RELAY_CONNECT_TRIES 1000           /* × 10 ms */
 #define RELAY_CONNECT_WAIT_NS 10000000
 #define RELAY_ASK_TIMEOUT_MS 10000         /* init busy with another relay's answer: 1 s each */
-
-/* All of it, waiting while fd is full: the relay's stdio may come non-blocking (gVisor
- * hands runsc exec's host pipes over as they are), and a reader that falls behind for a
- * moment must not end the connection. */
-static int write_all_waiting(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t w = write(fd, p, n);
-                if (w < 0 && errno == EAGAIN) {
-                        struct pollfd pw = { .fd = fd, .events = POLLOUT };
-                        if (poll(&pw, 1, -1) < 0 && errno != EINTR)
-                                return -errno;
-                        continue;
-                }
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += w;
-                n -= (size_t)w;
-        }
-        return 0;
-}
 
 int init_relay(const char *path) {
         struct sockaddr_un sa;
@@ -95,7 +73,7 @@ int init_relay(const char *path) {
                         ssize_t n = read(in[i], buf, sizeof buf);
                         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
-                        if (n <= 0 || write_all_waiting(out[i], buf, (size_t)n) < 0) /* the other side is gone */
+                        if (n <= 0 || fdio_write_all(out[i], buf, (size_t)n) < 0) /* the other side is gone */
                                 open_in[i] = false;
                 }
         }

@@ -62,14 +62,8 @@ static void tcp_end(struct tcp_conn *t, int err) {
         _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
-        if (err) {
-                json_w_key(&w, "error");
-                json_w_obj_begin(&w);
-                json_w_kstr(&w, "code", strerrorname_np(err) ? strerrorname_np(err) : "EIO");
-                json_w_kint(&w, "errno", err);
-                json_w_kstr(&w, "message", strerror(err));
-                json_w_obj_end(&w);
-        }
+        if (err)
+                json_w_error(&w, err, strerror(err));
         json_w_obj_end(&w);
         send_json(PROTO_EXIT, t->s->id, &b);
 }
