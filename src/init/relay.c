@@ -3,6 +3,7 @@
  * can't be saved in a gVisor checkpoint, so space-init listens on a socket inside the
  * sandbox and the host runs this relay (through `runsc exec`) for each connection. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -10,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/fdio.h"
 #include "common/sock.h"
 #include "init/init.h"
 
@@ -55,26 +55,55 @@ int init_relay(const char *path) {
         memcpy(CMSG_DATA(c), &uc, sizeof uc);
         if (sendmsg(s, &m, MSG_NOSIGNAL) != 1)
                 return 1;
-        static char buf[RELAY_BUF];
-        /* in[i] is copied to out[i]; a side that reached EOF stops being polled, and the
-         * write half of its destination is shut so the peer sees the EOF too. */
-        int in[2] = { 0, s }, out[2] = { s, 1 };
-        bool open_in[2] = { true, true };
-        while (open_in[0] && open_in[1]) {
-                struct pollfd p[2] = { { .fd = in[0], .events = POLLIN }, { .fd = in[1], .events = POLLIN } };
-                if (poll(p, 2, -1) < 0) {
+        /* Two directions, each with its own buffer, and no write that blocks: init stops
+         * reading spaced's frames while its own output is over INIT_OUT_HIGH, so a relay
+         * blocked writing to init would never read that output again, and both would
+         * wait forever. dir[0]: stdin -> init, dir[1]: init -> stdout. */
+        static struct {
+                int in, out;
+                char buf[RELAY_BUF];
+                size_t len, off;
+                bool eof;
+        } dir[2];
+        dir[0].in = 0, dir[0].out = s, dir[1].in = s, dir[1].out = 1;
+        int fds[3] = { 0, 1, s };
+        for (int i = 0; i < 3; i++) {
+                int fl = fcntl(fds[i], F_GETFL);
+                if (fl < 0 || fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) < 0)
+                        return 1;
+        }
+        /* A direction ends at EOF once what it read is out, or when a write fails. */
+        while (!(dir[0].eof && dir[0].len == 0) && !(dir[1].eof && dir[1].len == 0)) {
+                struct pollfd p[4];
+                for (int i = 0; i < 2; i++) {
+                        p[2 * i] = (struct pollfd){ .fd = dir[i].len == 0 && !dir[i].eof ? dir[i].in : -1,
+                                                    .events = POLLIN };
+                        p[2 * i + 1] = (struct pollfd){ .fd = dir[i].len > 0 ? dir[i].out : -1, .events = POLLOUT };
+                }
+                if (poll(p, 4, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return 1;
                 }
                 for (int i = 0; i < 2; i++) {
-                        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                                continue;
-                        ssize_t n = read(in[i], buf, sizeof buf);
-                        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                                continue;
-                        if (n <= 0 || fdio_write_all(out[i], buf, (size_t)n) < 0) /* the other side is gone */
-                                open_in[i] = false;
+                        if (p[2 * i].revents) {
+                                ssize_t n = read(dir[i].in, dir[i].buf, sizeof dir[i].buf);
+                                if (n > 0)
+                                        dir[i].len = (size_t)n, dir[i].off = 0;
+                                else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+                                        dir[i].eof = true;
+                        }
+                        if (dir[i].len > 0) {
+                                ssize_t n = write(dir[i].out, dir[i].buf + dir[i].off, dir[i].len - dir[i].off);
+                                if (n > 0) {
+                                        dir[i].off += (size_t)n;
+                                        if (dir[i].off == dir[i].len)
+                                                dir[i].len = dir[i].off = 0;
+                                } else if (n < 0 && errno != EINTR && errno != EAGAIN) {
+                                        dir[i].eof = true; /* the other side is gone */
+                                        dir[i].len = 0;
+                                }
+                        }
                 }
         }
         /* Either direction ending ends the connection: init sees EOF and keeps running. */

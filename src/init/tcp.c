@@ -183,6 +183,10 @@ static void tcp_cb(struct watch *w, uint32_t revents) {
                 tcp_read(t);
         if (!t->ended && (revents & (EPOLLOUT | EPOLLERR)) && t->pending.len > 0)
                 tcp_write(t);
+        if (!t->ended && t->port_eof && t->shut && t->pending.len == 0) {
+                tcp_end(t, 0); /* both halves closed in order: a reset after that loses nothing */
+                return;
+        }
         if (!t->ended && (revents & EPOLLERR) && t->port_eof) {
                 int err = 0;
                 socklen_t l = sizeof err;

@@ -162,7 +162,7 @@ SPACE_HOST=127.0.0.1:$PORT SPACE_TOKEN=$TA "$SPACE" port-forward "$A" "8004:$LP"
 PF=$!
 for _ in $(seq 50); do ss -Htln "sport = :$LP" | grep -q . && break; sleep 0.1; done
 head -c $((4 << 20)) /dev/urandom >"$T/raw"
-GOT=$(timeout 20 socat -t 5 "TCP:127.0.0.1:$LP" - <"$T/raw" | md5sum | cut -d' ' -f1)
+GOT=$(timeout 90 socat -t 60 "TCP:127.0.0.1:$LP" - <"$T/raw" | md5sum | cut -d' ' -f1)
 check "port-forward carries 4 MiB of raw TCP both ways (an echo server inside)" test "$GOT" = "$(md5sum <"$T/raw" | cut -d' ' -f1)"
 check "... to a port that is not exposed" test "$(as "$TA" "$TCP/v1/sessions/$A/ports" | jx '[req("ports")[] | req("port")] | index(8004)')" = null
 GOT=$(echo hi | timeout 10 socat -t 5 "TCP:127.0.0.1:$LP" -)
