@@ -346,6 +346,35 @@ int rt_loop_attach(int img_fd, char *dev, size_t n, int *ret_fd) {
         return -EBUSY;
 }
 
+/* The loop device the image is still attached to, if any: after an unmount here the
+ * filesystem lives on while a mount namespace made when it was mounted (a sandbox's, an
+ * overlay on it) holds a copy, and its autoclear device with it. Mounting that device
+ * again gives that same filesystem; attaching a second device would mount the image twice,
+ * two filesystems writing one image. 0 and *ret_fd, or -ENOENT. */
+static int loop_of_image(int img_fd, char *dev, size_t n, int *ret_fd) {
+        struct stat img;
+        if (fstat(img_fd, &img) < 0)
+                return -errno;
+        _cleanup_closedir_ DIR *d = opendir("/sys/block");
+        if (!d)
+                return -ENOENT;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                if (strncmp(e->d_name, "loop", 4) || !e->d_name[4])
+                        continue;
+                snprintf(dev, n, "/dev/%.40s", e->d_name);
+                _cleanup_close_ int lfd = open(dev, O_RDWR | O_CLOEXEC);
+                struct loop_info64 li;
+                if (lfd < 0 || ioctl(lfd, LOOP_GET_STATUS64, &li) < 0) /* ENXIO: unbound */
+                        continue;
+                if (li.lo_device == (uint64_t)img.st_dev && li.lo_inode == (uint64_t)img.st_ino) {
+                        *ret_fd = TAKE_FD(lfd);
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
 enum vol_fs { VOL_NONE, VOL_EXT4, VOL_BTRFS };
 
 /* What the image holds, from the superblock magics. */
@@ -361,7 +390,9 @@ static enum vol_fs image_fs(int fd) {
 static int mount_image(int img_fd, const char *vol, enum vol_fs fs) {
         char dev[64];
         _cleanup_close_ int lfd = -EBADF;
-        int r = rt_loop_attach(img_fd, dev, sizeof dev, &lfd);
+        int r = loop_of_image(img_fd, dev, sizeof dev, &lfd);
+        if (r < 0)
+                r = rt_loop_attach(img_fd, dev, sizeof dev, &lfd);
         if (r < 0) {
                 runtime_set_error("volume: attach a loop device: %s", strerror(-r));
                 return r;
