@@ -26,6 +26,10 @@
 #define INIT_PS_ARGV_MAX 1024         /* argv bytes kept per process for ps */
 #define INIT_RM_MAX_DEPTH 256         /* directory depth of a recursive remove */
 #define INIT_MAX_TCP 256              /* connections to ports open at once (op connect) */
+#define INIT_MAX_WATCHES 16           /* file watches at once (op watch) */
+#define INIT_WATCH_DIRS 8192          /* directories one watch covers */
+#define INIT_WATCH_QUEUE_EVENTS 1024  /* events a watch holds unsent before it overflows */
+#define INIT_WATCH_QUEUE_BYTES (256u << 10) /* ... and their bytes */
 
 /* An fd in the epoll set; the callback finds its owner with container_of. */
 struct watch {
@@ -61,9 +65,10 @@ struct proc {
         unsigned attached;
 };
 
-enum stream_kind { STREAM_EXEC, STREAM_ATTACH, STREAM_READ, STREAM_WRITE, STREAM_TCP };
+enum stream_kind { STREAM_EXEC, STREAM_ATTACH, STREAM_READ, STREAM_WRITE, STREAM_TCP, STREAM_WATCH };
 
 struct tcp_conn;
+struct fswatch;
 
 struct stream {
         struct stream *next;
@@ -84,6 +89,7 @@ struct stream {
         bool windowed;
         uint32_t credit;
         struct tcp_conn *tcp; /* TCP (tcp.c) */
+        struct fswatch *fsw;  /* WATCH (watch.c) */
 };
 
 struct conn {
@@ -177,6 +183,11 @@ void tcp_stdin(struct stream *s, const uint8_t *data, size_t n);
 void tcp_pump(struct stream *s);
 void tcp_update_watches(void);
 void tcp_free(struct tcp_conn *t);
+
+/* watch.c: file watching (op watch). */
+void op_watch(uint32_t id, const struct json *req);
+void fsw_pump(struct stream *s);
+void fsw_free(struct fswatch *f);
 
 /* proc.c */
 void op_exec(uint32_t id, const struct json *req);

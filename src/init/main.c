@@ -84,6 +84,7 @@ void stream_free(struct stream *s) {
         if (s->kind == STREAM_EXEC && s->proc)
                 s->proc->fg = NULL;
         tcp_free(s->tcp);
+        fsw_free(s->fsw);
         safe_close(s->fd);
         safe_close(s->dirfd);
         free(s->tmp_name);
@@ -117,7 +118,7 @@ static const struct {
         { "exec", op_exec },   { "ps", op_ps },       { "attach", op_attach }, { "signal", op_signal },
         { "read", op_read },   { "write", op_write }, { "list", op_list },     { "stat", op_stat },
         { "mkdir", op_mkdir }, { "remove", op_remove }, { "ping", op_ping },
-        { "connect", op_connect },
+        { "connect", op_connect }, { "watch", op_watch },
 };
 
 static void handle_req(uint32_t id, const uint8_t *p, size_t n) {
@@ -161,6 +162,7 @@ static void stream_cancel(struct stream *s) {
         case STREAM_ATTACH:
         case STREAM_READ:
         case STREAM_TCP:
+        case STREAM_WATCH:
                 break;
         }
         stream_free(s);

@@ -292,6 +292,8 @@ void procs_pump(void) {
                         read_pump(s);
                 else if (s->kind == STREAM_TCP)
                         tcp_pump(s);
+                else if (s->kind == STREAM_WATCH)
+                        fsw_pump(s);
         }
 }
 
