@@ -1,6 +1,6 @@
 /* Route handlers for the files of a session: download and upload stream as DATA frames
  * (an upload never sits in memory whole: the client is paused while init's queue is
- * full), list/stat/mkdir/remove are single requests. Paths are resolved by space-init
+ * full), a watch streams init's NDJSON events, list/stat/mkdir/remove are single requests. Paths are resolved by space-init
  * inside the sandbox root, which refuses to leave it (docs/protocol.md §3.13). */
 #include <string.h>
 
@@ -82,6 +82,96 @@ static const struct op_ops write_ops = {
         .fail = api_op_fail,
         .behind = api_op_behind,
         .room = write_room,
+        .detach = api_op_detach,
+};
+
+/* ---- watch: init's NDJSON events passed on as they are ---- */
+
+/* op->carry[0].n: the bytes passed on so far end inside a line (init may cut a line where
+ * its window ended), so a last event of spaced's own must start a new line. */
+static void watch_line_end(struct op *op, struct conn *c) {
+        if (op->carry[0].n) {
+                conn_stream_chunk(c, "\n", 1);
+                op->carry[0].n = 0;
+        }
+}
+
+static void watch_end_event(struct conn *c, const char *reason, const char *msg) {
+        struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        if (msg) {
+                json_w_kstr(&w, "type", "error");
+                json_w_key(&w, "error");
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "code", "internal");
+                json_w_kstr(&w, "message", msg);
+                json_w_obj_end(&w);
+        } else {
+                json_w_kstr(&w, "type", "end");
+                json_w_kstr(&w, "reason", reason);
+        }
+        json_w_obj_end(&w);
+        if (!w.err)
+                conn_stream_event(c, &b);
+        buf_free(&b);
+        conn_stream_end(c);
+}
+
+static void watch_frame(struct op *op, void *client, const struct proto_hdr *h, const uint8_t *payload,
+                        const struct json *j) {
+        struct conn *c = client;
+        switch (h->type) {
+        case PROTO_RESP:
+                if (!api_resp_is_error(j)) {
+                        conn_stream_begin(c, 200, "application/x-ndjson");
+                        return;
+                }
+                const char *code = json_get_str(json_get(j, "error"), "code");
+                if (code && !strcmp(code, "EMFILE")) {
+                        const char *m = json_get_str(json_get(j, "error"), "message");
+                        conn_reply_error(c, 409, "%s", m ? m : "too many watches in this session");
+                } else if (code && !strcmp(code, "ENOSPC")) {
+                        const char *m = json_get_str(json_get(j, "error"), "message");
+                        conn_reply_error(c, 400, "%s", m ? m : "too many directories to watch");
+                } else
+                        api_reply_init_error(c, j, false);
+                return;
+        case PROTO_STDOUT:
+                if (h->len == 0)
+                        return;
+                conn_stream_chunk(c, payload, h->len);
+                op->carry[0].n = payload[h->len - 1] != '\n';
+                return;
+        case PROTO_EXIT: {
+                watch_line_end(op, c);
+                const struct json *err = json_get(j, "error");
+                const char *reason = json_get_str(j, "reason");
+                if (err) {
+                        const char *m = json_get_str(err, "message");
+                        watch_end_event(c, NULL, m ? m : "the watch failed");
+                } else
+                        watch_end_event(c, reason ? reason : "ended", NULL);
+                return;
+        }
+        default:
+                return;
+        }
+}
+
+/* The sandbox went (paused, died, deleted) or spaced stops: a stream under way ends with
+ * an error event, as an exec's does. */
+static void watch_fail(struct op *op, void *client, int err, const char *msg) {
+        struct conn *c = client;
+        if (c->streaming)
+                watch_line_end(op, c);
+        api_op_fail(op, client, err, msg);
+}
+
+static const struct op_ops watch_ops = {
+        .frame = watch_frame,
+        .fail = watch_fail,
+        .behind = api_op_behind,
         .detach = api_op_detach,
 };
 
@@ -270,4 +360,17 @@ void api_file_mkdir(struct conn *c) {
         json_w_kbool(&r.w, "parents", json_get_bool(body, "parents", false));
         json_w_kint(&r.w, "mode", mode);
         (void)api_req_simple(c, s, &r, api_resp_created);
+}
+
+void api_file_watch(struct conn *c) {
+        char path[PROTO_MAX_PATH + 1];
+        bool recursive;
+        struct session *s = file_target(c, path);
+        if (!s || api_query_bool(c, "recursive", true, &recursive) < 0)
+                return;
+        struct api_json r;
+        file_req(&r, "watch", path);
+        json_w_kbool(&r.w, "recursive", recursive);
+        api_req_window(&r, s);
+        (void)api_req_send(c, s, &r, OP_WATCH, &watch_ops);
 }

@@ -36,7 +36,7 @@ static const struct conn_hook_ops op_hook = {
         .drained = op_hook_drained,
 };
 
-/* Exec, attach, download: a client that hangs up while it waits for one has left. */
+/* Exec, attach, download, watch: a client that hangs up while it waits for one has left. */
 static const struct conn_hook_ops op_stream_hook = {
         .gone = op_hook_gone,
         .done = op_hook_done,
@@ -117,7 +117,7 @@ struct op *api_op_new(struct conn *c, struct session *s, enum op_kind kind, cons
                 conn_reply_error(c, 500, "out of memory");
                 return NULL;
         }
-        bool stream = kind == OP_EXEC || kind == OP_ATTACH || kind == OP_READ;
+        bool stream = kind == OP_EXEC || kind == OP_ATTACH || kind == OP_READ || kind == OP_WATCH;
         conn_set_hook(c, stream ? &op_stream_hook : &op_hook, op);
         return op;
 }

@@ -36,6 +36,7 @@ const struct api_route api_routes[] = {
         { "GET", "/v1/sessions/{id}/files/list", API_BODY_JSON, api_file_list },
         { "GET", "/v1/sessions/{id}/files/stat", API_BODY_JSON, api_file_stat },
         { "POST", "/v1/sessions/{id}/files/mkdir", API_BODY_JSON, api_file_mkdir },
+        { "GET", "/v1/sessions/{id}/files/watch", API_BODY_JSON, api_file_watch },
         { "POST", "/v1/sessions/{id}/ports", API_BODY_JSON, api_port_expose },
         { "GET", "/v1/sessions/{id}/ports", API_BODY_JSON, api_port_list },
         { "DELETE", "/v1/sessions/{id}/ports/{port}", API_BODY_JSON, api_port_unexpose },

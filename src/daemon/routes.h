@@ -69,6 +69,7 @@ void api_file_delete(struct conn *c);
 void api_file_list(struct conn *c);
 void api_file_stat(struct conn *c);
 void api_file_mkdir(struct conn *c);
+void api_file_watch(struct conn *c);
 void api_template_list(struct conn *c);
 void api_template_build(struct conn *c);
 void api_template_delete(struct conn *c);

@@ -150,6 +150,8 @@ static bool op_output_frame(const struct op *op, const struct proto_hdr *h) {
         case OP_ATTACH:
         case OP_TCP:
                 return h->type == PROTO_STDOUT || h->type == PROTO_STDERR;
+        case OP_WATCH:
+                return h->type == PROTO_STDOUT;
         case OP_READ:
                 return h->type == PROTO_DATA;
         default:
@@ -283,6 +285,7 @@ static void op_abandon(struct op *op) {
         case OP_READ:
         case OP_WRITE:
         case OP_TCP:
+        case OP_WATCH:
                 if (!ses_dead(s))
                         (void)ses_send(s, PROTO_CANCEL, op->id, NULL, 0);
                 op_done(op);
@@ -667,6 +670,7 @@ static void on_resp(struct op *op, const struct proto_hdr *h, const struct json 
                 break;
         case OP_ATTACH:
         case OP_READ:
+        case OP_WATCH:
                 if (resp_is_error(resp))
                         op_done(op);
                 else
@@ -915,7 +919,8 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                 return;
         case PROTO_STDOUT:
         case PROTO_STDERR:
-                if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_TCP)
+                if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_TCP ||
+                    (op->kind == OP_WATCH && h->type == PROTO_STDOUT))
                         op_frame(op, client, h, payload, j);
                 return;
         case PROTO_EXIT:
@@ -928,7 +933,8 @@ static void dispatch(struct session *s, const struct proto_hdr *h, const uint8_t
                         op_done(op);
                 }
                 /* exec, attach: the last event ends the response; the op ends with it */
-                if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ || op->kind == OP_TCP)
+                if (op->kind == OP_EXEC || op->kind == OP_ATTACH || op->kind == OP_READ || op->kind == OP_TCP ||
+                    op->kind == OP_WATCH)
                         op_frame(op, client, h, payload, j);
                 op_done(op);
                 return;

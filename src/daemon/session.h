@@ -153,6 +153,7 @@ enum op_kind {
         OP_SIMPLE, /* one REQ, one RESP: ps, list, stat, mkdir, remove, signal */
         OP_KILL,   /* fire-and-forget signal after a client vanished: its RESP is dropped */
         OP_TCP,    /* a connection init made to a port inside (op connect): STDIN in, STDOUT out */
+        OP_WATCH,  /* a file watch (op watch): NDJSON events in STDOUT frames, EXIT when it ends */
 };
 
 /* What an op's frames mean to its client: filled by whoever made the op (api_*.c). Each

@@ -133,8 +133,8 @@ start_daemon() { # extra spaced options, if any
 }
 
 # make_rootfs DIR: the smallest tree the tests' commands run in.
-make_rootfs() {
-        local root=$1 cmds="sh cat echo ls sleep head wc env yes true tr grep rm mkdir dd sync"
+make_rootfs() { # DIR [MORE COMMANDS]
+        local root=$1 cmds="sh cat echo ls sleep head wc env yes true tr grep rm mkdir dd sync ${2:-}"
         mkdir -p "$root/bin" "$root/root" "$root/tmp" "$root/etc" "$root/proc" "$root/dev" "$root/sys"
         if command -v busybox >/dev/null && ! ldd "$(command -v busybox)" >/dev/null 2>&1; then
                 cp "$(command -v busybox)" "$root/bin/busybox"
