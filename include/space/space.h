@@ -366,6 +366,25 @@ struct space_dirent {
 /* GET .../files/list, every page of it; free the array with free(). */
 int space_file_list(space_session *s, const char *path, struct space_dirent **ret, size_t *ret_n);
 
+/* One event of a file watch (docs/api.md "Watching files"). type is "create", "write",
+ * "chmod", "remove", "rename_from", "rename_to", or "overflow" (events were lost: the
+ * reader was slower than the changes; path is then "" and reason may say more). */
+struct space_watch_event {
+        const char *type;
+        const char *path;   /* absolute, inside the sandbox */
+        bool dir;           /* the path is a directory */
+        const char *reason; /* overflow's, or NULL */
+};
+/* Called per event; the strings live until it returns. A value > 0 stops the watch (the
+ * call returns 0), < 0 stops it with that error. */
+typedef int (*space_watch_fn)(void *userdata, const struct space_watch_event *ev);
+/* GET .../files/watch: streams the changes below directory path (only path itself unless
+ * recursive) until fn stops it (0), the directory goes away (0; *ret_reason, when given,
+ * gets why, e.g. "removed"), or the session stops (an error). Each session has at most
+ * 16 watches at once (spaced answers 409, -EEXIST, beyond). */
+int space_file_watch(space_session *s, const char *path, bool recursive, space_watch_fn fn, void *userdata,
+                     char *ret_reason, size_t reason_len);
+
 /* ---- templates ------------------------------------------------------------------- */
 
 struct space_template_info {

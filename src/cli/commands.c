@@ -173,6 +173,26 @@ const struct cli_cmd cli_commands[] = {
                 .run = cli_cp,
         },
         {
+                .name = "watch",
+                .summary = "print the changes to files in a sandbox as they happen",
+                .usage = "[OPTIONS] ID PATH",
+                .about = "Watch the directory PATH in a sandbox and everything below it (directories made\n"
+                         "later included) and print each change as it happens: TYPE PATH, where TYPE is\n"
+                         "create, write, chmod, remove, rename_from or rename_to and a directory's PATH\n"
+                         "ends in '/'. 'overflow' says that events were lost (they came faster than they\n"
+                         "were read). Runs until interrupted, --count is reached or PATH goes away. A\n"
+                         "session has at most 16 watches at once.\n",
+                .opts = (const struct cli_opt[]){
+                        { "no-recursive", 0, CLI_OPT_FLAG, NULL, .doc = "only PATH itself, not the directories below it" },
+                        { "count", 'n', CLI_OPT_UINT, "N", .doc = "exit after N events",
+                          .what = "count", .min = 1, .max = UINT32_MAX },
+                        OPT_JSON("one JSON object per line: {\"type\",\"path\",\"dir\"}"),
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 2, .max_args = 2, .missing = "session id and path", .missing_rest = "path",
+                .run = cli_watch,
+        },
+        {
                 .name = "ls",
                 .alias = "list",
                 .summary = "list sessions",

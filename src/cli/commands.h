@@ -23,7 +23,7 @@ int cli_create_network(const struct cli_call *call, struct buf *out, bool *ret_g
 cli_hook cli_exec_check, cli_exec, cli_logs_check, cli_logs, cli_kill_check, cli_kill;
 extern const struct cli_list cli_processes_list;
 /* files.c */
-cli_hook cli_cp_check, cli_cp;
+cli_hook cli_cp_check, cli_cp, cli_watch;
 /* snapshots.c: the snapshot timeline, time travel, fork */
 cli_hook cli_snapshot, cli_restore, cli_fork;
 extern const struct cli_list cli_snapshots_list;

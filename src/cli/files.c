@@ -9,6 +9,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/buf.h"
+#include "common/json.h"
 
 #define MAX_CP_DEPTH 64
 
@@ -220,4 +222,54 @@ static int cp_upload(struct cli_call *call) {
 int cli_cp(struct cli_call *call) {
         struct cp_args *a = call->args;
         return a->src.remote ? cp_download(call) : cp_upload(call);
+}
+
+/* ---- space watch ------------------------------------------------------------------ */
+
+struct watch_print {
+        bool json;
+        uint64_t count, printed; /* --count: stop after that many events (0: never) */
+        int err;
+};
+
+static int watch_line(void *ud, const struct space_watch_event *ev) {
+        struct watch_print *p = ud;
+        int r;
+        if (p->json) {
+                _cleanup_buf_ struct buf b = BUF_INIT(0);
+                struct json_writer w = JSON_WRITER_INIT(&b);
+                json_w_obj_begin(&w);
+                json_w_kstr(&w, "type", ev->type);
+                if (strcmp(ev->type, "overflow") != 0) {
+                        json_w_kstr(&w, "path", ev->path);
+                        json_w_kbool(&w, "dir", ev->dir);
+                } else if (ev->reason)
+                        json_w_kstr(&w, "reason", ev->reason);
+                json_w_obj_end(&w);
+                if (w.err || !buf_cstr(&b))
+                        return w.err ? w.err : -ENOMEM;
+                r = printf("%s\n", b.data);
+        } else if (!strcmp(ev->type, "overflow"))
+                r = printf("overflow     (events were lost: %s)\n", ev->reason ? ev->reason : "changes came faster than they were read");
+        else
+                r = printf("%-12s %s%s\n", ev->type, ev->path, ev->dir && strcmp(ev->path, "/") != 0 ? "/" : "");
+        if (r < 0 || fflush(stdout) != 0) {
+                p->err = -EIO;
+                return -EIO;
+        }
+        return p->count && ++p->printed >= p->count ? 1 : 0;
+}
+
+int cli_watch(struct cli_call *call) {
+        struct watch_print p = { .json = call->json, .count = cli_opt_u64(call, "count") };
+        char reason[64];
+        int e = space_file_watch(call->session, call->argv[1], !cli_opt_set(call, "no-recursive"), watch_line, &p,
+                                 reason, sizeof reason);
+        if (p.err)
+                return cli_error("writing the events: %s", strerror(-p.err));
+        if (e < 0)
+                return cli_api_fail(call, e);
+        if (reason[0])
+                fprintf(stderr, "space: the watch ended: %s\n", reason);
+        return EXIT_SUCCESS;
 }

@@ -1522,6 +1522,67 @@ int space_file_stat(space_session *s, const char *path, struct space_stat *ret) 
         return 0;
 }
 
+struct watch_state {
+        space_client *c;
+        space_watch_fn fn;
+        void *ud;
+        bool stopped; /* fn asked to stop */
+        bool ended;   /* the end event came */
+        char *reason;
+        size_t reason_len;
+};
+
+#define WATCH_STOP (-ECANCELED) /* fn's "stop": the stream is cut, the call returns 0 */
+
+static int watch_event(void *ud, const struct json *ev) {
+        struct watch_state *st = ud;
+        const char *type = json_get_str(ev, "type");
+        if (!type)
+                return fail(st->c, -EBADMSG, "a watch event without a type");
+        if (!strcmp(type, "end")) {
+                st->ended = true;
+                const char *why = json_get_str(ev, "reason");
+                if (st->reason && st->reason_len)
+                        snprintf(st->reason, st->reason_len, "%s", why ? why : "");
+                return 0;
+        }
+        if (!strcmp(type, "error")) {
+                const char *m = json_get_str(json_get(ev, "error"), "message");
+                return fail(st->c, -ECONNRESET, "the watch ended: %s", m ? m : "an error in the session");
+        }
+        const char *path = json_get_str(ev, "path");
+        struct space_watch_event e = {
+                .type = type,
+                .path = path ? path : "",
+                .dir = json_get_bool(ev, "dir", false),
+                .reason = json_get_str(ev, "reason"),
+        };
+        int r = st->fn(st->ud, &e);
+        if (r > 0) {
+                st->stopped = true;
+                return WATCH_STOP;
+        }
+        return r;
+}
+
+int space_file_watch(space_session *s, const char *path, bool recursive, space_watch_fn fn, void *userdata,
+                     char *ret_reason, size_t reason_len) {
+        if (!fn)
+                return fail(s->c, -EINVAL, "no callback for the watch's events");
+        if (ret_reason && reason_len)
+                ret_reason[0] = 0;
+        struct watch_state st = { .c = s->c, .fn = fn, .ud = userdata, .reason = ret_reason, .reason_len = reason_len };
+        int r = session_call(s, &(struct call){ .method = "GET", .stream = true, .on_event = watch_event, .ud = &st },
+                             "/files/watch", path, recursive ? NULL : "&recursive=false", NULL, NULL);
+        if (st.stopped && r == WATCH_STOP) {
+                clear_error(s->c);
+                return 0;
+        }
+        if (r == 0 && !st.ended)
+                return fail(s->c, -ECONNRESET, "the watch stream ended without its last event");
+        return r;
+}
+
 int space_file_list(space_session *s, const char *path, struct space_dirent **ret, size_t *ret_n) {
         space_client *c = s->c;
         if (!path_ok(path))

@@ -89,6 +89,30 @@ check "no path is 400" test "$(code --max-time 10 "$W")" = 400
 check "a bad recursive is 400" test "$(code --max-time 10 "$W?path=/tmp&recursive=maybe")" = 400
 check "an unknown session is 404" test "$(code --max-time 10 "http://x/v1/sessions/ses_0000000000000000/files/watch?path=/")" = 404
 
+# ---- space watch ----
+SPACE=$BIN/space
+[ -x "$SPACE" ] || { echo "FAIL: $SPACE is not built"; exit 1; }
+sh_in "$A" 'mkdir -p /tmp/c' >/dev/null
+SPACE_HOST=unix:$S timeout 30 "$SPACE" watch -n 3 "$A" /tmp/c >"$T/cli.out" 2>"$T/cli.err" &
+CP=$!
+SPACE_HOST=unix:$S timeout 30 "$SPACE" watch --json --no-recursive -n 2 "$A" /tmp/c >"$T/cli.json" 2>&1 &
+CJ=$!
+sleep 1 # both streams begin (their heads come before any event)
+sh_in "$A" 'mkdir /tmp/c/d && echo x >/tmp/c/d/f && rm /tmp/c/d/f && touch /tmp/c/e' >/dev/null
+wait "$CP"
+check "space watch -n 3 exits 0 after three events" test $? = 0
+check "... printing TYPE PATH, a directory with its /" test "$(head -n 1 "$T/cli.out")" = "create       /tmp/c/d/"
+check "... and the events below it (recursive by default)" grep -qxE "create +/tmp/c/d/f" "$T/cli.out"
+wait "$CJ"
+check "space watch --json --no-recursive -n 2 exits 0" test $? = 0
+check "... JSON lines of PATH's own entries, nothing of the directory below" \
+        test "$(jq -rc '.type + " " + .path + " " + (.dir | tostring)' <"$T/cli.json" | tr '\n' ,)" = \
+        "create /tmp/c/d true,create /tmp/c/e false,"
+R=$(SPACE_HOST=unix:$S "$SPACE" watch "$A" /nope 2>&1)
+check "space watch of a missing directory fails, saying so" grep -q '/nope' <<<"$R"
+SPACE_HOST=unix:$S "$SPACE" watch "$A" >/dev/null 2>&1
+check "space watch without a path is a usage error (2)" test $? = 2
+
 # ---- the session pauses: the stream ends with an error event ----
 check "the first watch still streams" kill -0 "$P1"
 check "pause" test "$(code -X POST --max-time 60 "http://x/v1/sessions/$A/pause")" = 200
