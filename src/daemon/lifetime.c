@@ -375,9 +375,12 @@ static void wake_done(struct dur_waiter *w, int err, const char *msg, const stru
                 /* The resume may have failed because another request's got there first. */
                 if (s && !s->freed && ses_usable(s)) {
                         lifetime_touch(s);
+                        /* Input flows again before the route runs: a handler's request to
+                         * init may resume a paused upload at once (op_ops.room). */
                         c->state = CONN_IDLE; /* where its request head left it */
+                        c->in_paused = false;
                         k->again(c);
-                        conn_resume_input(c);
+                        conn_process_input(c);
                 } else {
                         c->in_paused = false;
                         c->state = CONN_BODY_DISCARD;

@@ -623,6 +623,11 @@ out:
                 conn_update_events(c);
 }
 
+void conn_process_input(struct conn *c) {
+        if (!c->closed)
+                conn_process(c);
+}
+
 /* CONN_LINGER: what the client still sends is dropped; its EOF, an error, the deadline or
  * CONN_LINGER_MAX bytes end the connection. */
 static void conn_read_linger(struct conn *c) {

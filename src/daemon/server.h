@@ -171,6 +171,8 @@ int conn_detach(struct conn *c, struct buf *ret_out, struct buf *ret_in);
 /* Runs the route of c's request head (held by the router's hold): a streaming route's
  * handler now, a JSON route's once its body is in (after conn_resume_input, if held). */
 void conn_dispatch(struct conn *c);
+/* Parses what c holds now (a held request's body, once its route runs). */
+void conn_process_input(struct conn *c);
 /* Resumes parsing an upload paused with c->in_paused. */
 void conn_resume_input(struct conn *c);
 /* Sends "100 Continue" when the client waits for it. */
