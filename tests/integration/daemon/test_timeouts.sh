@@ -4,7 +4,7 @@
 # with auto_resume resume it and run, without auto_resume they are 409; a timeout with
 # action delete deletes; PUT …/timeouts extends and clears; bad values are 400; a restart
 # of spaced keeps the settings, and a timeout that passed while it was down fires at its
-# start. Root only; ~35 s.
+# start; the CLI (space create --timeout ..., space timeout). Root only; ~15 s.
 # Usage: test_timeouts.sh SPACED_BINARY   (space-init next to it)
 . "$(dirname "$0")/lib.sh" timeouts "${1:-}"
 
@@ -93,6 +93,24 @@ R=$(api -X PUT "http://x/v1/sessions/$D/timeouts" -d '{"timeout":null,"idle_time
 check "PUT clears the timeout and sets idle_timeout, idle_action, auto_resume" \
         test "$(jx '"\(req("timeout")) \(req("idle_timeout")) \(req("idle_action")) \(req("auto_resume"))"' <<<"$R")" = "null 600 delete true"
 check "... and D has no timeout event (its first deadline never fired)" test "$(kinds_of "$D" | grep -c '^timeout$')" = 0
+
+# ---- the CLI: space create's options, space timeout ----
+export SPACE_HOST=unix:$S
+F=$("$BIN/space" create -t mini -m 64M --snapshot-interval 0 --timeout 1h --idle-timeout 10m --on-timeout delete \
+        --auto-resume)
+check "space create --timeout 1h --idle-timeout 10m --on-timeout delete --auto-resume" test "${F:0:4}" = ses_
+check "... the session has them" test "$(api "http://x/v1/sessions/$F" | jx 'req("timeouts") | "\(req("idle_timeout")) \(req("timeout_action")) \(req("idle_action")) \(req("auto_resume")) \(req("timeout") | type)"')" = "600 delete pause true string"
+check "space timeout ID prints them" "$BIN/space" timeout "$F" >"$T/tl"
+check "... one line each: idle-timeout 600s (then pause)" grep -qx 'idle-timeout   600s (then pause)' "$T/tl"
+check "... auto-resume on" grep -qx 'auto-resume    on' "$T/tl"
+check "... the timeout, then delete" grep -qx 'timeout        20[0-9-]*T[0-9:.]*Z (then delete)' "$T/tl"
+check "space timeout ID --no-timeout --idle-timeout 90s --no-auto-resume" \
+        test "$("$BIN/space" timeout "$F" --no-timeout --idle-timeout 90s --no-auto-resume --json | jx '"\(req("timeout")) \(req("idle_timeout")) \(req("auto_resume"))"')" = "null 90 false"
+"$BIN/space" timeout "$F" --idle-timeout 0 >/dev/null 2>&1
+check "space timeout --idle-timeout 0 is a usage error (exit 2)" test $? = 2
+"$BIN/space" timeout "$F" --at 2020-01-01T00:00:00Z >"$T/te" 2>&1
+check "space timeout --at a past time: exit 1 with the daemon's message" \
+        test $? = 1 -a -n "$(grep 'not in the future' "$T/te")"
 
 # ---- a restart keeps them; a timeout that passes while spaced is down fires at its start ----
 E=$(new "{$BASE,\"timeout\":2}")
