@@ -4,12 +4,21 @@
 # with auto_resume resume it and run, without auto_resume they are 409; a timeout with
 # action delete deletes; PUT …/timeouts extends and clears; bad values are 400; a restart
 # of spaced keeps the settings, and a timeout that passed while it was down fires at its
-# start; the CLI (space create --timeout ..., space timeout). Root only; ~15 s.
+# start; requests to an exposed port keep it running and resume it; the CLI (space
+# create --timeout ..., space timeout). Root only; ~20 s.
 # Usage: test_timeouts.sh SPACED_BINARY   (space-init next to it)
 . "$(dirname "$0")/lib.sh" timeouts "${1:-}"
 
 ROOT=$T/rootfs
 make_rootfs "$ROOT"
+# an HTTP server for the port checks (busybox's, when the rootfs has busybox)
+HTTPD=
+if [ -x "$ROOT/bin/busybox" ]; then
+        ln -sf busybox "$ROOT/bin/httpd"
+        mkdir -p "$ROOT/srv"
+        echo "served" >"$ROOT/srv/index.html"
+        HTTPD=1
+fi
 # kinds_of SESSION: the kinds of its events, one a line
 kinds_of() { api "http://x/v1/sessions/$1/events?limit=1000" | jx 'req("events")[] | req("kind")'; }
 # lifecycle_of SESSION: its events as "kind" or "lifecycle:EVENT", one a line
@@ -74,6 +83,26 @@ check "an upload to paused A resumes it and writes" \
 check "... the file is there" test "$(api "http://x/v1/sessions/$A/files?path=/root/up.txt")" = "uploaded while paused"
 # No more pauses of A from here: it must be running for the restart below.
 check "PUT idle_timeout null on A is 200" test "$(put_code "$A" '{"idle_timeout":null}')" = 200
+
+# ---- requests to an exposed port are activity, and resume with auto_resume ----
+if [ -n "$HTTPD" ]; then
+        G=$(new "{$BASE,\"idle_timeout\":2,\"auto_resume\":true,\"ports\":[{\"port\":8000,\"public\":true}]}")
+        api -X POST "http://x/v1/sessions/$G/exec" -d '{"argv":["httpd","-f","-p","127.0.0.1:8000","-h","/srv"],"background":true}' >/dev/null
+        ok=0
+        for _ in $(seq 6); do
+                sleep 0.8
+                [ "$(api "http://x/v1/sessions/$G/ports/8000/")" = served ] && ok=$((ok + 1))
+        done
+        check "6 requests to G's port 0.8 s apart are served" test "$ok" = 6
+        check "... and keep G (idle_timeout 2 s) running for 4.8 s" test "$(state_of "$G")" = running
+        check "G is paused once its port is left alone" wait_state "$G" paused 100
+        # A resumed ns sandbox runs no process of before: nothing listens, 502, but it runs.
+        check "a request to the port of paused G resumes it (502: its server did not survive)" \
+                test "$(code "http://x/v1/sessions/$G/ports/8000/")" = 502
+        check "... G runs" test "$(state_of "$G")" = running
+else
+        echo "# no busybox in the rootfs: the port checks are skipped"
+fi
 
 # ---- PUT …/timeouts: extend, clear, bad values ----
 D=$(new "{$BASE,\"timeout\":3}")
