@@ -336,7 +336,10 @@ void lifetime_tick(struct daemon *d) {
                 bool running = s->state == META_SESSION_RUNNING && ses_usable(s);
                 if (running && in_use(s))
                         l->active_ms = now;
-                if (l->deadline_ms && now >= l->deadline_ms && s->state != META_SESSION_CREATING) {
+                /* A pause waits for a recovery (or a start) to end; a delete does not. */
+                bool settled = s->state == META_SESSION_RUNNING || s->state == META_SESSION_PAUSED;
+                if (l->deadline_ms && now >= l->deadline_ms && s->state != META_SESSION_CREATING &&
+                    (settled || l->timeout_action == LT_DELETE)) {
                         fire(s, "timeout", l->timeout_action, now);
                         continue;
                 }
