@@ -4,8 +4,9 @@
 # with auto_resume resume it and run, without auto_resume they are 409; a timeout with
 # action delete deletes; PUT …/timeouts extends and clears; bad values are 400; a restart
 # of spaced keeps the settings, and a timeout that passed while it was down fires at its
-# start; requests to an exposed port keep it running and resume it; the CLI (space
-# create --timeout ..., space timeout). Root only; ~20 s.
+# start; requests to an exposed port and an open port-forward connection keep it running,
+# a request to the port resumes it; the CLI (space create --timeout ..., space timeout).
+# Root only; ~25 s.
 # Usage: test_timeouts.sh SPACED_BINARY   (space-init next to it)
 . "$(dirname "$0")/lib.sh" timeouts "${1:-}"
 
@@ -15,6 +16,7 @@ make_rootfs "$ROOT"
 HTTPD=
 if [ -x "$ROOT/bin/busybox" ]; then
         ln -sf busybox "$ROOT/bin/httpd"
+        ln -sf busybox "$ROOT/bin/nc"
         mkdir -p "$ROOT/srv"
         echo "served" >"$ROOT/srv/index.html"
         HTTPD=1
@@ -100,6 +102,24 @@ if [ -n "$HTTPD" ]; then
         check "a request to the port of paused G resumes it (502: its server did not survive)" \
                 test "$(code "http://x/v1/sessions/$G/ports/8000/")" = 502
         check "... G runs" test "$(state_of "$G")" = running
+        # An open connection through port-forward is activity while it lasts.
+        H=$(new "{$BASE,\"idle_timeout\":2}")
+        api -X POST "http://x/v1/sessions/$H/exec" -d '{"argv":["nc","-ll","-p","8004","-e","/bin/cat"],"background":true}' >/dev/null
+        LP=$(free_port)
+        SPACE_HOST=unix:$S "$BIN/space" port-forward "$H" "8004:$LP" >"$T/pf.log" 2>&1 &
+        PF=$!
+        for _ in $(seq 50); do ss -Htln "sport = :$LP" | grep -q . && break; sleep 0.1; done
+        exec 3<>"/dev/tcp/127.0.0.1/$LP"
+        echo ping >&3
+        line=
+        read -r -t 5 line <&3
+        check "a connection to H's port through port-forward echoes" test "$line" = ping
+        sleep 4
+        check "... and keeps H (idle_timeout 2 s) running while open, 4 s without a request" test "$(state_of "$H")" = running
+        exec 3>&-
+        kill "$PF" 2>/dev/null
+        wait "$PF" 2>/dev/null
+        check "H is paused once the connection is closed" wait_state "$H" paused 100
 else
         echo "# no busybox in the rootfs: the port checks are skipped"
 fi
