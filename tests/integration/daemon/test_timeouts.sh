@@ -88,7 +88,7 @@ check "PUT idle_timeout null on A is 200" test "$(put_code "$A" '{"idle_timeout"
 
 # ---- requests to an exposed port are activity, and resume with auto_resume ----
 if [ -n "$HTTPD" ]; then
-        G=$(new "{$BASE,\"idle_timeout\":2,\"auto_resume\":true,\"ports\":[{\"port\":8000,\"public\":true}]}")
+        G=$(new "{$BASE,\"idle_timeout\":3,\"auto_resume\":true,\"ports\":[{\"port\":8000,\"public\":true}]}")
         api -X POST "http://x/v1/sessions/$G/exec" -d '{"argv":["httpd","-f","-p","127.0.0.1:8000","-h","/srv"],"background":true}' >/dev/null
         ok=0
         for _ in $(seq 6); do
@@ -96,7 +96,7 @@ if [ -n "$HTTPD" ]; then
                 [ "$(api "http://x/v1/sessions/$G/ports/8000/")" = served ] && ok=$((ok + 1))
         done
         check "6 requests to G's port 0.8 s apart are served" test "$ok" = 6
-        check "... and keep G (idle_timeout 2 s) running for 4.8 s" test "$(state_of "$G")" = running
+        check "... and keep G (idle_timeout 3 s) running for 4.8 s" test "$(state_of "$G")" = running
         check "G is paused once its port is left alone" wait_state "$G" paused 100
         # A resumed ns sandbox runs no process of before: nothing listens, 502, but it runs.
         check "a request to the port of paused G resumes it (502: its server did not survive)" \
