@@ -24,6 +24,7 @@ typedef struct space_session space_session;
 #define SPACE_MAX_EVENT_PAGE 1000        /* events one page may hold */
 #define SPACE_MAX_EVENT_DATA (64u << 10) /* an appended event's data, JSON bytes */
 #define SPACE_MAX_NETWORK_JSON (512u << 10) /* a network policy as JSON text (256 + 256 rules) */
+#define SPACE_MAX_TIMEOUTS_JSON 4096u       /* a session's timeouts as JSON text */
 
 /* ---- client ---------------------------------------------------------------------- */
 
@@ -73,10 +74,10 @@ int space_get_json(space_client *c, const char *path, char **ret_json);
 
 /* ---- sessions -------------------------------------------------------------------- */
 
-#define SPACE_SESSION_OPTS_VERSION 5
+#define SPACE_SESSION_OPTS_VERSION 6
 struct space_session_opts {
-        unsigned version;     /* SPACE_SESSION_OPTS_VERSION (1 to 4 are still accepted:
-                               * the fields up to 'network', 'retention', 'disk', 'runtime') */
+        unsigned version;     /* SPACE_SESSION_OPTS_VERSION (1 to 5 are still accepted: the
+                               * fields up to 'network', 'retention', 'disk', 'runtime', 'network_json') */
         const char *template; /* NULL: the daemon's default ("base") */
         uint64_t memory;      /* bytes; 0 = daemon default */
         double cpus;          /* 0 = daemon default */
@@ -97,6 +98,13 @@ struct space_session_opts {
          * {"egress","allow","deny","bandwidth"}; sent as "network" instead of the bool
          * above. NULL: the bool (false: the daemon's default). -EINVAL if not JSON. */
         const char *network_json;
+        /* version 6: lifecycle timeouts (docs/sessions.md "Timeouts"); the daemon checks them */
+        int64_t timeout_s;      /* paused (or deleted) this many seconds from now; 0: never */
+        bool timeout_delete;    /* ... deleted instead of paused */
+        int64_t idle_timeout_s; /* paused (or deleted) after this many seconds without a request to
+                                 * its sandbox (exec, files, processes, ports); 0: never */
+        bool idle_delete;
+        bool auto_resume;       /* such a request to it while paused resumes it first */
 };
 #define SPACE_SESSION_OPTS_INIT .version = SPACE_SESSION_OPTS_VERSION
 
@@ -165,6 +173,13 @@ int space_session_network_get(space_session *s, char **ret_json);
  * it: -EINVAL (400) with what was wrong, -EACCES (403) when egress is off on the host.
  * *ret_json (may be NULL): the policy now in force (caller frees). */
 int space_session_network_set(space_session *s, const char *policy_json, char **ret_json);
+/* PUT .../timeouts: sets, extends or clears the session's timeouts. timeouts_json is an
+ * object of "timeout" (seconds from now or an RFC 3339 time; null: none), "timeout_action",
+ * "idle_timeout" (seconds; null: none), "idle_action" ("pause" or "delete"), "auto_resume";
+ * members left out keep their value (docs/api.md "Timeouts"). -EINVAL (400) with what was
+ * wrong. *ret_json (may be NULL): the timeouts now (caller frees). The session object has
+ * them too, as "timeouts". */
+int space_session_timeouts_set(space_session *s, const char *timeouts_json, char **ret_json);
 /* DELETE /v1/sessions/{id}; the handle must still be freed. */
 int space_session_delete(space_session *s);
 /* Delete by id without a handle. */

@@ -13,7 +13,7 @@
 
 #define CLI_EXIT_USAGE 2
 #define CLI_EXIT_NOT_STARTED 127 /* a command that could not be started, as shells do */
-#define CLI_MAX_OPTS 24          /* options of one command, --host and --help included */
+#define CLI_MAX_OPTS 32          /* options of one command, --host and --help included */
 #define CLI_MAX_ENV 1024         /* --env entries of one command */
 #define CLI_MAX_MULTI 512        /* values of the repeatable CLI_OPT_LIST options of one command */
 

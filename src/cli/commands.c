@@ -19,6 +19,21 @@
                  "none: every destination the host allows" }
 #define OPT_DENY \
         { "deny", 0, CLI_OPT_LIST, "RULE", .what = "rule", .max = 299, .doc = "never reach these (repeatable; deny wins)" }
+/* A session's timeouts (create, timeout); the daemon checks the limits. */
+#define OPT_TIMEOUTS                                                                                      \
+        { "timeout", 0, CLI_OPT_DURATION, "DUR", .what = "timeout", .hint = " (e.g. 1h, 30m, 90s)",          \
+          .doc = "pause the session DUR from now (--on-timeout delete: delete\n"                           \
+                 "it); at most a year" },                                                                  \
+        { "idle-timeout", 0, CLI_OPT_DURATION, "DUR", .what = "idle timeout", .hint = " (e.g. 10m, 1h)",   \
+          .doc = "pause it after DUR without an exec, file, port or terminal\n"                           \
+                 "request (--on-idle delete: delete it); 1s to 720h" },                                    \
+        { "on-timeout", 0, CLI_OPT_STR, "ACTION", .what = "action", .max = 16,                            \
+          .doc = "what the timeout does: pause (default) or delete" },                                     \
+        { "on-idle", 0, CLI_OPT_STR, "ACTION", .what = "action", .max = 16,                               \
+          .doc = "what the idle timeout does: pause (default) or delete" },                                \
+        { "auto-resume", 0, CLI_OPT_FLAG, NULL,                                                            \
+          .doc = "an exec, file, port or terminal request to it while\n"                                   \
+                 "paused resumes it first (else it fails: session paused)" }
 #define OPT_BANDWIDTH                                                                                     \
         { "bandwidth", 0, CLI_OPT_STR, "RATE", .what = "rate", .max = 64,                                 \
           .doc = "limit each way: 20mbit, 1.5gbit, 500kbit, or bit/s" }
@@ -119,6 +134,7 @@ const struct cli_cmd cli_commands[] = {
                           .doc = "rolling snapshots to keep (daemon default 10); manual,\n"
                           "pause and fork-source ones are always kept",
                           .what = "retention", .min = 1, .max = 100000, .range = true },
+                        OPT_TIMEOUTS,
                         { "token-file", 0, CLI_OPT_STR, "FILE", .doc = "write the session's token to FILE (mode 0600)" },
                         OPT_JSON("print the whole session object, with its \"token\",\n"
                                  "instead of the id"),
@@ -268,6 +284,30 @@ const struct cli_cmd cli_commands[] = {
                 .min_args = 1, .max_args = 1, .missing = "session id",
                 .check = cli_network_check,
                 .run = cli_network,
+        },
+        {
+                .name = "timeout",
+                .summary = "show, set or clear a session's timeouts",
+                .usage = "[OPTIONS] ID",
+                .about = "Without options, print the session's timeouts. With them, set, extend or clear\n"
+                         "them; what is not given is kept. A new --timeout or --at replaces the deadline.\n"
+                         "When one fires the session is paused (or deleted); with --auto-resume an exec,\n"
+                         "file, port or terminal request to the paused session resumes it first. Kept\n"
+                         "across daemon restarts. See docs/sessions.md \"Timeouts\".\n",
+                .help_column = 28,
+                .opts = (const struct cli_opt[]){
+                        OPT_TIMEOUTS,
+                        { "at", 0, CLI_OPT_STR, "TIME", .what = "time", .max = 64,
+                          .doc = "pause (or delete) it at TIME, in RFC 3339:\n2026-12-03T18:00:00Z" },
+                        { "no-timeout", 0, CLI_OPT_FLAG, NULL, .doc = "clear the timeout" },
+                        { "no-idle-timeout", 0, CLI_OPT_FLAG, NULL, .doc = "clear the idle timeout" },
+                        { "no-auto-resume", 0, CLI_OPT_FLAG, NULL, .doc = "turn auto-resume off" },
+                        OPT_JSON("print the daemon's JSON timeouts object"),
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 1, .max_args = 1, .missing = "session id",
+                .check = cli_timeout_check,
+                .run = cli_timeout,
         },
         {
                 .name = "inspect",

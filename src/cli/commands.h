@@ -19,6 +19,10 @@ struct buf;
 /* create's --egress/--no-egress/--allow/--deny/--bandwidth as a policy object into out;
  * *ret_given false (out untouched) when none was given. 0 or EXIT_FAILURE. */
 int cli_create_network(const struct cli_call *call, struct buf *out, bool *ret_given);
+/* timeouts.c: a session's lifecycle timeouts (space timeout; create's timeout options) */
+cli_hook cli_timeout_check, cli_timeout, cli_create_timeouts_check;
+/* create's --timeout/--idle-timeout/--on-timeout/--on-idle/--auto-resume into so. */
+void cli_create_timeouts(const struct cli_call *call, struct space_session_opts *so);
 /* exec.c: a sandbox's processes */
 cli_hook cli_exec_check, cli_exec, cli_logs_check, cli_logs, cli_kill_check, cli_kill;
 extern const struct cli_list cli_processes_list;

@@ -55,7 +55,10 @@ static int policy_json(const struct cli_call *call, bool egress, struct buf *out
         return 0;
 }
 
-int cli_create_check(struct cli_call *call) { return policy_opts_check(call, "egress", "no-egress"); }
+int cli_create_check(struct cli_call *call) {
+        int r = policy_opts_check(call, "egress", "no-egress");
+        return r ? r : cli_create_timeouts_check(call);
+}
 
 int cli_create_network(const struct cli_call *call, struct buf *out, bool *ret_given) {
         *ret_given = false;

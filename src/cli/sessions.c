@@ -30,6 +30,7 @@ int cli_create(struct cli_call *call) {
                 .env = call->n_env ? call->env : NULL,
                 .network_json = net_given ? net.data : NULL,
         };
+        cli_create_timeouts(call, &so);
         const char *token_file = cli_opt_str(call, "token-file");
         space_session *s = NULL;
         int r = space_session_new(&s, call->client, &so);

@@ -789,6 +789,20 @@ int space_session_new(space_session **ret, space_client *c, const struct space_s
                 json_w_key(&w, "disk");
                 json_w_uint(&w, o->disk);
         }
+        if (o && o->version >= 6) {
+                if (o->timeout_s < 0 || o->idle_timeout_s < 0)
+                        return fail(c, -EINVAL, "a timeout must not be negative");
+                if (o->timeout_s)
+                        json_w_kint(&w, "timeout", o->timeout_s);
+                if (o->timeout_delete)
+                        json_w_kstr(&w, "timeout_action", "delete");
+                if (o->idle_timeout_s)
+                        json_w_kint(&w, "idle_timeout", o->idle_timeout_s);
+                if (o->idle_delete)
+                        json_w_kstr(&w, "idle_action", "delete");
+                if (o->auto_resume)
+                        json_w_kbool(&w, "auto_resume", true);
+        }
         int r = request_end(c, &w);
         if (r < 0)
                 return r;
@@ -975,6 +989,20 @@ int space_session_network_set(space_session *s, const char *policy_json, char **
         _cleanup_json_ struct json *j = NULL;
         return session_call(s, &(struct call){ .method = "PUT", JSON_BODY(policy_json, n) }, "/network", NULL, NULL, &j,
                             ret_json);
+}
+
+int space_session_timeouts_set(space_session *s, const char *timeouts_json, char **ret_json) {
+        if (!timeouts_json)
+                return fail(s->c, -EINVAL, "no timeouts");
+        size_t n = strlen(timeouts_json);
+        if (n > SPACE_MAX_TIMEOUTS_JSON)
+                return fail(s->c, -E2BIG, "timeouts over %u bytes", SPACE_MAX_TIMEOUTS_JSON);
+        _cleanup_json_ struct json *tj = NULL;
+        if (json_parse(timeouts_json, n, &tj, NULL, 0) < 0 || json_type(tj) != JSON_OBJECT)
+                return fail(s->c, -EINVAL, "the timeouts must be a JSON object");
+        _cleanup_json_ struct json *j = NULL;
+        return session_call(s, &(struct call){ .method = "PUT", JSON_BODY(timeouts_json, n) }, "/timeouts", NULL, NULL,
+                            &j, ret_json);
 }
 
 int space_session_pause(space_session *s) { return lifecycle(s, "/pause", NULL); }

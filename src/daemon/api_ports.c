@@ -675,6 +675,9 @@ static bool path_route(const char *target, uint16_t *port, char id[SES_ID_LEN + 
                 conn_reply_error((c), (status), __VA_ARGS__);   \
         } while (0)
 
+/* The same request again, its session resumed (lifetime_wake). */
+static void ports_intercept_again(struct conn *c) { (void)ports_intercept(c); }
+
 bool ports_intercept(struct conn *c) {
         const struct http_request *r = c->req;
         uint16_t port;
@@ -751,6 +754,11 @@ bool ports_intercept(struct conn *c) {
                 buf_free(&h);
                 return true;
         }
+        /* A request to a port is activity; a paused session with auto_resume runs it once
+         * resumed (daemon/lifetime.h). */
+        lifetime_touch(s);
+        if (!ses_usable(s) && lifetime_wake(c, s, ports_intercept_again))
+                return true;
         if (!ses_usable(s)) {
                 PROXY_ERROR(c, 503, "session %s is not running (%s)", id, meta_session_state_name(s->state));
                 return true;

@@ -185,6 +185,11 @@ static int create_req_parse(struct conn *c, const struct json *body, struct ses_
                 }
                 q->retention = (uint32_t)keep;
         }
+        char why_lt[256];
+        if (lt_apply(&q->life, body, meta_now_ms(), false, why_lt, sizeof why_lt) < 0) {
+                conn_reply_error(c, 400, "%s", why_lt);
+                return -EINVAL;
+        }
         if (ports_parse(c, json_get(body, "ports"), &q->ports) < 0)
                 return -EINVAL;
         const struct json *envj = json_get(body, "env");

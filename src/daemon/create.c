@@ -126,9 +126,12 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
                 r = dl_token_new(token);
         if (r == 0)
                 r = net_policy_to_text(&net, &net_json);
+        _cleanup_free_ char *timeouts_json = NULL;
+        if (r == 0)
+                r = lt_to_text(&q->life, &timeouts_json);
         struct meta_session ms = { .state = META_SESSION_CREATING, .network = net.egress, .network_json = net_json,
                                    .env_json = env_json, .ports_json = ports_json, .snapshot_interval_ms = q->interval_ms,
-                                   .retention_keep = q->retention };
+                                   .retention_keep = q->retention, .timeouts_json = timeouts_json };
         snprintf(ms.id, sizeof ms.id, "%s", id);
         snprintf(ms.tenant, sizeof ms.tenant, "%s", q->tenant);
         snprintf(ms.template_name, sizeof ms.template_name, "%s", p.tpl);
@@ -183,6 +186,8 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         s->template = strdup(p.tpl);
         s->interval_ms = q->interval_ms;
         s->retention = q->retention;
+        s->life = q->life;
+        s->life.saved_active_ms = s->life.active_ms;
         snprintf(s->token_hash, sizeof s->token_hash, "%s", ms.token_hash);
         snprintf(s->tenant, sizeof s->tenant, "%s", ms.tenant);
         snprintf(s->parent_session, sizeof s->parent_session, "%s", ms.parent_session);

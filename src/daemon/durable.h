@@ -10,6 +10,7 @@
 #include "common/macros.h"
 #include "meta/meta.h"
 #include "daemon/net/policy.h"
+#include "daemon/lifetime.h"
 
 struct ports_req;
 
@@ -49,6 +50,7 @@ struct ses_create_req {
         size_t n_env;
         char *env_json;           /* the env object as sent, for meta; taken by dur_create */
         struct ports_req *ports;  /* "ports" (daemon/ports.h), NULL: none; taken by dur_create */
+        struct ses_lifetime life; /* "timeout", "idle_timeout", ... (daemon/lifetime.h) */
 };
 
 int dur_open(struct daemon *d);      /* meta + store + workers */

@@ -189,6 +189,7 @@ static void timer_event(struct loop_src *src, uint32_t revents) {
         (void)!read(src->fd, &ticks, sizeof ticks);
         ses_tick(d);
         dur_tick(d);
+        lifetime_tick(d);
         wpool_tick(d->pool);
         srv_tick(d);
         if (d->ingress)

@@ -162,6 +162,8 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
                 s->error = strdup(ms->error);
         if (ports_load(s, ms->ports_json) < 0)
                 log_warn("%s: stored ports unreadable; none are exposed", s->id);
+        if (lt_from_text(ms->timeouts_json, &s->life) < 0)
+                log_warn("%s: stored timeouts unreadable; it has none", s->id);
         if (env_from_text(ms->env_json, &s->env, &s->n_env) < 0)
                 log_warn("%s: stored env unreadable; starting without it", s->id);
         if (s->head[0]) {
@@ -399,6 +401,7 @@ void dur_settle(struct daemon *d, int timeout_ms) {
  * next start recovers it from that snapshot ("restarted" in its log). A session whose
  * snapshot fails keeps its sandbox, which the next start re-attaches. */
 void dur_shutdown(struct daemon *d) {
+        lifetime_flush(d);
         /* Actions in progress finish their store work first (answers to clients that are
          * still connected go out with the loop's last run). */
         wk_drain(d->starter); /* sandboxes being made are made (and re-attached next start) */

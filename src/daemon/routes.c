@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon/lifetime.h"
 #include "daemon/ports.h"
 #include "daemon/server.h"
 
@@ -47,6 +48,7 @@ const struct api_route api_routes[] = {
         { "POST", "/v1/gc", API_BODY_JSON, api_gc },
         { "GET", "/v1/pool", API_BODY_JSON, api_pool_get },
         { "PUT", "/v1/pool/{template}", API_BODY_JSON, api_pool_set },
+        { "PUT", "/v1/sessions/{id}/timeouts", API_BODY_JSON, api_session_timeouts_put },
 };
 const size_t api_n_routes = sizeof api_routes / sizeof api_routes[0];
 
@@ -115,8 +117,25 @@ void api_allowed_methods(const char *path, char *out, size_t outsz) {
         }
 }
 
+/* The routes that use a session's sandbox: each counts as activity for its idle_timeout,
+ * and waits for the resume of a paused session with auto_resume (daemon/lifetime.h). A
+ * route of that kind (a terminal's too) is listed here. */
+static const api_handler_fn sandbox_handlers[] = {
+        api_exec, api_process_list, api_process_output, api_process_signal,
+        api_file_get, api_file_put, api_file_delete, api_file_list, api_file_stat, api_file_mkdir, api_file_watch,
+        api_port_forward,
+};
+
+bool api_route_uses_sandbox(const struct api_route *r) {
+        for (size_t i = 0; r && i < sizeof sandbox_handlers / sizeof sandbox_handlers[0]; i++)
+                if (r->handler == sandbox_handlers[i])
+                        return true;
+        return false;
+}
+
 const struct srv_router api_router = {
         .match = api_route_match,
         .allowed = api_allowed_methods,
         .intercept = ports_intercept,
+        .hold = lifetime_hold,
 };

@@ -42,6 +42,9 @@ int api_route_match(const char *method, const char *path, const struct api_route
 const char *api_param(const struct api_params *p, const char *name);
 /* "GET, DELETE": the methods that serve path, for the Allow header. */
 void api_allowed_methods(const char *path, char *out, size_t outsz);
+/* Whether r uses a session's sandbox (exec, processes, files, port-forward): such a
+ * request is activity, and resumes a paused session with auto_resume (daemon/lifetime.h). */
+bool api_route_uses_sandbox(const struct api_route *r);
 
 /* Handlers (api.c, api_sessions.c, api_files.c, api_templates.c). */
 void api_health(struct conn *c);
@@ -81,3 +84,5 @@ void api_port_unexpose(struct conn *c);
 void api_port_forward(struct conn *c);
 void api_network_get(struct conn *c);
 void api_network_put(struct conn *c);
+/* lifetime.c */
+void api_session_timeouts_put(struct conn *c);

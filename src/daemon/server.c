@@ -503,6 +503,12 @@ static void on_head(struct conn *c) {
                 conn_reply_error(c, 405, "method %s not allowed on %s", c->req->method, c->req->path);
                 return;
         }
+        if (c->d->router->hold && c->d->router->hold(c))
+                return;
+        conn_dispatch(c);
+}
+
+void conn_dispatch(struct conn *c) {
         if (c->route->body == API_BODY_STREAM) {
                 c->state = CONN_BODY_STREAM;
                 c->route->handler(c);
@@ -615,6 +621,11 @@ out:
         c->in_process = false;
         if (!c->closed)
                 conn_update_events(c);
+}
+
+void conn_process_input(struct conn *c) {
+        if (!c->closed)
+                conn_process(c);
 }
 
 /* CONN_LINGER: what the client still sends is dropped; its EOF, an error, the deadline or

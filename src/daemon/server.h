@@ -47,6 +47,10 @@ struct srv_router {
          * it took the request (a proxied one: api_ports.c), which it then answers or takes
          * the connection over with conn_detach. NULL: none. */
         bool (*intercept)(struct conn *c);
+        /* Called with a routed request head before its route runs: true when it holds the
+         * request (a paused session is resumed for it first: daemon/lifetime.h), which it
+         * then answers or runs with conn_dispatch. NULL: none. */
+        bool (*hold)(struct conn *c);
 };
 
 /* Whoever answers a request after its handler returned (a request to a sandbox, a waiting
@@ -164,6 +168,11 @@ void conn_abort(struct conn *c);
  * parsed (the current request's body onwards) to *ret_in, both unlimited buffers the
  * caller frees. -EBADF if c is closed already. */
 int conn_detach(struct conn *c, struct buf *ret_out, struct buf *ret_in);
+/* Runs the route of c's request head (held by the router's hold): a streaming route's
+ * handler now, a JSON route's once its body is in (after conn_resume_input, if held). */
+void conn_dispatch(struct conn *c);
+/* Parses what c holds now (a held request's body, once its route runs). */
+void conn_process_input(struct conn *c);
 /* Resumes parsing an upload paused with c->in_paused. */
 void conn_resume_input(struct conn *c);
 /* Sends "100 Continue" when the client waits for it. */

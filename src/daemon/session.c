@@ -405,6 +405,8 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         net_policy_to_json(w, &s->net);
         json_w_kint(w, "snapshot_interval_ms", s->interval_ms);
         json_w_kint(w, "retention", s->retention);
+        json_w_key(w, "timeouts");
+        lt_write_json(w, &s->life);
         write_snapshot_storage(w, s);
         write_id_or_null(w, "head_snapshot", s->head);
         write_id_or_null(w, "parent_session", s->parent_session);

@@ -15,6 +15,7 @@
 #include "meta/meta.h"
 #include "store/store.h"
 #include "daemon/layers.h"
+#include "daemon/lifetime.h"
 #include "daemon/session_rules.h"
 #include "daemon/loop.h"
 #include "daemon/net/policy.h"
@@ -142,6 +143,7 @@ struct session {
         uint64_t mem_bytes;
         uint32_t n_pids;
         unsigned n_relays;   /* port_relay.h: connections to its ports through init */
+        struct ses_lifetime life; /* timeout, idle_timeout, auto_resume (daemon/lifetime.h; meta's timeouts_json) */
         bool freed;
 };
 

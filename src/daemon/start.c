@@ -386,6 +386,8 @@ void dur_start_finish(struct action *a) {
         buf_free(&ev);
         s->state = META_SESSION_RUNNING;
         s->adopting = false;
+        if (a->why != START_ADOPT)
+                lifetime_touch(s); /* idle from its start; an adopted one keeps its record */
         s->next_rolling_ms = util_now_ms() + (uint64_t)(s->interval_ms > 0 ? s->interval_ms : 0);
         /* the commit above cleared meta's error: why the last start failed, or the sandbox died */
         free(s->error);

@@ -23,6 +23,7 @@ enum meta_session_field {
         META_FIELD_TOKEN_HASH,
         META_FIELD_NETWORK,
         META_FIELD_PORTS,
+        META_FIELD_TIMEOUTS,
 };
 
 struct meta_backend_ops {

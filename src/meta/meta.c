@@ -340,7 +340,8 @@ void meta_session_clear(struct meta_session *s) {
         free(s->error);
         free(s->network_json);
         free(s->ports_json);
-        s->env_json = s->error = s->network_json = s->ports_json = NULL;
+        free(s->timeouts_json);
+        s->env_json = s->error = s->network_json = s->ports_json = s->timeouts_json = NULL;
 }
 
 void meta_sessions_free(struct meta_session *v, size_t n) {
@@ -460,7 +461,7 @@ static int set_json_field(struct meta *m, const char *id, enum meta_session_fiel
         if (!id)
                 return -EINVAL;
         if (json && strlen(json) > META_NET_JSON_MAX)
-                return meta_error(m, -E2BIG, "network text over %u bytes", META_NET_JSON_MAX);
+                return meta_error(m, -E2BIG, "JSON text over %u bytes", META_NET_JSON_MAX);
         return m->ops->session_set_field(m, id, f, empty(json) ? NULL : json, meta_now_ms());
 }
 
@@ -470,6 +471,10 @@ int meta_session_set_network(struct meta *m, const char *id, const char *json) {
 
 int meta_session_set_ports(struct meta *m, const char *id, const char *json) {
         return set_json_field(m, id, META_FIELD_PORTS, json);
+}
+
+int meta_session_set_timeouts(struct meta *m, const char *id, const char *json) {
+        return set_json_field(m, id, META_FIELD_TIMEOUTS, json);
 }
 
 int meta_session_set_token_hash(struct meta *m, const char *id, const char *hash) {

@@ -88,8 +88,10 @@ struct meta_session {
         /* schema 4: the network room's JSON texts (docs/network.md); NULL = none */
         char *network_json;                  /* the egress policy; NULL = as `network` says */
         char *ports_json;                    /* the exposed ports; NULL = none */
+        /* schema 5: the lifecycle timeouts, a JSON text of the daemon's (daemon/lifetime.h) */
+        char *timeouts_json;                 /* NULL = none */
 };
-/* Frees env_json, error, network_json and ports_json (not s itself). */
+/* Frees env_json, error, network_json, ports_json and timeouts_json (not s itself). */
 void meta_session_clear(struct meta_session *s);
 void meta_sessions_free(struct meta_session *v, size_t n);
 
@@ -244,6 +246,8 @@ int meta_session_set_head(struct meta *m, const char *id, const char *snapshot_i
 /* The session's network_json / ports_json (NULL or "" clears). -ENOENT if unknown. */
 int meta_session_set_network(struct meta *m, const char *id, const char *json);
 int meta_session_set_ports(struct meta *m, const char *id, const char *json);
+/* The session's timeouts_json (NULL or "" clears). -ENOENT if unknown. */
+int meta_session_set_timeouts(struct meta *m, const char *id, const char *json);
 /* hash: META_HASH_HEX hex digits, or NULL/"" to clear. */
 int meta_session_set_token_hash(struct meta *m, const char *id, const char *hash);
 /* 0 if token hashes to the session's token hash (constant-time compare); -EACCES if not

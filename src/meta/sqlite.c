@@ -116,13 +116,17 @@ static const char *const migrations[] = {
          * no port exposed */
         "ALTER TABLE sessions ADD COLUMN network_policy TEXT;"
         "ALTER TABLE sessions ADD COLUMN ports TEXT;",
+        /* 5: a session's lifecycle timeouts (timeout, idle_timeout, their actions,
+         * auto_resume, the last activity: docs/sessions.md "Timeouts"), a JSON text the
+         * daemon owns; NULL = none */
+        "ALTER TABLE sessions ADD COLUMN timeouts TEXT;",
 };
 #define SCHEMA_VERSION ((int)ELEMENTSOF(migrations))
 
 #define SES_COLS                                                                                      \
         "id, tenant, state, template, runtime, memory_bytes, cpu_millis, pids, network, env, "     \
         "snapshot_interval_ms, retention_keep, created_ms, updated_ms, sandbox_id, parent_session, " \
-        "source_snapshot, head_snapshot, token_hash, error, disk_bytes, network_policy, ports"
+        "source_snapshot, head_snapshot, token_hash, error, disk_bytes, network_policy, ports, timeouts"
 #define SBX_COLS "id, session_id, host_id, runtime, state, init_pid, created_ms, ended_ms, death_reason"
 #define SNAP_COLS                                                                                     \
         "id, session_id, parent_id, store_hash, root_hash, memory_hash, time_ms, reason, label, "  \
@@ -136,7 +140,7 @@ enum st_id {
         ST_SP_W, ST_RELEASE_W, ST_ROLLBACK_W,
         ST_SCHEMA_VERSION,
         ST_SES_INSERT, ST_SES_GET, ST_SES_LIST, ST_SES_EXISTS, ST_SES_STATE, ST_SES_SET_STATE,
-        ST_SES_SET_SANDBOX, ST_SES_SET_TOKEN, ST_SES_SET_NETWORK, ST_SES_SET_PORTS, ST_SES_SET_HEAD, ST_SES_DELETE, ST_SES_KEEP,
+        ST_SES_SET_SANDBOX, ST_SES_SET_TOKEN, ST_SES_SET_NETWORK, ST_SES_SET_PORTS, ST_SES_SET_TIMEOUTS, ST_SES_SET_HEAD, ST_SES_DELETE, ST_SES_KEEP,
         ST_SES_NEXT_SEQ, ST_SES_LAST_SEQ,
         ST_SBX_INSERT, ST_SBX_GET, ST_SBX_SET_STATE, ST_SBX_SET_PID, ST_SBX_LIST_SES, ST_SBX_LIST_LIVE,
         ST_SNAP_INSERT, ST_SNAP_GET, ST_SNAP_SESSION, ST_SNAP_LIST, ST_SNAP_PIN, ST_SNAP_IS_HEAD,
@@ -163,8 +167,8 @@ static const char *const st_sql[_ST_MAX] = {
 
         [ST_SES_INSERT] = "INSERT INTO sessions (id, tenant, state, template, runtime, memory_bytes, cpu_millis, "
                           "pids, network, env, snapshot_interval_ms, retention_keep, created_ms, updated_ms, "
-                          "parent_session, source_snapshot, token_hash, error, disk_bytes, network_policy, ports) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+                          "parent_session, source_snapshot, token_hash, error, disk_bytes, network_policy, ports, timeouts) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
         [ST_SES_GET] = "SELECT " SES_COLS " FROM sessions WHERE id = ?1",
         [ST_SES_LIST] = "SELECT " SES_COLS " FROM sessions WHERE (?1 IS NULL OR tenant = ?1) "
                         "AND (?2 IS NULL OR instr(?2, ',' || state || ',') > 0) AND (?3 IS NULL OR id > ?3) "
@@ -176,6 +180,7 @@ static const char *const st_sql[_ST_MAX] = {
         [ST_SES_SET_TOKEN] = "UPDATE sessions SET token_hash = ?2, updated_ms = ?3 WHERE id = ?1",
         [ST_SES_SET_NETWORK] = "UPDATE sessions SET network_policy = ?2, updated_ms = ?3 WHERE id = ?1",
         [ST_SES_SET_PORTS] = "UPDATE sessions SET ports = ?2, updated_ms = ?3 WHERE id = ?1",
+        [ST_SES_SET_TIMEOUTS] = "UPDATE sessions SET timeouts = ?2, updated_ms = ?3 WHERE id = ?1",
         [ST_SES_SET_HEAD] = "UPDATE sessions SET head_snapshot = ?2, updated_ms = ?3 WHERE id = ?1",
         [ST_SES_DELETE] = "DELETE FROM sessions WHERE id = ?1",
         [ST_SES_KEEP] = "SELECT retention_keep FROM sessions WHERE id = ?1",
@@ -814,6 +819,7 @@ static const struct column session_cols[] = {
         COLUMN(COL_INT, struct meta_session, limits.disk_bytes),
         COLUMN(COL_DUP, struct meta_session, network_json),
         COLUMN(COL_DUP, struct meta_session, ports_json),
+        COLUMN(COL_DUP, struct meta_session, timeouts_json),
 };
 
 static int read_session(struct meta *m, sqlite3_stmt *st, void *ret) {
@@ -846,7 +852,8 @@ static int session_create_tx(struct meta *m, const struct meta_session *s, int64
                              P_OPT(s->env_json), P_INT(s->snapshot_interval_ms), P_INT(s->retention_keep),
                              P_INT(s->created_ms ? s->created_ms : now), P_OPT(s->parent_session),
                              P_OPT(s->source_snapshot), P_OPT(s->token_hash), P_OPT(s->error),
-                             P_INT(s->limits.disk_bytes), P_OPT(s->network_json), P_OPT(s->ports_json)));
+                             P_INT(s->limits.disk_bytes), P_OPT(s->network_json), P_OPT(s->ports_json),
+                             P_OPT(s->timeouts_json)));
 }
 
 static int sq_session_create(struct meta *m, const struct meta_session *s, int64_t now) {
@@ -909,6 +916,7 @@ static int sq_session_set_field(struct meta *m, const char *id, enum meta_sessio
                 [META_FIELD_TOKEN_HASH] = ST_SES_SET_TOKEN,
                 [META_FIELD_NETWORK] = ST_SES_SET_NETWORK,
                 [META_FIELD_PORTS] = ST_SES_SET_PORTS,
+                [META_FIELD_TIMEOUTS] = ST_SES_SET_TIMEOUTS,
         };
         return WRITE(m, update_one(m, st[f], id, value, now));
 }

@@ -24,6 +24,13 @@ expect 2 "create: bad disk size" "$space" create --disk lots
 expect 2 "create: disk size 0" "$space" create --disk 0
 expect 2 "create: bad env" "$space" create --env NOEQUALS
 expect 2 "create: bad cpus" "$space" create --cpus 0
+expect 2 "create: bad --timeout" "$space" create --timeout soon
+expect 2 "create: --idle-timeout 0" "$space" create --idle-timeout 0
+expect 2 "create: --on-timeout stop" "$space" create --timeout 1h --on-timeout stop
+expect 2 "timeout: missing id" "$space" timeout
+expect 2 "timeout: --timeout with --no-timeout" "$space" timeout --timeout 1h --no-timeout ses_1
+expect 2 "timeout: --auto-resume with --no-auto-resume" "$space" timeout --auto-resume --no-auto-resume ses_1
+expect 2 "timeout: --on-idle maybe" "$space" timeout --on-idle maybe ses_1
 expect 2 "exec: missing id" "$space" exec
 expect 2 "exec: missing command" "$space" exec ses_1 --
 expect 2 "exec: bad timeout" "$space" exec --timeout x ses_1 -- true

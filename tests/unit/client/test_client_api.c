@@ -855,6 +855,52 @@ static void test_lifecycle_and_fork(void **state) {
         fake_free(&f);
 }
 
+static void test_timeouts(void **state) {
+        (void)state;
+        printf("checks: timeouts: set (PUT of the text as it is), 400 -> -EINVAL with the message, bad text refused\n"
+               "        before sending; create sends timeout, idle_timeout, their actions and auto_resume\n");
+        const char *t = "{\"timeout\":null,\"timeout_action\":\"pause\",\"idle_timeout\":600,\"idle_action\":\"pause\","
+                        "\"auto_resume\":true,\"last_activity\":\"2026-12-03T10:00:00.000Z\"}";
+        struct fake_server f = { .nreplies = 5 };
+        fake_reply_json(&f, 1, "200 OK", t);
+        fake_reply_json(&f, 2, "400 Bad Request",
+                        "{\"error\":{\"code\":\"bad_request\",\"message\":\"idle_timeout must be an integer\"}}");
+        fake_reply_json(&f, 3, "201 Created", SESSION);
+        fake_reply_json(&f, 4, "201 Created", SESSION);
+        space_client *c;
+        space_session *s = open_session(&f, &c);
+        char *j = NULL;
+        assert_int_equal(space_session_timeouts_set(s, "{\"idle_timeout\":600,\"auto_resume\":true}", &j), 0);
+        assert_string_equal(j, t);
+        free(j);
+        assert_int_equal(space_session_timeouts_set(s, "{\"idle_timeout\":0}", NULL), -EINVAL);
+        assert_string_equal(space_client_last_error(c), "idle_timeout must be an integer");
+        assert_int_equal(space_session_timeouts_set(s, "{\"idle\":", NULL), -EINVAL);
+        assert_int_equal(space_session_timeouts_set(s, "[]", NULL), -EINVAL);
+        assert_int_equal(space_session_timeouts_set(s, NULL, NULL), -EINVAL);
+        space_session *n = NULL;
+        assert_int_equal(space_session_new(&n, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .timeout_s = 3600,
+                                                                                 .timeout_delete = true, .idle_timeout_s = 60,
+                                                                                 .auto_resume = true }),
+                         0);
+        space_session_free(n);
+        assert_int_equal(space_session_new(&n, c, &(struct space_session_opts){ .version = 5, .timeout_s = 3600 }), 0);
+        space_session_free(n);
+        assert_int_equal(space_session_new(&n, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .idle_timeout_s = -1 }),
+                         -EINVAL);
+        finish(&f, s, c);
+        assert_int_equal(strncmp(f.requests[1], "PUT /v1/sessions/ses_0123456789abcdef/timeouts HTTP/1.1", 55), 0);
+        assert_string_equal(fake_request_body(&f, 1), "{\"idle_timeout\":600,\"auto_resume\":true}");
+        assert_string_equal(fake_request_body(&f, 2), "{\"idle_timeout\":0}");
+        const char *body = fake_request_body(&f, 3);
+        assert_non_null(strstr(body, "\"timeout\":3600,\"timeout_action\":\"delete\",\"idle_timeout\":60,"
+                                     "\"auto_resume\":true"));
+        assert_null(strstr(body, "idle_action"));
+        printf("check: a version 5 struct sends no timeouts\n");
+        assert_null(strstr(fake_request_body(&f, 4), "timeout"));
+        fake_free(&f);
+}
+
 static void test_network_policy(void **state) {
         (void)state;
         printf("checks: the network policy: get, set (PUT of the text as it is), 403 -> -EACCES with the message,\n"
@@ -1001,6 +1047,7 @@ int main(void) {
                 cmocka_unit_test(test_lifecycle_and_fork),
                 cmocka_unit_test(test_events_connect_gc),
                 cmocka_unit_test(test_network_policy),
+                cmocka_unit_test(test_timeouts),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,29 @@ static void test_match(void **state) {
         assert_int_equal(api_route_match("DELETE", "/v1/templates/base", &r, &p), 0);
         assert_string_equal(api_param(&p, "name"), "base");
 
+        printf("check: the routes that use a session's sandbox (lifetime_hold) and some that do not\n");
+        static const char *const uses[][2] = {
+                { "POST", "/v1/sessions/x/exec" }, { "GET", "/v1/sessions/x/processes" },
+                { "GET", "/v1/sessions/x/processes/1/output" }, { "POST", "/v1/sessions/x/processes/1/signal" },
+                { "GET", "/v1/sessions/x/files" }, { "PUT", "/v1/sessions/x/files" }, { "DELETE", "/v1/sessions/x/files" },
+                { "GET", "/v1/sessions/x/files/list" }, { "GET", "/v1/sessions/x/files/stat" },
+                { "POST", "/v1/sessions/x/files/mkdir" }, { "GET", "/v1/sessions/x/ports/80/forward" },
+        };
+        for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) {
+                assert_int_equal(api_route_match(uses[i][0], uses[i][1], &r, &p), 0);
+                assert_true(api_route_uses_sandbox(r));
+        }
+        static const char *const not_uses[][2] = {
+                { "GET", "/v1/sessions/x" }, { "POST", "/v1/sessions/x/pause" }, { "POST", "/v1/sessions/x/resume" },
+                { "PUT", "/v1/sessions/x/timeouts" }, { "GET", "/v1/sessions/x/events" }, { "POST", "/v1/sessions/x/ports" },
+                { "DELETE", "/v1/sessions/x" }, { "POST", "/v1/sessions/x/snapshots" },
+        };
+        for (size_t i = 0; i < sizeof not_uses / sizeof not_uses[0]; i++) {
+                assert_int_equal(api_route_match(not_uses[i][0], not_uses[i][1], &r, &p), 0);
+                assert_false(api_route_uses_sandbox(r));
+        }
+        assert_false(api_route_uses_sandbox(NULL));
+
         printf("check: unknown paths are 404, known paths with another method 405\n");
         assert_int_equal(api_route_match("GET", "/v1/nope", &r, &p), -ENOENT);
         assert_int_equal(api_route_match("GET", "/v1/sessions/", &r, &p), -ENOENT);
