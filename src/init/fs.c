@@ -236,7 +236,7 @@ static void write_open(struct stream *s, const struct json *req) {
         if (get_mode(req, "mode", 0644, &mode) < 0)
                 return write_set_err(s, EINVAL, "\"mode\" must be an integer in 0..07777");
         bool append = json_get_bool(req, "append", false);
-        /* "user" (§3.16): what this write creates belongs to it. */
+        /* "user" (§3.1.1): what this write creates belongs to it. */
         struct init_user user, *u = NULL;
         const struct json *juser = json_get(req, "user");
         if (juser && json_type(juser) != JSON_NULL) {
@@ -549,7 +549,7 @@ void op_mkdir(uint32_t id, const struct json *req) {
         mode_t mode;
         if (get_mode(req, "mode", 0755, &mode) < 0)
                 return send_error(id, EINVAL, "\"mode\" must be an integer in 0..07777");
-        /* "user" (§3.16): the directories made belong to it. */
+        /* "user" (§3.1.1): the directories made belong to it. */
         struct init_user user, *u = NULL;
         const struct json *juser = json_get(req, "user");
         if (juser && json_type(juser) != JSON_NULL) {

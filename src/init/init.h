@@ -210,7 +210,7 @@ void op_remove(uint32_t id, const struct json *req);
 void read_pump(struct stream *s);
 void write_abort(struct stream *s);
 
-/* user.c: the "user" of exec, write and mkdir (protocol.md §3.16). */
+/* user.c: the "user" of exec, write and mkdir (protocol.md §3.1.1). */
 #define INIT_USER_FILE_MAX (1u << 20) /* /etc/passwd, /etc/group: bytes read at most */
 #define INIT_USER_LINE_MAX 1024       /* longer lines are skipped */
 #define INIT_USER_MAX_GROUPS 64       /* supplementary groups kept */
@@ -225,7 +225,8 @@ struct init_user {
 /* Resolves v (a JSON name or uid); a uid not in /etc/passwd gets gid = uid and home "/".
  * On failure err holds the message: -ENOENT "no user NAME in /etc/passwd", -EINVAL. */
 int user_resolve(const struct json *v, struct init_user *u, char *err, size_t errn);
-/* An error RESP for a bad "user" ({"error":{...,"user":true}}: spaced answers 400). */
+/* The error RESP of a failed user_resolve: ENOENT and EINVAL (a bad "user") carry
+ * "user":true (spaced answers 400); others are plain errors. */
 void send_user_error(uint32_t id, int err, const char *msg);
 /* Gives the entry name in dirfd (not followed) to u; 0 at once for NULL. */
 int user_chown(int dirfd, const char *name, const struct init_user *u);

@@ -539,7 +539,7 @@ void op_exec(uint32_t id, const struct json *req) {
         const char *cwd = json_get(req, "cwd") ? json_get_str(req, "cwd") : "/";
         if (!cwd)
                 return send_error(id, EINVAL, "\"cwd\" must be a string");
-        /* "user" (§3.16): ids, groups, HOME and friends, and the default cwd from the
+        /* "user" (§3.1.1): ids, groups, HOME and friends, and the default cwd from the
          * sandbox's /etc/passwd. */
         const struct json *juser = json_get(req, "user");
         if (juser && json_type(juser) == JSON_NULL)

@@ -1,4 +1,4 @@
-/* The "user" member of exec, write and mkdir (protocol.md §3.16): a name or a numeric uid,
+/* The "user" member of exec, write and mkdir (protocol.md §3.1.1): a name or a numeric uid,
  * looked up in the sandbox's own /etc/passwd and /etc/group (opened under init's root,
  * never the host's, and never through libc's NSS: init is static). Both files are read
  * whole up to INIT_USER_FILE_MAX; a line longer than INIT_USER_LINE_MAX is skipped. */
@@ -184,13 +184,14 @@ int user_resolve(const struct json *v, struct init_user *u, char *err, size_t er
 }
 
 void send_user_error(uint32_t id, int err, const char *msg) {
+        if (err != ENOENT && err != EINVAL) /* the sandbox's files, not the request */
+                return send_error(id, err, "%s", msg);
         _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
         json_w_key(&w, "error");
         json_w_obj_begin(&w);
-        const char *name = strerrorname_np(err);
-        json_w_kstr(&w, "code", name ? name : "EIO");
+        json_w_kstr(&w, "code", strerrorname_np(err));
         json_w_kint(&w, "errno", err);
         json_w_kstr(&w, "message", msg);
         /* spaced answers 400 for a bad "user", not the errno's usual status. */

@@ -40,7 +40,7 @@ check "user root: root, cwd /root" test "$(grep -c 'Uid: 0 ' <<<"$OUT")/$(tail -
 
 R=$(api -X POST "$U/exec" -d '{"argv":["true"],"user":"bob"}' -w '\n%{http_code}')
 check "an unknown user is 400" test "$(tail -n 1 <<<"$R")" = 400
-check "... no user bob in /etc/passwd" test "$(head -n 1 <<<"$R" | jget error message)" = "no user bob in /etc/passwd"
+check "... bad_request: no user bob in /etc/passwd" test "$(head -n 1 <<<"$R" | jx '"\(req("error") | req("code")): \(req("error") | req("message"))"')" = "bad_request: no user bob in /etc/passwd"
 for bad in '"Bob"' '"a:b"' '"-x"' '65536' '-1' '"123456"' 'true' '"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"'; do
         check "a malformed user ($bad) is 400" \
                 test "$(code -X POST "$U/exec" -d "{\"argv\":[\"true\"],\"user\":$bad}")" = 400
