@@ -70,4 +70,23 @@ check "mkdir with a malformed user is 400" test "$(code -X POST "$U/files/mkdir"
 check "mkdir without user: root" \
         test "$(code -X POST "$U/files/mkdir" -d '{"path":"/tmp/d6"}')/$(api "$U/files/stat?path=/tmp/d6" | jget uid)" = 201/0
 
+# ---- the CLI: space exec --user, space cp --user ----
+SPACE=$BIN/space
+export SPACE_HOST=unix:$S
+OUT=$("$SPACE" exec --user user "$ID" sh -c 'grep ^Uid: /proc/self/status | tr -s "\t " " "; echo "$HOME $PWD"' </dev/null 2>&1)
+check "space exec --user user: uid 1000, its HOME and cwd" test "$OUT" = "$(printf 'Uid: 1000 1000 1000 1000\n/home/user /home/user')"
+check "space exec -u 1000 -w /tmp" test "$("$SPACE" exec -u 1000 -w /tmp "$ID" sh -c 'echo $PWD' </dev/null 2>&1)" = /tmp
+OUT=$("$SPACE" exec --user bob "$ID" true </dev/null 2>&1)
+check "space exec --user bob: exit 1, no user bob in /etc/passwd" test "$?/$OUT" = "1/space: no user bob in /etc/passwd"
+check "space exec --user 'a&b': refused" test "$("$SPACE" exec --user 'a&b' "$ID" true </dev/null >/dev/null 2>&1; echo $?)" = 1
+mkdir -p "$T/tree/sub"
+echo one >"$T/tree/sub/f"
+check "space cp --user user: a tree into the sandbox" "$SPACE" cp --user user "$T/tree" "$ID:/home/user/tree"
+check "... owned by 1000: the directories and the file" \
+        test "$(api "$U/files/stat?path=/home/user/tree" | jget uid)/$(api "$U/files/stat?path=/home/user/tree/sub" | jget uid)/$(api "$U/files/stat?path=/home/user/tree/sub/f" | jget uid)" = 1000/1000/1000
+echo two | "$SPACE" cp - "$ID:/tmp/root-f" 
+check "space cp without --user: root's" test "$(api "$U/files/stat?path=/tmp/root-f" | jget uid)" = 0
+OUT=$("$SPACE" cp --user user "$ID:/tmp/root-f" "$T/back" 2>&1)
+check "space cp --user out of a sandbox is a usage error" test "$?" = 2
+
 finish user
