@@ -23,12 +23,13 @@ static int read_small(const char *path, char **ret, size_t *ret_len) {
                 return -EINVAL;
         if (st.st_size > INIT_USER_FILE_MAX)
                 return -EFBIG;
-        char *b = malloc(INIT_USER_FILE_MAX + 1);
+        size_t want = (size_t)st.st_size; /* one that grows meanwhile is read this far */
+        char *b = malloc(want + 1);
         if (!b)
                 return -ENOMEM;
         size_t n = 0;
-        while (n < INIT_USER_FILE_MAX) {
-                ssize_t k = read(fd, b + n, INIT_USER_FILE_MAX - n);
+        while (n < want) {
+                ssize_t k = read(fd, b + n, want - n);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k < 0) {

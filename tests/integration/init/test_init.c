@@ -798,6 +798,21 @@ static void test_user(void **state) {
         assert_int_equal(stat(host, &st), 0);
         assert_int_equal(st.st_uid, 0);
 
+        print_message("a line over INIT_USER_LINE_MAX is skipped: its user is unknown\n");
+        {
+                char longline[1200];
+                memset(longline, 'g', sizeof longline);
+                memcpy(longline, "long:x:1002:1002:", 17);
+                memcpy(longline + sizeof longline - 16, ":/home/x:/bin/s\n", 16);
+                snprintf(host, sizeof host, "%s/etc/passwd", f->root);
+                FILE *fp = fopen(host, "a");
+                assert_non_null(fp);
+                assert_int_equal(fwrite(longline, 1, sizeof longline, fp), sizeof longline);
+                assert_int_equal(fclose(fp), 0);
+        }
+        _cleanup_json_ struct json *e7 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"user\":\"long\"}");
+        assert_error(e7, "ENOENT");
+
         print_message("an /etc/passwd over the size limit is EFBIG, not read\n");
         snprintf(host, sizeof host, "%s/etc/passwd", f->root);
         assert_int_equal(truncate(host, (2 << 20)), 0);
