@@ -278,7 +278,7 @@ typedef int (*space_output_fn)(void *userdata, enum space_stream stream, const v
 /* Called once with the pid as soon as the daemon reports the start. */
 typedef void (*space_start_fn)(void *userdata, int pid);
 
-#define SPACE_EXEC_OPTS_VERSION 2 /* 2 added stdin_stream, stdin_fd; version 1 structs are still accepted */
+#define SPACE_EXEC_OPTS_VERSION 3 /* 2 added stdin_stream, stdin_fd; 3 user; older structs are still accepted */
 struct space_exec_opts {
         unsigned version;       /* SPACE_EXEC_OPTS_VERSION */
         const char *const *argv; /* NULL-terminated, at least one entry */
@@ -297,6 +297,9 @@ struct space_exec_opts {
          * background. Reading the fd stops once the command has exited. */
         bool stdin_stream;
         int stdin_fd;
+        /* Version 3: run as this user of the sandbox's /etc/passwd: a name or a uid in
+         * decimal ("user", "1000"); NULL: root. An unknown user fails with -EINVAL. */
+        const char *user;
 };
 #define SPACE_EXEC_OPTS_INIT .version = SPACE_EXEC_OPTS_VERSION
 
@@ -363,6 +366,13 @@ int space_file_download_fd(space_session *s, const char *path, int fd, uint64_t 
 int space_file_remove(space_session *s, const char *path, bool recursive);
 /* POST .../files/mkdir. */
 int space_file_mkdir(space_session *s, const char *path, bool parents);
+/* The same as a user of the sandbox (a name or a decimal uid; NULL: root, as above): what
+ * they create belongs to it (?user=, docs/api.md). An unknown user is -EINVAL. */
+int space_file_write_as(space_session *s, const char *path, const void *data, size_t len, unsigned mode, bool parents,
+                        const char *user);
+int space_file_upload_fd_as(space_session *s, const char *path, int fd, unsigned mode, bool parents, const char *user,
+                            uint64_t *ret_written);
+int space_file_mkdir_as(space_session *s, const char *path, bool parents, const char *user);
 
 struct space_stat {
         char type[16]; /* "file", "dir", "symlink", ... as the daemon says */

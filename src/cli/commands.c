@@ -156,6 +156,10 @@ const struct cli_cmd cli_commands[] = {
                 .opts = (const struct cli_opt[]){
                         { "interactive", 'i', CLI_OPT_FLAG, NULL, .doc = "send stdin even when it is a terminal" },
                         { "cwd", 'w', CLI_OPT_STR, "DIR", .doc = "working directory inside the sandbox" },
+                        { "user", 'u', CLI_OPT_STR, "USER",
+                          .doc = "run as USER of the sandbox's /etc/passwd (a name or a uid;\n"
+                          "default root), with its groups, HOME and, without -w, its home\n"
+                          "as the working directory" },
                         OPT_ENV("extra environment (repeatable)"),
                         { "timeout", 0, CLI_OPT_NUMBER, "SEC", .doc = "kill the command after SEC seconds",
                           .what = "timeout", .hint = " (seconds)", .max = (uint64_t)CLI_MAX_TIMEOUT_S },
@@ -182,6 +186,9 @@ const struct cli_cmd cli_commands[] = {
                          "Directories are copied recursively (regular files and directories only).\n",
                 .opts = (const struct cli_opt[]){
                         { "parents", 'p', CLI_OPT_FLAG, NULL, .doc = "create missing parent directories in the sandbox" },
+                        { "user", 'u', CLI_OPT_STR, "USER",
+                          .doc = "into a sandbox: the files and directories made belong to USER\n"
+                          "(a name or a uid of its /etc/passwd; default root)" },
                         OPT_END },
                 .flags = CLI_SESSION,
                 .min_args = 2, .max_args = 2, .missing = "source and destination", .missing_rest = "destination",

@@ -63,6 +63,7 @@ int cli_exec_check(struct cli_call *call) {
                 .argv = (const char *const *)&call->argv[i],
                 .env = call->n_env ? call->env : NULL,
                 .cwd = cli_opt_str(call, "cwd"),
+                .user = cli_opt_str(call, "user"),
                 .timeout_ms = cli_opt_set(call, "timeout") && timeout_ms == 0 ? 1 : timeout_ms,
                 .background = background,
                 .on_output = cli_on_output,

@@ -56,7 +56,7 @@ static int upload_file(const struct cli_call *call, const char *local, const cha
         if (fstat(fd, &st) < 0)
                 return cli_error("%s: %s", local, strerror(errno));
         unsigned mode = S_ISREG(st.st_mode) ? (st.st_mode & 07777) : 0644;
-        int r = space_file_upload_fd(call->session, remote, fd, mode, parents, NULL);
+        int r = space_file_upload_fd_as(call->session, remote, fd, mode, parents, cli_opt_str(call, "user"), NULL);
         if (r < 0)
                 return cli_api_fail(call, r);
         return 0;
@@ -72,7 +72,7 @@ static int upload_tree(const struct cli_call *call, const char *local, const cha
                 return cli_error("%s: %s", local, strerror(errno));
         if (!S_ISDIR(st.st_mode))
                 return upload_file(call, local, remote, parents);
-        int r = space_file_mkdir(call->session, remote, parents);
+        int r = space_file_mkdir_as(call->session, remote, parents, cli_opt_str(call, "user"));
         if (r < 0 && r != -EEXIST)
                 return cli_api_fail(call, r);
         _cleanup_closedir_ DIR *d = opendir(local);
@@ -175,6 +175,8 @@ int cli_cp_check(struct cli_call *call) {
         if (a->src.remote == a->dst.remote)
                 return cli_usage(call->cmd, a->src.remote ? "copying between sandboxes is not supported"
                                                           : "one side must be a sandbox path (ID:/path)");
+        if (a->src.remote && cli_opt_set(call, "user"))
+                return cli_usage(call->cmd, "--user applies to copies into a sandbox");
         call->session_id = a->src.remote ? a->src.id : a->dst.id;
         return 0;
 }

@@ -1247,6 +1247,18 @@ static int exec_event(void *ud, const struct json *ev) {
         return 0; /* newer event types: ignored */
 }
 
+/* A sandbox user as the API takes it (docs/api.md): [a-z_][a-z0-9_-]{0,31} or digits; the
+ * daemon checks the rest (the uid's range, that the sandbox knows the name). */
+static bool user_ok(const char *u) {
+        size_t n = strlen(u);
+        if (n == 0 || n > 32)
+                return false;
+        for (const char *p = u; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || (*p == '-' && p != u)))
+                        return false;
+        return true;
+}
+
 int space_exec(space_session *s, const struct space_exec_opts *o, struct space_exec_result *ret) {
         space_client *c = s->c;
         if (!o || o->version < 1 || o->version > SPACE_EXEC_OPTS_VERSION)
@@ -1298,6 +1310,11 @@ int space_exec(space_session *s, const struct space_exec_opts *o, struct space_e
         }
         if (o->background)
                 json_w_kbool(&w, "background", true);
+        if (o->version >= 3 && o->user) {
+                if (!user_ok(o->user))
+                        return fail(c, -EINVAL, "invalid user (a name or a uid)");
+                json_w_kstr(&w, "user", o->user);
+        }
         json_w_obj_end(&w);
         if (w.err)
                 return fail(c, w.err, w.err == -E2BIG ? "the exec request is over 1 MiB" : "encoding the request: %s",
@@ -1437,10 +1454,13 @@ int space_process_list(space_session *s, struct space_process **ret, size_t *ret
 /* ---- files ----------------------------------------------------------------------- */
 
 static int upload(space_session *s, const char *path, const void *data, size_t len, int fd, unsigned mode,
-                  bool parents, uint64_t *ret_written) {
+                  bool parents, const char *user, uint64_t *ret_written) {
         space_client *c = s->c;
-        char extra[48];
-        snprintf(extra, sizeof extra, "&mode=%04o%s", mode ? mode & 07777 : 0644, parents ? "&parents=1" : "");
+        char extra[96];
+        if (user && !user_ok(user))
+                return fail(c, -EINVAL, "invalid user (a name or a uid)");
+        snprintf(extra, sizeof extra, "&mode=%04o%s%s%s", mode ? mode & 07777 : 0644, parents ? "&parents=1" : "",
+                 user ? "&user=" : "", user ? user : "");
         _cleanup_buf_ struct buf t = BUF_INIT(HTTP_MAX_TARGET);
         int r = session_target_ok(s, &t, "/files", path, extra);
         if (r < 0)
@@ -1459,13 +1479,23 @@ static int upload(space_session *s, const char *path, const void *data, size_t l
         return r < 0 ? r : 0;
 }
 
-int space_file_write(space_session *s, const char *path, const void *data, size_t len, unsigned mode, bool parents) {
+int space_file_write_as(space_session *s, const char *path, const void *data, size_t len, unsigned mode, bool parents,
+                        const char *user) {
         if (len > SPACE_MAX_UPLOAD)
                 return fail(s->c, -E2BIG, "file larger than %llu bytes", (unsigned long long)SPACE_MAX_UPLOAD);
-        return upload(s, path, data ? data : "", len, -1, mode, parents, NULL);
+        return upload(s, path, data ? data : "", len, -1, mode, parents, user, NULL);
+}
+
+int space_file_write(space_session *s, const char *path, const void *data, size_t len, unsigned mode, bool parents) {
+        return space_file_write_as(s, path, data, len, mode, parents, NULL);
 }
 
 int space_file_upload_fd(space_session *s, const char *path, int fd, unsigned mode, bool parents, uint64_t *ret_written) {
+        return space_file_upload_fd_as(s, path, fd, mode, parents, NULL, ret_written);
+}
+
+int space_file_upload_fd_as(space_session *s, const char *path, int fd, unsigned mode, bool parents, const char *user,
+                            uint64_t *ret_written) {
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return fail(s->c, -errno, "stat of the source: %s", strerror(errno));
@@ -1476,7 +1506,7 @@ int space_file_upload_fd(space_session *s, const char *path, int fd, unsigned mo
                 uint64_t len = st.st_size > pos ? (uint64_t)(st.st_size - pos) : 0;
                 if (len > SPACE_MAX_UPLOAD)
                         return fail(s->c, -E2BIG, "file larger than %llu bytes", (unsigned long long)SPACE_MAX_UPLOAD);
-                return upload(s, path, NULL, (size_t)len, fd, mode, parents, ret_written);
+                return upload(s, path, NULL, (size_t)len, fd, mode, parents, user, ret_written);
         }
         /* pipes and the like: no size up front, so read it all (bounded) first */
         _cleanup_buf_ struct buf b = BUF_INIT(SPACE_MAX_UPLOAD);
@@ -1487,7 +1517,7 @@ int space_file_upload_fd(space_session *s, const char *path, int fd, unsigned mo
                 return fail(s->c, r, "out of memory");
         if (r < 0)
                 return fail(s->c, r, "reading the source: %s", strerror(-r));
-        return upload(s, path, b.data ? b.data : "", b.len, -1, mode, parents, ret_written);
+        return upload(s, path, b.data ? b.data : "", b.len, -1, mode, parents, user, ret_written);
 }
 
 int space_file_read(space_session *s, const char *path, size_t max, char **ret, size_t *ret_len) {
@@ -1521,13 +1551,21 @@ int space_file_remove(space_session *s, const char *path, bool recursive) {
 }
 
 int space_file_mkdir(space_session *s, const char *path, bool parents) {
+        return space_file_mkdir_as(s, path, parents, NULL);
+}
+
+int space_file_mkdir_as(space_session *s, const char *path, bool parents, const char *user) {
         if (!path_ok(path))
                 return fail(s->c, -EINVAL, "invalid path");
+        if (user && !user_ok(user))
+                return fail(s->c, -EINVAL, "invalid user (a name or a uid)");
         _cleanup_buf_ struct buf b = BUF_INIT(16384);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
         json_w_kstr(&w, "path", path);
         json_w_kbool(&w, "parents", parents);
+        if (user)
+                json_w_kstr(&w, "user", user);
         return session_post(s, "/files/mkdir", &w, NULL);
 }
 

@@ -221,3 +221,68 @@ void api_session_delete(struct conn *c) {
         if (s && (w = api_waiter(c, 204)))
                 dur_delete(s, w);
 }
+
+/* ---- "user" (exec and file requests) ---- */
+
+bool api_user_valid(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n >= API_USER_MAX)
+                return false;
+        if (s[0] >= '0' && s[0] <= '9') {
+                if (n > 5)
+                        return false;
+                for (const char *p = s; *p; p++)
+                        if (*p < '0' || *p > '9')
+                                return false;
+                return atol(s) <= 65535;
+        }
+        if (!((s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+                return false;
+        for (const char *p = s + 1; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+                        return false;
+        return true;
+}
+
+static const char user_why[] = "user must be a name ([a-z_][a-z0-9_-]{0,31}) or a uid (0 to 65535)";
+
+int api_query_user(struct conn *c, char out[API_USER_MAX]) {
+        int r = http_query_get(c->req->query, "user", out, API_USER_MAX);
+        if (r == -ENOENT) {
+                out[0] = '\0';
+                return 0;
+        }
+        if (r < 0 || !api_user_valid(out)) {
+                conn_reply_error(c, 400, "%s", user_why);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int api_body_user(struct conn *c, const struct json *body, char out[API_USER_MAX]) {
+        const struct json *v = json_get(body, "user");
+        out[0] = '\0';
+        if (!v || json_type(v) == JSON_NULL)
+                return 0;
+        int64_t n;
+        const char *s = json_str(v);
+        if (json_type(v) == JSON_NUMBER && json_int(v, &n) == 0 && n >= 0 && n <= 65535) {
+                snprintf(out, API_USER_MAX, "%lld", (long long)n);
+                return 0;
+        }
+        if (s && strlen(s) < API_USER_MAX && api_user_valid(s)) {
+                strcpy(out, s);
+                return 0;
+        }
+        conn_reply_error(c, 400, "%s", user_why);
+        return -EINVAL;
+}
+
+void api_req_user(struct api_json *r, const char *u) {
+        if (!*u)
+                return;
+        if (u[0] >= '0' && u[0] <= '9')
+                json_w_kint(&r->w, "user", atol(u));
+        else
+                json_w_kstr(&r->w, "user", u);
+}

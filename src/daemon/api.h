@@ -86,6 +86,16 @@ void api_resp_created(struct conn *c, const struct json *resp);
 void api_reply_init_error(struct conn *c, const struct json *resp, bool exec);
 bool api_resp_is_error(const struct json *resp);
 
+/* The "user" of exec and file requests (docs/api.md): a name [a-z_][a-z0-9_-]{0,31} or a
+ * uid 0..65535 (digits). out gets it ("" when absent); bad: answers 400, returns < 0. */
+#define API_USER_MAX 33
+bool api_user_valid(const char *s);
+int api_query_user(struct conn *c, char out[API_USER_MAX]);
+/* From a JSON body's "user" member: a string as above, or an integer 0..65535. */
+int api_body_user(struct conn *c, const struct json *body, char out[API_USER_MAX]);
+/* "user":... in a REQ to init when u is not "": a uid as a number, a name as a string. */
+void api_req_user(struct api_json *r, const char *u);
+
 /* A session's network policy from the API's JSON (api_network.c): true, false or an
  * object (net/policy.h); NULL or null: the operator's default (spaced --egress-default).
  * Checked against the operator's policy: 400 (bad policy, what and where), 403 (egress

@@ -258,6 +258,14 @@ static void exec_start(struct conn *c, bool stream) {
                 goto bad;
         }
         bool has_stdin = in_text || in_b64 || stream;
+        char user[API_USER_MAX];
+        if (api_body_user(c, body, user) < 0) {
+                buf_free(&in);
+                for (size_t i = 0; i < n_env; i++)
+                        free(env[i]);
+                free(env);
+                return;
+        }
 
         struct api_json r;
         api_req_begin(&r, "exec");
@@ -278,6 +286,7 @@ static void exec_start(struct conn *c, bool stream) {
         if (stream)
                 json_w_kbool(&r.w, "stdin_acks", true);
         json_w_kbool(&r.w, "background", background);
+        api_req_user(&r, user);
         if (!background)
                 api_req_window(&r, s);
         json_w_obj_end(&r.w);

@@ -267,7 +267,9 @@ void api_file_put(struct conn *c) {
                 return;
         }
         bool parents, append;
-        if (api_query_bool(c, "parents", false, &parents) < 0 || api_query_bool(c, "append", false, &append) < 0)
+        char user[API_USER_MAX];
+        if (api_query_bool(c, "parents", false, &parents) < 0 || api_query_bool(c, "append", false, &append) < 0 ||
+            api_query_user(c, user) < 0)
                 return;
         const struct http_request *h = c->req;
         /* No body at all writes an empty file. */
@@ -280,6 +282,7 @@ void api_file_put(struct conn *c) {
         json_w_kint(&req.w, "mode", mode);
         json_w_kbool(&req.w, "append", append);
         json_w_kbool(&req.w, "parents", parents);
+        api_req_user(&req, user);
         if (!api_req_send(c, s, &req, OP_WRITE, &write_ops))
                 return;
         c->on_body = upload_body;
@@ -355,10 +358,15 @@ void api_file_mkdir(struct conn *c) {
         int64_t mode;
         if (api_body_int(c, body, "mode", 0755, 0, 07777, "mode must be an integer (0 to 4095)", &mode) < 0)
                 return;
+        /* "user" in the body, or ?user= like the other file routes (the body wins). */
+        char user[API_USER_MAX];
+        if (api_body_user(c, body, user) < 0 || (!*user && api_query_user(c, user) < 0))
+                return;
         struct api_json r;
         file_req(&r, "mkdir", path);
         json_w_kbool(&r.w, "parents", json_get_bool(body, "parents", false));
         json_w_kint(&r.w, "mode", mode);
+        api_req_user(&r, user);
         (void)api_req_simple(c, s, &r, api_resp_created);
 }
 

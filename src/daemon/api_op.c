@@ -217,5 +217,7 @@ void api_reply_init_error(struct conn *c, const struct json *resp, bool exec) {
         int status = util_errno_status((int)err);
         if (exec && status != 400 && status != 409)
                 status = 422; /* the command could not be started */
+        if (json_get_bool(e, "user", false))
+                status = 400; /* a "user" the sandbox's /etc/passwd does not name */
         conn_reply_error(c, status, "%s", msg ? msg : code ? code : "space-init failed");
 }

@@ -95,7 +95,8 @@ static int get_mode(const struct json *req, const char *key, int64_t def, mode_t
         return 0;
 }
 
-static int mkdir_p(const char *path, mode_t mode) {
+/* Like mkdir -p; the directories it makes go to u (NULL: stay init's). */
+static int mkdir_p(const char *path, mode_t mode, const struct init_user *u) {
         char buf[PROTO_MAX_PATH + 1];
         int r = check_path(path);
         if (r < 0)
@@ -121,8 +122,11 @@ static int mkdir_p(const char *path, mode_t mode) {
                                 r = -ENOENT;
                         if (r < 0)
                                 return r;
-                        if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
-                                return -errno;
+                        if (mkdirat(dfd, name, mode) < 0) {
+                                if (errno != EEXIST)
+                                        return -errno;
+                        } else if ((r = user_chown(dfd, name, u)) < 0)
+                                return r;
                 } else
                         return r;
                 buf[i] = saved;
@@ -232,13 +236,25 @@ static void write_open(struct stream *s, const struct json *req) {
         if (get_mode(req, "mode", 0644, &mode) < 0)
                 return write_set_err(s, EINVAL, "\"mode\" must be an integer in 0..07777");
         bool append = json_get_bool(req, "append", false);
+        /* "user" (§3.1.1): what this write creates belongs to it. */
+        struct init_user user, *u = NULL;
+        const struct json *juser = json_get(req, "user");
+        if (juser && json_type(juser) != JSON_NULL) {
+                char why[256];
+                int ur = user_resolve(juser, &user, why, sizeof why);
+                if (ur < 0) {
+                        s->err_user = true;
+                        return write_set_err(s, -ur, "%s", why);
+                }
+                u = &user;
+        }
         if (json_get_bool(req, "parents", false)) {
                 char dir[PROTO_MAX_PATH + 1];
                 strcpy(dir, path);
                 char *slash = strrchr(dir, '/');
                 if (slash && slash != dir) {
                         *slash = '\0';
-                        int r = mkdir_p(dir, 0755);
+                        int r = mkdir_p(dir, 0755, u);
                         if (r < 0)
                                 return write_set_err(s, -r, "%.200s: %s", dir, strerror(-r));
                 }
@@ -250,9 +266,18 @@ static void write_open(struct stream *s, const struct json *req) {
         if (r < 0)
                 return write_set_err(s, -r, "%.200s: %s", path, strerror(-r));
         if (append) {
-                r = fs_resolve(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY, mode, &s->fd);
+                /* With a user, only a file this append creates changes hands. */
+                bool created = false;
+                if (u) {
+                        r = fs_resolve(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NONBLOCK | O_NOCTTY, mode, &s->fd);
+                        created = r == 0;
+                }
+                if (!u || r == -EEXIST)
+                        r = fs_resolve(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY, mode, &s->fd);
                 if (r < 0)
                         return write_set_err(s, -r, "%.200s: %s", path, strerror(-r));
+                if (created && fchown(s->fd, user.uid, user.gid) < 0)
+                        return write_set_err(s, errno, "%.200s: chown: %s", path, strerror(errno));
                 struct stat st;
                 if (fstat(s->fd, &st) < 0 || !S_ISREG(st.st_mode))
                         return write_set_err(s, EINVAL, "%.200s: not a regular file", path);
@@ -271,6 +296,8 @@ static void write_open(struct stream *s, const struct json *req) {
                 s->tmp_name = NULL;
                 return write_set_err(s, e, "%.200s: %s", path, strerror(e));
         }
+        if (u && fchown(s->fd, user.uid, user.gid) < 0)
+                return write_set_err(s, errno, "%.200s: chown: %s", path, strerror(errno));
 }
 
 void op_write(uint32_t id, const struct json *req) {
@@ -303,7 +330,10 @@ static void write_finish(struct stream *s) {
         }
         if (s->err) {
                 write_abort(s);
-                send_error(s->id, s->err, "%s", s->errmsg);
+                if (s->err_user)
+                        send_user_error(s->id, s->err, s->errmsg);
+                else
+                        send_error(s->id, s->err, "%s", s->errmsg);
         } else {
                 _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
                 struct json_writer w = JSON_WRITER_INIT(&b);
@@ -519,9 +549,19 @@ void op_mkdir(uint32_t id, const struct json *req) {
         mode_t mode;
         if (get_mode(req, "mode", 0755, &mode) < 0)
                 return send_error(id, EINVAL, "\"mode\" must be an integer in 0..07777");
+        /* "user" (§3.1.1): the directories made belong to it. */
+        struct init_user user, *u = NULL;
+        const struct json *juser = json_get(req, "user");
+        if (juser && json_type(juser) != JSON_NULL) {
+                char why[256];
+                int ur = user_resolve(juser, &user, why, sizeof why);
+                if (ur < 0)
+                        return send_user_error(id, -ur, why);
+                u = &user;
+        }
         int r;
         if (json_get_bool(req, "parents", false))
-                r = mkdir_p(path, mode);
+                r = mkdir_p(path, mode, u);
         else {
                 _cleanup_close_ int dfd = -EBADF;
                 char name[NAME_MAX + 1];
@@ -530,6 +570,8 @@ void op_mkdir(uint32_t id, const struct json *req) {
                         r = -EEXIST;
                 if (r == 0 && mkdirat(dfd, name, mode) < 0)
                         r = -errno;
+                else if (r == 0)
+                        r = user_chown(dfd, name, u);
         }
         if (r < 0)
                 return send_error(id, -r, "%.512s: %s", path ? path : "(no path)", strerror(-r));

@@ -90,6 +90,7 @@ struct stream {
         uint32_t credit;
         struct tcp_conn *tcp; /* TCP (tcp.c) */
         struct fswatch *fsw;  /* WATCH (watch.c) */
+        bool err_user; /* WRITE: err is a bad "user" (send_user_error) */
 };
 
 struct conn {
@@ -219,6 +220,27 @@ void op_mkdir(uint32_t id, const struct json *req);
 void op_remove(uint32_t id, const struct json *req);
 void read_pump(struct stream *s);
 void write_abort(struct stream *s);
+
+/* user.c: the "user" of exec, write and mkdir (protocol.md §3.1.1). */
+#define INIT_USER_FILE_MAX (1u << 20) /* /etc/passwd, /etc/group: bytes read at most */
+#define INIT_USER_LINE_MAX 1024       /* longer lines are skipped */
+#define INIT_USER_MAX_GROUPS 64       /* supplementary groups kept */
+struct init_user {
+        uid_t uid;
+        gid_t gid;
+        bool known; /* found in /etc/passwd (name, home, shell and groups are set) */
+        char name[33], home[256], shell[256];
+        gid_t groups[INIT_USER_MAX_GROUPS];
+        size_t n_groups;
+};
+/* Resolves v (a JSON name or uid); a uid not in /etc/passwd gets gid = uid and home "/".
+ * On failure err holds the message: -ENOENT "no user NAME in /etc/passwd", -EINVAL. */
+int user_resolve(const struct json *v, struct init_user *u, char *err, size_t errn);
+/* The error RESP of a failed user_resolve: ENOENT and EINVAL (a bad "user") carry
+ * "user":true (spaced answers 400); others are plain errors. */
+void send_user_error(uint32_t id, int err, const char *msg);
+/* Gives the entry name in dirfd (not followed) to u; 0 at once for NULL. */
+int user_chown(int dirfd, const char *name, const struct init_user *u);
 
 /* guest.c (--guest): the microVM's boot steps before the loop starts. */
 int guest_boot(void);

@@ -309,14 +309,36 @@ void procs_update_watches(void) {
 
 /* ---- exec ---- */
 
-static int env_build(const struct json *env, char ***ret) {
+/* Puts "K=V" e into v (n entries, room for one more): the same key is replaced. */
+static int env_put(char **v, size_t *n, const char *e) {
+        size_t klen = (size_t)(strchr(e, '=') - e) + 1;
+        size_t j;
+        for (j = 0; j < *n; j++)
+                if (strncmp(v[j], e, klen) == 0)
+                        break;
+        char *d = strdup(e);
+        if (!d)
+                return -ENOMEM;
+        if (j < *n) {
+                free(v[j]);
+                v[j] = d;
+        } else
+                v[(*n)++] = d;
+        return 0;
+}
+
+/* The default environment, then extra (the user's HOME, USER, ... ), then the request's. */
+static int env_build(const struct json *env, char *const *extra, size_t n_extra, char ***ret) {
         size_t n_user = json_len(env);
-        char **v = calloc(ELEMENTSOF(default_env) + n_user + 1, sizeof *v);
+        char **v = calloc(ELEMENTSOF(default_env) + n_extra + n_user + 1, sizeof *v);
         if (!v)
                 return -ENOMEM;
         size_t n = 0;
         for (size_t i = 0; i < ELEMENTSOF(default_env); i++)
                 if (!(v[n++] = strdup(default_env[i])))
+                        goto oom;
+        for (size_t i = 0; i < n_extra; i++)
+                if (env_put(v, &n, extra[i]) < 0)
                         goto oom;
         for (size_t i = 0; i < n_user; i++) {
                 const char *e = json_str(json_at(env, i));
@@ -325,25 +347,37 @@ static int env_build(const struct json *env, char ***ret) {
                         strv_free(v);
                         return -EINVAL;
                 }
-                size_t klen = (size_t)(eq - e) + 1;
-                size_t j;
-                for (j = 0; j < n; j++)
-                        if (strncmp(v[j], e, klen) == 0)
-                                break;
-                char *d = strdup(e);
-                if (!d)
+                if (env_put(v, &n, e) < 0)
                         goto oom;
-                if (j < n) {
-                        free(v[j]);
-                        v[j] = d;
-                } else
-                        v[n++] = d;
         }
         *ret = v;
         return 0;
 oom:
         strv_free(v);
         return -ENOMEM;
+}
+
+/* The environment a "user" brings: HOME, and USER, LOGNAME, SHELL when /etc/passwd names
+ * it; the request's env still overrides them. */
+static size_t user_env(const struct init_user *u, char buf[4][300], char *out[4]) {
+        size_t n = 0;
+        snprintf(buf[n], sizeof buf[n], "HOME=%s", u->home[0] ? u->home : "/");
+        out[n] = buf[n];
+        n++;
+        if (u->known) {
+                snprintf(buf[n], sizeof buf[n], "USER=%s", u->name);
+                out[n] = buf[n];
+                n++;
+                snprintf(buf[n], sizeof buf[n], "LOGNAME=%s", u->name);
+                out[n] = buf[n];
+                n++;
+                if (u->shell[0]) {
+                        snprintf(buf[n], sizeof buf[n], "SHELL=%s", u->shell);
+                        out[n] = buf[n];
+                        n++;
+                }
+        }
+        return n;
 }
 
 /* Copies argv for ps, keeping at most INIT_PS_ARGV_MAX bytes. */
@@ -421,6 +455,8 @@ struct spawn_req {
         bool set_ids;
         uid_t uid;
         gid_t gid;
+        const gid_t *groups; /* with set_ids: the supplementary groups (a "user"'s) */
+        size_t n_groups;
         bool want_stdin;
 };
 
@@ -457,7 +493,7 @@ static _noreturn_ void child_run(const struct spawn_req *sr, int errfd, int in_r
         if (fchdir(sr->cwd_fd) < 0)
                 child_fail(errfd, STAGE_CWD, errno);
         if (sr->set_ids) {
-                if (setgroups(0, NULL) < 0 && errno != EPERM)
+                if (setgroups(sr->n_groups, sr->groups) < 0 && errno != EPERM)
                         child_fail(errfd, STAGE_IDS, errno);
                 if (setgid(sr->gid) < 0 || setuid(sr->uid) < 0)
                         child_fail(errfd, STAGE_IDS, errno);
@@ -505,7 +541,31 @@ void op_exec(uint32_t id, const struct json *req) {
         const char *cwd = json_get(req, "cwd") ? json_get_str(req, "cwd") : "/";
         if (!cwd)
                 return send_error(id, EINVAL, "\"cwd\" must be a string");
-        int64_t timeout = 0, uid = -1, gid = -1;
+        /* "user" (§3.1.1): ids, groups, HOME and friends, and the default cwd from the
+         * sandbox's /etc/passwd. */
+        const struct json *juser = json_get(req, "user");
+        if (juser && json_type(juser) == JSON_NULL)
+                juser = NULL;
+        if (juser && (json_get(req, "uid") || json_get(req, "gid")))
+                return send_error(id, EINVAL, "give \"user\" or \"uid\"/\"gid\", not both");
+        struct init_user user;
+        char uenv_buf[4][300], *uenv[4];
+        size_t n_uenv = 0;
+        if (juser) {
+                char why[256];
+                int ur = user_resolve(juser, &user, why, sizeof why);
+                if (ur < 0)
+                        return send_user_error(id, -ur, why);
+                n_uenv = user_env(&user, uenv_buf, uenv);
+                if (!json_get(req, "cwd")) {
+                        int hfd;
+                        if (fs_resolve(user.home, O_PATH | O_DIRECTORY, 0, &hfd) == 0) {
+                                close(hfd);
+                                cwd = user.home;
+                        }
+                }
+        }
+        int64_t timeout = 0, uid = juser ? (int64_t)user.uid : -1, gid = juser ? (int64_t)user.gid : -1;
         if (json_get(req, "timeout_ms") && (json_get_int(req, "timeout_ms", &timeout) < 0 || timeout < 0))
                 return send_error(id, EINVAL, "\"timeout_ms\" must be an integer >= 0");
         if ((json_get(req, "uid") && (json_get_int(req, "uid", &uid) < 0 || uid < 0 || uid > UINT32_MAX - 1)) ||
@@ -531,7 +591,7 @@ void op_exec(uint32_t id, const struct json *req) {
                 if (!(argv[i] = (char *)json_str(json_at(jargv, i))))
                         return send_error(id, EINVAL, "\"argv\" must be a non-empty array of strings");
         _cleanup_(strv_freep) char **envp = NULL;
-        int r = env_build(jenv, &envp);
+        int r = env_build(jenv, uenv, n_uenv, &envp);
         if (r < 0)
                 return send_error(id, -r, r == -EINVAL ? "\"env\" entries must be \"K=V\" strings" : "out of memory");
 
@@ -547,8 +607,9 @@ void op_exec(uint32_t id, const struct json *req) {
                 goto fail_pipes;
         }
         struct spawn_req sr = { .argv = argv, .envp = envp, .cwd_fd = cwd_fd, .want_stdin = want_stdin,
-                                .set_ids = (uid >= 0 && (uid_t)uid != getuid()) || (gid >= 0 && (gid_t)gid != getgid()),
-                                .uid = uid >= 0 ? (uid_t)uid : getuid(), .gid = gid >= 0 ? (gid_t)gid : getgid() };
+                                .set_ids = juser || (uid >= 0 && (uid_t)uid != getuid()) || (gid >= 0 && (gid_t)gid != getgid()),
+                                .uid = uid >= 0 ? (uid_t)uid : getuid(), .gid = gid >= 0 ? (gid_t)gid : getgid(),
+                                .groups = juser ? user.groups : NULL, .n_groups = juser ? user.n_groups : 0 };
         pid_t pid = fork();
         if (pid < 0) {
                 r = errno;

@@ -694,6 +694,167 @@ static int build_debootstrap(const struct template_source *src, const char *root
         return 0;
 }
 
+/* ---------------- the default user ---------------- */
+
+/* Reads the file name in dirfd (not followed, at most TEMPLATE_USER_FILE_MAX bytes) into a
+ * NUL-terminated heap buffer, opened for appending in *ret_fd. -ENOENT when absent. */
+static int user_file_open(int dirfd, const char *name, char **ret, int *ret_fd) {
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        if (st.st_size > TEMPLATE_USER_FILE_MAX)
+                return -EFBIG;
+        char *b = malloc((size_t)st.st_size + 1);
+        if (!b)
+                return -ENOMEM;
+        ssize_t n = pread(fd, b, (size_t)st.st_size, 0);
+        if (n < 0) {
+                int r = -errno;
+                free(b);
+                return r;
+        }
+        b[n] = '\0';
+        *ret = b;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* True when a line of text (name:x:ID:...) has the name, or (id not NULL) field 2 equal
+ * to id. */
+static bool user_file_has(const char *text, const char *name, const char *id) {
+        size_t nl = strlen(name), il = id ? strlen(id) : 0;
+        for (const char *p = text; *p;) {
+                const char *end = strchrnul(p, '\n');
+                if (!strncmp(p, name, nl) && p[nl] == ':')
+                        return true;
+                const char *c1 = memchr(p, ':', (size_t)(end - p));
+                const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+                if (id && c2 && !strncmp(c2 + 1, id, il) && (c2[1 + il] == ':' || c2 + 1 + il == end))
+                        return true;
+                p = *end ? end + 1 : end;
+        }
+        return false;
+}
+
+/* Appends line to fd, after a newline when text does not end in one. */
+static int user_file_append(int fd, const char *text, const char *line) {
+        size_t n = strlen(text);
+        if (n > 0 && text[n - 1] != '\n' && write(fd, "\n", 1) != 1)
+                return -EIO;
+        ssize_t w = write(fd, line, strlen(line));
+        return w == (ssize_t)strlen(line) ? 0 : w < 0 ? -errno : -EIO;
+}
+
+/* Adds line to etc/name unless it names the user (or id, if not NULL) already; an absent
+ * file is left absent. */
+static int user_file_add(int etcfd, const char *name, const char *id, const char *line) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r = user_file_open(etcfd, name, &text, &fd);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        if (user_file_has(text, TEMPLATE_USER, id))
+                return 0;
+        return user_file_append(fd, text, line);
+}
+
+/* Copies the regular files at the top of etc/skel (dotfiles like .bashrc, .profile) into
+ * the new home, owned by the user. Best effort: a tree without skel has an empty home. */
+static void user_copy_skel(int etcfd, int homefd, unsigned id) {
+        _cleanup_close_ int sfd = openat(etcfd, "skel", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sfd < 0)
+                return;
+        _cleanup_closedir_ DIR *d = fdopendir(sfd);
+        if (!d)
+                return;
+        sfd = -EBADF; /* the DIR owns it */
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+                    st.st_size > TEMPLATE_USER_FILE_MAX)
+                        continue;
+                _cleanup_close_ int in = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                _cleanup_close_ int out = in < 0 ? -EBADF
+                                                 : openat(homefd, de->d_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                                          st.st_mode & 0777);
+                if (out < 0)
+                        continue;
+                char buf[16384];
+                ssize_t n;
+                while ((n = read(in, buf, sizeof buf)) > 0)
+                        if (write(out, buf, (size_t)n) != n)
+                                break;
+                (void)!fchown(out, id, id);
+        }
+}
+
+int template_add_user(const char *rootfs) {
+        _cleanup_close_ int rfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (rfd < 0)
+                return -errno;
+        _cleanup_close_ int etcfd = openat(rfd, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (etcfd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        _cleanup_free_ char *pw = NULL;
+        _cleanup_close_ int pwfd = -EBADF;
+        int r = user_file_open(etcfd, "passwd", &pw, &pwfd);
+        if (r == -ENOENT)
+                return 0; /* no /etc/passwd: not a tree users live in */
+        if (r < 0)
+                return r;
+        char id[16];
+        snprintf(id, sizeof id, "%u", TEMPLATE_USER_UID);
+        if (user_file_has(pw, TEMPLATE_USER, id))
+                return 0; /* the tree has its own uid 1000 (or "user") */
+        struct stat st;
+        const char *shell = fstatat(rfd, "bin/bash", &st, 0) == 0 || fstatat(rfd, "usr/bin/bash", &st, 0) == 0
+                                    ? "/bin/bash"
+                                    : "/bin/sh";
+        char line[256];
+        snprintf(line, sizeof line, "%s:x:%u:%u::%s:%s\n", TEMPLATE_USER, TEMPLATE_USER_UID, TEMPLATE_USER_UID,
+                 TEMPLATE_USER_HOME, shell);
+        if ((r = user_file_append(pwfd, pw, line)) < 0)
+                return r;
+        snprintf(line, sizeof line, "%s:x:%u:\n", TEMPLATE_USER, TEMPLATE_USER_UID);
+        if ((r = user_file_add(etcfd, "group", id, line)) < 0)
+                return r;
+        /* A locked password ("!"): the user exists to run commands as, not to log in. */
+        snprintf(line, sizeof line, "%s:!:%lld:0:99999:7:::\n", TEMPLATE_USER, (long long)(time(NULL) / 86400));
+        if ((r = user_file_add(etcfd, "shadow", NULL, line)) < 0)
+                return r;
+        snprintf(line, sizeof line, "%s:!::\n", TEMPLATE_USER);
+        if ((r = user_file_add(etcfd, "gshadow", NULL, line)) < 0)
+                return r;
+
+        /* The stored tree is shifted: the user's files belong to RT_ID_BASE + 1000. */
+        unsigned sid = template_shift_id(TEMPLATE_USER_UID);
+        if (mkdirat(rfd, "home", 0755) == 0) {
+                if (fchownat(rfd, "home", RT_ID_BASE, RT_ID_BASE, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+        } else if (errno != EEXIST)
+                return -errno;
+        _cleanup_close_ int hfd = openat(rfd, "home", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (hfd < 0)
+                return -errno;
+        if (mkdirat(hfd, "user", 0755) < 0 && errno != EEXIST)
+                return -errno;
+        _cleanup_close_ int ufd = openat(hfd, "user", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (ufd < 0)
+                return -errno;
+        if (fchown(ufd, sid, sid) < 0 || fchmod(ufd, 0755) < 0)
+                return -errno;
+        user_copy_skel(etcfd, ufd, sid);
+        return 0;
+}
+
 /* ---------------- build, list, remove ---------------- */
 
 /* Mount points the sandbox needs, made here so they never land in a session's upper
@@ -822,6 +983,15 @@ int template_build(const char *data_dir, const char *name, const struct template
                 r = template_shift_tree(rootfs);
                 if (r < 0)
                         runtime_set_error("template: shifting ownership failed: %s", strerror(-r));
+        }
+        /* After extraction and the shift, so a tree from an older debootstrap cache gets
+         * the user too. */
+        if (r == 0 && src->kind == TEMPLATE_FROM_DEBOOTSTRAP) {
+                progress(cb, userdata, "adding the user %s (uid %u, %s)", TEMPLATE_USER, TEMPLATE_USER_UID,
+                         TEMPLATE_USER_HOME);
+                r = template_add_user(rootfs);
+                if (r < 0)
+                        runtime_set_error("template: adding the user %s failed: %s", TEMPLATE_USER, strerror(-r));
         }
         if (r < 0)
                 goto fail;

@@ -66,5 +66,15 @@ int template_shift_tree(const char *dir);
 /* Host id -> stored id: 0..RT_ID_COUNT-1 move up by RT_ID_BASE, ids already in the
  * shifted range stay, anything else becomes the shifted "nobody" (65534). */
 unsigned template_shift_id(unsigned id);
+/* The unprivileged user of debootstrap templates (base among them): appended to
+ * etc/passwd, etc/group and (when present) etc/shadow and etc/gshadow with a locked
+ * password, home /home/user (0755, owned by it, shifted) with etc/skel's top files, shell
+ * /bin/bash when the tree has one, else /bin/sh. Nothing changes when etc/passwd already
+ * has a uid 1000 or a "user", or is absent; a file over TEMPLATE_USER_FILE_MAX is -EFBIG. */
+#define TEMPLATE_USER "user"
+#define TEMPLATE_USER_UID 1000u
+#define TEMPLATE_USER_HOME "/home/user"
+#define TEMPLATE_USER_FILE_MAX (1 << 20)
+int template_add_user(const char *rootfs);
 /* Cache file name for a debootstrap (suite + sorted package set); -EINVAL on bad names. */
 int template_cache_name(const char *suite, const char *packages, char *buf, size_t n);

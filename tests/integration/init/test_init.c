@@ -673,6 +673,153 @@ static void test_files(void **state) {
         assert_error(d3, "EBUSY");
 }
 
+/* Writes text to root/rel on the host. */
+static void put_host(const char *root, const char *rel, const char *text) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof p, "%s/%s", root, rel);
+        FILE *fp = fopen(p, "w");
+        assert_non_null(fp);
+        assert_int_equal(fputs(text, fp) >= 0, 1);
+        assert_int_equal(fclose(fp), 0);
+}
+
+static void test_user(void **state) {
+        struct fx *f = *state;
+        char host[PATH_MAX + 64], expect[PATH_MAX + 512];
+        struct stat st;
+        struct initc_result res;
+        snprintf(host, sizeof host, "%s/etc", f->root);
+        assert_int_equal(mkdir(host, 0755), 0);
+        snprintf(host, sizeof host, "%s/home", f->root);
+        assert_int_equal(mkdir(host, 0755), 0);
+        snprintf(host, sizeof host, "%s/home/user", f->root);
+        assert_int_equal(mkdir(host, 0755), 0);
+        put_host(f->root, "etc/passwd",
+                 "root:x:0:0:root:/root:/bin/sh\n"
+                 "# a comment\n"
+                 "broken line\n"
+                 "user:x:1000:1000::/home/user:/bin/sh\n"
+                 "nohome:x:1001:1001::/nowhere:/bin/sh\n");
+        put_host(f->root, "etc/group", "root:x:0:\nuser:x:1000:\nextra:x:2000:other,user\nnot:x:2001:other\n");
+
+        print_message("unknown user: ENOENT \"no user NAME in /etc/passwd\", marked as a user error\n");
+        _cleanup_json_ struct json *e1 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"user\":\"bob\"}");
+        assert_error(e1, "ENOENT");
+        assert_string_equal(json_get_str(json_get(e1, "error"), "message"), "no user bob in /etc/passwd");
+        assert_true(json_get_bool(json_get(e1, "error"), "user", false));
+        _cleanup_json_ struct json *e2 = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"/d\",\"user\":\"bob\"}");
+        assert_error(e2, "ENOENT");
+        assert_true(json_get_bool(json_get(e2, "error"), "user", false));
+        const char *none[] = { "x", NULL };
+        _cleanup_json_ struct json *e3 = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/w\",\"user\":\"bob\"}", none, &e3);
+        assert_error(e3, "ENOENT");
+        assert_true(json_get_bool(json_get(e3, "error"), "user", false));
+        snprintf(host, sizeof host, "%s/w", f->root);
+        assert_int_equal(access(host, F_OK), -1);
+        _cleanup_json_ struct json *e4 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"user\":\"user\",\"uid\":0}");
+        assert_error(e4, "EINVAL");
+        _cleanup_json_ struct json *e5 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"user\":[1]}");
+        assert_error(e5, "EINVAL");
+
+        if (geteuid() != 0) {
+                print_message("not root: skipping the id switches of \"user\"\n");
+                return;
+        }
+        print_message("exec as user: uid/gid 1000, its groups, HOME/USER/LOGNAME/SHELL, cwd its home\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"id -u; id -g; id -G; "
+                                          "echo \\\"$HOME|$USER|$LOGNAME|$SHELL\\\"; pwd\"],\"user\":\"user\"}",
+                                   NULL, 0, &res, 10000), 0);
+        assert_ok(res.resp);
+        snprintf(expect, sizeof expect, "1000\n1000\n1000 2000\n/home/user|user|user|/bin/sh\n%s/home/user\n", f->root);
+        assert_string_equal(res.out.data, expect);
+        initc_result_free(&res);
+
+        print_message("by uid; the request's env and cwd win over the user's\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"id -u; echo $HOME; pwd\"],"
+                                          "\"user\":1000,\"env\":[\"HOME=/x\"],\"cwd\":\"/etc\"}",
+                                   NULL, 0, &res, 10000), 0);
+        assert_ok(res.resp);
+        snprintf(expect, sizeof expect, "1000\n/x\n%s/etc\n", f->root);
+        assert_string_equal(res.out.data, expect);
+        initc_result_free(&res);
+
+        print_message("a home that does not exist: cwd stays /; a uid not in passwd: gid = uid, HOME /\n");
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"echo $HOME; pwd\"],\"user\":\"nohome\"}",
+                                   NULL, 0, &res, 10000), 0);
+        snprintf(expect, sizeof expect, "/nowhere\n%s\n", f->root);
+        assert_string_equal(res.out.data, expect);
+        initc_result_free(&res);
+        assert_int_equal(initc_run(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"id -u; id -g; echo $HOME\"],\"user\":\"4242\"}",
+                                   NULL, 0, &res, 10000), 0);
+        assert_string_equal(res.out.data, "4242\n4242\n/\n");
+        initc_result_free(&res);
+
+        print_message("write as user (with parents) and mkdir as user: owned by 1000; root's stay root's\n");
+        const char *chunks[] = { "hi\n", NULL };
+        _cleanup_json_ struct json *w = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/home/user/a/b/f.txt\",\"parents\":true,\"user\":\"user\"}", chunks, &w);
+        assert_ok(w);
+        snprintf(host, sizeof host, "%s/home/user/a/b/f.txt", f->root);
+        assert_int_equal(stat(host, &st), 0);
+        assert_int_equal(st.st_uid, 1000);
+        assert_int_equal(st.st_gid, 1000);
+        snprintf(host, sizeof host, "%s/home/user/a", f->root);
+        assert_int_equal(stat(host, &st), 0);
+        assert_int_equal(st.st_uid, 1000);
+        _cleanup_json_ struct json *w2 = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/rootfile\",\"append\":true}", chunks, &w2);
+        assert_ok(w2);
+        _cleanup_json_ struct json *w3 = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/rootfile\",\"append\":true,\"user\":\"user\"}", chunks, &w3);
+        assert_ok(w3);
+        snprintf(host, sizeof host, "%s/rootfile", f->root);
+        assert_int_equal(stat(host, &st), 0);
+        assert_int_equal(st.st_uid, 0);
+        assert_int_equal(st.st_size, 6);
+        _cleanup_json_ struct json *w4 = NULL;
+        write_file(&f->c, "{\"op\":\"write\",\"path\":\"/newappend\",\"append\":true,\"user\":\"user\"}", chunks, &w4);
+        assert_ok(w4);
+        snprintf(host, sizeof host, "%s/newappend", f->root);
+        assert_int_equal(stat(host, &st), 0);
+        assert_int_equal(st.st_uid, 1000);
+        _cleanup_json_ struct json *m = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"/m1/m2\",\"parents\":true,\"user\":\"user\"}");
+        assert_ok(m);
+        snprintf(host, sizeof host, "%s/m1/m2", f->root);
+        assert_int_equal(stat(host, &st), 0);
+        assert_int_equal(st.st_uid, 1000);
+        _cleanup_json_ struct json *m2 = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"/m3\",\"user\":1000}");
+        assert_ok(m2);
+        snprintf(host, sizeof host, "%s/m3", f->root);
+        assert_int_equal(stat(host, &st), 0);
+        assert_int_equal(st.st_uid, 1000);
+        _cleanup_json_ struct json *m3 = call(&f->c, "{\"op\":\"mkdir\",\"path\":\"/m4\"}");
+        snprintf(host, sizeof host, "%s/m4", f->root);
+        assert_int_equal(stat(host, &st), 0);
+        assert_int_equal(st.st_uid, 0);
+
+        print_message("a line over INIT_USER_LINE_MAX is skipped: its user is unknown\n");
+        {
+                char longline[1200];
+                memset(longline, 'g', sizeof longline);
+                memcpy(longline, "long:x:1002:1002:", 17);
+                memcpy(longline + sizeof longline - 16, ":/home/x:/bin/s\n", 16);
+                snprintf(host, sizeof host, "%s/etc/passwd", f->root);
+                FILE *fp = fopen(host, "a");
+                assert_non_null(fp);
+                assert_int_equal(fwrite(longline, 1, sizeof longline, fp), sizeof longline);
+                assert_int_equal(fclose(fp), 0);
+        }
+        _cleanup_json_ struct json *e7 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"user\":\"long\"}");
+        assert_error(e7, "ENOENT");
+
+        print_message("an /etc/passwd over the size limit is EFBIG, not read\n");
+        snprintf(host, sizeof host, "%s/etc/passwd", f->root);
+        assert_int_equal(truncate(host, (2 << 20)), 0);
+        _cleanup_json_ struct json *e6 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"user\":\"user\"}");
+        assert_error(e6, "EFBIG");
+}
+
 static void test_no_escape(void **state) {
         struct fx *f = *state;
         char outside[] = "/tmp/space-init-outside-XXXXXX", host[PATH_MAX + 64], req[PATH_MAX + 256];
@@ -1258,6 +1405,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_cancel_detaches, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reaps_orphans, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_user, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_escape, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_flood_bounded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_windows, setup, teardown),

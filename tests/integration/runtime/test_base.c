@@ -121,6 +121,11 @@ static void test_base(void **state) {
         assert_string_equal(run_ok(fd, "grep VERSION_CODENAME /etc/os-release"), "VERSION_CODENAME=bookworm");
         assert_string_equal(run_ok(fd, "stat -c %u:%g /usr/bin/python3 /etc | sort -u"), "0:0");
         assert_string_equal(run_ok(fd, "whoami"), "root");
+        /* #15: the unprivileged user, added after the cache was unpacked */
+        assert_string_equal(run_ok(fd, "grep ^user: /etc/passwd"), "user:x:1000:1000::/home/user:/bin/bash");
+        assert_string_equal(run_ok(fd, "grep ^user: /etc/group"), "user:x:1000:");
+        assert_string_equal(run_ok(fd, "grep -c '^user:!:' /etc/shadow"), "1");
+        assert_string_equal(run_ok(fd, "stat -c '%U %u:%g %a' /home/user"), "user 1000:1000 755");
         run_ok(fd, "echo data > /root/file && python3 -c 'print(open(\"/root/file\").read())'");
         assert_int_equal(ops->destroy(sb), 0);
         char p[600];

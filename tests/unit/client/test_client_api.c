@@ -616,6 +616,31 @@ static void test_files(void **state) {
         fake_free(&f);
 }
 
+static void test_user(void **state) {
+        (void)state;
+        printf("checks: exec opts v3 \"user\", ?user= on uploads, \"user\" in mkdir; a bad user is refused unsent\n");
+        struct fake_server f = { .nreplies = 4 };
+        fake_reply_json(&f, 1, "200 OK", "{\"type\":\"start\",\"pid\":7}\n{\"type\":\"exit\",\"exit_code\":0}");
+        fake_reply_json(&f, 2, "201 Created", "{\"written\":2}");
+        fake_reply_json(&f, 3, "201 Created", "{}");
+        space_client *c;
+        space_session *s = open_session(&f, &c);
+        const char *argv[] = { "id", NULL };
+        struct space_exec_result res;
+        assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv, .user = "user" }, &res), 0);
+        assert_int_equal(space_file_write_as(s, "/home/user/a", "hi", 2, 0, true, "1000"), 0);
+        assert_int_equal(space_file_mkdir_as(s, "/home/user/d", false, "user"), 0);
+        assert_int_equal(space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv, .user = "a&b" }, &res),
+                         -EINVAL);
+        assert_int_equal(space_file_write_as(s, "/x", "x", 1, 0, false, "Bad"), -EINVAL);
+        assert_int_equal(space_file_mkdir_as(s, "/x", false, ""), -EINVAL);
+        finish(&f, s, c);
+        assert_non_null(strstr(fake_request_body(&f, 1), "\"user\":\"user\""));
+        assert_int_equal(strncmp(f.requests[2], "PUT /v1/sessions/ses_0123456789abcdef/files?path=/home/user/a&mode=0644&parents=1&user=1000 HTTP/1.1", 99), 0);
+        assert_non_null(strstr(fake_request_body(&f, 3), "\"user\":\"user\""));
+        fake_free(&f);
+}
+
 static void test_early_answer(void **state) {
         (void)state;
         printf("checks: an upload the daemon refuses early (413, then close) reports the 413, not EPIPE\n");
@@ -1037,6 +1062,7 @@ int main(void) {
                 cmocka_unit_test(test_size_limits),
                 cmocka_unit_test(test_timeout),
                 cmocka_unit_test(test_files),
+                cmocka_unit_test(test_user),
                 cmocka_unit_test(test_early_answer),
                 cmocka_unit_test(test_list_pages_and_attach_end),
                 cmocka_unit_test(test_template_build),

@@ -260,6 +260,82 @@ static void test_build_from_tar(void **state) {
         rt_rm_rf(data);
 }
 
+/* A debootstrap template from a cached tarball (no network): the cache predates the
+ * default user, which the build adds after extracting it. */
+static void test_default_user(void **state) {
+        if (!is_root()) {
+                printf("# default user: skipped (needs root)\n");
+                skip();
+        }
+        printf("# debootstrap from an old cache: user (uid 1000) in passwd/group/shadow, /home/user owned by it\n");
+        _cleanup_free_ char *src = fake_mkdtemp();
+        _cleanup_free_ char *cache = fake_mkdtemp();
+        _cleanup_free_ char *data = fake_mkdtemp();
+        fake_put(src, "etc/passwd", "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534::/nonexistent:/usr/sbin/nologin");
+        fake_put(src, "etc/group", "root:x:0:\n");
+        fake_put(src, "etc/shadow", "root:*:19000:0:99999:7:::\n");
+        fake_put(src, "etc/skel/.bashrc", "# bashrc\n");
+        fake_put(src, "usr/bin/bash", "not really bash\n");
+        char p[4096], cmd[8192], name[128];
+        PJ(p, "%s/bin", src);
+        assert_int_equal(symlink("usr/bin", p), 0);
+        assert_int_equal(template_cache_name("bookworm", NULL, name, sizeof name), 0);
+        PJ(cmd, "tar -c --zstd --numeric-owner -f %s/%s -C %s . 2>&1", cache, name, src);
+        assert_int_equal(system(cmd), 0);
+        assert_int_equal(setenv("SPACE_CACHE", cache, 1), 0);
+        struct template_source s = { .kind = TEMPLATE_FROM_DEBOOTSTRAP, .suite = "bookworm" };
+        int r = template_build(data, "deb", &s, NULL, NULL);
+        unsetenv("SPACE_CACHE");
+        if (r < 0)
+                fail_msg("build: %s", runtime_last_error());
+        char root[4096];
+        PJ(root, "%s/templates/deb/rootfs", data);
+        assert_non_null(strstr(fake_get(root, "etc/passwd"),
+                               "/usr/sbin/nologin\nuser:x:1000:1000::/home/user:/bin/bash\n"));
+        assert_non_null(strstr(fake_get(root, "etc/group"), "root:x:0:\nuser:x:1000:\n"));
+        assert_non_null(strstr(fake_get(root, "etc/shadow"), "\nuser:!:"));
+        struct stat st;
+        PJ(p, "%s/home/user", root);
+        assert_int_equal(lstat(p, &st), 0);
+        assert_true(S_ISDIR(st.st_mode));
+        assert_int_equal(st.st_mode & 07777, 0755);
+        assert_int_equal(st.st_uid, RT_ID_BASE + 1000);
+        assert_int_equal(st.st_gid, RT_ID_BASE + 1000);
+        PJ(p, "%s/home", root);
+        assert_int_equal(lstat(p, &st), 0);
+        assert_int_equal(st.st_uid, RT_ID_BASE);
+        PJ(p, "%s/home/user/.bashrc", root);
+        assert_int_equal(lstat(p, &st), 0);
+        assert_int_equal(st.st_uid, RT_ID_BASE + 1000);
+        PJ(p, "%s/etc/passwd", root);
+        assert_int_equal(lstat(p, &st), 0);
+        assert_int_equal(st.st_uid, RT_ID_BASE); /* still root's, shifted */
+
+        printf("# a tree that has a uid 1000 already is left alone; no bash: /bin/sh\n");
+        assert_int_equal(template_add_user(root), 0);
+        const char *pw = fake_get(root, "etc/passwd");
+        assert_ptr_equal(strstr(pw, "user:x:1000"), strrchr(pw, '\n') - strlen("user:x:1000:1000::/home/user:/bin/bash"));
+        _cleanup_free_ char *t2 = fake_mkdtemp();
+        fake_put(t2, "etc/passwd", "root:x:0:0:root:/root:/bin/sh\ndev:x:1000:1000::/home/dev:/bin/sh\n");
+        assert_int_equal(template_add_user(t2), 0);
+        assert_null(strstr(fake_get(t2, "etc/passwd"), "user:"));
+        assert_false(fake_exists(t2, "home/user"));
+        _cleanup_free_ char *t3 = fake_mkdtemp();
+        fake_put(t3, "etc/passwd", "root:x:0:0:root:/root:/bin/sh\n");
+        assert_int_equal(template_add_user(t3), 0);
+        assert_non_null(strstr(fake_get(t3, "etc/passwd"), "\nuser:x:1000:1000::/home/user:/bin/sh\n"));
+        assert_false(fake_exists(t3, "etc/group")); /* absent files stay absent */
+        assert_true(fake_exists(t3, "home/user"));
+        _cleanup_free_ char *t4 = fake_mkdtemp();
+        assert_int_equal(template_add_user(t4), 0); /* no /etc at all */
+        rt_rm_rf(src);
+        rt_rm_rf(cache);
+        rt_rm_rf(data);
+        rt_rm_rf(t2);
+        rt_rm_rf(t3);
+        rt_rm_rf(t4);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
@@ -267,6 +343,7 @@ int main(void) {
                 cmocka_unit_test(test_cache_name),
                 cmocka_unit_test(test_build_from_dir),
                 cmocka_unit_test(test_build_from_tar),
+                cmocka_unit_test(test_default_user),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
