@@ -26,6 +26,8 @@
 #define INIT_PS_ARGV_MAX 1024         /* argv bytes kept per process for ps */
 #define INIT_RM_MAX_DEPTH 256         /* directory depth of a recursive remove */
 #define INIT_MAX_TCP 256              /* connections to ports open at once (op connect) */
+#define INIT_TTY_READ 4096            /* one read from a terminal's master */
+#define INIT_TTY_STDIN_MAX (64u << 10) /* typed input a terminal has not read yet; more is dropped */
 
 /* An fd in the epoll set; the callback finds its owner with container_of. */
 struct watch {
@@ -50,6 +52,7 @@ struct proc {
         bool stdin_acks;
         uint32_t stdin_unacked;
         bool background;
+        bool tty; /* a terminal (§3.17): out and in are its pty master; err unused */
         struct stream *fg; /* the foreground exec stream, NULL when detached */
         bool exited, timed_out;
         int status;
@@ -183,6 +186,7 @@ void op_exec(uint32_t id, const struct json *req);
 void op_ps(uint32_t id, const struct json *req);
 void op_attach(uint32_t id, const struct json *req);
 void op_signal(uint32_t id, const struct json *req);
+void op_resize(uint32_t id, const struct json *req);
 void proc_stdin(struct proc *p, const uint8_t *data, size_t n);
 bool proc_stdin_full(void);
 void proc_detach(struct proc *p);
