@@ -40,6 +40,10 @@ const struct api_route api_routes[] = {
         { "GET", "/v1/sessions/{id}/ports", API_BODY_JSON, api_port_list },
         { "DELETE", "/v1/sessions/{id}/ports/{port}", API_BODY_JSON, api_port_unexpose },
         { "GET", "/v1/sessions/{id}/ports/{port}/forward", API_BODY_JSON, api_port_forward },
+        /* #15 terminals (api_terminals.c) */
+        { "POST", "/v1/sessions/{id}/terminals", API_BODY_JSON, api_terminal_create },
+        { "GET", "/v1/sessions/{id}/terminals", API_BODY_JSON, api_terminal_list },
+        { "GET", "/v1/sessions/{id}/terminals/{pid}", API_BODY_JSON, api_terminal_ws },
         { "GET", "/v1/templates", API_BODY_JSON, api_template_list },
         { "POST", "/v1/templates", API_BODY_JSON, api_template_build },
         { "DELETE", "/v1/templates/{name}", API_BODY_JSON, api_template_delete },
