@@ -53,6 +53,7 @@ struct term_ws {
         struct buf msg; /* a fragmented message being joined */
         uint8_t msg_op; /* its opcode; 0 = none under way */
         bool upgraded;
+        bool parsing;   /* inside tws_parse: a room callback from a send must not re-enter */
         bool closing;   /* our close frame is queued: flush, then close */
         bool freeing;
 };
@@ -207,6 +208,9 @@ static void tws_message(struct term_ws *t, uint8_t opcode, const uint8_t *p, siz
 
 /* Parses what the client sent, frame by frame. */
 static void tws_parse(struct term_ws *t) {
+        if (t->parsing)
+                return;
+        t->parsing = true;
         size_t off = 0;
         while (!t->closing && !t->freeing && t->op && !ses_stdin_full(t->op)) {
                 struct ws_frame f;
@@ -269,6 +273,7 @@ static void tws_parse(struct term_ws *t) {
                         break;
                 }
         }
+        t->parsing = false;
         if (!t->freeing)
                 buf_consume(&t->in, off);
 }
