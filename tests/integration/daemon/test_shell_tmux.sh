@@ -1,0 +1,63 @@
+#!/bin/bash
+# `space shell` as a person uses it (#15 item 1): tmux runs it in a detached 120x40 pane,
+# send-keys types and capture-pane reads the screen. The shell computes what is typed,
+# stty size is the pane's size and follows a resize of the window, Ctrl-C stops a sleep
+# inside the sandbox (not space), and `exit 3` ends the pane's command with status 3.
+# A private tmux server (socket under the test's directory) is killed at the end.
+# Root and tmux (scripts/install-deps); ~15 s.
+# Usage: test_shell_tmux.sh SPACED_BINARY   (space-init and space next to it)
+. "$(dirname "$0")/lib.sh" shell_tmux "${1:-}"
+SPACE=$BIN/space
+command -v tmux >/dev/null || { echo "FAIL: tmux is missing (scripts/install-deps installs it)"; exit 1; }
+[ -x "$SPACE" ] || { echo "FAIL: $SPACE is not built"; exit 1; }
+
+ROOT=$T/rootfs
+make_rootfs "$ROOT"
+for c in stty; do
+        if [ -L "$ROOT/bin/sh" ]; then ln -s busybox "$ROOT/bin/$c"; else cp -L "$(command -v $c)" "$ROOT/bin/$c"; fi
+done
+
+TM=$T/tmux.sock
+tm() { timeout 10 tmux -S "$TM" "$@"; }
+stop_tmux() { tmux -S "$TM" kill-server 2>/dev/null; cleanup; }
+trap stop_tmux EXIT
+printf 'set -g status off\nset -g remain-on-exit on\nset -g history-limit 2000\n' >"$T/tmux.conf"
+# screen_has REGEX [SECONDS]: the pane shows a line matching REGEX within SECONDS (5)
+screen_has() {
+        for _ in $(seq $((${2:-5} * 10))); do
+                tm capture-pane -p -t sh | grep -Eq "$1" && return 0
+                sleep 0.1
+        done
+        echo "# the pane shows:"
+        tm capture-pane -p -t sh | sed 's/^/#   /' | grep -v '^#   $' | tail -n 15
+        return 1
+}
+
+start_daemon || exit 1
+api -X POST http://x/v1/templates -d "{\"name\":\"mini\",\"from_dir\":\"$ROOT\"}" >/dev/null
+A=$(api -X POST http://x/v1/sessions -d '{"template":"mini","memory":"64M","snapshot_interval_ms":0}' | jget id)
+check "a session" test "${A:0:4}" = ses_
+
+tmux -S "$TM" -f "$T/tmux.conf" new-session -d -s sh -x 120 -y 40 "$SPACE --host $S shell $A"
+check "tmux runs space shell; a prompt comes" screen_has '[#$] *$'
+tm send-keys -t sh 'echo $((6*7))' Enter
+check "typed keys reach the sandbox's shell: echo \$((6*7)) shows 42" screen_has '^42$'
+tm send-keys -t sh 'stty size' Enter
+check "stty size is the pane's size (40 120)" screen_has '^40 120$'
+tm resize-window -t sh -x 100 -y 30
+sleep 0.3
+tm send-keys -t sh 'stty size' Enter
+check "a resize of the window reaches the sandbox's terminal (30 100)" screen_has '^30 100$'
+tm send-keys -t sh 'sleep 100; echo AFTER_$((5+5))' Enter
+sleep 0.5
+tm send-keys -t sh C-c
+sleep 0.3
+tm send-keys -t sh 'echo INT_$((2+3))' Enter
+check "Ctrl-C stops the sleep in the sandbox, the shell goes on" screen_has '^INT_5$'
+check "... the rest of the interrupted line did not run" sh -c "! tmux -S '$TM' capture-pane -p -t sh | grep -q '^AFTER_10'"
+check "... and space itself was not interrupted" test "$(tm display -p -t sh '#{pane_dead}')" = 0
+tm send-keys -t sh 'exit 3' Enter
+for _ in $(seq 50); do [ "$(tm display -p -t sh '#{pane_dead}')" = 1 ] && break; sleep 0.1; done
+check "exit 3 ends the pane's command (space shell) with status 3" test "$(tm display -p -t sh '#{pane_dead_status}')" = 3
+tmux -S "$TM" kill-server
+finish shell_tmux
