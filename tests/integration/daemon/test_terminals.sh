@@ -125,4 +125,19 @@ check "... its output came" grep -q CLI_42 <<<"$OUT"
 OUT=$(timeout 30 "$SPACE" --host "$S" exec -t "$A" -- sh -c 'test -t 0 && echo ON_TTY; exit 0' </dev/null)
 check "space exec -t: the command's stdin is a terminal" grep -q ON_TTY <<<"$OUT"
 
+# ---- gVisor: its own devpts, space-init as its PID 1 ----
+if [ -x "${SPACE_RUNSC:-/usr/bin/runsc}" ]; then
+        G=$(api -X POST http://x/v1/sessions -d '{"template":"mini","runtime":"gvisor","snapshot_interval_ms":0}' | jget id)
+        check "a gvisor session" test "$(state_of "$G")" = running
+        GP=$(api -X POST "http://x/v1/sessions/$G/terminals" -d '{"cmd":["sh"],"rows":31,"cols":91}' | jget pid)
+        OUT=$(probe "/v1/sessions/$G/terminals/$GP" 'send:test -t 0 && echo GV_$((4*5)); tty; stty size
+' wait:GV_20 wait:/dev/pts/ 'wait:31 91' 'text:{"type":"resize","rows":20,"cols":60}' 'send:stty size
+' 'wait:20 60' 'send:exit 4
+' expect-exit:4 2>&1)
+        check "gvisor: a terminal from the sandbox's devpts, sized, resized, its exit code" test $? = 0
+        echo "$OUT" | sed 's/^/#   /' | tail -n 4
+else
+        echo "# no runsc: the gvisor part is skipped"
+fi
+
 finish terminals
