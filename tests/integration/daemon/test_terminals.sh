@@ -5,7 +5,8 @@
 # the recent screen to a new connection, answers pings, ends with the exit frame and a
 # close; protocol errors (an unmasked frame, a frame over 1 MiB) close with 1002 and 1009;
 # bad requests are 400/404/426; at most 16 terminals; `space exec -t` gives the exit code.
-# Root only; ~20 s.
+# The same terminal on gvisor and microvm when runsc and the guest kernel are there.
+# Root only; ~40 s.
 # Usage: test_terminals.sh SPACED_BINARY   (space-init, space and ws-probe next to it)
 . "$(dirname "$0")/lib.sh" terminals "${1:-}"
 PROBE=$BIN/ws-probe
@@ -21,6 +22,18 @@ for c in stty tty; do
                 cp -L "$(command -v $c)" "$ROOT/bin/$c"
         fi
 done
+
+# microVMs, when the guest kernel is built (scripts/build-guest); their images go to a
+# private guest dir, removed with $T.
+GUEST_CACHE=${SPACE_GUEST_DIR:-/var/cache/space/guest}
+GUEST=
+if [ -e "$GUEST_CACHE/vmlinux" ]; then
+        GUEST=$T/guest
+        export SPACE_GUEST_DIR=$GUEST
+        mkdir -p "$GUEST"
+        ln -s "$GUEST_CACHE/vmlinux" "$GUEST/vmlinux"
+        ln -s "$GUEST_CACHE/modules" "$GUEST/modules"
+fi
 
 start_daemon || exit 1
 api -X POST http://x/v1/templates -d "{\"name\":\"mini\",\"from_dir\":\"$ROOT\"}" >/dev/null
@@ -125,19 +138,30 @@ check "... its output came" grep -q CLI_42 <<<"$OUT"
 OUT=$(timeout 30 "$SPACE" --host "$S" exec -t "$A" -- sh -c 'test -t 0 && echo ON_TTY; exit 0' </dev/null)
 check "space exec -t: the command's stdin is a terminal" grep -q ON_TTY <<<"$OUT"
 
-# ---- gVisor: its own devpts, space-init as its PID 1 ----
-if [ -x "${SPACE_RUNSC:-/usr/bin/runsc}" ]; then
-        G=$(api -X POST http://x/v1/sessions -d '{"template":"mini","runtime":"gvisor","snapshot_interval_ms":0}' | jget id)
-        check "a gvisor session" test "$(state_of "$G")" = running
-        GP=$(api -X POST "http://x/v1/sessions/$G/terminals" -d '{"cmd":["sh"],"rows":31,"cols":91}' | jget pid)
-        OUT=$(probe "/v1/sessions/$G/terminals/$GP" 'send:test -t 0 && echo GV_$((4*5)); tty; stty size
-' wait:GV_20 wait:/dev/pts/ 'wait:31 91' 'text:{"type":"resize","rows":20,"cols":60}' 'send:stty size
+# ---- gVisor and microVMs: space-init as their PID 1, their own devpts ----
+# rt_terminal RUNTIME: a session of it, a terminal sized, typed into, resized, exited
+rt_terminal() {
+        local g gp out
+        g=$(api -X POST http://x/v1/sessions -d '{"template":"mini","runtime":"'"$1"'","memory":"256M","snapshot_interval_ms":0}' | jget id)
+        check "a $1 session" test "$(state_of "$g")" = running
+        gp=$(api -X POST "http://x/v1/sessions/$g/terminals" -d '{"cmd":["sh"],"rows":31,"cols":91}' | jget pid)
+        out=$(probe "/v1/sessions/$g/terminals/$gp" 'send:test -t 0 && echo RT_$((4*5)); tty; stty size
+' wait:RT_20 wait:/dev/pts/ 'wait:31 91' 'text:{"type":"resize","rows":20,"cols":60}' 'send:stty size
 ' 'wait:20 60' 'send:exit 4
 ' expect-exit:4 2>&1)
-        check "gvisor: a terminal from the sandbox's devpts, sized, resized, its exit code" test $? = 0
-        echo "$OUT" | sed 's/^/#   /' | tail -n 4
+        check "$1: a terminal from the sandbox's devpts, sized, resized, its exit code" test $? = 0
+        echo "$out" | sed 's/^/#   /' | tail -n 4
+        api -X DELETE "http://x/v1/sessions/$g" >/dev/null
+}
+if [ -x "${SPACE_RUNSC:-/usr/bin/runsc}" ]; then
+        rt_terminal gvisor
 else
         echo "# no runsc: the gvisor part is skipped"
+fi
+if [ -n "$GUEST" ]; then
+        rt_terminal microvm
+else
+        echo "# no guest kernel in $GUEST_CACHE (scripts/build-guest): the microvm part is skipped"
 fi
 
 finish terminals
