@@ -126,8 +126,13 @@ int cli_terminal_run(struct cli_call *call, const char *const *argv, const char 
                         ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
                         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
-                        if (n <= 0)
-                                stdin_open = false; /* the terminal runs on until it exits */
+                        if (n <= 0) {
+                                /* the terminal runs on until it exits; a stdin that is no
+                                 * terminal ends with ^D, the end of input a terminal has */
+                                stdin_open = false;
+                                if (!isatty(STDIN_FILENO))
+                                        (void)space_terminal_write(t, "\x04", 1);
+                        }
                         else if ((r = space_terminal_write(t, buf, (size_t)n)) < 0) {
                                 tty_restore();
                                 cli_error("terminal %d: %s", pid, strerror(-r));

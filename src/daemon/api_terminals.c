@@ -516,7 +516,7 @@ void api_terminal_ws(struct conn *c) {
                 conn_reply_error(c, 400, "Sec-WebSocket-Key must be the base64 of 16 bytes");
                 return;
         }
-        if (!s->init_window) {
+        if (!s->init_window || !s->init_tty) {
                 conn_reply_error(c, 501, "the space-init of session %s is too old for terminals (pause and resume it)",
                                  s->id);
                 return;
@@ -590,6 +590,11 @@ void api_terminal_create(struct conn *c) {
         struct session *s = api_session_json(c, true, &body);
         if (!s)
                 return;
+        if (!s->init_tty) {
+                conn_reply_error(c, 501, "the space-init of session %s is too old for terminals (pause and resume it)",
+                                 s->id);
+                return;
+        }
         const struct json *cmd = json_get(body, "cmd");
         if (!cmd || json_type(cmd) != JSON_ARRAY || json_len(cmd) == 0) {
                 conn_reply_error(c, 400, "cmd must be a non-empty array of strings");

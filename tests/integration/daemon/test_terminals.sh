@@ -137,6 +137,10 @@ check "space exec -t runs the command on a terminal and exits with its code (3)"
 check "... its output came" grep -q CLI_42 <<<"$OUT"
 OUT=$(timeout 30 "$SPACE" --host "$S" exec -t "$A" -- sh -c 'test -t 0 && echo ON_TTY; exit 0' </dev/null)
 check "space exec -t: the command's stdin is a terminal" grep -q ON_TTY <<<"$OUT"
+OUT=$(printf 'echo PIPED_$((1+2))\n' | timeout 30 "$SPACE" --host "$S" exec -t "$A" -- sh)
+R=$?
+check "space exec -t: the end of a piped stdin is a ^D that ends the shell (exit 0)" test "$R" = 0
+check "... after what was typed ran" grep -q PIPED_3 <<<"$OUT"
 
 # ---- gVisor and microVMs: space-init as their PID 1, their own devpts ----
 # rt_terminal RUNTIME: a session of it, a terminal sized, typed into, resized, exited
