@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <openssl/sha.h>
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -1889,6 +1890,17 @@ int space_terminal_connect(space_session *s, int pid, space_terminal **ret) {
         c->last_status = resp.status;
         if (fd < 0)
                 return api_error(c, resp.status ? resp.status : 500, &body);
+        /* The answer must prove it read our key (RFC 6455 §4.1): base64(SHA-1(key + GUID)). */
+        char cat[64];
+        unsigned char md[SHA_DIGEST_LENGTH];
+        snprintf(cat, sizeof cat, "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", key.data);
+        SHA1((const unsigned char *)cat, strlen(cat), md);
+        _cleanup_buf_ struct buf want = BUF_INIT(64);
+        if (text_b64_encode(&want, md, sizeof md) < 0 || buf_append(&want, "", 1) < 0 ||
+            strcmp(want.data, resp.ws_accept) != 0) {
+                close(fd);
+                return fail(c, -EBADMSG, "spaced's WebSocket answer has a wrong Sec-WebSocket-Accept");
+        }
         space_terminal *t = calloc(1, sizeof *t);
         if (!t) {
                 close(fd);
