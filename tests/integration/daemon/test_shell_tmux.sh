@@ -2,7 +2,8 @@
 # `space shell` as a person uses it (#15 item 1): tmux runs it in a detached 120x40 pane,
 # send-keys types and capture-pane reads the screen. The shell computes what is typed,
 # stty size is the pane's size and follows a resize of the window, Ctrl-C stops a sleep
-# inside the sandbox (not space), and `exit 3` ends the pane's command with status 3.
+# inside the sandbox (not space), and `exit 3` ends the pane's command with status 3; our
+# terminal is in raw mode meanwhile and its modes are back afterwards.
 # A private tmux server (socket under the test's directory) is killed at the end.
 # Root and tmux (scripts/install-deps); ~15 s.
 # Usage: test_shell_tmux.sh SPACED_BINARY   (space-init and space next to it)
@@ -22,6 +23,8 @@ tm() { timeout 10 tmux -S "$TM" "$@"; }
 stop_tmux() { tmux -S "$TM" kill-server 2>/dev/null; cleanup; }
 trap stop_tmux EXIT
 printf 'set -g status off\nset -g remain-on-exit on\nset -g history-limit 2000\n' >"$T/tmux.conf"
+# modes FILE: the terminal modes of `stty -a` output that raw mode changes, sorted
+modes() { tr ' ;' '\n\n' <"$1" | grep -E '^-?(icanon|echo|isig|icrnl|opost)$' | sort | tr '\n' ' '; }
 # screen_has REGEX [SECONDS]: the pane shows a line matching REGEX within SECONDS (5)
 screen_has() {
         for _ in $(seq $((${2:-5} * 10))); do
@@ -38,8 +41,15 @@ api -X POST http://x/v1/templates -d "{\"name\":\"mini\",\"from_dir\":\"$ROOT\"}
 A=$(api -X POST http://x/v1/sessions -d '{"template":"mini","memory":"64M","snapshot_interval_ms":0}' | jget id)
 check "a session" test "${A:0:4}" = ses_
 
-tmux -S "$TM" -f "$T/tmux.conf" new-session -d -s sh -x 120 -y 40 "$SPACE --host $S shell $A"
+# the pane's shell notes its terminal's modes before and after space shell (raw mode undone)
+tmux -S "$TM" -f "$T/tmux.conf" new-session -d -s sh -x 120 -y 40 \
+        "stty -a >$T/stty.before; $SPACE --host $S shell $A; st=\$?; stty -a >$T/stty.after; exit \$st"
 check "tmux runs space shell; a prompt comes" screen_has '[#$] *$'
+PTY=$(tm display -p -t sh '#{pane_tty}')
+stty -a -F "$PTY" >"$T/stty.during"
+echo "# the pane's terminal ($PTY) while space shell runs: $(modes "$T/stty.during")"
+check "space shell put our terminal in raw mode (no echo, icanon, isig: keys go to the sandbox)" \
+        test "$(modes "$T/stty.during")" = "-echo -icanon -icrnl -isig -opost "
 tm send-keys -t sh 'echo $((6*7))' Enter
 check "typed keys reach the sandbox's shell: echo \$((6*7)) shows 42" screen_has '^42$'
 tm send-keys -t sh 'stty size' Enter
@@ -59,5 +69,21 @@ check "... and space itself was not interrupted" test "$(tm display -p -t sh '#{
 tm send-keys -t sh 'exit 3' Enter
 for _ in $(seq 50); do [ "$(tm display -p -t sh '#{pane_dead}')" = 1 ] && break; sleep 0.1; done
 check "exit 3 ends the pane's command (space shell) with status 3" test "$(tm display -p -t sh '#{pane_dead_status}')" = 3
+echo "# local terminal modes before: $(modes "$T/stty.before"); after: $(modes "$T/stty.after")"
+check "space restored our terminal's modes (raw mode undone) when it ended" \
+        test -s "$T/stty.after" -a "$(modes "$T/stty.before")" = "$(modes "$T/stty.after")"
+check "... which were cooked (echo icanon isig) to begin with" test "$(modes "$T/stty.before")" = "echo icanon icrnl isig opost "
+
+# SIGTERM to space: our terminal's modes come back all the same, and it dies of the signal
+tm new-session -d -s sh2 -x 80 -y 24 "$SPACE --host $S shell $A; st=\$?; stty -a >$T/stty.term; exit \$st"
+tm set -t sh2 remain-on-exit on
+for _ in $(seq 50); do tm capture-pane -p -t sh2 | grep -Eq '[#$] *$' && break; sleep 0.1; done
+SP=$(pgrep -P "$(tm display -p -t sh2 '#{pane_pid}')" -x space)
+check "a second space shell runs (pid ${SP:-none})" test -n "$SP"
+[ -n "$SP" ] && kill -TERM "$SP"
+for _ in $(seq 50); do [ "$(tm display -p -t sh2 '#{pane_dead}')" = 1 ] && break; sleep 0.1; done
+ST2=$(tm display -p -t sh2 "#{pane_dead}:#{pane_dead_status}")
+check "space killed by SIGTERM exits as killed by it (143; pane dead:status $ST2)" test "$ST2" = 1:143
+check "... and restored our terminal's modes first" test "$(modes "$T/stty.term")" = "echo icanon icrnl isig opost "
 tmux -S "$TM" kill-server
 finish shell_tmux
