@@ -25,6 +25,23 @@ trap stop_tmux EXIT
 printf 'set -g status off\nset -g remain-on-exit on\nset -g history-limit 2000\n' >"$T/tmux.conf"
 # modes FILE: the terminal modes of `stty -a` output that raw mode changes, sorted
 modes() { tr ' ;' '\n\n' <"$1" | grep -E '^-?(icanon|echo|isig|icrnl|opost)$' | sort | tr '\n' ' '; }
+# dead_wait PANE: until tmux has its command's status (pane_dead comes first, at the
+# pty's end, and the status once tmux reaped it); 5 s
+dead_wait() {
+        for _ in $(seq 50); do
+                [ -n "$(tm display -p -t "$1" '#{pane_dead_status}#{pane_dead_signal}')" ] && return 0
+                sleep 0.1
+        done
+}
+# status_of PANE FILE: the exit status of the pane's space shell, "N (tmux)" from
+# #{pane_dead_status}; tmux 3.3 sometimes marks a pane dead at its pty's end and never
+# records the status, and then the pane's wrapper shell's record in FILE: "N (wrapper)"
+status_of() {
+        local st
+        dead_wait "$1"
+        st=$(tm display -p -t "$1" '#{pane_dead_status}')
+        if [ -n "$st" ]; then echo "$st (tmux)"; else echo "$(cat "$2" 2>/dev/null) (wrapper)"; fi
+}
 # screen_has REGEX [SECONDS]: the pane shows a line matching REGEX within SECONDS (5)
 screen_has() {
         for _ in $(seq $((${2:-5} * 10))); do
@@ -43,7 +60,7 @@ check "a session" test "${A:0:4}" = ses_
 
 # the pane's shell notes its terminal's modes before and after space shell (raw mode undone)
 tmux -S "$TM" -f "$T/tmux.conf" new-session -d -s sh -x 120 -y 40 \
-        "stty -a >$T/stty.before; $SPACE --host $S shell $A; st=\$?; stty -a >$T/stty.after; exit \$st"
+        "stty -a >$T/stty.before; $SPACE --host $S shell $A; st=\$?; stty -a >$T/stty.after; echo \$st >$T/st1; exit \$st"
 check "tmux runs space shell; a prompt comes" screen_has '[#$] *$'
 PTY=$(tm display -p -t sh '#{pane_tty}')
 stty -a -F "$PTY" >"$T/stty.during"
@@ -67,23 +84,22 @@ check "Ctrl-C stops the sleep in the sandbox, the shell goes on" screen_has '^IN
 check "... the rest of the interrupted line did not run" sh -c "! tmux -S '$TM' capture-pane -p -t sh | grep -q '^AFTER_10'"
 check "... and space itself was not interrupted" test "$(tm display -p -t sh '#{pane_dead}')" = 0
 tm send-keys -t sh 'exit 3' Enter
-for _ in $(seq 50); do [ "$(tm display -p -t sh '#{pane_dead}')" = 1 ] && break; sleep 0.1; done
-check "exit 3 ends the pane's command (space shell) with status 3" test "$(tm display -p -t sh '#{pane_dead_status}')" = 3
+ST1=$(status_of sh "$T/st1")
+check "exit 3 ends the pane's command (space shell) with status 3 ($ST1)" test "${ST1%% *}" = 3
 echo "# local terminal modes before: $(modes "$T/stty.before"); after: $(modes "$T/stty.after")"
 check "space restored our terminal's modes (raw mode undone) when it ended" \
         test -s "$T/stty.after" -a "$(modes "$T/stty.before")" = "$(modes "$T/stty.after")"
 check "... which were cooked (echo icanon isig) to begin with" test "$(modes "$T/stty.before")" = "echo icanon icrnl isig opost "
 
 # SIGTERM to space: our terminal's modes come back all the same, and it dies of the signal
-tm new-session -d -s sh2 -x 80 -y 24 "$SPACE --host $S shell $A; st=\$?; stty -a >$T/stty.term; exit \$st"
+tm new-session -d -s sh2 -x 80 -y 24 "$SPACE --host $S shell $A; st=\$?; stty -a >$T/stty.term; echo \$st >$T/st2; exit \$st"
 tm set -t sh2 remain-on-exit on
 for _ in $(seq 50); do tm capture-pane -p -t sh2 | grep -Eq '[#$] *$' && break; sleep 0.1; done
 SP=$(pgrep -P "$(tm display -p -t sh2 '#{pane_pid}')" -x space)
 check "a second space shell runs (pid ${SP:-none})" test -n "$SP"
 [ -n "$SP" ] && kill -TERM "$SP"
-for _ in $(seq 50); do [ "$(tm display -p -t sh2 '#{pane_dead}')" = 1 ] && break; sleep 0.1; done
-ST2=$(tm display -p -t sh2 "#{pane_dead}:#{pane_dead_status}")
-check "space killed by SIGTERM exits as killed by it (143; pane dead:status $ST2)" test "$ST2" = 1:143
+ST2=$(status_of sh2 "$T/st2")
+check "space killed by SIGTERM exits as killed by it (143; $ST2)" test "${ST2%% *}" = 143
 check "... and restored our terminal's modes first" test "$(modes "$T/stty.term")" = "echo icanon icrnl isig opost "
 tmux -S "$TM" kill-server
 finish shell_tmux
