@@ -57,8 +57,17 @@ OUT=$(probe "/v1/sessions/$A/terminals/$P" \
 ' 'wait:50 132' \
         'send:sleep 100; echo AFTER_$((5+5))
 ' sleep:300 'send:'$'\x03' 'send:echo INT_$((2+3))
-' wait:INT_5 close 2>&1)
+' wait:INT_5 'send:stat -c DEV_%d_%t:%T $(tty) /dev/null; echo DONE_$((1+1))
+' wait:DONE_2 dump close 2>&1)
 R=$?
+# the terminal's device: on a devpts of the sandbox's own, not the host's /dev/pts
+SBX_DEV=$(grep -ao 'DEV_[0-9]*_[0-9a-f]*:' <<<"$OUT" | head -n 1) # DEV_<st_dev>_<major hex>:
+SBX_FS=$(cut -d_ -f2 <<<"$SBX_DEV")
+SBX_MAJOR=$(cut -d_ -f3 <<<"$SBX_DEV" | tr -d :)
+HOST_DEV=$(stat -c %d /dev/pts)
+echo "# the terminal inside: on device $SBX_FS, major 0x$SBX_MAJOR; the host's /dev/pts is device $HOST_DEV"
+check "the terminal is a pty (major 136..143)" test "$((0x${SBX_MAJOR:-0}))" -ge 136 -a "$((0x${SBX_MAJOR:-0}))" -le 143
+check "... of a devpts of the sandbox's own, not the host's" test -n "$SBX_FS" -a "$SBX_FS" != "$HOST_DEV"
 echo "$OUT" | sed 's/^/#   /' | tail -n 12
 check "the shell sees a terminal of the size asked for, with its env and TERM" grep -q '^saw TTY_42 m1 xterm-256color' <<<"$OUT"
 check "a resize frame changes stty size" grep -q '^saw 50 132' <<<"$OUT"
@@ -137,10 +146,12 @@ check "space exec -t runs the command on a terminal and exits with its code (3)"
 check "... its output came" grep -q CLI_42 <<<"$OUT"
 OUT=$(timeout 30 "$SPACE" --host "$S" exec -t "$A" -- sh -c 'test -t 0 && echo ON_TTY; exit 0' </dev/null)
 check "space exec -t: the command's stdin is a terminal" grep -q ON_TTY <<<"$OUT"
-OUT=$(printf 'echo PIPED_$((1+2))\n' | timeout 30 "$SPACE" --host "$S" exec -t "$A" -- sh)
+# (cat, whose terminal stays cooked: a line-editing shell may read keys typed before its
+# prompt as an answer to its own queries)
+OUT=$(printf 'PIPED_LINE\n' | timeout 30 "$SPACE" --host "$S" exec -t "$A" -- cat)
 R=$?
-check "space exec -t: the end of a piped stdin is a ^D that ends the shell (exit 0)" test "$R" = 0
-check "... after what was typed ran" grep -q PIPED_3 <<<"$OUT"
+check "space exec -t: the end of a piped stdin is a ^D, the end of input of cat (exit 0)" test "$R" = 0
+check "... after the line typed came back (echo and cat)" test "$(grep -c PIPED_LINE <<<"$OUT")" = 2
 
 # ---- gVisor and microVMs: space-init as their PID 1, their own devpts ----
 # rt_terminal RUNTIME: a session of it, a terminal sized, typed into, resized, exited

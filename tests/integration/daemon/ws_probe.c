@@ -11,6 +11,7 @@
  *   close           sends close 1000 and expects it echoed
  *   quit            closes the socket without a close frame
  *   sleep:MS        waits MS milliseconds
+ *   dump            prints the output so far, between lines "--- output" and "--- end"
  * Exit status 0 when all passed, 1 on a failed step (said on stderr), 2 when the upgrade
  * was refused (its status line and body on stdout). Every wait is bounded (10 s). */
 #include <errno.h>
@@ -238,7 +239,9 @@ int main(int argc, char **argv) {
                         if (op != 0xA || cn != strlen(s + 5) || memcmp(p, s + 5, cn))
                                 die("no pong with \"%s\"", s + 5);
                         printf("pong %s\n", s + 5);
-                } else if (!strncmp(s, "sleep:", 6))
+                } else if (!strcmp(s, "dump"))
+                        printf("--- output\n%.*s\n--- end\n", (int)out_len, out);
+                else if (!strncmp(s, "sleep:", 6))
                         usleep((useconds_t)atoi(s + 6) * 1000);
                 else if (!strcmp(s, "unmasked"))
                         frame(0x2, "x", 1, false);
