@@ -107,6 +107,24 @@ check "a resize to 0 rows closes with 1007 and says why" grep -q 'close 1007: re
 OUT=$(probe "/v1/sessions/$A/terminals/$P2" 'text:{"type":"paste"}' expect-close:1007 2>&1)
 check "an unknown message type closes with 1007" test $? = 0
 
+# ---- the limit: 64 WebSockets per session ----
+PIDS=()
+for i in $(seq 64); do
+        timeout 30 "$PROBE" "$S" "/v1/sessions/$A/terminals/$P2" sleep:20000 >"$T/ws.$i" 2>&1 & # (timeout passes our kill on)
+        PIDS+=($!)
+done
+for _ in $(seq 50); do [ "$(grep -l '^upgraded' "$T"/ws.* 2>/dev/null | wc -l)" -ge 64 ] && break; sleep 0.1; done
+check "64 WebSockets on one session's terminal" test "$(grep -l '^upgraded' "$T"/ws.* | wc -l)" = 64
+OUT=$(probe "/v1/sessions/$A/terminals/$P2" 2>&1)
+check "a 65th is 503" grep -q "^HTTP/1.1 503" <<<"$OUT"
+check "... saying why" grep -q "has 64 terminal connections open already" <<<"$OUT"
+for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+wait "${PIDS[@]}" 2>/dev/null
+sleep 0.3
+OUT=$(probe "/v1/sessions/$A/terminals/$P2" 'send:echo BACK_$((2*4))
+' wait:BACK_8 2>&1)
+check "... and once they are gone, a new one is served" test $? = 0
+
 # ---- bad requests ----
 OUT=$(probe "/v1/sessions/$A/terminals/999999" 2>&1)
 check "a WebSocket to no terminal is refused with 404" test "$(head -c 12 <<<"$OUT")" = "HTTP/1.1 404"

@@ -179,6 +179,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "usage: ws-probe SOCKET PATH [STEP...]\n");
                 return 2;
         }
+        setvbuf(stdout, NULL, _IOLBF, 0); /* a test may read the file while we run */
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         snprintf(sa.sun_path, sizeof sa.sun_path, "%s", argv[1]);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
