@@ -573,11 +573,28 @@ void api_terminal_ws(struct conn *c) {
 
 /* ---- start and list ---- */
 
-static void created_pid(struct conn *c, const struct json *resp) {
+/* init's answer to the exec: the pid, or why it could not start (422, as an exec's). */
+static void created_frame(struct op *op, void *client, const struct proto_hdr *h, const uint8_t *payload,
+                          const struct json *j) {
+        (void)op;
+        (void)payload;
+        if (h->type != PROTO_RESP)
+                return;
+        if (api_resp_is_error(j)) {
+                api_reply_init_error(client, j, true);
+                return;
+        }
         int64_t pid = 0;
-        (void)json_get_int(resp, "pid", &pid);
-        api_reply_kint(c, 201, "pid", pid);
+        (void)json_get_int(j, "pid", &pid);
+        api_reply_kint(client, 201, "pid", pid);
 }
+
+static const struct op_ops created_ops = {
+        .frame = created_frame,
+        .fail = api_op_fail,
+        .behind = api_op_behind,
+        .detach = api_op_detach,
+};
 
 static int dim_of(struct conn *c, const struct json *body, const char *key, int64_t def, int64_t *ret) {
         return api_body_int(c, body, key, def, 1, PROTO_MAX_TTY_DIM, "rows and cols must be integers from 1 to 1000",
@@ -657,7 +674,12 @@ void api_terminal_create(struct conn *c) {
                 conn_reply_error(c, 413, "the command line and environment are over %u bytes", PROTO_MAX_JSON);
                 return;
         }
-        (void)api_req_simple(c, s, &r, created_pid);
+        struct op *op = api_op_new(c, s, OP_SIMPLE, &created_ops);
+        if (!op) {
+                buf_free(&r.b);
+                return;
+        }
+        (void)api_op_send(c, op, &r);
 }
 
 /* ps, keeping the terminals. */

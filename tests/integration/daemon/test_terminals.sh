@@ -143,7 +143,8 @@ for b in '{}' '{"cmd":[]}' '{"cmd":"sh"}' '{"cmd":["sh"],"rows":0}' '{"cmd":["sh
 done
 E=$(api -X POST "$U" -d '{"cmd":["sh"],"rows":0}')
 check "... with a message" grep -q 'rows and cols must be integers from 1 to 1000' <<<"$E"
-check "a command that does not exist is 4xx" test "$(code -X POST "$U" -d '{"cmd":["nosuchcmd"]}')" -ge 400
+check "a command that does not exist is 422" test "$(code -X POST "$U" -d '{"cmd":["nosuchcmd"]}')" = 422
+check "... saying so" grep -q 'nosuchcmd: command not found' <<<"$(api -X POST "$U" -d '{"cmd":["nosuchcmd"]}')"
 check "terminals of a session that does not exist are 404" test "$(code http://x/v1/sessions/ses_nope/terminals)" = 404
 
 # ---- the limit: 16 running terminals ----
