@@ -469,5 +469,46 @@ int space_port_unexpose(space_session *s, unsigned port);
  * the daemon's message. */
 int space_port_forward(space_session *s, unsigned port, int *ret_fd);
 
+/* ---- terminals (docs/api.md, "Terminals") ----------------------------------------- */
+
+#define SPACE_TERMINAL_MAX_DIM 1000 /* rows and cols: 1..this */
+#define SPACE_TERMINAL_OPTS_VERSION 1
+struct space_terminal_opts {
+        unsigned version;         /* SPACE_TERMINAL_OPTS_VERSION */
+        const char *const *argv;  /* NULL-terminated, at least one entry */
+        const char *const *env;   /* "K=V", NULL-terminated; may be NULL */
+        const char *cwd;          /* NULL: the daemon's default */
+        unsigned rows, cols;      /* 0: 24 x 80 */
+        const char *user;         /* a user of the sandbox's /etc/passwd (name or uid); NULL: root */
+};
+#define SPACE_TERMINAL_OPTS_INIT .version = SPACE_TERMINAL_OPTS_VERSION
+
+/* POST /v1/sessions/{id}/terminals: a process on a pseudo-terminal of the sandbox, running
+ * in the background until it exits; *ret_pid for space_terminal_connect. At most 16 run
+ * per session (-EAGAIN past it). */
+int space_terminal_start(space_session *s, const struct space_terminal_opts *opts, int *ret_pid);
+
+/* A WebSocket to a terminal (GET .../terminals/{pid}): its recent output is replayed,
+ * then its output follows; what is sent is typed into it. The terminal outlives it. */
+typedef struct space_terminal space_terminal;
+int space_terminal_connect(space_session *s, int pid, space_terminal **ret);
+/* The socket, to poll for input (POLLIN: call space_terminal_read). */
+int space_terminal_fd(const space_terminal *t);
+/* Types data (blocks until it is sent). */
+int space_terminal_write(space_terminal *t, const void *data, size_t n);
+/* Resizes the terminal (rows, cols: 1..SPACE_TERMINAL_MAX_DIM); its foreground process
+ * gets SIGWINCH. */
+int space_terminal_resize(space_terminal *t, unsigned rows, unsigned cols);
+struct space_terminal_exit {
+        bool exited;   /* the terminal's process ended (else the connection was closed) */
+        int exit_code; /* when exited and signal == 0 */
+        int signal;
+};
+/* Reads what the socket has (never blocks): output goes to on_output (its stream is
+ * SPACE_STDOUT). 0 while the terminal runs; 1 once the connection ended, with *ret. */
+int space_terminal_read(space_terminal *t, space_output_fn on_output, void *userdata, struct space_terminal_exit *ret);
+/* Closes the WebSocket (the terminal goes on). Accepts NULL. */
+void space_terminal_close(space_terminal *t);
+
 /* strerror-like text for the library's return values. */
 const char *space_strerror(int err);

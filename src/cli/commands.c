@@ -152,9 +152,13 @@ const struct cli_cmd cli_commands[] = {
                          "127 when it could not be started, 1 on other errors.\n"
                          "Our stdin is streamed to the command until its end (any length, as fast as the\n"
                          "command reads it) with -i or when stdin is not a terminal; use </dev/null to\n"
-                         "send nothing.\n",
+                         "send nothing.\n"
+                         "With -t the command runs on a terminal of the sandbox, like 'space shell'.\n",
                 .opts = (const struct cli_opt[]){
                         { "interactive", 'i', CLI_OPT_FLAG, NULL, .doc = "send stdin even when it is a terminal" },
+                        { "tty", 't', CLI_OPT_FLAG, NULL,
+                          .doc = "run it on a terminal of the sandbox: ours in raw mode carries\n"
+                          "every key (Ctrl-C too) to it, our window size follows; one output stream" },
                         { "cwd", 'w', CLI_OPT_STR, "DIR", .doc = "working directory inside the sandbox" },
                         { "user", 'u', CLI_OPT_STR, "USER",
                           .doc = "run as USER of the sandbox's /etc/passwd (a name or a uid;\n"
@@ -175,6 +179,28 @@ const struct cli_cmd cli_commands[] = {
                 .max_args = -1,
                 .check = cli_exec_check,
                 .run = cli_exec,
+        },
+        {
+                .name = "shell",
+                .summary = "open an interactive shell in a sandbox",
+                .usage = "[OPTIONS] ID",
+                .about = "Open a login shell (/bin/bash -l, or /bin/sh -l where there is no bash) on a\n"
+                         "terminal of the sandbox, the way 'docker exec -it' does: our terminal goes to raw\n"
+                         "mode (restored on exit), every key reaches the shell (Ctrl-C interrupts its\n"
+                         "command, not space), resizing our window resizes its terminal, and space exits\n"
+                         "with the shell's exit code (128+N when signal N killed it). The shell runs on if\n"
+                         "the connection is lost (see 'space ps').\n",
+                .opts = (const struct cli_opt[]){
+                        { "cwd", 'w', CLI_OPT_STR, "DIR", .doc = "working directory inside the sandbox" },
+                        { "user", 'u', CLI_OPT_STR, "USER",
+                          .doc = "the shell of USER of the sandbox's /etc/passwd (a name or a uid;\n"
+                          "default root), with its groups, HOME and, without -w, its home\n"
+                          "as the working directory" },
+                        OPT_ENV("extra environment (repeatable)"),
+                        OPT_END },
+                .flags = CLI_SESSION,
+                .min_args = 1, .max_args = 1, .missing = "sandbox id",
+                .run = cli_shell,
         },
         {
                 .name = "cp",

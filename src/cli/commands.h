@@ -26,6 +26,9 @@ void cli_create_timeouts(const struct cli_call *call, struct space_session_opts 
 /* exec.c: a sandbox's processes */
 cli_hook cli_exec_check, cli_exec, cli_logs_check, cli_logs, cli_kill_check, cli_kill;
 extern const struct cli_list cli_processes_list;
+/* terminal.c: space shell, and exec -t's run (#15) */
+cli_hook cli_shell;
+int cli_terminal_run(struct cli_call *call, const char *const *argv, const char *cwd);
 /* files.c */
 cli_hook cli_cp_check, cli_cp, cli_watch;
 /* snapshots.c: the snapshot timeline, time travel, fork */

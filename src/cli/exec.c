@@ -26,6 +26,7 @@ static int parse_pid(const char *s, int *ret) {
 struct exec_args {
         struct space_exec_opts eo;
         bool broken_pipe;
+        bool tty; /* -t: on a terminal of its own (terminal.c) */
 };
 
 static void exec_args_free(void *p) { free(p); }
@@ -43,6 +44,9 @@ int cli_exec_check(struct cli_call *call) {
         bool background = cli_opt_set(call, "background"), interactive = cli_opt_set(call, "interactive");
         if (background && interactive)
                 return cli_usage(call->cmd, "a background command takes no stdin (-d with -i)");
+        bool tty = cli_opt_set(call, "tty");
+        if (tty && (background || cli_opt_set(call, "timeout")))
+                return cli_usage(call->cmd, "-t takes neither -d nor --timeout");
         if (call->argc < 1)
                 return cli_usage(call->cmd, "missing sandbox id");
         int i = 1;
@@ -69,12 +73,16 @@ int cli_exec_check(struct cli_call *call) {
                 .on_output = cli_on_output,
                 .userdata = &a->broken_pipe,
         };
-        stream_stdin(a, interactive);
+        a->tty = tty;
+        if (!tty)
+                stream_stdin(a, interactive);
         return 0;
 }
 
 int cli_exec(struct cli_call *call) {
         struct exec_args *a = call->args;
+        if (a->tty)
+                return cli_terminal_run(call, a->eo.argv, a->eo.cwd);
         struct space_exec_result res = { 0 };
         int r = space_exec(call->session, &a->eo, &res);
         if (r == -EPIPE && a->broken_pipe)

@@ -322,6 +322,8 @@ static int parse_head(struct http_conn *c, size_t head_len, struct http_response
                                 r.close = false;
                 } else if (strcasecmp(p, "Content-Type") == 0) {
                         snprintf(r.content_type, sizeof r.content_type, "%s", v);
+                } else if (strcasecmp(p, "Sec-WebSocket-Accept") == 0) {
+                        snprintf(r.ws_accept, sizeof r.ws_accept, "%s", v);
                 }
                 p = eol + 2;
         }

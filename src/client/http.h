@@ -64,6 +64,7 @@ struct http_response {
         uint64_t length;
         bool close;               /* the server won't keep the connection */
         char content_type[128];
+        char ws_accept[64];       /* Sec-WebSocket-Accept of an upgrade (a terminal), "" if none */
 };
 
 /* Receives the decoded body piece by piece; a negative return stops the exchange (the

@@ -9,7 +9,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <openssl/sha.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/text.h"
 #include "client/http.h"
@@ -1889,4 +1894,282 @@ int space_port_forward(space_session *s, unsigned port, int *ret_fd) {
                 return api_error(c, resp.status ? resp.status : 500, &body);
         *ret_fd = fd;
         return 0;
+}
+
+/* ---- terminals ------------------------------------------------------------------- */
+
+#define TERM_WS_MAX_FRAME (1u << 20) /* a frame from spaced: its output comes in frames of 64 KiB */
+
+struct space_terminal {
+        int fd;
+        struct buf in;
+        bool closed; /* a close frame came, or the connection ended */
+        struct space_terminal_exit exit;
+};
+
+int space_terminal_start(space_session *s, const struct space_terminal_opts *o, int *ret_pid) {
+        space_client *c = s->c;
+        if (!o || o->version != SPACE_TERMINAL_OPTS_VERSION || !o->argv || !o->argv[0])
+                return fail(c, -EINVAL, "a terminal needs options of this version and a command");
+        if (o->rows > SPACE_TERMINAL_MAX_DIM || o->cols > SPACE_TERMINAL_MAX_DIM)
+                return fail(c, -EINVAL, "rows and cols must be from 1 to %d", SPACE_TERMINAL_MAX_DIM);
+        _cleanup_buf_ struct buf b = BUF_INIT(1u << 20);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "cmd");
+        json_w_arr_begin(&w);
+        for (size_t i = 0; o->argv[i]; i++)
+                json_w_str(&w, o->argv[i]);
+        json_w_arr_end(&w);
+        if (o->env) {
+                json_w_key(&w, "env");
+                int r = env_object(&w, o->env);
+                if (r < 0)
+                        return fail(c, r, "env entries must be K=V");
+        }
+        if (o->cwd)
+                json_w_kstr(&w, "cwd", o->cwd);
+        if (o->user)
+                json_w_kstr(&w, "user", o->user);
+        json_w_kint(&w, "rows", o->rows ? o->rows : 24);
+        json_w_kint(&w, "cols", o->cols ? o->cols : 80);
+        _cleanup_json_ struct json *j = NULL;
+        int r = session_post(s, "/terminals", &w, &j);
+        if (r < 0)
+                return r;
+        int64_t pid = get_i64(j, "pid", 0);
+        if (pid <= 0 || pid > INT32_MAX)
+                return fail(c, -EBADMSG, "spaced answered a terminal without a pid");
+        *ret_pid = (int)pid;
+        return 0;
+}
+
+/* One masked frame (a client's must be, RFC 6455 §5.3), written whole. */
+static int term_send_frame(space_terminal *t, uint8_t opcode, const void *data, size_t n) {
+        uint8_t h[14], mask[4];
+        size_t hl = 2;
+        if (getrandom(mask, sizeof mask, 0) != (ssize_t)sizeof mask)
+                return -errno;
+        h[0] = 0x80 | opcode;
+        if (n < 126)
+                h[1] = 0x80 | (uint8_t)n;
+        else if (n <= 0xFFFF) {
+                h[1] = 0x80 | 126;
+                h[2] = (uint8_t)(n >> 8);
+                h[3] = (uint8_t)n;
+                hl = 4;
+        } else {
+                h[1] = 0x80 | 127;
+                for (int i = 0; i < 8; i++)
+                        h[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
+                hl = 10;
+        }
+        memcpy(h + hl, mask, 4);
+        hl += 4;
+        _cleanup_buf_ struct buf f = BUF_INIT(0);
+        if (buf_append(&f, h, hl) < 0 || buf_reserve(&f, n) < 0)
+                return -ENOMEM;
+        const uint8_t *p = data;
+        for (size_t i = 0; i < n; i++)
+                f.data[f.len++] = (char)(p[i] ^ mask[i & 3]);
+        size_t off = 0;
+        while (off < f.len) {
+                ssize_t w = send(t->fd, f.data + off, f.len - off, MSG_NOSIGNAL);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0 && errno == EAGAIN) {
+                        struct pollfd pfd = { .fd = t->fd, .events = POLLOUT };
+                        (void)poll(&pfd, 1, 1000);
+                        continue;
+                }
+                if (w < 0)
+                        return -errno;
+                off += (size_t)w;
+        }
+        return 0;
+}
+
+int space_terminal_connect(space_session *s, int pid, space_terminal **ret) {
+        space_client *c = s->c;
+        if (pid <= 0)
+                return fail(c, -EINVAL, "pid must be positive");
+        clear_error(c);
+        uint8_t raw[16];
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+                return fail(c, -errno, "getrandom: %s", strerror(errno));
+        _cleanup_buf_ struct buf key = BUF_INIT(64);
+        if (text_b64_encode(&key, raw, sizeof raw) < 0 || buf_append(&key, "", 1) < 0)
+                return fail(c, -ENOMEM, "out of memory");
+        char key_header[64], target[128];
+        snprintf(key_header, sizeof key_header, "Sec-WebSocket-Key: %s", key.data);
+        snprintf(target, sizeof target, "/v1/sessions/%s/terminals/%d", s->id, pid);
+        const char *headers[7] = { "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", key_header };
+        size_t nh = 4;
+        if (c->auth_header[0])
+                headers[nh++] = c->auth_header;
+        if (s->has_token)
+                headers[nh++] = s->token_header;
+        struct http_request req = { .method = "GET", .target = target, .timeout_ms = c->timeout_ms, .headers = headers };
+        struct http_response resp = { 0 };
+        _cleanup_buf_ struct buf body = BUF_INIT(0);
+        int fd = -1;
+        int r = http_upgrade(&c->conn.addr, &req, &resp, &body, MAX_ERROR_BODY, &fd);
+        if (r < 0)
+                return conn_error(c, r);
+        c->last_status = resp.status;
+        if (fd < 0)
+                return api_error(c, resp.status ? resp.status : 500, &body);
+        /* The answer must prove it read our key (RFC 6455 §4.1): base64(SHA-1(key + GUID)). */
+        char cat[64];
+        unsigned char md[SHA_DIGEST_LENGTH];
+        snprintf(cat, sizeof cat, "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", key.data);
+        SHA1((const unsigned char *)cat, strlen(cat), md);
+        _cleanup_buf_ struct buf want = BUF_INIT(64);
+        if (text_b64_encode(&want, md, sizeof md) < 0 || buf_append(&want, "", 1) < 0 ||
+            strcmp(want.data, resp.ws_accept) != 0) {
+                close(fd);
+                return fail(c, -EBADMSG, "spaced's WebSocket answer has a wrong Sec-WebSocket-Accept");
+        }
+        space_terminal *t = calloc(1, sizeof *t);
+        if (!t) {
+                close(fd);
+                return fail(c, -ENOMEM, "out of memory");
+        }
+        t->fd = fd;
+        t->in = BUF_INIT(TERM_WS_MAX_FRAME + 64);
+        *ret = t;
+        return 0;
+}
+
+int space_terminal_fd(const space_terminal *t) { return t->fd; }
+
+int space_terminal_write(space_terminal *t, const void *data, size_t n) {
+        for (size_t off = 0; off < n; off += 65536) {
+                int r = term_send_frame(t, 0x2, (const uint8_t *)data + off, MIN((size_t)65536, n - off));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int space_terminal_resize(space_terminal *t, unsigned rows, unsigned cols) {
+        if (rows < 1 || cols < 1 || rows > SPACE_TERMINAL_MAX_DIM || cols > SPACE_TERMINAL_MAX_DIM)
+                return -EINVAL;
+        char m[96];
+        int n = snprintf(m, sizeof m, "{\"type\":\"resize\",\"rows\":%u,\"cols\":%u}", rows, cols);
+        return term_send_frame(t, 0x1, m, (size_t)n);
+}
+
+/* One whole frame from t->in: > 0 its length with *op, *p, *n; 0 more needed; < 0 bad. */
+static ssize_t term_frame(space_terminal *t, uint8_t *op, const uint8_t **p, size_t *n) {
+        const uint8_t *d = (const uint8_t *)t->in.data;
+        size_t have = t->in.len, hl = 2;
+        if (have < 2)
+                return 0;
+        if ((d[1] & 0x80) || (d[0] & 0x70))
+                return -EBADMSG; /* a server's frames are not masked; no extensions */
+        uint64_t len = d[1] & 0x7F;
+        if (len == 126) {
+                if (have < 4)
+                        return 0;
+                len = (uint64_t)d[2] << 8 | d[3];
+                hl = 4;
+        } else if (len == 127) {
+                if (have < 10)
+                        return 0;
+                len = 0;
+                for (int i = 0; i < 8; i++)
+                        len = len << 8 | d[2 + i];
+                hl = 10;
+        }
+        if (len > TERM_WS_MAX_FRAME)
+                return -EMSGSIZE;
+        if (have - hl < len)
+                return 0;
+        *op = d[0] & 0x0F;
+        *p = d + hl;
+        *n = (size_t)len;
+        return (ssize_t)(hl + len);
+}
+
+int space_terminal_read(space_terminal *t, space_output_fn on_output, void *userdata, struct space_terminal_exit *ret) {
+        for (;;) {
+                if (!t->closed && buf_reserve(&t->in, 65536) == 0) {
+                        ssize_t got = recv(t->fd, t->in.data + t->in.len, MIN((size_t)65536, t->in.max - t->in.len),
+                                           MSG_DONTWAIT);
+                        if (got == 0)
+                                t->closed = true;
+                        else if (got > 0)
+                                t->in.len += (size_t)got;
+                        else if (errno != EAGAIN && errno != EINTR)
+                                t->closed = true;
+                }
+                bool progress = false;
+                for (;;) {
+                        uint8_t op;
+                        const uint8_t *p;
+                        size_t n;
+                        ssize_t fl = term_frame(t, &op, &p, &n);
+                        if (fl < 0) {
+                                t->closed = true;
+                                buf_reset(&t->in);
+                                break;
+                        }
+                        if (fl == 0)
+                                break;
+                        progress = true;
+                        if (op == 0x2 || op == 0x0) {
+                                if (on_output && n > 0) {
+                                        int r = on_output(userdata, SPACE_STDOUT, p, n);
+                                        if (r < 0) {
+                                                buf_consume(&t->in, (size_t)fl);
+                                                return r;
+                                        }
+                                }
+                        } else if (op == 0x1) {
+                                _cleanup_json_ struct json *j = NULL;
+                                const char *type;
+                                if (json_parse((const char *)p, n, &j, NULL, 0) >= 0 && (type = json_get_str(j, "type")) &&
+                                    strcmp(type, "exit") == 0) {
+                                        t->exit.exited = true;
+                                        t->exit.exit_code = (int)get_i64(j, "exit_code", 0);
+                                        t->exit.signal = (int)get_i64(j, "signal", 0);
+                                }
+                        } else if (op == 0x9) {
+                                uint8_t ping[125];
+                                size_t pn = MIN(n, sizeof ping);
+                                memcpy(ping, p, pn);
+                                buf_consume(&t->in, (size_t)fl);
+                                (void)term_send_frame(t, 0xA, ping, pn);
+                                continue;
+                        } else if (op == 0x8) {
+                                if (!t->closed)
+                                        (void)term_send_frame(t, 0x8, p, MIN(n, (size_t)2));
+                                t->closed = true;
+                        }
+                        buf_consume(&t->in, (size_t)fl);
+                        if (t->closed)
+                                break;
+                }
+                if (t->closed) {
+                        if (ret)
+                                *ret = t->exit;
+                        return 1;
+                }
+                if (!progress) {
+                        struct pollfd pfd = { .fd = t->fd, .events = POLLIN };
+                        if (poll(&pfd, 1, 0) <= 0)
+                                return 0;
+                }
+        }
+}
+
+void space_terminal_close(space_terminal *t) {
+        if (!t)
+                return;
+        if (!t->closed)
+                (void)term_send_frame(t, 0x8, "\x03\xe8", 2);
+        close(t->fd);
+        buf_free(&t->in);
+        free(t);
 }

@@ -16,6 +16,10 @@
 #define PROTO_MAX_PATH 4096
 #define PROTO_BG_RING (1u << 20)       /* output kept per background process for re-attach */
 #define PROTO_MAX_BG 256               /* background processes tracked at once */
+/* Terminals (exec with "tty", docs/protocol.md §3.17). */
+#define PROTO_TTY_RING (64u << 10)     /* recent output of a terminal, replayed on attach */
+#define PROTO_MAX_TTY 16               /* running terminals per sandbox */
+#define PROTO_MAX_TTY_DIM 1000         /* rows and cols: 1..this */
 #define PROTO_MAX_LIST 100000          /* entries one "list" returns */
 /* Per-stream flow control (docs/protocol.md §3.14): the most output bytes one stream may
  * be granted at once; a REQ's "window" and every WINDOW grant are counted against it. */

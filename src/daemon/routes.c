@@ -42,6 +42,10 @@ const struct api_route api_routes[] = {
         { "GET", "/v1/sessions/{id}/ports", API_BODY_JSON, api_port_list },
         { "DELETE", "/v1/sessions/{id}/ports/{port}", API_BODY_JSON, api_port_unexpose },
         { "GET", "/v1/sessions/{id}/ports/{port}/forward", API_BODY_JSON, api_port_forward },
+        /* #15 terminals (api_terminals.c) */
+        { "POST", "/v1/sessions/{id}/terminals", API_BODY_JSON, api_terminal_create },
+        { "GET", "/v1/sessions/{id}/terminals", API_BODY_JSON, api_terminal_list },
+        { "GET", "/v1/sessions/{id}/terminals/{pid}", API_BODY_JSON, api_terminal_ws },
         { "GET", "/v1/templates", API_BODY_JSON, api_template_list },
         { "POST", "/v1/templates", API_BODY_JSON, api_template_build },
         { "DELETE", "/v1/templates/{name}", API_BODY_JSON, api_template_delete },
@@ -123,7 +127,7 @@ void api_allowed_methods(const char *path, char *out, size_t outsz) {
 static const api_handler_fn sandbox_handlers[] = {
         api_exec, api_process_list, api_process_output, api_process_signal,
         api_file_get, api_file_put, api_file_delete, api_file_list, api_file_stat, api_file_mkdir, api_file_watch,
-        api_port_forward,
+        api_port_forward, api_terminal_create, api_terminal_list, api_terminal_ws,
 };
 
 bool api_route_uses_sandbox(const struct api_route *r) {

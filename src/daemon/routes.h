@@ -61,6 +61,10 @@ void api_session_fork(struct conn *c);
 void api_events_list(struct conn *c);
 void api_events_append(struct conn *c);
 void api_session_connect(struct conn *c);
+/* #15 terminals (api_terminals.c) */
+void api_terminal_create(struct conn *c);
+void api_terminal_list(struct conn *c);
+void api_terminal_ws(struct conn *c);
 void api_gc(struct conn *c);
 void api_exec(struct conn *c);
 void api_process_list(struct conn *c);

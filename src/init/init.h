@@ -30,6 +30,8 @@
 #define INIT_WATCH_DIRS 8192          /* directories one watch covers */
 #define INIT_WATCH_QUEUE_EVENTS 1024  /* events a watch holds unsent before it overflows */
 #define INIT_WATCH_QUEUE_BYTES (256u << 10) /* ... and their bytes */
+#define INIT_TTY_READ 4096            /* one read from a terminal's master */
+#define INIT_TTY_STDIN_MAX (64u << 10) /* typed input a terminal has not read yet; more is dropped */
 
 /* An fd in the epoll set; the callback finds its owner with container_of. */
 struct watch {
@@ -54,6 +56,7 @@ struct proc {
         bool stdin_acks;
         uint32_t stdin_unacked;
         bool background;
+        bool tty; /* a terminal (§3.18): out and in are its pty master; err unused */
         struct stream *fg; /* the foreground exec stream, NULL when detached */
         bool exited, timed_out;
         int status;
@@ -195,6 +198,7 @@ void op_exec(uint32_t id, const struct json *req);
 void op_ps(uint32_t id, const struct json *req);
 void op_attach(uint32_t id, const struct json *req);
 void op_signal(uint32_t id, const struct json *req);
+void op_resize(uint32_t id, const struct json *req);
 void proc_stdin(struct proc *p, const uint8_t *data, size_t n);
 bool proc_stdin_full(void);
 void proc_detach(struct proc *p);

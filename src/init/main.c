@@ -119,6 +119,7 @@ static const struct {
         { "read", op_read },   { "write", op_write }, { "list", op_list },     { "stat", op_stat },
         { "mkdir", op_mkdir }, { "remove", op_remove }, { "ping", op_ping },
         { "connect", op_connect }, { "watch", op_watch },
+        { "resize", op_resize },
 };
 
 static void handle_req(uint32_t id, const uint8_t *p, size_t n) {
@@ -176,8 +177,8 @@ static void handle_frame(const struct proto_hdr *h, const uint8_t *p) {
                 break;
         case PROTO_STDIN:
                 s = stream_find(h->id);
-                if (s && s->kind == STREAM_EXEC)
-                        proc_stdin(s->proc, p, h->len);
+                if (s && (s->kind == STREAM_EXEC || (s->kind == STREAM_ATTACH && s->proc->tty)))
+                        proc_stdin(s->proc, p, h->len); /* a terminal takes input from any attach */
                 else if (s && s->kind == STREAM_TCP)
                         tcp_stdin(s, p, h->len);
                 break;

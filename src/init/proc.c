@@ -6,12 +6,17 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "common/log.h"
 #include "init/init.h"
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
 
 static const char *const default_env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -41,8 +46,24 @@ static bool proc_ended(const struct proc *p) { return p->exited && p->out.fd < 0
 
 /* A foreground command's pipes wait while the output queue is full or its stream's window
  * is shut: the command then blocks on its own full pipe, nothing else does. */
+static bool tty_lagging(const struct proc *p);
 static bool proc_paused(const struct proc *p) {
+        if (p->tty)
+                return tty_lagging(p);
         return p->fg && (conn_queued(g.conn) >= INIT_OUT_HIGH || stream_room(p->fg) == 0);
+}
+
+/* A terminal waits (its program blocks on the pty) while a client attached to it is more
+ * than half its ring behind: a screen must not lose bytes to a slow reader, who would
+ * then see garbage. With nobody attached it runs on, its ring keeping the newest output. */
+static bool tty_lagging(const struct proc *p) {
+        if (p->attached == 0 || !g.conn)
+                return false;
+        for (const struct stream *s = g.conn->streams; s; s = s->next)
+                if (s->kind == STREAM_ATTACH && s->proc == p &&
+                    p->ring.end_off - ring_cursor_off(&s->cursor) > PROTO_TTY_RING / 2)
+                        return true;
+        return false;
 }
 
 static void proc_free(struct proc *p) {
@@ -101,11 +122,11 @@ static void pipe_read(struct proc *p, struct watch *w, uint8_t type) {
         static uint8_t chunk[INIT_CHUNK];
         if (proc_paused(p))
                 return; /* the queue filled up or the window shut during this batch */
-        size_t want = p->fg ? MIN(sizeof chunk, stream_room(p->fg)) : sizeof chunk;
+        size_t want = p->fg ? MIN(sizeof chunk, stream_room(p->fg)) : p->tty ? INIT_TTY_READ : sizeof chunk;
         ssize_t n = read(w->fd, chunk, want);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
-        if (n <= 0) {
+        if (n <= 0) { /* a pty master reads EIO once no process holds its slave */
                 watch_close(w);
                 return;
         }
@@ -144,6 +165,19 @@ static void in_cb(struct watch *w, uint32_t revents) {
 }
 
 void proc_stdin(struct proc *p, const uint8_t *data, size_t n) {
+        if (p->tty) {
+                /* A terminal's input is never closed by a client (^D is a byte); what its
+                 * program leaves unread is bounded, and the excess dropped, so that one
+                 * terminal can never hold up the connection. */
+                if (n == 0 || p->in.fd < 0)
+                        return;
+                size_t room = p->stdin_pending.len < INIT_TTY_STDIN_MAX ? INIT_TTY_STDIN_MAX - p->stdin_pending.len : 0;
+                if (room < n)
+                        log_warn("pid %d: terminal input not read, %zu bytes dropped", (int)p->pid, n - room);
+                if (room > 0 && buf_append(&p->stdin_pending, data, MIN(n, room)) < 0)
+                        log_warn("pid %d: terminal input dropped: out of memory", (int)p->pid);
+                return;
+        }
         if (p->in.fd < 0 || p->stdin_eof) {
                 stdin_ack(p, n, true); /* the command closed its stdin: the bytes go nowhere */
                 return;
@@ -458,6 +492,7 @@ struct spawn_req {
         const gid_t *groups; /* with set_ids: the supplementary groups (a "user"'s) */
         size_t n_groups;
         bool want_stdin;
+        bool tty; /* in_r = out_w = err_w: the pty slave, to become the controlling terminal */
 };
 
 static _noreturn_ void child_run(const struct spawn_req *sr, int errfd, int in_r, int out_w, int err_w) {
@@ -476,6 +511,8 @@ static _noreturn_ void child_run(const struct spawn_req *sr, int errfd, int in_r
                 }
         umask(022);
         if (setsid() < 0)
+                child_fail(errfd, STAGE_SETUP, errno);
+        if (sr->tty && ioctl(in_r, TIOCSCTTY, 0) < 0)
                 child_fail(errfd, STAGE_SETUP, errno);
         if (in_r < 0) {
                 in_r = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -520,6 +557,34 @@ static void exec_fail_resp(uint32_t id, const struct spawn_err *se, const char *
                 send_error(id, e, "cannot start the command: %s", strerror(e));
                 break;
         }
+}
+
+/* A new pseudo-terminal of rows x cols from the /dev/ptmx init sees: inside a sandbox its
+ * own devpts instance (the runtimes mount one, newinstance), never a host terminal. */
+static int tty_open(int *ret_master, int *ret_slave, int rows, int cols) {
+        int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC), r;
+        if (m < 0)
+                return -errno;
+        struct winsize ws = { .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
+        if (grantpt(m) < 0 || unlockpt(m) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0)
+                goto fail;
+        /* The slave through the master itself where the kernel can (no path to race on) */
+        int sl = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (sl < 0) {
+                char name[128];
+                if ((errno = ptsname_r(m, name, sizeof name)) != 0)
+                        goto fail;
+                sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+                if (sl < 0)
+                        goto fail;
+        }
+        *ret_master = m;
+        *ret_slave = sl;
+        return 0;
+fail:
+        r = -errno;
+        close(m);
+        return r;
 }
 
 static int nonblock(int fd) {
@@ -577,6 +642,24 @@ void op_exec(uint32_t id, const struct json *req) {
         uint32_t window = 0;
         if (req_window(req, &window) < 0)
                 return send_error(id, EINVAL, "\"window\" must be an integer in 0..%u", PROTO_MAX_WINDOW);
+        int64_t rows = 0, cols = 0;
+        const struct json *jtty = json_get(req, "tty");
+        bool tty = jtty && json_type(jtty) != JSON_NULL;
+        if (tty && (json_type(jtty) != JSON_OBJECT || json_get_int(jtty, "rows", &rows) < 0 ||
+                    json_get_int(jtty, "cols", &cols) < 0 || rows < 1 || rows > PROTO_MAX_TTY_DIM || cols < 1 ||
+                    cols > PROTO_MAX_TTY_DIM))
+                return send_error(id, EINVAL, "\"tty\" must be {\"rows\":1..%d,\"cols\":1..%d}", PROTO_MAX_TTY_DIM,
+                                  PROTO_MAX_TTY_DIM);
+        if (tty && want_stdin)
+                return send_error(id, EINVAL, "a terminal's stdin is its terminal: no \"stdin\"");
+        if (tty) {
+                background = true; /* a terminal outlives its request: attach to it (§3.18) */
+                unsigned n_tty = 0;
+                for (struct proc *q = g.procs; q; q = q->next)
+                        n_tty += q->tty && !q->exited;
+                if (n_tty >= PROTO_MAX_TTY)
+                        return send_error(id, EAGAIN, "%d terminals are running already", PROTO_MAX_TTY);
+        }
         if (background && want_stdin)
                 return send_error(id, EINVAL, "a background command has no stdin");
         if (!background && g.conn->n_streams >= INIT_MAX_STREAMS)
@@ -601,12 +684,24 @@ void op_exec(uint32_t id, const struct json *req) {
                 return send_error(id, -r, "cwd %.512s: %s", cwd, strerror(-r));
 
         int ep[2] = { -1, -1 }, op[2] = { -1, -1 }, erp[2] = { -1, -1 }, ip[2] = { -1, -1 };
-        if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(op, O_CLOEXEC) < 0 || pipe2(erp, O_CLOEXEC) < 0 ||
-            (want_stdin && pipe2(ip, O_CLOEXEC) < 0)) {
+        if (tty) {
+                /* op: the pty (master, slave); ip[1]: the master again, for input */
+                if (pipe2(ep, O_CLOEXEC) < 0) {
+                        r = errno;
+                        goto fail_pipes;
+                }
+                if ((r = -tty_open(&op[0], &op[1], (int)rows, (int)cols)) > 0)
+                        goto fail_pipes;
+                if ((ip[1] = fcntl(op[0], F_DUPFD_CLOEXEC, 3)) < 0) {
+                        r = errno;
+                        goto fail_pipes;
+                }
+        } else if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(op, O_CLOEXEC) < 0 || pipe2(erp, O_CLOEXEC) < 0 ||
+                   (want_stdin && pipe2(ip, O_CLOEXEC) < 0)) {
                 r = errno;
                 goto fail_pipes;
         }
-        struct spawn_req sr = { .argv = argv, .envp = envp, .cwd_fd = cwd_fd, .want_stdin = want_stdin,
+        struct spawn_req sr = { .argv = argv, .envp = envp, .cwd_fd = cwd_fd, .want_stdin = want_stdin, .tty = tty,
                                 .set_ids = juser || (uid >= 0 && (uid_t)uid != getuid()) || (gid >= 0 && (gid_t)gid != getgid()),
                                 .uid = uid >= 0 ? (uid_t)uid : getuid(), .gid = gid >= 0 ? (gid_t)gid : getgid(),
                                 .groups = juser ? user.groups : NULL, .n_groups = juser ? user.n_groups : 0 };
@@ -615,12 +710,15 @@ void op_exec(uint32_t id, const struct json *req) {
                 r = errno;
                 goto fail_pipes;
         }
-        if (pid == 0)
+        if (pid == 0) {
+                if (tty)
+                        child_run(&sr, ep[1], op[1], op[1], op[1]);
                 child_run(&sr, ep[1], ip[0], op[1], erp[1]);
+        }
 
         close(ep[1]);
         close(op[1]);
-        close(erp[1]);
+        safe_close(erp[1]);
         if (ip[0] >= 0)
                 close(ip[0]);
         struct spawn_err se;
@@ -631,7 +729,7 @@ void op_exec(uint32_t id, const struct json *req) {
         close(ep[0]);
         if (n == (ssize_t)sizeof se) {
                 close(op[0]);
-                close(erp[0]);
+                safe_close(erp[0]);
                 if (ip[1] >= 0)
                         close(ip[1]);
                 (void)waitpid(pid, NULL, 0); /* it has exited or is about to */
@@ -644,7 +742,7 @@ void op_exec(uint32_t id, const struct json *req) {
                 /* Can't track it: don't leave it running unseen. */
                 kill(-pid, SIGKILL);
                 close(op[0]);
-                close(erp[0]);
+                safe_close(erp[0]);
                 if (ip[1] >= 0)
                         close(ip[1]);
                 return send_error(id, ENOMEM, "out of memory");
@@ -655,14 +753,15 @@ void op_exec(uint32_t id, const struct json *req) {
         p->err = (struct watch){ .fd = erp[0], .cb = err_cb };
         p->in = (struct watch){ .fd = ip[1], .cb = in_cb };
         p->stdin_pending = BUF_INIT(INIT_STDIN_HIGH + PROTO_MAX_PAYLOAD);
-        p->stdin_eof = !want_stdin;
+        p->stdin_eof = !want_stdin && !tty;
         p->stdin_acks = stdin_acks;
         p->started_ms = wall_ms();
         p->last_activity_ms = now_ms();
         if (timeout > 0)
                 p->deadline_ms = now_ms() + (uint64_t)timeout;
         (void)nonblock(op[0]);
-        (void)nonblock(erp[0]);
+        if (erp[0] >= 0)
+                (void)nonblock(erp[0]);
         if (ip[1] >= 0)
                 (void)nonblock(ip[1]);
         struct proc **tail = &g.procs;
@@ -671,7 +770,8 @@ void op_exec(uint32_t id, const struct json *req) {
         *tail = p;
         if (background) {
                 p->background = true;
-                ring_init(&p->ring, PROTO_BG_RING, 0);
+                p->tty = tty;
+                ring_init(&p->ring, tty ? PROTO_TTY_RING : PROTO_BG_RING, 0);
                 g.n_bg++;
         } else {
                 struct stream *s = stream_new(id, STREAM_EXEC);
@@ -742,6 +842,8 @@ void op_ps(uint32_t id, const struct json *req) {
                 else
                         json_w_null(&ow);
                 json_w_kbool(&ow, "timed_out", p->timed_out);
+                if (p->tty)
+                        json_w_kbool(&ow, "tty", true);
                 json_w_kint(&ow, "started_ms", p->started_ms);
                 json_w_key(&ow, "output_bytes");
                 json_w_uint(&ow, p->total_out);
@@ -849,5 +951,23 @@ void op_signal(uint32_t id, const struct json *req) {
                 return send_error(id, ESRCH, "no running process %lld started by init", (long long)pid);
         if (kill(group ? -p->pid : p->pid, (int)sig) < 0)
                 return send_error(id, errno, "kill %lld: %s", (long long)pid, strerror(errno));
+        send_frame(PROTO_RESP, id, "{}", 2);
+}
+
+void op_resize(uint32_t id, const struct json *req) {
+        int64_t pid, rows, cols;
+        if (json_get_int(req, "pid", &pid) < 0 || pid <= 0 || pid > INT32_MAX)
+                return send_error(id, EINVAL, "\"pid\" must be a positive integer");
+        if (json_get_int(req, "rows", &rows) < 0 || json_get_int(req, "cols", &cols) < 0 || rows < 1 ||
+            rows > PROTO_MAX_TTY_DIM || cols < 1 || cols > PROTO_MAX_TTY_DIM)
+                return send_error(id, EINVAL, "\"rows\" and \"cols\" must be integers in 1..%d", PROTO_MAX_TTY_DIM);
+        struct proc *p = proc_find((pid_t)pid, true);
+        if (!p || !p->tty)
+                return send_error(id, ESRCH, "no terminal %lld", (long long)pid);
+        if (p->out.fd < 0)
+                return send_error(id, ESRCH, "terminal %lld has ended", (long long)pid);
+        struct winsize ws = { .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
+        if (ioctl(p->out.fd, TIOCSWINSZ, &ws) < 0) /* the kernel sends SIGWINCH to its foreground */
+                return send_error(id, errno, "resize %lld: %s", (long long)pid, strerror(errno));
         send_frame(PROTO_RESP, id, "{}", 2);
 }

@@ -206,6 +206,7 @@ int conn_open(int fd) {
         json_w_kint(&jw, "uptime_ms", (int64_t)(now_ms() - g.start_ms));
         json_w_kbool(&jw, "window", true); /* honours "window" and WINDOW (§3.14) */
         json_w_kbool(&jw, "keys", true);   /* takes a KEY frame (§1) */
+        json_w_kbool(&jw, "tty", true);    /* exec "tty" and op resize (§3.18) */
         if (g.have_key) {
                 char hex[2 * PROTO_KEY_LEN + 1];
                 for (size_t i = 0; i < PROTO_KEY_LEN; i++)

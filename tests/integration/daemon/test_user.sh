@@ -89,4 +89,17 @@ check "space cp without --user: root's" test "$(api "$U/files/stat?path=/tmp/roo
 OUT=$("$SPACE" cp --user user "$ID:/tmp/root-f" "$T/back" 2>&1)
 check "space cp --user out of a sandbox is a usage error" test "$?" = 2
 
+# ---- a terminal as a user ----
+TP=$(api -X POST "$U/terminals" -d "$(jq -nc --arg c "{ $PROBE; } >/tmp/term-probe" '{cmd: ["sh", "-c", $c], user: "user"}')" | jget pid)
+check "a terminal as user starts" test "${TP:-0}" -gt 0
+for _ in $(seq 50); do [ "$(code "$U/files/stat?path=/tmp/term-probe")" = 200 ] && break; sleep 0.1; done
+sleep 0.3 # the probe writes its lines one by one
+OUT=$(api "$U/files?path=/tmp/term-probe")
+echo "$OUT" | sed 's/^/# terminal: /'
+check "... runs as uid 1000 with user's HOME and home as cwd" \
+        test "$(grep -c -e '^Uid: 1000 1000 1000 1000' -e '^/home/user|user|user|/bin/sh' -e '^/home/user$' <<<"$OUT")" = 3
+R=$(api -X POST "$U/terminals" -d '{"cmd":["true"],"user":"bob"}' -w '\n%{http_code}')
+check "a terminal as an unknown user is 400" test "$(tail -n 1 <<<"$R")" = 400
+check "a terminal with a malformed user is 400" test "$(code -X POST "$U/terminals" -d '{"cmd":["true"],"user":"A;B"}')" = 400
+
 finish user

@@ -1383,6 +1383,146 @@ static void test_pid1(void **state) {
         initc_close(&c, 0);
 }
 
+
+/* ---- terminals ---- */
+
+/* Output of attach id until it holds needle (NUL-terminated in out); fails on EXIT. */
+static void tty_wait_for(struct initc *c, uint32_t id, struct buf *out, const char *needle, int timeout_ms) {
+        int64_t end = mono_ms() + timeout_ms;
+        for (;;) {
+                assert_int_equal(buf_append(out, "", 1), 0); /* NUL for strstr */
+                out->len--;
+                if (strstr(out->data, needle))
+                        return;
+                struct initc_frame fr;
+                int64_t left = end - mono_ms();
+                int r = initc_recv(c, id, &fr, left > 0 ? (int)left : 0);
+                if (r <= 0)
+                        fail_msg("waiting for \"%s\" from the terminal: %s; it showed: %.*s", needle,
+                                 r == 0 ? "timeout" : strerror(-r), (int)out->len, out->data);
+                if (fr.h.type != PROTO_STDOUT)
+                        fail_msg("terminal frame of type %d while waiting for \"%s\": %.*s", fr.h.type, needle,
+                                 (int)fr.payload.len, fr.payload.data);
+                assert_int_equal(buf_append(out, fr.payload.data, fr.payload.len), 0);
+                initc_frame_free(&fr);
+        }
+}
+
+static int64_t tty_attach(struct initc *c, int64_t pid) {
+        char req[256];
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld,\"offset\":0,\"follow\":true}", (long long)pid);
+        int64_t aid = initc_req(c, req);
+        assert_true(aid > 0);
+        (void)resp_of(c, aid, NULL);
+        return aid;
+}
+
+static void tty_type(struct initc *c, int64_t aid, const char *s) {
+        assert_int_equal(initc_send(c, PROTO_STDIN, (uint32_t)aid, s, strlen(s)), 0);
+}
+
+static void test_tty(void **state) {
+        struct fx *f = *state;
+        print_message("exec with a tty: the shell sees a terminal of the size asked for\n");
+        _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":33,\"cols\":77}}");
+        assert_ok(r);
+        int64_t pid = get_int(r, "pid");
+        int64_t aid = tty_attach(&f->c, pid);
+        _cleanup_buf_ struct buf out = BUF_INIT(0);
+        /* the echo of the input shows the command, only the output shows its result */
+        tty_type(&f->c, aid, "test -t 0 && test -t 1 && test -t 2 && echo TTY_$((40+2)); stty size\n");
+        tty_wait_for(&f->c, (uint32_t)aid, &out, "TTY_42", 5000);
+        tty_wait_for(&f->c, (uint32_t)aid, &out, "33 77", 5000);
+
+        print_message("the terminal is the shell's controlling terminal, from a devpts\n");
+        buf_reset(&out);
+        tty_type(&f->c, aid, "case $(tty) in /dev/pts/*) echo PTS_$((1+1));; esac\n");
+        tty_wait_for(&f->c, (uint32_t)aid, &out, "PTS_2", 5000);
+
+        print_message("ps marks it as a terminal\n");
+        struct json *ps = NULL;
+        const struct json *e = NULL;
+        assert_true(ps_find(&f->c, pid, &ps, &e));
+        assert_true(json_is_true(json_get(e, "tty")));
+        json_free(ps);
+
+        print_message("resize changes what stty size answers\n");
+        _cleanup_json_ struct json *rs = call(&f->c, "{\"op\":\"resize\",\"pid\":%lld,\"rows\":51,\"cols\":132}", (long long)pid);
+        assert_ok(rs);
+        buf_reset(&out);
+        tty_type(&f->c, aid, "stty size\n");
+        tty_wait_for(&f->c, (uint32_t)aid, &out, "51 132", 5000);
+
+        print_message("a client detaches; attaching again replays the recent screen and takes input\n");
+        assert_int_equal(initc_send(&f->c, PROTO_CANCEL, (uint32_t)aid, NULL, 0), 0);
+        int64_t aid2 = tty_attach(&f->c, pid);
+        buf_reset(&out);
+        tty_wait_for(&f->c, (uint32_t)aid2, &out, "TTY_42", 5000);
+        tty_wait_for(&f->c, (uint32_t)aid2, &out, "51 132", 5000);
+        buf_reset(&out);
+        tty_type(&f->c, aid2, "echo AGAIN_$((3*3))\n");
+        tty_wait_for(&f->c, (uint32_t)aid2, &out, "AGAIN_9", 5000);
+
+        print_message("Ctrl-C is a byte that interrupts the foreground command of the terminal\n");
+        buf_reset(&out);
+        tty_type(&f->c, aid2, "sleep 100; echo AFTER_$((5+5))\n");
+        usleep(300 * 1000);
+        tty_type(&f->c, aid2, "\x03");
+        tty_type(&f->c, aid2, "echo INT_$((2+3))\n");
+        tty_wait_for(&f->c, (uint32_t)aid2, &out, "INT_5", 5000);
+        assert_null(strstr(out.data, "AFTER_10"));
+
+        print_message("exit 7 ends the attach with the shell's exit code\n");
+        tty_type(&f->c, aid2, "exit 7\n");
+        for (;;) {
+                struct initc_frame fr;
+                assert_int_equal(initc_recv(&f->c, (uint32_t)aid2, &fr, 5000), 1);
+                if (fr.h.type == PROTO_STDOUT) {
+                        initc_frame_free(&fr);
+                        continue;
+                }
+                assert_int_equal(fr.h.type, PROTO_EXIT);
+                _cleanup_json_ struct json *ex = NULL;
+                assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &ex, NULL, 0), 0);
+                initc_frame_free(&fr);
+                assert_int_equal(get_int(ex, "exit_code"), 7);
+                break;
+        }
+        _cleanup_json_ struct json *rs2 = call(&f->c, "{\"op\":\"resize\",\"pid\":%lld,\"rows\":5,\"cols\":5}", (long long)pid);
+        assert_error(rs2, "ESRCH");
+}
+
+static void test_tty_bad_input_and_limit(void **state) {
+        struct fx *f = *state;
+        print_message("bad tty sizes, stdin with a tty and resize of a non-terminal are refused\n");
+        static const char *const bad[] = {
+                "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":0,\"cols\":80}}",
+                "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":24,\"cols\":1001}}",
+                "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":24}}",
+                "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":true}",
+                "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":24,\"cols\":80},\"stdin\":true}",
+                "{\"op\":\"resize\",\"pid\":1,\"rows\":24}",
+                "{\"op\":\"resize\",\"pid\":1,\"rows\":-1,\"cols\":80}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                _cleanup_json_ struct json *r = call(&f->c, "%s", bad[i]);
+                assert_error(r, "EINVAL");
+        }
+        _cleanup_json_ struct json *bg = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"sleep\",\"60\"],\"background\":true}");
+        assert_ok(bg);
+        _cleanup_json_ struct json *rn = call(&f->c, "{\"op\":\"resize\",\"pid\":%lld,\"rows\":5,\"cols\":5}",
+                                              (long long)get_int(bg, "pid"));
+        assert_error(rn, "ESRCH");
+
+        print_message("at most %d terminals run at once\n", PROTO_MAX_TTY);
+        for (int i = 0; i < PROTO_MAX_TTY; i++) {
+                _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"sleep\",\"60\"],\"tty\":{\"rows\":24,\"cols\":80}}");
+                assert_ok(r);
+        }
+        _cleanup_json_ struct json *over = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"sleep\",\"60\"],\"tty\":{\"rows\":24,\"cols\":80}}");
+        assert_error(over, "EAGAIN");
+}
+
 int main(int argc, char **argv) {
         if (argc < 2) {
                 fprintf(stderr, "usage: %s PATH-TO-space-init [--sanitized]\n", argv[0]);
@@ -1411,6 +1551,8 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_windows, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_random_frames, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tty, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tty_bad_input_and_limit, setup, teardown),
                 cmocka_unit_test(test_listen_reconnect),
                 cmocka_unit_test(test_listen_key),
                 cmocka_unit_test(test_pid1),
