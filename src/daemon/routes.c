@@ -46,6 +46,9 @@ const struct api_route api_routes[] = {
         { "POST", "/v1/gc", API_BODY_JSON, api_gc },
         { "GET", "/v1/pool", API_BODY_JSON, api_pool_get },
         { "PUT", "/v1/pool/{template}", API_BODY_JSON, api_pool_set },
+        /* usage metrics (issue #15, api_metrics.c) */
+        { "GET", "/v1/sessions/{id}/metrics", API_BODY_JSON, api_session_metrics },
+        { "GET", "/metrics", API_BODY_JSON, api_metrics },
 };
 const size_t api_n_routes = sizeof api_routes / sizeof api_routes[0];
 
@@ -118,4 +121,5 @@ const struct srv_router api_router = {
         .match = api_route_match,
         .allowed = api_allowed_methods,
         .intercept = ports_intercept,
+        .answered = api_answered,
 };

@@ -65,6 +65,7 @@ struct op;
 struct proto_hdr;
 struct runtime_ops;
 struct rt_sandbox;
+struct metrics_ring;
 
 struct session {
         struct daemon *d;
@@ -142,6 +143,7 @@ struct session {
         uint64_t mem_bytes;
         uint32_t n_pids;
         unsigned n_relays;   /* port_relay.h: connections to its ports through init */
+        struct metrics_ring *metrics; /* its usage samples (metrics.h); NULL until the first */
         bool freed;
 };
 
