@@ -32,8 +32,9 @@ static int query_time(struct conn *c, const char *key, int64_t def, int64_t *ret
 }
 
 void api_session_metrics(struct conn *c) {
-        int64_t from, to;
-        if (query_time(c, "start", INT64_MIN, &from) < 0 || query_time(c, "end", INT64_MAX, &to) < 0)
+        int64_t from, to, limit;
+        if (query_time(c, "start", INT64_MIN, &from) < 0 || query_time(c, "end", INT64_MAX, &to) < 0 ||
+            api_query_int(c, "limit", METRICS_RING_MAX, 1, METRICS_RING_MAX, &limit) < 0)
                 return;
         if (from > to) {
                 conn_reply_error(c, 400, "start is after end");
@@ -44,7 +45,7 @@ void api_session_metrics(struct conn *c) {
                 return;
         struct api_json j;
         api_json_begin(&j);
-        metrics_write_session_json(c->d, s, from, to, &j.w);
+        metrics_write_session_json(c->d, s, from, to, (size_t)limit, &j.w);
         api_json_reply(c, 200, &j);
 }
 

@@ -389,17 +389,27 @@ struct metrics *metrics_free(struct metrics *m) {
 
 /* ---- GET /v1/sessions/{id}/metrics ---- */
 
-void metrics_write_session_json(struct daemon *d, struct session *s, int64_t from_ms, int64_t to_ms,
+void metrics_write_session_json(struct daemon *d, struct session *s, int64_t from_ms, int64_t to_ms, size_t limit,
                                 struct json_writer *w) {
         json_w_obj_begin(w);
         json_w_kint(w, "interval_ms", (int64_t)metrics_interval_ms(d->metrics));
         json_w_key(w, "samples");
         json_w_arr_begin(w);
         const struct metrics_ring *r = s->metrics;
+        size_t in = 0, skip;
+        for (size_t i = 0; r && i < r->n; i++) {
+                const struct metrics_sample *x = metrics_ring_at(r, i);
+                in += x->t_ms >= from_ms && x->t_ms <= to_ms;
+        }
+        skip = in > limit ? in - limit : 0; /* the newest limit */
         for (size_t i = 0; r && i < r->n; i++) {
                 const struct metrics_sample *x = metrics_ring_at(r, i);
                 if (x->t_ms < from_ms || x->t_ms > to_ms)
                         continue;
+                if (skip) {
+                        skip--;
+                        continue;
+                }
                 char ts[40];
                 dl_rfc3339_ms(x->t_ms, ts, sizeof ts);
                 json_w_obj_begin(w);

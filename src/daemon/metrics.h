@@ -97,6 +97,7 @@ void metrics_http_answer(struct metrics *m, const void *route, int status);
 
 /* The exposition of d's metrics (GET /metrics). */
 int metrics_write_exposition(struct daemon *d, struct buf *b);
-/* {"interval_ms":..,"samples":[...]} of s between from_ms and to_ms (inclusive). */
-void metrics_write_session_json(struct daemon *d, struct session *s, int64_t from_ms, int64_t to_ms,
+/* {"interval_ms":..,"samples":[...]} of s between from_ms and to_ms (inclusive), the
+ * newest limit of them. */
+void metrics_write_session_json(struct daemon *d, struct session *s, int64_t from_ms, int64_t to_ms, size_t limit,
                                 struct json_writer *w);

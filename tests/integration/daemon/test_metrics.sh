@@ -44,7 +44,7 @@ sleep 2.5
 M2=$(api "http://x/v1/sessions/$A/metrics")
 C2=$(jget samples -1 cpu_ms <<<"$M2")
 check "cpu_ms grows under the burner ($C1 -> $C2 ms in ~2.5 s)" test "$C2" -gt $((C1 + 500))
-check "... and cpu_pct says so (> 30% of one CPU)" jx 'req("samples")[-1] | req("cpu_pct") > 30' -e >/dev/null <<<"$M2"
+check "... and cpu_pct says so (> 30% of one CPU)" jx 'req("samples")[-1] | req("cpu_pct") > 30' -e <<<"$M2"
 if [ "$(api http://x/v1/health | jget disk_limits enforced)" = true ]; then
         # btrfs counts usage as of its last transaction commit: wait for it (at most 40 s)
         D2=$D1
@@ -58,7 +58,7 @@ else
         echo "# no quota volume here: disk_bytes stays 0, its growth is not checked"
         check "... disk_bytes is 0 without the volume" test "$(jget samples -1 disk_bytes <<<"$M2")" = 0
 fi
-check "the ring is ordered oldest first" jx '[req("samples")[] | req("t_ms")] | . == sort' -e >/dev/null <<<"$M2"
+check "the ring is ordered oldest first" jx '[req("samples")[] | req("t_ms")] | . == sort' -e <<<"$M2"
 
 # ---- the window ----
 NALL=$(jx 'req("samples") | length' <<<"$M2")
@@ -71,6 +71,13 @@ ENDT=$(date -u -d "@$S_SEC" +%Y-%m-%dT%H:%M:%SZ)
 NEND=$(api "http://x/v1/sessions/$A/metrics?end=$ENDT" | jx 'req("samples") | length')
 FIRST_AFTER=$(api "http://x/v1/sessions/$A/metrics?end=$ENDT" | jx '[req("samples")[] | select(req("t_ms") > $e)] | length' --argjson e $((S_SEC * 1000)))
 check "end (RFC 3339) keeps only the older ones ($NEND)" test "$NEND" -ge 1 -a "$NEND" -lt "$NALL" -a "$FIRST_AFTER" = 0
+# the newest before and after (a sample may come in between)
+L0=$(api "http://x/v1/sessions/$A/metrics" | jget samples -1 t_ms)
+LIM=$(api "http://x/v1/sessions/$A/metrics?limit=2" | jx '[req("samples")[] | req("t_ms")] | "\(length) \(.[-1])"')
+L1=$(api "http://x/v1/sessions/$A/metrics" | jget samples -1 t_ms)
+check "limit=2 gives the 2 newest ($LIM)" test "$LIM" = "2 $L0" -o "$LIM" = "2 $L1"
+check "limit=0: 400" test "$(code "http://x/v1/sessions/$A/metrics?limit=0")" = 400
+check "limit=721: 400" test "$(code "http://x/v1/sessions/$A/metrics?limit=721")" = 400
 check "start after end: 400" test "$(code "http://x/v1/sessions/$A/metrics?start=2000000000&end=1000000000")" = 400
 check "a bad start: 400" test "$(code "http://x/v1/sessions/$A/metrics?start=yesterday")" = 400
 check "a bad RFC 3339 end: 400" test "$(code "http://x/v1/sessions/$A/metrics?end=2026-13-01T00:00:00Z")" = 400
@@ -108,10 +115,17 @@ check "... resumes counted" grep -qx 'space_session_operations_total{op="resume"
 check "... snapshot bytes observed (pause + snapshot)" grep -qx 'space_snapshot_bytes_count 2' "$T/metrics2.txt"
 
 # ---- space top ----
-TOP=$(SPACE_DATA=$DATA timeout 20 "$SPACE" top --once 2>&1)
-check "space top --once prints both sessions" sh -c "grep -q '$A' <<<'$TOP' && grep -q '$B' <<<'$TOP'"
-TOP1=$(SPACE_DATA=$DATA timeout 20 "$SPACE" top --once "$A" 2>&1)
-check "space top --once ID prints its recent samples" test "$(grep -c "^20" <<<"$TOP1")" -ge 2
+SPACE_DATA=$DATA timeout 20 "$SPACE" top --once >"$T/top" 2>&1
+check "space top --once exits 0" test $? = 0
+check "... and prints both sessions" grep -q "^$A *running" "$T/top"
+check "... $B too" grep -q "^$B *running" "$T/top"
+sed 's/^/# /' "$T/top"
+SPACE_DATA=$DATA timeout 20 "$SPACE" top --once -n 3 "$A" >"$T/top1" 2>&1
+check "space top --once -n 3 ID prints its 3 newest samples" test "$(grep -c '^20' "$T/top1")" = 3
+SPACE_DATA=$DATA timeout 20 "$SPACE" top --once -n 0 "$A" >/dev/null 2>&1
+check "... -n 0 is a usage error (exit 2)" test $? = 2
+SPACE_DATA=$DATA timeout 20 "$SPACE" top --once ses_0123456789abcdef >/dev/null 2>&1
+check "... an unknown session exits 1" test $? = 1
 check "space top --help" sh -c "SPACE_DATA='$DATA' '$SPACE' top --help | grep -q -- --once"
 
 check "deleting the session frees its samples" test "$(code -X DELETE "http://x/v1/sessions/$A")" = 204
