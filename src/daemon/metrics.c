@@ -251,35 +251,34 @@ uint64_t metrics_interval_ms(const struct metrics *m) { return m ? m->interval_m
 
 /* ---- the sampler ---- */
 
-static int read_u64_file(const char *path, uint64_t *ret) {
-        char buf[64];
-        int n = rt_read_file(path, buf, sizeof buf);
-        if (n < 0)
-                return n;
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(buf, &end, 10);
-        if (errno || end == buf)
-                return -EBADMSG;
-        *ret = v;
-        return 0;
-}
-
-/* The host end of the sandbox's veth: what it sends, the host end receives. */
-static void read_net(struct session *s, uint64_t *rx, uint64_t *tx) {
+/* The host end of the sandbox's veth in netdev (/proc/self/net/dev, spaced's own network
+ * namespace, as /sys/class/net is not when sysfs was mounted in another): what the
+ * sandbox sends, the host end receives. */
+static void read_net(struct session *s, const char *netdev, uint64_t *rx, uint64_t *tx) {
         struct daemon *d = s->d;
         *rx = *tx = 0;
-        struct net_lease *l = d->net ? net_lease_find(d->net, s->sbx_id) : NULL;
+        struct net_lease *l = d->net && netdev ? net_lease_find(d->net, s->sbx_id) : NULL;
         if (!l)
                 return;
-        char p[128];
-        snprintf(p, sizeof p, "/sys/class/net/" NET_HOST_PREFIX "%05x/statistics/tx_bytes", net_lease_slot(l));
-        (void)read_u64_file(p, rx);
-        snprintf(p, sizeof p, "/sys/class/net/" NET_HOST_PREFIX "%05x/statistics/rx_bytes", net_lease_slot(l));
-        (void)read_u64_file(p, tx);
+        char name[24];
+        int n = snprintf(name, sizeof name, NET_HOST_PREFIX "%05x:", net_lease_slot(l));
+        for (const char *p = netdev; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+                while (*p == ' ')
+                        p++;
+                if (strncmp(p, name, (size_t)n) != 0)
+                        continue;
+                /* rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes ... */
+                unsigned long long v[9];
+                if (sscanf(p + n, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                           &v[5], &v[6], &v[7], &v[8]) == 9) {
+                        *tx = v[0]; /* the host end's rx */
+                        *rx = v[8];
+                }
+                return;
+        }
 }
 
-static void sample_session(struct metrics *m, struct session *s, int64_t now_ms) {
+static void sample_session(struct metrics *m, struct session *s, const char *netdev, int64_t now_ms) {
         struct rt_health h = { 0 };
         if (s->rt->health(s->sb, &h) < 0) {
                 m->sample_errors++;
@@ -295,7 +294,7 @@ static void sample_session(struct metrics *m, struct session *s, int64_t now_ms)
                                       .memory_limit_bytes = h.memory_limit_bytes };
         if (disk_usage(s, &smp.disk_bytes) < 0)
                 smp.disk_bytes = 0;
-        read_net(s, &smp.net_rx_bytes, &smp.net_tx_bytes);
+        read_net(s, netdev, &smp.net_rx_bytes, &smp.net_tx_bytes);
         if (r->n && strcmp(r->sbx, s->sbx_id) == 0) {
                 const struct metrics_sample *prev = metrics_ring_at(r, r->n - 1);
                 if (now_ms > prev->t_ms && smp.cpu_ns >= prev->cpu_ns)
@@ -328,9 +327,16 @@ static uint64_t store_bytes(const char *data_dir) {
 
 void metrics_sample_all(struct metrics *m) {
         int64_t now = meta_now_ms();
+        struct buf netdev = BUF_INIT(METRICS_NETDEV_MAX);
+        if (m->d->net) {
+                _cleanup_close_ int fd = open("/proc/self/net/dev", O_RDONLY | O_CLOEXEC);
+                if (fd < 0 || buf_read_fd(&netdev, fd) < 0 || !buf_cstr(&netdev))
+                        buf_reset(&netdev); /* no network bytes this time */
+        }
         for (struct session *s = m->d->sessions; s; s = s->next)
                 if (!s->freed && ses_usable(s))
-                        sample_session(m, s, now);
+                        sample_session(m, s, netdev.len ? netdev.data : NULL, now);
+        buf_free(&netdev);
         m->store_bytes = store_bytes(m->d->data_dir);
 }
 

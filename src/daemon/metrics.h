@@ -16,6 +16,7 @@
 #define METRICS_INTERVAL_MAX_S 60
 #define METRICS_TIME_MAX 64                  /* longest ?start= / ?end= value read */
 #define METRICS_HIST_MAX_BUCKETS 16
+#define METRICS_NETDEV_MAX (4u << 20)      /* /proc/self/net/dev read per sampling, at most */
 
 struct daemon;
 struct session;

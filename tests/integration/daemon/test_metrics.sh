@@ -58,6 +58,8 @@ else
         echo "# no quota volume here: disk_bytes stays 0, its growth is not checked"
         check "... disk_bytes is 0 without the volume" test "$(jget samples -1 disk_bytes <<<"$M2")" = 0
 fi
+check "no network bytes without spaced --egress on" \
+        test "$(jx 'req("samples")[-1] | "\(req("net_rx_bytes")) \(req("net_tx_bytes"))"' <<<"$M2")" = "0 0"
 check "the ring is ordered oldest first" jx '[req("samples")[] | req("t_ms")] | . == sort' -e <<<"$M2"
 
 # ---- the window ----
