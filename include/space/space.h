@@ -256,6 +256,32 @@ void space_event_page_free(struct space_event_page *p);
  * SPACE_MAX_EVENT_DATA bytes; -EINVAL if it does not parse). *ret_seq may be NULL. */
 int space_event_append(space_session *s, const char *kind, const char *data_json, uint64_t *ret_seq);
 
+/* ---- usage metrics (docs/api.md "Metrics") ---------------------------------------- */
+
+#define SPACE_MAX_METRICS_SAMPLES 720   /* what spaced keeps per session, and a page holds */
+struct space_metrics_sample {
+        int64_t t_ms;                /* Unix ms */
+        char t[48];                  /* the same, RFC 3339 */
+        uint64_t cpu_ms;             /* CPU time of its current sandbox (0 again after a resume) */
+        double cpu_pct;              /* of one CPU since the sample before */
+        uint64_t memory_bytes;
+        uint64_t memory_limit_bytes; /* 0: none */
+        uint64_t disk_bytes;
+        uint64_t net_rx_bytes;
+        uint64_t net_tx_bytes;
+};
+struct space_metrics {
+        int64_t interval_ms;         /* spaced's sampling interval */
+        struct space_metrics_sample *samples; /* oldest first */
+        size_t n;
+};
+/* GET .../metrics: the samples from start_ms to end_ms (Unix ms; 0: no bound), at most the
+ * newest limit of them (0: all, at most SPACE_MAX_METRICS_SAMPLES). Free with
+ * space_metrics_free(). */
+int space_session_metrics(space_session *s, int64_t start_ms, int64_t end_ms, unsigned limit,
+                          struct space_metrics *ret);
+void space_metrics_free(struct space_metrics *m);
+
 struct space_gc_result {
         uint64_t objects_removed;
         uint64_t bytes_freed;

@@ -600,6 +600,25 @@ const struct cli_cmd cli_commands[] = {
                 .missing = "command (build, ls, rm)",
                 .sub = template_commands,
         },
+        /* usage metrics (#15) */
+        {
+                .name = "top",
+                .summary = "show sessions' CPU, memory, disk and network use",
+                .usage = "[OPTIONS] [ID]",
+                .about = "Without ID: a table of every session with its newest usage sample (spaced takes\n"
+                         "one every --metrics-interval, 5 s by default, while a session runs). With ID:\n"
+                         "that session's recent samples, oldest first. CPU% is of one CPU since the\n"
+                         "sample before; CPU-TIME counts from the start of the session's current sandbox.\n"
+                         "Refreshes every 2 seconds until interrupted (Ctrl-C), unless --once.\n",
+                .opts = (const struct cli_opt[]){
+                        { "once", 0, CLI_OPT_FLAG, NULL, .doc = "print once and exit" },
+                        { "samples", 'n', CLI_OPT_UINT, "N", .doc = "with ID: the newest N samples (default 10, 1..720)",
+                          .what = "sample count", .min = 1, .max = 720, .range = true },
+                        OPT_END },
+                .flags = CLI_CLIENT,
+                .min_args = 0, .max_args = 1,
+                .run = cli_top,
+        },
         {
                 .name = "health",
                 .summary = "check that the daemon answers",

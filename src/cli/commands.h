@@ -42,5 +42,7 @@ extern const struct cli_list cli_templates_list;
 /* ports.c: exposed ports and port-forward */
 cli_hook cli_expose_check, cli_expose, cli_ports, cli_unexpose_check, cli_unexpose, cli_port_forward_check,
         cli_port_forward;
+/* top.c: usage metrics */
+cli_hook cli_top;
 /* admin.c: the daemon itself (health has neither: its row prints the answer) */
 cli_hook cli_gc, cli_pool_check, cli_pool;

@@ -1126,6 +1126,56 @@ int space_event_list(space_session *s, uint64_t after, unsigned limit, struct sp
         return 0;
 }
 
+int space_session_metrics(space_session *s, int64_t start_ms, int64_t end_ms, unsigned limit,
+                          struct space_metrics *ret) {
+        space_client *c = s->c;
+        if (limit > SPACE_MAX_METRICS_SAMPLES)
+                return fail(c, -E2BIG, "at most %d samples", SPACE_MAX_METRICS_SAMPLES);
+        if (start_ms < 0 || end_ms < 0 || (end_ms && start_ms > end_ms))
+                return fail(c, -EINVAL, "bad time window");
+        char suffix[160];
+        size_t m = (size_t)snprintf(suffix, sizeof suffix, "/metrics?limit=%u", limit ? limit : SPACE_MAX_METRICS_SAMPLES);
+        if (start_ms)
+                m += (size_t)snprintf(suffix + m, sizeof suffix - m, "&start=%" PRId64 ".%03d", start_ms / 1000,
+                                      (int)(start_ms % 1000));
+        if (end_ms)
+                snprintf(suffix + m, sizeof suffix - m, "&end=%" PRId64 ".%03d", end_ms / 1000, (int)(end_ms % 1000));
+        _cleanup_json_ struct json *j = NULL;
+        int r = session_call(s, &(struct call){ .method = "GET" }, suffix, NULL, NULL, &j, NULL);
+        if (r < 0)
+                return r;
+        const struct json *arr = json_get(j, "samples");
+        if (json_type(arr) != JSON_ARRAY || json_len(arr) > SPACE_MAX_METRICS_SAMPLES)
+                return fail(c, -EBADMSG, "metrics without a \"samples\" array of at most %d", SPACE_MAX_METRICS_SAMPLES);
+        struct space_metrics out = { .interval_ms = get_i64(j, "interval_ms", 0), .n = json_len(arr) };
+        out.samples = calloc(out.n ? out.n : 1, sizeof *out.samples);
+        if (!out.samples)
+                return fail(c, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < out.n; i++) {
+                const struct json *e = json_at(arr, i);
+                struct space_metrics_sample *x = &out.samples[i];
+                x->t_ms = get_i64(e, "t_ms", 0);
+                get_time(e, "t", x->t, sizeof x->t);
+                x->cpu_ms = get_u64(e, "cpu_ms");
+                x->cpu_pct = json_num(json_get(e, "cpu_pct"));
+                x->memory_bytes = get_u64(e, "memory_bytes");
+                x->memory_limit_bytes = get_u64(e, "memory_limit_bytes");
+                x->disk_bytes = get_u64(e, "disk_bytes");
+                x->net_rx_bytes = get_u64(e, "net_rx_bytes");
+                x->net_tx_bytes = get_u64(e, "net_tx_bytes");
+        }
+        *ret = out;
+        return 0;
+}
+
+void space_metrics_free(struct space_metrics *m) {
+        if (!m)
+                return;
+        free(m->samples);
+        m->samples = NULL;
+        m->n = 0;
+}
+
 int space_event_append(space_session *s, const char *kind, const char *data_json, uint64_t *ret_seq) {
         space_client *c = s->c;
         if (!kind || !*kind || strlen(kind) > 64)

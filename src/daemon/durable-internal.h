@@ -87,6 +87,9 @@ struct action {
         char *ready_dir;
         char ready_sbx[SES_ID_LEN + 1];
         struct layer_ref ready_layer;
+        /* metrics (metrics.h): when it was asked for, and whether it failed */
+        uint64_t asked_ms;
+        bool failed;
 };
 
 enum job_kind { JOB_CAPTURE, JOB_LAYER, JOB_FORK, JOB_GC, JOB_RM, JOB_DESTROY, JOB_CREATE };

@@ -17,6 +17,8 @@
 #include "common/log.h"
 #include "daemon/durable.h"
 #include "daemon/durable-internal.h"
+#include "daemon/metrics.h"
+#include "daemon/util.h"
 
 /* ---------------- small helpers ---------------- */
 
@@ -168,7 +170,34 @@ struct action *dur_act_new(struct session *s, enum act_kind kind, struct dur_wai
         a->s = s;
         a->kind = kind;
         a->w = w;
+        a->asked_ms = util_now_ms();
         return a;
+}
+
+/* What an action that ends counts as in the metrics (its kind may have changed on the way:
+ * a resume or recovery ends as a start); -1: nothing (a start after a restart, a fork's
+ * child, a recovery that found nothing to do). */
+static int act_metric(const struct action *a) {
+        switch (a->kind) {
+        case ACT_START:
+                switch (a->why) {
+                case START_CREATE: return METRICS_OP_CREATE;
+                case START_RESUME: return METRICS_OP_RESUME;
+                case START_RESTORE: return METRICS_OP_RESTORE;
+                case START_RECOVER: return METRICS_OP_RECOVER;
+                case START_FORK:
+                case START_ADOPT: return -1;
+                }
+                return -1;
+        case ACT_SNAPSHOT: return METRICS_OP_SNAPSHOT;
+        case ACT_PAUSE: return METRICS_OP_PAUSE;
+        case ACT_RESUME: return METRICS_OP_RESUME;
+        case ACT_RESTORE: return METRICS_OP_RESTORE;
+        case ACT_FORK: return METRICS_OP_FORK;
+        case ACT_RECOVER: return a->failed ? METRICS_OP_RECOVER : -1;
+        case ACT_DELETE: return -1;
+        }
+        return -1;
 }
 
 static void act_free(struct action *a) {
@@ -251,6 +280,9 @@ bool dur_recover_queued(struct session *s) {
 
 void dur_act_done(struct action *a) {
         struct session *s = a->s;
+        int op = act_metric(a);
+        if (op >= 0)
+                metrics_op_done(s->d->metrics, (enum metrics_op)op, !a->failed, util_now_ms() - a->asked_ms);
         if (s->act == a)
                 s->act = NULL;
         act_free(a);
@@ -271,6 +303,7 @@ void dur_act_fail(struct action *a, int err, const char *fmt, ...) {
         va_end(ap);
         log_warn("%s: %s", a->s->id, msg);
         dur_answer_error(&a->w, err, "%s", msg);
+        a->failed = true;
         dur_act_done(a);
 }
 

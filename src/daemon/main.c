@@ -31,6 +31,7 @@
 #include "daemon/disk.h"
 #include "daemon/templates.h"
 #include "daemon/loop.h"
+#include "daemon/metrics.h"
 #include "daemon/net/ingress.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
@@ -120,6 +121,12 @@ static void usage(FILE *f) {
                 "                     the resolver's upstream servers; repeatable (at most %u;\n"
                 "                     default: the nameservers of /etc/resolv.conf)\n",
                 NET_OPEN_MAX, NET_DNS_PORT_DEFAULT, NET_UPSTREAMS_MAX);
+        fprintf(f,
+                "  --metrics-interval SECONDS\n"
+                "                     how often every running session's CPU, memory, disk and\n"
+                "                     network use is sampled (default %d, 1 to %d); each keeps its\n"
+                "                     last %d samples (GET /v1/sessions/ID/metrics, space top)\n",
+                METRICS_INTERVAL_DEFAULT_MS / 1000, METRICS_INTERVAL_MAX_S, METRICS_RING_MAX);
         fprintf(f,
                 "  --log-level LEVEL  error, warn, info (default) or debug\n"
                 "  --config PATH      the configuration file (default $SPACE_CONFIG, else\n"
@@ -299,7 +306,8 @@ int main(int argc, char **argv) {
                OPT_VOL_SIZE, OPT_DISK_DEFAULT, OPT_SNAP_FACTOR, OPT_TENANT_SNAP, OPT_CONFIG, OPT_CHECK_CONFIG, OPT_LIMIT,
                OPT_PORTS_DOMAIN,
                OPT_EGRESS, OPT_EGRESS_DEFAULT, OPT_EGRESS_OPEN, OPT_NET4, OPT_NET6, OPT_BW_MAX, OPT_DNS_PORT,
-               OPT_DNS_UPSTREAM };
+               OPT_DNS_UPSTREAM,
+               OPT_METRICS_INTERVAL };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -324,6 +332,7 @@ int main(int argc, char **argv) {
                 { "bandwidth-max", required_argument, NULL, OPT_BW_MAX },
                 { "dns-port", required_argument, NULL, OPT_DNS_PORT },
                 { "dns-upstream", required_argument, NULL, OPT_DNS_UPSTREAM },
+                { "metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -346,6 +355,7 @@ int main(int argc, char **argv) {
         const char *pool_args[WPOOL_MAX_TEMPLATES];
         size_t n_pool = 0;
         enum log_level level = LOG_INFO;
+        uint64_t metrics_interval_s = METRICS_INTERVAL_DEFAULT_MS / 1000;
         uint64_t vol_size = 0, disk_default = SES_DEFAULT_DISK, snap_factor = SES_DEFAULT_SNAPSHOT_FACTOR,
                  tenant_snap = 0;
         bool vol_size_given = false, check_config = false;
@@ -483,6 +493,15 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         break;
+                case OPT_METRICS_INTERVAL:
+                        if (parse_count(optarg, METRICS_INTERVAL_MAX_S, &metrics_interval_s) < 0 ||
+                            metrics_interval_s < METRICS_INTERVAL_MIN_S) {
+                                fprintf(stderr, "spaced: %sbad --metrics-interval %s (whole seconds from %d to %d)\n",
+                                        config_origin(cfg, optind - 1), optarg, METRICS_INTERVAL_MIN_S,
+                                        METRICS_INTERVAL_MAX_S);
+                                return 2;
+                        }
+                        break;
                 case 'h': usage(stdout); return 0;
                 case OPT_VERSION: printf("spaced %s\n", SPACED_VERSION); return 0;
                 default: usage(stderr); return 2;
@@ -591,6 +610,10 @@ int main(int argc, char **argv) {
                 log_error("epoll: %s", strerror(-r));
                 return 1;
         }
+        if ((r = metrics_new(d, metrics_interval_s * 1000, &d->metrics)) < 0) {
+                log_error("metrics sampler: %s", strerror(-r));
+                return 1;
+        }
         if ((r = d->rt->host_init(d->data_dir)) < 0) {
                 log_error("runtime %s: host setup failed: %s", d->rt->name, *runtime_last_error() ? runtime_last_error() : strerror(-r));
                 return 1;
@@ -691,6 +714,7 @@ int main(int argc, char **argv) {
                 log_warn("template builds still running are abandoned");
         if (pidfile)
                 (void)unlink(pidfile);
+        d->metrics = metrics_free(d->metrics);
         d->loop = loop_free(d->loop);
         safe_close(d->sig_src.fd);
         safe_close(d->timer_src.fd);

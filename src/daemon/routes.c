@@ -53,6 +53,9 @@ const struct api_route api_routes[] = {
         { "GET", "/v1/pool", API_BODY_JSON, api_pool_get },
         { "PUT", "/v1/pool/{template}", API_BODY_JSON, api_pool_set },
         { "PUT", "/v1/sessions/{id}/timeouts", API_BODY_JSON, api_session_timeouts_put },
+        /* usage metrics (issue #15, api_metrics.c) */
+        { "GET", "/v1/sessions/{id}/metrics", API_BODY_JSON, api_session_metrics },
+        { "GET", "/metrics", API_BODY_JSON, api_metrics },
 };
 const size_t api_n_routes = sizeof api_routes / sizeof api_routes[0];
 
@@ -142,4 +145,5 @@ const struct srv_router api_router = {
         .allowed = api_allowed_methods,
         .intercept = ports_intercept,
         .hold = lifetime_hold,
+        .answered = api_answered,
 };

@@ -90,3 +90,8 @@ void api_network_get(struct conn *c);
 void api_network_put(struct conn *c);
 /* lifetime.c */
 void api_session_timeouts_put(struct conn *c);
+/* Usage metrics (api_metrics.c): a session's samples, the daemon's Prometheus text, and
+ * the router's count of every answer. */
+void api_session_metrics(struct conn *c);
+void api_metrics(struct conn *c);
+void api_answered(struct conn *c, int status);

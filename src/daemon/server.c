@@ -211,6 +211,8 @@ static void conn_send_head(struct conn *c, int status, const char *ctype, int64_
         if (http_response_head(&h, status, ctype, len, ka, extra) == 0)
                 conn_append(c, h.data, h.len);
         buf_free(&h);
+        if (c->d->router && c->d->router->answered)
+                c->d->router->answered(c, status);
         if (!ka)
                 c->keep_alive = false;
 }
@@ -307,6 +309,14 @@ void conn_reply_empty(struct conn *c, int status) {
         if (c->closed || c->resp_done)
                 return;
         conn_send_head(c, status, NULL, 0, NULL);
+        conn_response_complete(c);
+}
+
+void conn_reply_typed(struct conn *c, int status, const char *content_type, const struct buf *body) {
+        if (c->closed || c->resp_done)
+                return;
+        conn_send_head(c, status, content_type, (int64_t)body->len, NULL);
+        conn_append(c, body->data, body->len);
         conn_response_complete(c);
 }
 

@@ -51,6 +51,8 @@ struct srv_router {
          * request (a paused session is resumed for it first: daemon/lifetime.h), which it
          * then answers or runs with conn_dispatch. NULL: none. */
         bool (*hold)(struct conn *c);
+        /* Every answer's status as its head is written (metrics); NULL: none. */
+        void (*answered)(struct conn *c, int status);
 };
 
 /* Whoever answers a request after its handler returned (a request to a sandbox, a waiting
@@ -149,6 +151,8 @@ void *conn_hook_ctx(const struct conn *c, const struct conn_hook_ops *ops);
 void conn_reply_json(struct conn *c, int status, const struct buf *body);
 void conn_reply_error(struct conn *c, int status, const char *fmt, ...) _printf_(3, 4);
 void conn_reply_empty(struct conn *c, int status);
+/* A complete answer of another type (GET /metrics: Prometheus text), body as it is. */
+void conn_reply_typed(struct conn *c, int status, const char *content_type, const struct buf *body);
 /* An empty answer with header lines (each ending in "\r\n"): a redirect, a cookie. */
 void conn_reply_headers(struct conn *c, int status, const char *extra_headers);
 /* An error with "Retry-After: retry_s" (at least 1): a 429 or 503 the client may retry. */

@@ -30,6 +30,7 @@
 #include "daemon/durable.h"
 #include "daemon/disk.h"
 #include "daemon/loop.h"
+#include "daemon/metrics.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
 #include "runtime/template.h"
@@ -531,6 +532,7 @@ static void ses_free_deferred(void *p) {
         free(s->dir);
         free(s->error);
         net_policy_clear(&s->net);
+        metrics_ring_free(s->metrics);
         free(s);
 }
 

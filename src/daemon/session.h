@@ -66,6 +66,7 @@ struct op;
 struct proto_hdr;
 struct runtime_ops;
 struct rt_sandbox;
+struct metrics_ring;
 
 struct session {
         struct daemon *d;
@@ -145,6 +146,7 @@ struct session {
         uint32_t n_pids;
         unsigned n_relays;   /* port_relay.h: connections to its ports through init */
         struct ses_lifetime life; /* timeout, idle_timeout, auto_resume (daemon/lifetime.h; meta's timeouts_json) */
+        struct metrics_ring *metrics; /* its usage samples (metrics.h); NULL until the first */
         bool freed;
 };
 

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "daemon/durable-internal.h"
+#include "daemon/metrics.h"
 
 /* Which snapshot layer sandbox sbx's writable layer lies on. -EBADMSG: unknown, so the
  * sandbox can't be captured (nor re-attached). */
@@ -263,6 +264,7 @@ int dur_snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_rea
         snprintf(s->head, sizeof s->head, "%s", m.id);
         s->head_hash = j->result;
         s->snap_bytes = m.bytes_added > UINT64_MAX - s->snap_bytes ? UINT64_MAX : s->snap_bytes + m.bytes_added;
+        metrics_snapshot_bytes(s->d->metrics, m.bytes_added);
         s->last_snapshot_ms = meta_now_ms();
         s->last_entries = j->stats.entries;
         if (j->frozen_at_ns)

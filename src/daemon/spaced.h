@@ -64,6 +64,7 @@ struct tpl_job;
 struct action;
 struct job;
 struct wpool;
+struct metrics;
 
 struct daemon {
         struct loop *loop;
@@ -126,6 +127,9 @@ struct daemon {
         /* The operator's network policy (spaced --egress ..., docs/network.md); zero:
          * egress off, every sandbox loopback only. */
         struct net_operator net_op;
+        /* Usage metrics (metrics.h): the sampler and the daemon's counters; NULL: none
+         * (unit tests), and every count call does nothing. */
+        struct metrics *metrics;
 };
 
 

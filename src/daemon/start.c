@@ -494,6 +494,7 @@ void dur_start_fail(struct action *a, const char *fmt, ...) {
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         a->waiting_hello = false;
+        a->failed = true; /* metrics */
         log_warn("%s: starting a sandbox (%s) failed: %s", s->id, start_event_name(a->why), msg);
         dur_drop_sandbox(s, msg, META_SANDBOX_DEAD, msg);
         (void)meta_session_set_sandbox(s->d->meta, s->id, NULL);

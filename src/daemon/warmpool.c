@@ -574,3 +574,15 @@ void wpool_write_json(struct json_writer *w, struct wpool *p) {
         json_w_kint(w, "discarded", p ? (int64_t)p->discarded : 0);
         json_w_obj_end(w);
 }
+
+void wpool_each_level(struct wpool *p, void (*fn)(const struct wpool_level *l, void *ud), void *ud) {
+        for (struct wpool_tpl *t = p ? p->tpls : NULL; t; t = t->next)
+                fn(&(struct wpool_level){ .template = t->name, .size = t->size, .ready = t->ready, .making = t->making },
+                   ud);
+}
+
+void wpool_get_counts(struct wpool *p, struct wpool_counts *ret) {
+        *ret = p ? (struct wpool_counts){ .made = p->made, .taken = p->taken, .missed = p->missed,
+                                          .failed = p->failed, .died = p->died, .discarded = p->discarded }
+                 : (struct wpool_counts){ 0 };
+}

@@ -50,3 +50,14 @@ void wpool_tick(struct wpool *p);
 /* {"templates":[{"template","size","ready","making","failing"}],"made":N,"taken":N,...};
  * p may be NULL (no pool: an empty list). */
 void wpool_write_json(struct json_writer *w, struct wpool *p);
+/* For metrics (daemon/metrics.h): each template's level, and what happened to the pool's
+ * sandboxes since the start. p may be NULL (no pool: nothing, zeros). */
+struct wpool_level {
+        const char *template;
+        unsigned size, ready, making;
+};
+void wpool_each_level(struct wpool *p, void (*fn)(const struct wpool_level *l, void *ud), void *ud);
+struct wpool_counts {
+        uint64_t made, taken, missed, failed, died, discarded;
+};
+void wpool_get_counts(struct wpool *p, struct wpool_counts *ret);

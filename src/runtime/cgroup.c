@@ -16,6 +16,10 @@
 struct rt_cgroup {
         enum rt_cgroup_version version;
         char *dir[RT_CG_CTRL_MAX]; /* v2: every entry is the same directory */
+        /* v1 only, for CPU time (metrics): the group in a cpuacct hierarchy apart from cpu's;
+         * NULL when cpuacct is co-mounted with cpu (cpuacct.usage is in dir[RT_CG_CPU]) or
+         * absent. Optional: a sandbox made without it just reports no CPU time. */
+        char *acct_dir;
 };
 
 static const char *const v1_names[RT_CG_CTRL_MAX] = {
@@ -80,12 +84,24 @@ struct rt_cgroup *rt_cgroup_free(struct rt_cgroup *cg) {
                 return NULL;
         for (int i = 0; i < RT_CG_CTRL_MAX; i++)
                 free(cg->dir[i]);
+        free(cg->acct_dir);
         free(cg);
         return NULL;
 }
 
 enum rt_cgroup_version rt_cgroup_get_version(const struct rt_cgroup *cg) {
         return cg->version;
+}
+
+/* v1: root/cpuacct is a hierarchy of its own (not cpu's under another name). */
+static bool v1_acct_apart(const char *root) {
+        char a[4096], c[4096];
+        struct stat sa, sc;
+        snprintf(a, sizeof a, "%s/cpuacct", root);
+        snprintf(c, sizeof c, "%s/cpu", root);
+        if (stat(a, &sa) < 0 || !S_ISDIR(sa.st_mode))
+                return false;
+        return stat(c, &sc) < 0 || sa.st_dev != sc.st_dev || sa.st_ino != sc.st_ino;
 }
 
 /* Fills the directory names without touching the filesystem. */
@@ -112,6 +128,12 @@ static int cgroup_new(const char *root, const char *name, struct rt_cgroup **ret
                         return -ENOMEM;
                 }
         }
+        if (v == RT_CGROUP_V1 && v1_acct_apart(root) &&
+            asprintf(&cg->acct_dir, "%s/cpuacct/%s/%s", root, RT_CGROUP_PARENT, name) < 0) {
+                cg->acct_dir = NULL;
+                rt_cgroup_free(cg);
+                return -ENOMEM;
+        }
         *ret = cg;
         return 0;
 }
@@ -135,6 +157,9 @@ int rt_cgroup_host_init(const char *root) {
                         if (mkdir(p, 0755) < 0 && errno != EEXIST)
                                 return -errno;
                 }
+                /* optional (CPU time for metrics): a failure only costs that */
+                if (v1_acct_apart(root) && snprintf(p, sizeof p, "%s/cpuacct/%s", root, RT_CGROUP_PARENT) < (int)sizeof p)
+                        (void)mkdir(p, 0755);
                 return 0;
         }
 
@@ -184,6 +209,12 @@ int rt_cgroup_open(const char *root, const char *name, struct rt_cgroup **ret) {
                         return r;
                 }
         }
+        struct stat st;
+        if (cg->acct_dir && (stat(cg->acct_dir, &st) < 0 || !S_ISDIR(st.st_mode)))
+        {
+                free(cg->acct_dir); /* made without one (an older spaced) */
+                cg->acct_dir = NULL;
+        }
         *ret = cg;
         return 0;
 }
@@ -201,6 +232,10 @@ int rt_cgroup_create(const char *root, const char *name, struct rt_cgroup **ret)
                         rt_cgroup_free(cg);
                         return r;
                 }
+        }
+        if (cg->acct_dir && mkdir(cg->acct_dir, 0755) < 0) {
+                free(cg->acct_dir); /* optional: no CPU time then */
+                cg->acct_dir = NULL;
         }
         *ret = cg;
         return 0;
@@ -351,6 +386,11 @@ int rt_cgroup_attach(struct rt_cgroup *cg, pid_t pid) {
                 if (r < 0)
                         return r;
         }
+        if (cg->acct_dir) {
+                char p[4096];
+                snprintf(p, sizeof p, "%s/cgroup.procs", cg->acct_dir);
+                return rt_write_file(p, val);
+        }
         return 0;
 }
 
@@ -411,6 +451,55 @@ int rt_cgroup_oom_kills(struct rt_cgroup *cg, uint64_t *ret) {
 int rt_cgroup_memory_current(struct rt_cgroup *cg, uint64_t *ret) {
         return cg_read_u64(cg, RT_CG_MEMORY,
                            cg->version == RT_CGROUP_V1 ? "memory.usage_in_bytes" : "memory.current", ret);
+}
+
+int rt_cgroup_cpu_usage_ns(struct rt_cgroup *cg, uint64_t *ret) {
+        if (cg->version == RT_CGROUP_V2) {
+                char buf[1024];
+                uint64_t us;
+                int n = cg_read(cg, RT_CG_CPU, "cpu.stat", buf, sizeof buf);
+                if (n < 0)
+                        return n;
+                int r = rt_cgroup_parse_keyed(buf, "usage_usec", &us);
+                if (r < 0)
+                        return r;
+                *ret = us > UINT64_MAX / 1000 ? UINT64_MAX : us * 1000;
+                return 0;
+        }
+        if (!cg->acct_dir)
+                return cg_read_u64(cg, RT_CG_CPU, "cpuacct.usage", ret); /* co-mounted */
+        char p[4096], buf[64];
+        snprintf(p, sizeof p, "%s/cpuacct.usage", cg->acct_dir);
+        int n = rt_read_file(p, buf, sizeof buf);
+        if (n < 0)
+                return n;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(buf, &end, 10);
+        if (errno || end == buf || (*end && *end != '\n'))
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+int rt_cgroup_memory_limit(struct rt_cgroup *cg, uint64_t *ret) {
+        char buf[64];
+        if (cg->version == RT_CGROUP_V2) {
+                int n = cg_read(cg, RT_CG_MEMORY, "memory.max", buf, sizeof buf);
+                if (n < 0)
+                        return n;
+                if (strncmp(buf, "max", 3) == 0) {
+                        *ret = 0;
+                        return 0;
+                }
+        }
+        uint64_t v;
+        int r = cg_read_u64(cg, RT_CG_MEMORY, cg->version == RT_CGROUP_V1 ? "memory.limit_in_bytes" : "memory.max", &v);
+        if (r < 0)
+                return r;
+        /* v1 says "no limit" with the largest page-aligned signed value */
+        *ret = v >= RT_CGROUP_V1_NO_LIMIT ? 0 : v;
+        return 0;
 }
 
 int rt_cgroup_pids_current(struct rt_cgroup *cg, uint32_t *ret) {
@@ -511,6 +600,9 @@ int rt_cgroup_remove(struct rt_cgroup *cg) {
                         sleep_ms(1);
                 }
         }
+        /* its tasks are gone from the other hierarchies by now; never an error (optional) */
+        while (cg->acct_dir && rmdir(cg->acct_dir) < 0 && errno == EBUSY && now_ms() <= deadline)
+                sleep_ms(1);
         return ret;
 }
 

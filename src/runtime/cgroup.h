@@ -13,6 +13,9 @@
 #define RT_CGROUP_MAX_CPU_MILLIS (1024u * 1000u)
 #define RT_CGROUP_FREEZE_TIMEOUT_MS 2000
 #define RT_CGROUP_KILL_TIMEOUT_MS 5000
+/* v1's memory.limit_in_bytes at or above this means no limit (the kernel writes
+ * PAGE_COUNTER_MAX pages, 0x7ffffffffffff000 with 4 KiB pages). */
+#define RT_CGROUP_V1_NO_LIMIT (1ull << 62)
 
 enum rt_cgroup_version { RT_CGROUP_V1 = 1, RT_CGROUP_V2 = 2 };
 enum rt_cgroup_ctrl { RT_CG_MEMORY, RT_CG_CPU, RT_CG_PIDS, RT_CG_FREEZER, RT_CG_CTRL_MAX };
@@ -51,6 +54,12 @@ int rt_cgroup_is_frozen(struct rt_cgroup *cg, bool *ret);
 int rt_cgroup_oom_kills(struct rt_cgroup *cg, uint64_t *ret);
 int rt_cgroup_memory_current(struct rt_cgroup *cg, uint64_t *ret);
 int rt_cgroup_pids_current(struct rt_cgroup *cg, uint32_t *ret);
+/* CPU time the group used, in ns: cpu.stat usage_usec on v2, cpuacct.usage on v1 (the
+ * sandbox's cpuacct group, or cpu's when cpuacct is co-mounted with it). -ENOENT when v1
+ * has no cpuacct group for it. */
+int rt_cgroup_cpu_usage_ns(struct rt_cgroup *cg, uint64_t *ret);
+/* The memory limit in bytes, 0 for none (memory.max "max"; v1's huge "unlimited"). */
+int rt_cgroup_memory_limit(struct rt_cgroup *cg, uint64_t *ret);
 /* Number of processes in the group (cgroup.procs lines). */
 int rt_cgroup_count_procs(struct rt_cgroup *cg, unsigned *ret);
 

@@ -60,6 +60,8 @@ struct rt_health {
         int init_status;        /* wait status of space-init once !alive */
         uint64_t memory_bytes;  /* current usage */
         uint32_t pids;          /* current number of tasks */
+        uint64_t cpu_ns;        /* CPU time used since create (0: unknown) */
+        uint64_t memory_limit_bytes; /* what memory_bytes may reach; 0: none or unknown */
         /* Set by a driver that saw init's sandbox end without learning how (gvisor: the
          * sandbox process is not its child): init_status is then a stand-in, and detail
          * says what it does know, for people (e.g. where runsc's log was kept). */

@@ -1122,6 +1122,8 @@ static int gv_health(struct rt_sandbox *sb, struct rt_health *ret) {
                 h.oom_killed = oom > 0;
                 (void)rt_cgroup_memory_current(sb->cg, &h.memory_bytes);
                 (void)rt_cgroup_pids_current(sb->cg, &h.pids);
+                (void)rt_cgroup_cpu_usage_ns(sb->cg, &h.cpu_ns);
+                (void)rt_cgroup_memory_limit(sb->cg, &h.memory_limit_bytes);
         }
         *ret = h;
         return 0;

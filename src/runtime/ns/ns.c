@@ -1218,6 +1218,8 @@ static int ns_health(struct rt_sandbox *sb, struct rt_health *ret) {
         r = rt_cgroup_usage(sb->cg, &h.oom_killed, &h.memory_bytes, &h.pids);
         if (r < 0)
                 return r;
+        (void)rt_cgroup_cpu_usage_ns(sb->cg, &h.cpu_ns); /* for metrics: informative */
+        (void)rt_cgroup_memory_limit(sb->cg, &h.memory_limit_bytes);
         *ret = h;
         return 0;
 }

@@ -269,6 +269,72 @@ static void test_v2_limits_freeze_stats(void **state) {
         rt_rm_rf(root);
 }
 
+static void test_usage_reads(void **state) {
+        (void)state;
+        printf("# cpu time and memory limit: v1 with cpuacct apart, v1 co-mounted, v2\n");
+        /* v1, cpuacct a hierarchy of its own: create makes, attach fills and remove removes
+         * the sandbox's cpuacct group; cpuacct.usage is read there */
+        _cleanup_free_ char *root = fake_v1();
+        fake_mkdir(root, "cpuacct");
+        assert_int_equal(rt_cgroup_host_init(root), 0);
+        struct rt_cgroup *cg = NULL;
+        assert_int_equal(rt_cgroup_create(root, "m1", &cg), 0);
+        fake_put(root, "cpuacct/space/m1/cgroup.procs", "");
+        for (size_t i = 0; i < 4; i++) {
+                char rel[128];
+                PJ(rel, "%s/space/m1/cgroup.procs", v1_ctrls[i]);
+                fake_put(root, rel, "");
+        }
+        assert_int_equal(rt_cgroup_attach(cg, 77), 0);
+        assert_string_equal(fake_get(root, "cpuacct/space/m1/cgroup.procs"), "77");
+        uint64_t v = 1;
+        fake_put(root, "cpuacct/space/m1/cpuacct.usage", "2500000000\n");
+        assert_int_equal(rt_cgroup_cpu_usage_ns(cg, &v), 0);
+        assert_int_equal(v, 2500000000ull);
+        fake_put(root, "cpuacct/space/m1/cpuacct.usage", "x\n");
+        assert_int_equal(rt_cgroup_cpu_usage_ns(cg, &v), -EBADMSG);
+        assert_int_equal(v, 2500000000ull); /* untouched on failure */
+        fake_put(root, "memory/space/m1/memory.limit_in_bytes", "9223372036854771712\n");
+        assert_int_equal(rt_cgroup_memory_limit(cg, &v), 0);
+        assert_int_equal(v, 0);
+        fake_put(root, "memory/space/m1/memory.limit_in_bytes", "268435456\n");
+        assert_int_equal(rt_cgroup_memory_limit(cg, &v), 0);
+        assert_int_equal(v, 268435456);
+        rt_cgroup_free(cg);
+        /* open finds it again */
+        assert_int_equal(rt_cgroup_open(root, "m1", &cg), 0);
+        assert_int_equal(rt_cgroup_cpu_usage_ns(cg, &v), -EBADMSG);
+        rt_cgroup_free(cg);
+        rt_rm_rf(root);
+
+        /* v1 without a cpuacct hierarchy apart: cpu's group (co-mounted "cpu,cpuacct") */
+        _cleanup_free_ char *r2 = fake_v1();
+        assert_int_equal(rt_cgroup_host_init(r2), 0);
+        assert_int_equal(rt_cgroup_create(r2, "m2", &cg), 0);
+        assert_int_equal(rt_cgroup_cpu_usage_ns(cg, &v), -ENOENT);
+        fake_put(r2, "cpu/space/m2/cpuacct.usage", "42\n");
+        assert_int_equal(rt_cgroup_cpu_usage_ns(cg, &v), 0);
+        assert_int_equal(v, 42);
+        rt_cgroup_free(cg);
+        rt_rm_rf(r2);
+
+        /* v2: cpu.stat usage_usec, memory.max */
+        _cleanup_free_ char *r3 = fake_v2("cpu memory pids\n");
+        assert_int_equal(rt_cgroup_host_init(r3), 0);
+        assert_int_equal(rt_cgroup_create(r3, "m3", &cg), 0);
+        fake_put(r3, "space/m3/cpu.stat", "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n");
+        assert_int_equal(rt_cgroup_cpu_usage_ns(cg, &v), 0);
+        assert_int_equal(v, 1500000);
+        fake_put(r3, "space/m3/memory.max", "max\n");
+        assert_int_equal(rt_cgroup_memory_limit(cg, &v), 0);
+        assert_int_equal(v, 0);
+        fake_put(r3, "space/m3/memory.max", "1048576\n");
+        assert_int_equal(rt_cgroup_memory_limit(cg, &v), 0);
+        assert_int_equal(v, 1048576);
+        rt_cgroup_free(cg);
+        rt_rm_rf(r3);
+}
+
 static void test_parse_keyed(void **state) {
         printf("# keyed-file parser: exact keys, missing keys, bad numbers\n");
         uint64_t v = 77;
@@ -296,6 +362,7 @@ int main(void) {
                 cmocka_unit_test(test_v2_host_init),
                 cmocka_unit_test(test_v2_limits_freeze_stats),
                 cmocka_unit_test(test_parse_keyed),
+                cmocka_unit_test(test_usage_reads),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
