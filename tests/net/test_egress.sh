@@ -130,15 +130,23 @@ check "the sandbox has an address and a gateway ($ADDR_A via $GW)" all [ -n "$AD
 # The prepared namespace as the host's root sees it: init_pid is the sandbox's init (ns),
 # runsc's sandbox process (gvisor) or QEMU (microvm), all in that namespace.
 in_sbx() { local p=$1; shift; nsenter --net="/proc/$p/ns/net" "$@"; }
+# On gvisor runsc takes eth0's addresses and routes into its netstack (the kernel there
+# keeps the bare link): the lease is what the netstack has.
 lease4() { in_sbx "$1" ip -4 -o addr show eth0 | awk '{ split($4, a, "/"); print a[1] }'; }
-hostend4() { in_sbx "$1" ip -4 route show default | awk '{ print $3; exit }'; }
 PID_A=$(api "http://x/v1/sessions/$A" | jget init_pid)
-LEASE_A=$(lease4 "$PID_A") HOSTEND=$(hostend4 "$PID_A")
-check "init_pid $PID_A is in the prepared namespace (eth0 $LEASE_A via $HOSTEND, not the host's)" \
-        all [ -n "$LEASE_A" ] -a [ -n "$HOSTEND" ] -a [ "$(readlink "/proc/$PID_A/ns/net")" != "$(readlink "/proc/$PID/ns/net")" ]
+check "init_pid $PID_A is in a network namespace of its own, with eth0" \
+        all [ "$(readlink "/proc/$PID_A/ns/net")" != "$(readlink "/proc/$PID/ns/net")" ] -a in_sbx "$PID_A" ip link show eth0
 case $RT in
-microvm) check "the guest has slirp's address (10.0.2.15 via 10.0.2.2)" all [ "$ADDR_A" = 10.0.2.15 ] -a [ "$GW" = 10.0.2.2 ] ;;
-*) check "the sandbox's stack has the lease ($ADDR_A = $LEASE_A)" [ "$ADDR_A" = "$LEASE_A" ] ;;
+ns) LEASE_A=$(lease4 "$PID_A") HOSTEND=$GW
+    check "the sandbox has the lease ($ADDR_A = $LEASE_A)" [ "$ADDR_A" = "$LEASE_A" ] ;;
+gvisor) LEASE_A=$ADDR_A HOSTEND=$GW
+        check "runsc took eth0's address into its netstack (none left on the kernel's eth0)" [ -z "$(lease4 "$PID_A")" ] ;;
+microvm) LEASE_A=$(lease4 "$PID_A") HOSTEND=$(in_sbx "$PID_A" ip -4 route show default | awk '{ print $3; exit }')
+         check "the guest has slirp's address (10.0.2.15 via 10.0.2.2), QEMU's namespace the lease ($LEASE_A via $HOSTEND)" \
+                all [ "$ADDR_A" = 10.0.2.15 ] -a [ "$GW" = 10.0.2.2 ] -a [ -n "$LEASE_A" ] -a [ -n "$HOSTEND" ] ;;
+esac
+case $RT in gvisor) lease_of() { sh_in "$1" "ip -4 -o addr show eth0 | awk '{ split(\$4, a, \"/\"); print a[1] }'"; } ;;
+*) lease_of() { lease4 "$(api "http://x/v1/sessions/$1" | jget init_pid)"; } ;;
 esac
 # nsenter execs socat itself ("ip netns exec" forked it: killing $! left socat holding the
 # test's output open, and ctest waited for it)
@@ -158,27 +166,29 @@ check "a sandbox's tcp check does see an open port (the internet's web host)" tc
 say "another sandbox"
 B=$(new_session '{"egress":true}') || bad "a second session runs"
 PID_B=$(api "http://x/v1/sessions/$B" | jget init_pid)
-ADDR_B=$(lease4 "$PID_B")
+ADDR_B=$(lease_of "$B")
 api -X POST "http://x/v1/sessions/$B/exec" -d '{"argv":["sh","-c","nc -ll -p 7000 -e echo hi"],"background":true}' >/dev/null
 sleep 0.3
 check "the other sandbox's port answers inside it" [ "$(sh_in "$B" 'nc -w 2 127.0.0.1 7000 </dev/null')" = hi ]
 check "closed: another sandbox ($ADDR_B:7000)" not tcp "$A" "$ADDR_B" 7000
 # A listener on the other sandbox's lease address in its prepared namespace (on microvm
-# the guest's servers are behind slirp, not on that address; on gvisor the kernel there
-# answers beside the netstack): the sandbox-to-sandbox rule, whatever stack is inside.
+# the guest's servers are behind slirp, not on that address): the sandbox-to-sandbox rule
+# whatever stack is inside. On gvisor the address is the netstack's: the nc above is it.
+[ "$RT" = microvm ] && {
 in_sbx "$PID_B" socat TCP4-LISTEN:7003,bind="$ADDR_B",fork,reuseaddr SYSTEM:'echo sbx-b' >/dev/null 2>&1 </dev/null &
 HOSTB=$!
 sleep 0.3
 check "that listener answers in B's namespace" [ "$(in_sbx "$PID_B" socat -T2 - "TCP4:$ADDR_B:7003" </dev/null)" = sbx-b ]
 check "closed: the other sandbox's namespace ($ADDR_B:7003)" not tcp "$A" "$ADDR_B" 7003
 kill "$HOSTB" 2>/dev/null
+}
 
 say "root inside cannot change its network"
 closed_still() { # what root's attempts must not have opened
         check "$1: a private range stays closed" not reaches "$A" http://10.20.0.5/
         check "$1: the metadata service stays closed" not reaches "$A" http://169.254.169.254/
         check "$1: the host stays closed ($HOSTEND:7101)" not tcp "$A" "$HOSTEND" 7101
-        check "$1: the prepared namespace's eth0 still has the lease" [ "$(lease4 "$PID_A")" = "$LEASE_A" ]
+        check "$1: the sandbox keeps its lease" [ "$(lease_of "$A")" = "$LEASE_A" ]
 }
 case $RT in
 ns)
@@ -231,11 +241,15 @@ closed_still "after root's attempts"
 check "still reaches the internet after all that" expect "$A" http://198.51.100.10/ "host 198.51.100.10 port 80"
 # Had root inside the power to take another address (as a VM's root has), the host drops
 # what it sends: the host's root plays that root here, in the sandbox's network namespace.
-in_sbx "$PID_A" ip addr add 10.231.250.2/32 dev eth0 2>/dev/null
-check "a spoofed source address is dropped at the host" \
-        not in_sbx "$PID_A" curl -s -m 3 --interface 10.231.250.2 -o /dev/null http://198.51.100.10/
-in_sbx "$PID_A" ip addr del 10.231.250.2/32 dev eth0 2>/dev/null
-check "... and from the lease's own address it goes" in_sbx "$PID_A" curl -s -m 3 --interface "$LEASE_A" -o /dev/null http://198.51.100.10/
+if [ "$RT" = gvisor ]; then
+        na "host root's spoof in the prepared namespace: its eth0 is the netstack's (runsc holds it, with no address in the kernel); root in gVisor was refused an address above and its spoofed connect checked"
+else
+        in_sbx "$PID_A" ip addr add 10.231.250.2/32 dev eth0 2>/dev/null
+        check "a spoofed source address is dropped at the host" \
+                not in_sbx "$PID_A" curl -s -m 3 --interface 10.231.250.2 -o /dev/null http://198.51.100.10/
+        in_sbx "$PID_A" ip addr del 10.231.250.2/32 dev eth0 2>/dev/null
+        check "... and from the lease's own address it goes" in_sbx "$PID_A" curl -s -m 3 --interface "$LEASE_A" -o /dev/null http://198.51.100.10/
+fi
 
 say "allow and deny rules, by name and by address"
 R=$(new_session '{"egress":true,"allow":["allowed.test","*.wild.test","203.0.113.10:8080"],"deny":["denied.test"]}') ||
@@ -287,15 +301,34 @@ check "a name resolves again after the flood" expect "$A" http://allowed.test/ "
 say "kill -9 of spaced: the rules stay as they were"
 # With spaced dead there is no exec: the host's curl runs in the sandbox's network
 # namespace instead, where the host-side rules hold for it as for the sandbox's processes.
+# On gvisor the namespace's eth0 is runsc's: the sandbox's own processes run the requests
+# instead, through runsc exec (spaced's runsc state dir), which needs no spaced.
+PID_A=$(api "http://x/v1/sessions/$A" | jget init_pid)
 PID_R=$(api "http://x/v1/sessions/$R" | jget init_pid)
-curl_in() { in_sbx "$1" curl -s -m 3 "$2"; }
-check "before: the sandbox's namespace reaches an allowed host" [ "$(curl_in "$PID_A" http://198.51.100.10/)" = "host 198.51.100.10 port 80" ]
+SBX_R=$(api "http://x/v1/sessions/$R" | jget sandbox_id)
+SBX_A=$(api "http://x/v1/sessions/$A" | jget sandbox_id)
+RUNSC_ROOT=$DATA/runsc
+[ -d "$DATA/vol/runsc" ] && RUNSC_ROOT=$DATA/vol/runsc
+# curl_in PID SANDBOX_ID http://ADDR[:PORT]/ -> the body
+curl_in() {
+        if [ "$RT" = gvisor ]; then
+                local hp=${3#http://}; hp=${hp%%/*}
+                local h=${hp%%:*} p=80; [ "$hp" = "$h" ] || p=${hp#*:}
+                timeout 10 runsc --root="$RUNSC_ROOT" exec "$2" /bin/sh -c \
+                        "printf 'GET / HTTP/1.0\r\nHost: $h\r\n\r\n' | nc -w 3 $h $p 2>/dev/null | awk 'b; /^\r*\$/ { b = 1 }'" 2>/dev/null
+        else
+                in_sbx "$1" curl -s -m 3 "$3"
+        fi
+}
+got() { [ -n "$(curl_in "$@")" ]; }
+check "before: the sandbox reaches an allowed host" [ "$(curl_in "$PID_A" "$SBX_A" http://198.51.100.10/)" = "host 198.51.100.10 port 80" ]
+check "before: a closed range is closed to it" not got "$PID_A" "$SBX_A" http://10.20.0.5/
 kill -9 "$PID"
 gone "$PID"
-check "with spaced dead, a denied address stays closed" not curl_in "$PID_R" http://198.51.100.20/
-check "with spaced dead, a closed range stays closed" not curl_in "$PID_A" http://10.20.0.5/
-check "with spaced dead, the host stays closed" not in_sbx "$PID_A" curl -s -m 3 "http://$HOSTEND:7101/"
-check "with spaced dead, allowed traffic by address still flows" [ "$(curl_in "$PID_A" http://198.51.100.10/)" = "host 198.51.100.10 port 80" ]
+check "with spaced dead, a denied address stays closed" not got "$PID_R" "$SBX_R" http://198.51.100.20/
+check "with spaced dead, a closed range stays closed" not got "$PID_A" "$SBX_A" http://10.20.0.5/
+check "with spaced dead, the host stays closed" not got "$PID_A" "$SBX_A" "http://$HOSTEND:7101/"
+check "with spaced dead, allowed traffic by address still flows" [ "$(curl_in "$PID_A" "$SBX_A" http://198.51.100.10/)" = "host 198.51.100.10 port 80" ]
 start_daemon --listen "0.0.0.0:$PORT" --egress on --dns-upstream 192.0.2.53 || bad "spaced starts again"
 check "after the restart, the rules hold" not reaches "$R" http://198.51.100.20/
 check "after the restart, names resolve again" expect "$R" http://allowed.test/ "host 198.51.100.10 port 80"
