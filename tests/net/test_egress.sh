@@ -37,6 +37,8 @@ microvm)
         ;;
 *) echo "FAIL: SPACE_EGRESS_RUNTIME=$RT (ns, gvisor or microvm)"; exit 1 ;;
 esac
+MEM=""
+[ "$RT" = microvm ] && MEM="\"memory\":\"256M\","
 na() { echo "# not applicable on $RT: $*"; }
 . "$here/world.sh"
 PROBE=$BIN/sec_probe
@@ -59,6 +61,18 @@ cp "$(command -v busybox)" "$ROOT/bin/busybox"
 for a in $("$ROOT/bin/busybox" --list); do [ -e "$ROOT/bin/$a" ] || ln -s busybox "$ROOT/bin/$a"; done
 cp "$PROBE" "$ROOT/bin/sec-probe"
 cp "$BIN/netbench" "$ROOT/bin/netbench" || bad "netbench is built"
+# dead-probe DELAY ADDR PORT...: after DELAY seconds, each ADDR PORT's HTTP body into
+# /tmp/dead.ADDR.PORT, then /tmp/dead.done (run while spaced is dead)
+cat >"$ROOT/bin/dead-probe" <<'PROBE'
+#!/bin/sh
+sleep "$1"; shift
+while [ $# -gt 1 ]; do
+        printf 'GET / HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" | nc -w 3 "$1" "$2" 2>/dev/null | awk 'b; /^\r*$/ { b = 1 }' >"/tmp/dead.$1.$2"
+        shift 2
+done
+touch /tmp/dead.done
+PROBE
+chmod 755 "$ROOT/bin/dead-probe"
 NFT=$(command -v nft)
 cp -L "$NFT" "$ROOT/bin/nft"
 for lib in $(ldd "$NFT" | grep -o '/[^ ]*'); do mkdir -p "$ROOT$(dirname "$lib")"; cp -L "$lib" "$ROOT$lib"; done
@@ -68,7 +82,7 @@ check "the template is made ($code_t)" grep -qx '20[01]' <<<"$code_t"
 # new_session POLICY_JSON -> id, running
 new_session() {
         local id
-        id=$(api -X POST http://x/v1/sessions -d "{\"template\":\"net\",\"runtime\":\"$RT\",\"memory\":\"256M\",\"snapshot_interval_ms\":0,\"network\":$1}" | jget id) || return 1
+        id=$(api -X POST http://x/v1/sessions -d "{\"template\":\"net\",\"runtime\":\"$RT\",$MEM\"snapshot_interval_ms\":0,\"network\":$1}" | jget id) || return 1
         wait_state "$id" running 1200 || return 1
         echo "$id"
 }
@@ -301,35 +315,35 @@ check "a name resolves again after the flood" expect "$A" http://allowed.test/ "
 say "kill -9 of spaced: the rules stay as they were"
 # With spaced dead there is no exec: the host's curl runs in the sandbox's network
 # namespace instead, where the host-side rules hold for it as for the sandbox's processes.
-# On gvisor the namespace's eth0 is runsc's: the sandbox's own processes run the requests
-# instead, through runsc exec (spaced's runsc state dir), which needs no spaced.
+# The sandboxes' own processes, started before the kill, probe while spaced is dead
+# (every runtime); on ns and microvm the host's curl in the prepared namespace too (on
+# gvisor that namespace's eth0 is runsc's, with no address in the kernel).
 PID_A=$(api "http://x/v1/sessions/$A" | jget init_pid)
 PID_R=$(api "http://x/v1/sessions/$R" | jget init_pid)
-SBX_R=$(api "http://x/v1/sessions/$R" | jget sandbox_id)
-SBX_A=$(api "http://x/v1/sessions/$A" | jget sandbox_id)
-RUNSC_ROOT=$DATA/runsc
-[ -d "$DATA/vol/runsc" ] && RUNSC_ROOT=$DATA/vol/runsc
-# curl_in PID SANDBOX_ID http://ADDR[:PORT]/ -> the body
-curl_in() {
-        if [ "$RT" = gvisor ]; then
-                local hp=${3#http://}; hp=${hp%%/*}
-                local h=${hp%%:*} p=80; [ "$hp" = "$h" ] || p=${hp#*:}
-                timeout 10 runsc --root="$RUNSC_ROOT" exec "$2" /bin/sh -c \
-                        "printf 'GET / HTTP/1.0\r\nHost: $h\r\n\r\n' | nc -w 3 $h $p 2>/dev/null | awk 'b; /^\r*\$/ { b = 1 }'" 2>/dev/null
-        else
-                in_sbx "$1" curl -s -m 3 "$3"
-        fi
-}
-got() { [ -n "$(curl_in "$@")" ]; }
-check "before: the sandbox reaches an allowed host" [ "$(curl_in "$PID_A" "$SBX_A" http://198.51.100.10/)" = "host 198.51.100.10 port 80" ]
-check "before: a closed range is closed to it" not got "$PID_A" "$SBX_A" http://10.20.0.5/
+bgx() { api -X POST "http://x/v1/sessions/$1/exec" -d "$(jq -nc --arg c "$2" '{argv: ["sh", "-c", $c], background: true}')" >/dev/null; }
+sh_in "$A" 'rm -f /tmp/dead.*' >/dev/null; sh_in "$R" 'rm -f /tmp/dead.*' >/dev/null
+bgx "$A" "dead-probe 4 198.51.100.10 80 10.20.0.5 80 $HOSTEND 7101 169.254.169.254 80"
+bgx "$R" "dead-probe 4 198.51.100.20 80 203.0.113.10 8080"
+curl_in() { in_sbx "$1" curl -s -m 3 "$2"; }
+[ "$RT" = gvisor ] ||
+        check "before: the sandbox's namespace reaches an allowed host" [ "$(curl_in "$PID_A" http://198.51.100.10/)" = "host 198.51.100.10 port 80" ]
 kill -9 "$PID"
 gone "$PID"
-check "with spaced dead, a denied address stays closed" not got "$PID_R" "$SBX_R" http://198.51.100.20/
-check "with spaced dead, a closed range stays closed" not got "$PID_A" "$SBX_A" http://10.20.0.5/
-check "with spaced dead, the host stays closed" not got "$PID_A" "$SBX_A" "http://$HOSTEND:7101/"
-check "with spaced dead, allowed traffic by address still flows" [ "$(curl_in "$PID_A" "$SBX_A" http://198.51.100.10/)" = "host 198.51.100.10 port 80" ]
+if [ "$RT" != gvisor ]; then
+        check "with spaced dead, a denied address stays closed" not curl_in "$PID_R" http://198.51.100.20/
+        check "with spaced dead, a closed range stays closed" not curl_in "$PID_A" http://10.20.0.5/
+        check "with spaced dead, the host stays closed" not in_sbx "$PID_A" curl -s -m 3 "http://$HOSTEND:7101/"
+        check "with spaced dead, allowed traffic by address still flows" [ "$(curl_in "$PID_A" http://198.51.100.10/)" = "host 198.51.100.10 port 80" ]
+fi
+sleep 12
 start_daemon --listen "0.0.0.0:$PORT" --egress on --dns-upstream 192.0.2.53 || bad "spaced starts again"
+dead() { sh_in "$1" "[ -e /tmp/dead.done ] && cat /tmp/dead.$2 2>/dev/null || echo 'no probe ran'"; }
+check "inside, with spaced dead: allowed traffic by address flowed" [ "$(dead "$A" 198.51.100.10.80)" = "host 198.51.100.10 port 80" ]
+check "inside, with spaced dead: a closed range stayed closed" [ -z "$(dead "$A" 10.20.0.5.80)" ]
+check "inside, with spaced dead: the host stayed closed" [ -z "$(dead "$A" "$HOSTEND.7101")" ]
+check "inside, with spaced dead: the metadata service stayed closed" [ -z "$(dead "$A" 169.254.169.254.80)" ]
+check "inside, with spaced dead: a denied address stayed closed" [ -z "$(dead "$R" 198.51.100.20.80)" ]
+check "inside, with spaced dead: an allowed address and port flowed" [ "$(dead "$R" 203.0.113.10.8080)" = "host 203.0.113.10 port 8080" ]
 check "after the restart, the rules hold" not reaches "$R" http://198.51.100.20/
 check "after the restart, names resolve again" expect "$R" http://allowed.test/ "host 198.51.100.10 port 80"
 set_policy "$A" '{"egress":true,"deny":["203.0.113.10"]}' >/dev/null
