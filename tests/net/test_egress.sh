@@ -34,6 +34,7 @@ microvm)
         export SPACE_GUEST_DIR=$T/guest
         mkdir -p "$SPACE_GUEST_DIR"
         ln -s "$GUEST_CACHE/vmlinux" "$SPACE_GUEST_DIR/vmlinux"
+        ln -s "$GUEST_CACHE/modules" "$SPACE_GUEST_DIR/modules"
         ;;
 *) echo "FAIL: SPACE_EGRESS_RUNTIME=$RT (ns, gvisor or microvm)"; exit 1 ;;
 esac
