@@ -130,6 +130,10 @@ A=$(new_session '{"egress":true}') || { bad "a session with egress runs"; finish
 expect() { [ "$(get "$1" "$2")" = "$3" ]; }
 check "a public host by address" expect "$A" http://198.51.100.10/ "host 198.51.100.10 port 80"
 check "a public host by name (spaced's resolver, upstream the world's DNS)" expect "$A" http://allowed.test/ "host 198.51.100.10 port 80"
+if [ "$RT" = microvm ]; then # the guest's kernel takes its IPv6 address from slirp's router advertisement
+        for _ in $(seq 20); do [ -n "$(sh_in "$A" 'ip -6 addr show dev eth0 scope global')" ] && break; sleep 0.5; done
+        say "the guest's IPv6: $(sh_in "$A" 'ip -6 -o addr show dev eth0; ip -6 route' | tr '\n' ' ' | head -c 300)"
+fi
 check "a public host over IPv6" expect "$A" "http://[2001:db8:1::10]/" "host 2001:db8:1::10 port 80"
 for a in 10.20.0.5 172.16.5.5 192.168.5.5 100.64.5.5 169.254.169.254 "[fc00::5]" "[fd00:ec2::254]"; do
         check "closed: $a" not reaches "$A" "http://$a/"
@@ -339,12 +343,16 @@ fi
 sleep 12
 start_daemon --listen "0.0.0.0:$PORT" --egress on --dns-upstream 192.0.2.53 || bad "spaced starts again"
 dead() { sh_in "$1" "[ -e /tmp/dead.done ] && cat /tmp/dead.$2 2>/dev/null || echo 'no probe ran'"; }
+if [ "$RT" = microvm ]; then
+        na "a microVM does not survive a daemon restart (the driver has no adopt: the session is recovered from its template), so what its guest saw while spaced was dead cannot be read back; the host's curl in QEMU's namespace above is the check"
+else
 check "inside, with spaced dead: allowed traffic by address flowed" [ "$(dead "$A" 198.51.100.10.80)" = "host 198.51.100.10 port 80" ]
 check "inside, with spaced dead: a closed range stayed closed" [ -z "$(dead "$A" 10.20.0.5.80)" ]
 check "inside, with spaced dead: the host stayed closed" [ -z "$(dead "$A" "$HOSTEND.7101")" ]
 check "inside, with spaced dead: the metadata service stayed closed" [ -z "$(dead "$A" 169.254.169.254.80)" ]
 check "inside, with spaced dead: a denied address stayed closed" [ -z "$(dead "$R" 198.51.100.20.80)" ]
 check "inside, with spaced dead: an allowed address and port flowed" [ "$(dead "$R" 203.0.113.10.8080)" = "host 203.0.113.10 port 8080" ]
+fi
 check "after the restart, the rules hold" not reaches "$R" http://198.51.100.20/
 check "after the restart, names resolve again" expect "$R" http://allowed.test/ "host 198.51.100.10 port 80"
 set_policy "$A" '{"egress":true,"deny":["203.0.113.10"]}' >/dev/null
