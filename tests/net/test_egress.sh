@@ -223,12 +223,12 @@ gvisor)
         check "nft flush ruleset does not succeed inside" [ -z "$(grep -x flushed <<<"$r")" ]
         r=$(sh_in "$A" 'ip addr add 198.51.100.99/32 dev eth0 2>&1 && echo added')
         say "root inside adds an address to gVisor's netstack: ${r:0:60}"
-        na "ip link set eth0 down would take down the netstack's own link only; the prepared namespace's eth0 is checked instead"
+        na "ip link set eth0 down would take down the netstack's own link only; afterwards the lease and the closed ranges are checked"
         ;;
 microvm)
         r=$(sh_in "$A" 'nft flush ruleset 2>&1 && echo flushed; ip addr add 198.51.100.99/32 dev eth0 2>&1 && echo added')
         na "root in the guest owns the guest's kernel (nft, addresses: $(echo $r | head -c 60)); the rules are outside, where QEMU's sockets are"
-        na "ip link set eth0 down in the guest cuts only the guest; the prepared namespace's eth0 is checked instead"
+        na "ip link set eth0 down in the guest cuts only the guest; afterwards the lease and the closed ranges are checked"
         ;;
 esac
 case $RT in
