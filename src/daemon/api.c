@@ -286,3 +286,16 @@ void api_req_user(struct api_json *r, const char *u) {
         else
                 json_w_kstr(&r->w, "user", u);
 }
+
+int api_pid_param(struct conn *c, int64_t *ret) {
+        const char *p = api_param(&c->params, "pid");
+        char *end;
+        errno = 0;
+        long long v = p ? strtoll(p, &end, 10) : 0;
+        if (!p || !*p || *end || errno || v <= 0 || v > INT32_MAX) {
+                conn_reply_error(c, 400, "pid must be a positive integer");
+                return -EINVAL;
+        }
+        *ret = v;
+        return 0;
+}

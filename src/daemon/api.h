@@ -90,6 +90,8 @@ bool api_resp_is_error(const struct json *resp);
  * uid 0..65535 (digits). out gets it ("" when absent); bad: answers 400, returns < 0. */
 #define API_USER_MAX 33
 bool api_user_valid(const char *s);
+/* The route's {pid}: a positive integer up to INT32_MAX, else a 400 answer and -EINVAL. */
+int api_pid_param(struct conn *c, int64_t *ret);
 int api_query_user(struct conn *c, char out[API_USER_MAX]);
 /* From a JSON body's "user" member: a string as above, or an integer 0..65535. */
 int api_body_user(struct conn *c, const struct json *body, char out[API_USER_MAX]);

@@ -432,18 +432,6 @@ void api_process_list(struct conn *c) {
         (void)api_req_simple(c, s, &r, ps_resp);
 }
 
-static int pid_param(struct conn *c, int64_t *ret) {
-        const char *p = api_param(&c->params, "pid");
-        char *end;
-        errno = 0;
-        long long v = p ? strtoll(p, &end, 10) : 0;
-        if (!p || !*p || *end || errno || v <= 0 || v > INT32_MAX) {
-                conn_reply_error(c, 400, "pid must be a positive integer");
-                return -EINVAL;
-        }
-        *ret = v;
-        return 0;
-}
 
 void api_process_output(struct conn *c) {
         struct session *s = api_session(c, true);
@@ -451,7 +439,7 @@ void api_process_output(struct conn *c) {
                 return;
         int64_t pid, offset;
         bool follow;
-        if (pid_param(c, &pid) < 0 || api_query_int(c, "offset", 0, 0, INT64_MAX, &offset) < 0 ||
+        if (api_pid_param(c, &pid) < 0 || api_query_int(c, "offset", 0, 0, INT64_MAX, &offset) < 0 ||
             api_query_bool(c, "follow", false, &follow) < 0)
                 return;
         struct api_json r;
@@ -469,7 +457,7 @@ void api_process_signal(struct conn *c) {
         if (!s)
                 return;
         int64_t pid, sig;
-        if (pid_param(c, &pid) < 0 ||
+        if (api_pid_param(c, &pid) < 0 ||
             api_body_int(c, body, "signal", 15, 1, 64, "signal must be an integer from 1 to 64", &sig) < 0)
                 return;
         struct api_json r;

@@ -433,25 +433,9 @@ static void proxy_start(struct conn *c, struct session *s, struct proxy *px) {
 
 /* ---- the proxy: who may pass ---- */
 
-/* A header's comma-separated list holds tok (case-insensitive). */
-static bool header_has_token(const char *v, const char *tok) {
-        size_t tl = strlen(tok);
-        while (v && *v) {
-                while (*v == ' ' || *v == '\t' || *v == ',')
-                        v++;
-                const char *e = strchrnul(v, ',');
-                size_t n = (size_t)(e - v);
-                while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-                        n--;
-                if (n == tl && strncasecmp(v, tok, tl) == 0)
-                        return true;
-                v = e;
-        }
-        return false;
-}
 
 static bool is_upgrade(const struct http_request *r) {
-        return http_request_header(r, "Upgrade") && header_has_token(http_request_header(r, "Connection"), "upgrade");
+        return http_request_header(r, "Upgrade") && http_header_has_token(r, "Connection", "upgrade");
 }
 
 /* The space_port_token cookie's value, into out. */
@@ -791,7 +775,7 @@ void api_port_forward(struct conn *c) {
                 return;
         const char *up = http_request_header(c->req, "Upgrade");
         if (!up || strcasecmp(up, PORT_FORWARD_PROTO) != 0 ||
-            !header_has_token(http_request_header(c->req, "Connection"), "upgrade")) {
+            !http_header_has_token(c->req, "Connection", "upgrade")) {
                 conn_reply_error(c, 426, "port-forward needs \"Connection: Upgrade\" and \"Upgrade: " PORT_FORWARD_PROTO
                                          "\"");
                 return;

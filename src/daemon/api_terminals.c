@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/macros.h"
 #include "common/proto.h"
+#include "common/text.h"
 #include "daemon/api.h"
 #include "daemon/http.h"
 #include "daemon/loop.h"
@@ -464,45 +465,17 @@ static void tws_gone(struct conn *c, void *ctx) {
 
 static const struct conn_hook_ops tws_hook = { .gone = tws_gone };
 
-/* A header's comma-separated list holds tok (case-insensitive). */
-static bool has_token(const char *v, const char *tok) {
-        size_t tl = strlen(tok);
-        while (v && *v) {
-                while (*v == ' ' || *v == '\t' || *v == ',')
-                        v++;
-                const char *e = strchrnul(v, ',');
-                size_t n = (size_t)(e - v);
-                while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-                        n--;
-                if (n == tl && strncasecmp(v, tok, tl) == 0)
-                        return true;
-                v = e;
-        }
-        return false;
-}
 
-static int pid_of(struct conn *c, int64_t *ret) {
-        const char *p = api_param(&c->params, "pid");
-        char *end;
-        errno = 0;
-        long long v = p ? strtoll(p, &end, 10) : 0;
-        if (!p || !*p || *end || errno || v <= 0 || v > INT32_MAX) {
-                conn_reply_error(c, 400, "pid must be a positive integer");
-                return -EINVAL;
-        }
-        *ret = v;
-        return 0;
-}
 
 /* GET /v1/sessions/{id}/terminals/{pid}: the WebSocket. */
 void api_terminal_ws(struct conn *c) {
         struct session *s = api_session(c, true);
         int64_t pid;
-        if (!s || pid_of(c, &pid) < 0)
+        if (!s || api_pid_param(c, &pid) < 0)
                 return;
         const struct http_request *r = c->req;
         const char *up = http_request_header(r, "Upgrade");
-        if (!up || !has_token(up, "websocket") || !has_token(http_request_header(r, "Connection"), "upgrade")) {
+        if (!up || !text_list_has_token(up, "websocket") || !http_header_has_token(r, "Connection", "upgrade")) {
                 conn_reply_error(c, 426, "a terminal is a WebSocket: \"Connection: Upgrade\" and \"Upgrade: websocket\"");
                 return;
         }

@@ -585,3 +585,8 @@ int http_chunk_append(struct buf *out, const void *data, size_t n) {
                 return r;
         return buf_puts(out, "\r\n");
 }
+
+bool http_header_has_token(const struct http_request *r, const char *name, const char *tok) {
+        const char *v = http_request_header(r, name);
+        return v && text_list_has_token(v, tok);
+}

@@ -97,6 +97,8 @@ bool http_parser_in_body(const struct http_parser *p);
 
 /* Header value by case-insensitive name; the first one wins; NULL if absent. */
 const char *http_request_header(const struct http_request *r, const char *name);
+/* Header name of r is a comma-separated list holding tok (case-insensitive); false when absent. */
+bool http_header_has_token(const struct http_request *r, const char *name, const char *tok);
 
 /* Percent-decodes n bytes of in into out (size outsz, NUL-terminated). '+' becomes a space
  * when plus_is_space. -EINVAL on a bad escape or an encoded NUL, -ENAMETOOLONG if out is
