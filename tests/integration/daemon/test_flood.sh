@@ -81,7 +81,11 @@ for _ in 1 2 3 4 5 6; do
         sleep 0.5
 done
 rss=$(rss_kb); [ "$rss" -gt "$peak" ] && peak=$rss
-check "spaced's RSS stays bounded while they read nothing ($rss0 -> peak $peak KiB)" test $((peak - rss0)) -lt 16384
+# ASan's redzones and quarantine take about 7 times what the normal build does here (2 vs
+# 14-16 MiB): its bound is 24 MiB, the normal build's 16
+bound=16384
+grep -q __asan_init "$SPACED" 2>/dev/null && bound=24576
+check "spaced's RSS stays bounded while they read nothing ($rss0 -> peak $peak KiB, under $bound)" test $((peak - rss0)) -lt "$bound"
 check "the flood is still held back, not finished (pids: $(marker_pids "$MARK"))" test -n "$(marker_pids "$MARK")"
 
 # The slow clients hang up.
@@ -101,7 +105,13 @@ R=$(api "$U/events?limit=1000" | jq -r --arg m "$MARK" '.events[] | select(.kind
 check "its end is in the event log: killed by signal 9 ($R)" test "$R" = 9
 api -X POST "$U/processes/$BG/signal" -d '{"signal":9}' >/dev/null
 rss=$(rss_kb)
-check "spaced's RSS is back near where it was ($rss0 -> $rss KiB)" test $((rss - rss0)) -lt 16384
+if [ "$bound" != 16384 ]; then
+        # ASan keeps freed memory in its quarantine (never handed back or reused): RSS cannot
+        # fall, so what is checked is that nothing more was taken once the clients left
+        check "spaced's RSS grew no more after they hung up (ASan: peak $peak -> $rss KiB)" test $((rss - peak)) -lt 4096
+else
+        check "spaced's RSS is back near where it was ($rss0 -> $rss KiB)" test $((rss - rss0)) -lt 16384
+fi
 
 # A stream held back when spaced dies: after the restart space-init gets a new connection,
 # the command turns into a background process (protocol.md §6) and its output goes on
