@@ -89,11 +89,15 @@ free_port() {
         done
         return 1
 }
-# True once PID has exited (a zombie waiting for its reaper counts as gone); waits 3 s.
+# True once PID has exited (a zombie waiting for its reaper counts as gone, once its other
+# threads are gone too: until the last one exits, the process's files, spaced's lock among
+# them, stay open, and a spaced started at once found the data dir locked); waits 10 s.
 gone() {
-        for _ in $(seq 30); do
+        for _ in $(seq 100); do
                 [ -e "/proc/$1" ] || return 0
-                grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null && return 0
+                if grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; then
+                        [ "$(ls "/proc/$1/task" 2>/dev/null | wc -l)" -le 1 ] && return 0
+                fi
                 sleep 0.1
         done
         return 1
