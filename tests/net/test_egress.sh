@@ -44,8 +44,8 @@ na() { echo "# not applicable on $RT: $*"; }
 . "$here/world.sh"
 PROBE=$BIN/sec_probe
 [ -x "$PROBE" ] || { echo "FAIL: $PROBE is not built"; exit 1; }
-HOSTANY="" HOSTLO=""
-trap 'kill $HOSTANY $HOSTLO 2>/dev/null; cleanup; world_down' EXIT
+HOSTANY="" HOSTLO="" HOSTB=""
+trap 'kill $HOSTANY $HOSTLO $HOSTB 2>/dev/null; cleanup; world_down' EXIT
 world_up eg || { bad "the test world is up"; finish egress; exit 1; }
 # nsenter, not "ip netns exec": that remounts /sys, and spaced needs the cgroup mounts
 SPACED_IN="nsenter --net=/run/netns/$WH"
@@ -194,7 +194,9 @@ check "closed: another sandbox ($ADDR_B:7000)" not tcp "$A" "$ADDR_B" 7000
 # the guest's servers are behind slirp, not on that address): the sandbox-to-sandbox rule
 # whatever stack is inside. On gvisor the address is the netstack's: the nc above is it.
 [ "$RT" = microvm ] && {
-in_sbx "$PID_B" socat TCP4-LISTEN:7003,bind="$ADDR_B",fork,reuseaddr SYSTEM:'echo sbx-b' >/dev/null 2>&1 </dev/null &
+# nsenter itself, not the in_sbx function: $! of a function in the background is its
+# subshell, and killing that left socat running after the test
+nsenter --net="/proc/$PID_B/ns/net" socat TCP4-LISTEN:7003,bind="$ADDR_B",fork,reuseaddr SYSTEM:'echo sbx-b' >/dev/null 2>&1 </dev/null &
 HOSTB=$!
 sleep 0.3
 check "that listener answers in B's namespace" [ "$(in_sbx "$PID_B" socat -T2 - "TCP4:$ADDR_B:7003" </dev/null)" = sbx-b ]
