@@ -299,3 +299,21 @@ int api_pid_param(struct conn *c, int64_t *ret) {
         *ret = v;
         return 0;
 }
+
+const struct json *api_body_argv(struct conn *c, const struct json *body, const char *key) {
+        const struct json *v = json_get(body, key);
+        if (!v || json_type(v) != JSON_ARRAY || json_len(v) == 0) {
+                conn_reply_error(c, 400, "%s must be a non-empty array of strings", key);
+                return NULL;
+        }
+        if (json_len(v) > PROTO_MAX_ARGV) {
+                conn_reply_error(c, 413, "%s has more than %d entries", key, PROTO_MAX_ARGV);
+                return NULL;
+        }
+        for (size_t i = 0; i < json_len(v); i++)
+                if (!json_str(json_at(v, i))) {
+                        conn_reply_error(c, 400, "%s must be a non-empty array of strings", key);
+                        return NULL;
+                }
+        return v;
+}

@@ -92,6 +92,9 @@ bool api_resp_is_error(const struct json *resp);
 bool api_user_valid(const char *s);
 /* The route's {pid}: a positive integer up to INT32_MAX, else a 400 answer and -EINVAL. */
 int api_pid_param(struct conn *c, int64_t *ret);
+/* body's key: a non-empty array of at most PROTO_MAX_ARGV strings (a command line), else
+ * a 400 (413 past the count) naming key, and NULL. */
+const struct json *api_body_argv(struct conn *c, const struct json *body, const char *key);
 int api_query_user(struct conn *c, char out[API_USER_MAX]);
 /* From a JSON body's "user" member: a string as above, or an integer 0..65535. */
 int api_body_user(struct conn *c, const struct json *body, char out[API_USER_MAX]);

@@ -188,20 +188,9 @@ static void exec_start(struct conn *c, bool stream) {
         struct session *s = api_session_json(c, true, &body);
         if (!s)
                 return;
-        const struct json *argv = json_get(body, "argv");
-        if (!argv || json_type(argv) != JSON_ARRAY || json_len(argv) == 0) {
-                conn_reply_error(c, 400, "argv must be a non-empty array of strings");
+        const struct json *argv = api_body_argv(c, body, "argv");
+        if (!argv)
                 return;
-        }
-        if (json_len(argv) > PROTO_MAX_ARGV) {
-                conn_reply_error(c, 413, "argv has more than %d entries", PROTO_MAX_ARGV);
-                return;
-        }
-        for (size_t i = 0; i < json_len(argv); i++)
-                if (!json_str(json_at(argv, i))) {
-                        conn_reply_error(c, 400, "argv must be a non-empty array of strings");
-                        return;
-                }
         char **env = NULL;
         size_t n_env = 0;
         const char *why = "bad env";

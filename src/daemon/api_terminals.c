@@ -585,20 +585,9 @@ void api_terminal_create(struct conn *c) {
                                  s->id);
                 return;
         }
-        const struct json *cmd = json_get(body, "cmd");
-        if (!cmd || json_type(cmd) != JSON_ARRAY || json_len(cmd) == 0) {
-                conn_reply_error(c, 400, "cmd must be a non-empty array of strings");
+        const struct json *cmd = api_body_argv(c, body, "cmd");
+        if (!cmd)
                 return;
-        }
-        if (json_len(cmd) > PROTO_MAX_ARGV) {
-                conn_reply_error(c, 413, "cmd has more than %d entries", PROTO_MAX_ARGV);
-                return;
-        }
-        for (size_t i = 0; i < json_len(cmd); i++)
-                if (!json_str(json_at(cmd, i))) {
-                        conn_reply_error(c, 400, "cmd must be a non-empty array of strings");
-                        return;
-                }
         int64_t rows, cols;
         if (dim_of(c, body, "rows", TERM_DEFAULT_ROWS, &rows) < 0 || dim_of(c, body, "cols", TERM_DEFAULT_COLS, &cols) < 0)
                 return;
