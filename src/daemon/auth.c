@@ -3,9 +3,11 @@
 #include "daemon/auth.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 int auth_token_new(char out[AUTH_TOKEN_LEN + 1]) {
         char raw[DL_TOKEN_LEN + 1];
@@ -18,9 +20,44 @@ int auth_token_new(char out[AUTH_TOKEN_LEN + 1]) {
         return 0;
 }
 
+int auth_token_new_e2b(char out[AUTH_TOKEN_LEN + 1]) {
+        uint8_t raw[AUTH_E2B_HEX / 2];
+        size_t got = 0;
+        while (got < sizeof raw) {
+                ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                got += (size_t)n;
+        }
+        static const char hex[] = "0123456789abcdef";
+        memcpy(out, AUTH_E2B_PREFIX, AUTH_E2B_PREFIX_LEN);
+        for (size_t i = 0; i < sizeof raw; i++) {
+                out[AUTH_E2B_PREFIX_LEN + 2 * i] = hex[raw[i] >> 4];
+                out[AUTH_E2B_PREFIX_LEN + 2 * i + 1] = hex[raw[i] & 15];
+        }
+        out[AUTH_E2B_LEN] = '\0';
+        explicit_bzero(raw, sizeof raw);
+        return 0;
+}
+
+static bool e2b_well_formed(const char *t) {
+        if (strncmp(t, AUTH_E2B_PREFIX, AUTH_E2B_PREFIX_LEN) != 0)
+                return false;
+        for (size_t i = 0; i < AUTH_E2B_HEX; i++) {
+                char ch = t[AUTH_E2B_PREFIX_LEN + i];
+                if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
+                        return false;
+        }
+        return t[AUTH_E2B_LEN] == '\0';
+}
+
 bool auth_token_well_formed(const char *token) {
-        return token && strncmp(token, AUTH_TOKEN_PREFIX, AUTH_TOKEN_PREFIX_LEN) == 0 &&
-               dl_token_well_formed(token + AUTH_TOKEN_PREFIX_LEN);
+        return token && ((strncmp(token, AUTH_TOKEN_PREFIX, AUTH_TOKEN_PREFIX_LEN) == 0 &&
+                          dl_token_well_formed(token + AUTH_TOKEN_PREFIX_LEN)) ||
+                         e2b_well_formed(token));
 }
 
 int auth_parse_bearer(const char *header, char out[AUTH_TOKEN_LEN + 1]) {
@@ -38,7 +75,7 @@ int auth_parse_bearer(const char *header, char out[AUTH_TOKEN_LEN + 1]) {
         /* The server strips trailing blanks of header values; what is left is the token. */
         if (!auth_token_well_formed(t))
                 return -EINVAL;
-        memcpy(out, t, AUTH_TOKEN_LEN + 1);
+        memcpy(out, t, strlen(t) + 1);
         return 0;
 }
 

@@ -16,9 +16,20 @@
 /* The tenant of a request on the Unix socket without a token: the local operator. */
 #define AUTH_LOCAL_TENANT "default"
 
+/* The other form, for SDKs that insist on it (E2B's up to 2.45, docs/e2b.md): "e2b_" + 40
+ * lowercase hex digits (20 random bytes). Either form is a token like the other: bound to
+ * a tenant, sent as a bearer token or in X-API-KEY, stored as its SHA-256. */
+#define AUTH_E2B_PREFIX "e2b_"
+#define AUTH_E2B_PREFIX_LEN 4
+#define AUTH_E2B_HEX 40
+#define AUTH_E2B_LEN (AUTH_E2B_PREFIX_LEN + AUTH_E2B_HEX)
+
 /* A new secret token, NUL-terminated. -errno if getrandom fails. */
 int auth_token_new(char out[AUTH_TOKEN_LEN + 1]);
-/* Shape check before hashing: the prefix and 43 url-safe base64 characters. */
+/* The same in the e2b_ form (fits the same buffer: AUTH_E2B_LEN < AUTH_TOKEN_LEN). */
+int auth_token_new_e2b(char out[AUTH_TOKEN_LEN + 1]);
+/* Shape check before hashing: the prefix and 43 url-safe base64 characters, or the e2b_
+ * prefix and 40 lowercase hex digits. */
 bool auth_token_well_formed(const char *token);
 /* "Bearer <token>" (scheme case-insensitive, blanks between) -> the token copied to out.
  * -EMSGSIZE over AUTH_HEADER_MAX, -EPROTONOSUPPORT for another scheme, -EINVAL when the

@@ -21,7 +21,7 @@
 
 static void usage(FILE *f) {
         fprintf(f,
-                "Usage: spaced token add --tenant TENANT [--name NAME] [--data DIR]\n"
+                "Usage: spaced token add --tenant TENANT [--name NAME] [--e2b] [--data DIR]\n"
                 "       spaced token list [--data DIR]\n"
                 "       spaced token revoke [--data DIR] ID|TOKEN\n"
                 "API bearer tokens of the daemon whose data directory is DIR (default $SPACE_DATA,\n"
@@ -29,7 +29,9 @@ static void usage(FILE *f) {
                 "(Authorization: Bearer TOKEN) see only that tenant's sessions and snapshots.\n"
                 "\n"
                 "  add      make a token for TENANT ([A-Za-z0-9._:@-], at most 64) and print it on\n"
-                "           stdout; it is shown only now, only its SHA-256 is stored\n"
+                "           stdout; it is shown only now, only its SHA-256 is stored. --e2b: in\n"
+                "           the form e2b_ + 40 hex digits, which E2B's SDKs up to 2.45 insist on\n"
+                "           for E2B_API_KEY (docs/e2b.md); it works as any other token\n"
                 "  list     every token: id (the start of its hash), tenant, name, created, state\n"
                 "  revoke   refuse the token from the next request on; ID is at least %d hex digits\n"
                 "           of the id that list shows, or give the token itself\n"
@@ -55,9 +57,9 @@ static int open_meta(const char *data, struct meta **ret) {
         return r;
 }
 
-static int token_add(struct meta *m, const char *tenant, const char *name) {
+static int token_add(struct meta *m, const char *tenant, const char *name, bool e2b) {
         char token[AUTH_TOKEN_LEN + 1], hash[META_HASH_HEX + 1];
-        int r = auth_token_new(token);
+        int r = e2b ? auth_token_new_e2b(token) : auth_token_new(token);
         if (r < 0) {
                 fprintf(stderr, "spaced token: getrandom: %s\n", strerror(-r));
                 return 1;
@@ -150,11 +152,12 @@ static int token_revoke(struct meta *m, const char *what) {
 }
 
 int tokens_main(int argc, char **argv) {
-        enum { OPT_DATA = 256, OPT_TENANT, OPT_NAME };
+        enum { OPT_DATA = 256, OPT_TENANT, OPT_NAME, OPT_E2B };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "tenant", required_argument, NULL, OPT_TENANT },
                 { "name", required_argument, NULL, OPT_NAME },
+                { "e2b", no_argument, NULL, OPT_E2B },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -164,6 +167,7 @@ int tokens_main(int argc, char **argv) {
         }
         const char *verb = argv[1];
         const char *data = getenv("SPACE_DATA"), *tenant = NULL, *name = NULL;
+        bool e2b = false;
         optind = 0; /* GNU: full re-initialisation */
         int o;
         while ((o = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
@@ -171,6 +175,7 @@ int tokens_main(int argc, char **argv) {
                 case OPT_DATA: data = optarg; break;
                 case OPT_TENANT: tenant = optarg; break;
                 case OPT_NAME: name = optarg; break;
+                case OPT_E2B: e2b = true; break;
                 case 'h': usage(stdout); return 0;
                 default: usage(stderr); return 2;
                 }
@@ -182,8 +187,8 @@ int tokens_main(int argc, char **argv) {
                 fprintf(stderr, "spaced token: unknown command '%s' (add, list, revoke)\n", verb);
                 return 2;
         }
-        if ((add && (!tenant || nargs != 0)) || (list && (tenant || name || nargs != 0)) ||
-            (revoke && (tenant || name || nargs != 1))) {
+        if ((add && (!tenant || nargs != 0)) || (list && (tenant || name || e2b || nargs != 0)) ||
+            (revoke && (tenant || name || e2b || nargs != 1))) {
                 fprintf(stderr, "spaced token %s: %s\n", verb,
                         add ? "needs --tenant TENANT and no other argument"
                             : revoke ? "needs one ID or TOKEN" : "takes only --data");
@@ -196,7 +201,7 @@ int tokens_main(int argc, char **argv) {
         if (open_meta(data, &m) < 0)
                 return 1;
         if (add)
-                return token_add(m, tenant, name);
+                return token_add(m, tenant, name, e2b);
         if (list)
                 return token_list(m);
         return token_revoke(m, args[0]);
