@@ -19,6 +19,7 @@
 #include "common/notify.h"
 #include "daemon/auth.h"
 #include "daemon/config.h"
+#include "daemon/e2b/e2b.h"
 #include "daemon/limits.h"
 #include "daemon/routes.h"
 #include "daemon/warmpool.h"
@@ -128,6 +129,12 @@ static void usage(FILE *f) {
                 "                     last %d samples (GET /v1/sessions/ID/metrics, space top)\n",
                 METRICS_INTERVAL_DEFAULT_MS / 1000, METRICS_INTERVAL_MAX_S, METRICS_RING_MAX);
         fprintf(f,
+                "  --e2b on|off       serve the E2B-compatible API (docs/e2b.md; default off) on\n"
+                "                     spaced's listeners: requests carrying X-API-KEY (a token of\n"
+                "                     'spaced token add', e2b_ form with --e2b) or E2b-Sandbox-Id\n"
+                "  --e2b-listen HOST:PORT\n"
+                "                     a TCP listener of the E2B API's own (implies --e2b on); it\n"
+                "                     serves both APIs and, like --listen, needs a token to exist\n"
                 "  --log-level LEVEL  error, warn, info (default) or debug\n"
                 "  --config PATH      the configuration file (default $SPACE_CONFIG, else\n"
                 "                     " CONFIG_DEFAULT_PATH ", which may be missing)\n"
@@ -201,6 +208,7 @@ static void timer_event(struct loop_src *src, uint32_t revents) {
         srv_tick(d);
         if (d->ingress)
                 ingress_tick(d->ingress);
+        e2b_tick(d);
 }
 
 static int write_pidfile(const char *path) {
@@ -307,7 +315,7 @@ int main(int argc, char **argv) {
                OPT_PORTS_DOMAIN,
                OPT_EGRESS, OPT_EGRESS_DEFAULT, OPT_EGRESS_OPEN, OPT_NET4, OPT_NET6, OPT_BW_MAX, OPT_DNS_PORT,
                OPT_DNS_UPSTREAM,
-               OPT_METRICS_INTERVAL };
+               OPT_METRICS_INTERVAL, OPT_E2B, OPT_E2B_LISTEN };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -333,6 +341,8 @@ int main(int argc, char **argv) {
                 { "dns-port", required_argument, NULL, OPT_DNS_PORT },
                 { "dns-upstream", required_argument, NULL, OPT_DNS_UPSTREAM },
                 { "metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL },
+                { "e2b", required_argument, NULL, OPT_E2B },
+                { "e2b-listen", required_argument, NULL, OPT_E2B_LISTEN },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -351,7 +361,8 @@ int main(int argc, char **argv) {
                 return tokens_main(argc - 1, argv + 1);
         }
         const char *data = getenv("SPACE_DATA"), *listen_addr = NULL, *pidfile = NULL, *init = NULL,
-                   *runtime = "ns", *ports_domain = NULL;
+                   *runtime = "ns", *ports_domain = NULL, *e2b_listen = NULL;
+        bool e2b = false;
         const char *pool_args[WPOOL_MAX_TEMPLATES];
         size_t n_pool = 0;
         enum log_level level = LOG_INFO;
@@ -380,6 +391,15 @@ int main(int argc, char **argv) {
                 switch (o) {
                 case OPT_DATA: data = optarg; break;
                 case OPT_LISTEN: listen_addr = optarg; break;
+                case OPT_E2B:
+                        if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                                fprintf(stderr, "spaced: %sbad --e2b %s (on or off)\n", config_origin(cfg, optind - 1),
+                                        optarg);
+                                return 2;
+                        }
+                        e2b = strcmp(optarg, "on") == 0;
+                        break;
+                case OPT_E2B_LISTEN: e2b_listen = optarg; break;
                 case OPT_PIDFILE: pidfile = optarg; break;
                 case OPT_INIT: init = optarg; break;
                 case OPT_RUNTIME:
@@ -526,7 +546,7 @@ int main(int argc, char **argv) {
         log_set_ident("spaced");
         log_set_level(level);
 
-        struct daemon dm = { .unix_src.fd = -1, .tcp_src.fd = -1, .sig_src.fd = -1, .timer_src.fd = -1,
+        struct daemon dm = { .unix_src.fd = -1, .tcp_src.fd = -1, .e2b_src.fd = -1, .sig_src.fd = -1, .timer_src.fd = -1,
                              .accept_src.fd = -1, .tpl_src.fd = -1, .tpl_wfd = -1, .job_src.fd = -1, .reaper_src.fd = -1,
                              .starter_src.fd = -1 };
         struct daemon *d = &dm;
@@ -582,7 +602,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         /* Before anything starts: a refused TCP listener must not have resumed sessions. */
-        if (listen_addr && check_tcp_tokens(d->data_dir) < 0)
+        if ((listen_addr || e2b_listen) && check_tcp_tokens(d->data_dir) < 0)
                 return 1;
         d->disk_default = disk_default;
         d->snap_factor = (unsigned)snap_factor;
@@ -671,6 +691,10 @@ int main(int argc, char **argv) {
                 log_error("template worker pipe: %s", strerror(-r));
                 return 1;
         }
+        if ((e2b || e2b_listen) && (r = e2b_open(d)) < 0) {
+                log_error("the E2B API: %s", strerror(-r));
+                return 1;
+        }
         if ((r = srv_serve_unix(d, &api_router, d->sock_path)) < 0) {
                 log_error("listening on %s: %s", d->sock_path, strerror(-r));
                 return 1;
@@ -680,6 +704,14 @@ int main(int argc, char **argv) {
                 (void)unlink(d->sock_path);
                 return 1;
         }
+        if (e2b_listen && (r = srv_listen_tcp_e2b(d, e2b_listen)) < 0) {
+                log_error("listening on %s (--e2b-listen): %s", e2b_listen, strerror(-r));
+                (void)unlink(d->sock_path);
+                return 1;
+        }
+        if (d->e2b)
+                log_info("the E2B API is served%s%s", e2b_listen ? " on " : " on spaced's listeners",
+                         e2b_listen ? e2b_listen : "");
         if (pidfile && (r = write_pidfile(pidfile)) < 0) {
                 log_error("pidfile %s: %s", pidfile, strerror(-r));
                 (void)unlink(d->sock_path);
@@ -715,6 +747,7 @@ int main(int argc, char **argv) {
         if (pidfile)
                 (void)unlink(pidfile);
         d->metrics = metrics_free(d->metrics);
+        e2b_close(d);
         d->loop = loop_free(d->loop);
         safe_close(d->sig_src.fd);
         safe_close(d->timer_src.fd);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon/e2b/e2b.h"
 #include "daemon/lifetime.h"
 #include "daemon/ports.h"
 #include "daemon/server.h"
@@ -59,7 +60,7 @@ const struct api_route api_routes[] = {
 };
 const size_t api_n_routes = sizeof api_routes / sizeof api_routes[0];
 
-static bool path_matches(const char *pattern, const char *path, struct api_params *params) {
+bool api_path_matches(const char *pattern, const char *path, struct api_params *params) {
         struct api_params p = { 0 };
         const char *a = pattern, *b = path;
         while (*a && *b) {
@@ -90,12 +91,12 @@ static bool path_matches(const char *pattern, const char *path, struct api_param
 int api_route_match(const char *method, const char *path, const struct api_route **ret, struct api_params *params) {
         bool path_seen = false;
         for (size_t i = 0; i < api_n_routes; i++) {
-                if (!path_matches(api_routes[i].pattern, path, NULL))
+                if (!api_path_matches(api_routes[i].pattern, path, NULL))
                         continue;
                 path_seen = true;
                 if (strcmp(api_routes[i].method, method) != 0)
                         continue;
-                path_matches(api_routes[i].pattern, path, params);
+                api_path_matches(api_routes[i].pattern, path, params);
                 *ret = &api_routes[i];
                 return 0;
         }
@@ -115,7 +116,7 @@ void api_allowed_methods(const char *path, char *out, size_t outsz) {
         if (outsz)
                 out[0] = '\0';
         for (size_t i = 0; i < api_n_routes; i++) {
-                if (!path_matches(api_routes[i].pattern, path, NULL))
+                if (!api_path_matches(api_routes[i].pattern, path, NULL))
                         continue;
                 int n = snprintf(out + o, outsz - o, "%s%s", o ? ", " : "", api_routes[i].method);
                 if (n < 0 || (size_t)n >= outsz - o)
@@ -134,16 +135,22 @@ static const api_handler_fn sandbox_handlers[] = {
 };
 
 bool api_route_uses_sandbox(const struct api_route *r) {
+        if (e2b_route_uses_sandbox(r))
+                return true;
         for (size_t i = 0; r && i < sizeof sandbox_handlers / sizeof sandbox_handlers[0]; i++)
                 if (r->handler == sandbox_handlers[i])
                         return true;
         return false;
 }
 
+/* Before authentication: the E2B API's requests (by their headers), then exposed ports'
+ * proxied ones (by path or Host). */
+static bool api_intercept(struct conn *c) { return e2b_intercept(c) || ports_intercept(c); }
+
 const struct srv_router api_router = {
         .match = api_route_match,
         .allowed = api_allowed_methods,
-        .intercept = ports_intercept,
+        .intercept = api_intercept,
         .hold = lifetime_hold,
         .answered = api_answered,
 };

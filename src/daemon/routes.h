@@ -38,6 +38,9 @@ extern const struct srv_router api_router;
  * -ENOENT if no pattern matches the path (404); -EOPNOTSUPP if one does but not for this
  * method (405). *params gets the captured segments. */
 int api_route_match(const char *method, const char *path, const struct api_route **ret, struct api_params *params);
+/* Whether path matches pattern ({name}: one non-empty segment, captured into *params when
+ * not NULL). */
+bool api_path_matches(const char *pattern, const char *path, struct api_params *params);
 /* A captured segment by name, NULL if the route has none. */
 const char *api_param(const struct api_params *p, const char *name);
 /* "GET, DELETE": the methods that serve path, for the Allow header. */

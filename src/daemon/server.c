@@ -263,6 +263,11 @@ static void reply_error_msg(struct conn *c, int status, unsigned retry_s, const 
         if (c->closed || c->resp_done)
                 return;
         log_debug("%s %s -> %d %s", c->req ? c->req->method : "?", c->req ? c->req->target : "?", status, msg);
+        if (c->error_reply) {
+                /* Another API's dialect (the E2B API: daemon/e2b/e2b.h). */
+                c->error_reply(c, status, msg);
+                return;
+        }
         struct buf b = BUF_INIT(0);
         if (c->streaming) {
                 /* The status line is out already: the error becomes the stream's last event. */
@@ -442,6 +447,8 @@ static void conn_known(struct conn *c) {
         c->d->n_strangers--;
 }
 
+void conn_authenticated(struct conn *c) { conn_known(c); }
+
 /* Who sends this request: c->tenant and c->admin, or a 401 answer and false. On the Unix
  * socket (mode 0600: only the daemon's user reaches it) no token means the local
  * operator; a token, when given, is checked everywhere (docs/security.md). */
@@ -497,6 +504,7 @@ static void on_head(struct conn *c) {
         c->framed = false;
         buf_free(&c->body);
         c->body = BUF_INIT(HTTP_MAX_JSON_BODY);
+        c->error_reply = NULL;
         log_debug("%s %s", c->req->method, c->req->target);
         if (c->d->router->intercept && c->d->router->intercept(c))
                 return;
@@ -804,6 +812,10 @@ static struct daemon *daemon_of_listener(struct loop_src *src, bool tcp) {
         return (struct daemon *)((char *)src - (tcp ? offsetof(struct daemon, tcp_src) : offsetof(struct daemon, unix_src)));
 }
 
+static struct daemon *daemon_of_e2b_listener(struct loop_src *src) {
+        return (struct daemon *)((char *)src - offsetof(struct daemon, e2b_src));
+}
+
 int srv_conn_new(struct daemon *d, int fd) {
         struct conn *c = calloc(1, sizeof *c);
         struct http_parser *p = malloc(sizeof *p);
@@ -901,7 +913,7 @@ static bool tcp_make_room(struct daemon *d, const uint8_t *peer) {
 
 /* The listeners in the epoll set or out of it (both: the fds they lack are the process's). */
 static void listeners_watch(struct daemon *d, bool on) {
-        struct loop_src *srcs[] = { &d->unix_src, &d->tcp_src };
+        struct loop_src *srcs[] = { &d->unix_src, &d->tcp_src, &d->e2b_src };
         for (size_t i = 0; i < ELEMENTSOF(srcs); i++) {
                 if (srcs[i]->fd < 0)
                         continue;
@@ -1012,6 +1024,11 @@ static void tcp_listener_event(struct loop_src *src, uint32_t revents) {
         listener_event(daemon_of_listener(src, true), src, true);
 }
 
+static void e2b_listener_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        listener_event(daemon_of_e2b_listener(src), src, true);
+}
+
 int srv_serve_unix(struct daemon *d, const struct srv_router *router, const char *path) {
         d->router = router;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -1043,7 +1060,19 @@ int srv_serve_unix(struct daemon *d, const struct srv_router *router, const char
         return 0;
 }
 
+static int listen_tcp_on(struct daemon *d, struct loop_src *slot, void (*cb)(struct loop_src *, uint32_t),
+                         const char *hostport);
+
 int srv_listen_tcp(struct daemon *d, const char *hostport) {
+        return listen_tcp_on(d, &d->tcp_src, tcp_listener_event, hostport);
+}
+
+int srv_listen_tcp_e2b(struct daemon *d, const char *hostport) {
+        return listen_tcp_on(d, &d->e2b_src, e2b_listener_event, hostport);
+}
+
+static int listen_tcp_on(struct daemon *d, struct loop_src *slot, void (*cb)(struct loop_src *, uint32_t),
+                         const char *hostport) {
         char host[256];
         const char *colon = strrchr(hostport, ':');
         if (!colon || (size_t)(colon - hostport) >= sizeof host)
@@ -1081,12 +1110,12 @@ int srv_listen_tcp(struct daemon *d, const char *hostport) {
                 close(fd);
                 return r;
         }
-        d->tcp_src.fd = fd;
-        d->tcp_src.cb = tcp_listener_event;
-        r = loop_add(d->loop, &d->tcp_src, EPOLLIN);
+        slot->fd = fd;
+        slot->cb = cb;
+        r = loop_add(d->loop, slot, EPOLLIN);
         if (r < 0) {
                 close(fd);
-                d->tcp_src.fd = -1;
+                slot->fd = -1;
         }
         return r;
 }
@@ -1103,6 +1132,10 @@ void srv_close_all(struct daemon *d) {
         if (d->tcp_src.fd >= 0) {
                 loop_del(d->loop, &d->tcp_src);
                 d->tcp_src.fd = safe_close(d->tcp_src.fd);
+        }
+        if (d->e2b_src.fd >= 0) {
+                loop_del(d->loop, &d->e2b_src);
+                d->e2b_src.fd = safe_close(d->e2b_src.fd);
         }
         if (d->accept_src.fd >= 0) {
                 loop_del(d->loop, &d->accept_src);

@@ -123,6 +123,9 @@ struct conn {
         struct buf body;
         const struct conn_hook_ops *hook; /* what answers this request later, if anything */
         void *hook_ctx;
+        /* Answers this request's errors in another API's dialect (the E2B API); NULL:
+         * SPACE's own ({"error":{...}}). Reset with every request head. */
+        void (*error_reply)(struct conn *c, int status, const char *msg);
         /* CONN_BODY_STREAM: body bytes; returns <0 to fail the request. */
         int (*on_body)(struct conn *c, const char *data, size_t n);
         void (*on_body_end)(struct conn *c);
@@ -132,6 +135,12 @@ struct conn {
 int srv_serve_unix(struct daemon *d, const struct srv_router *router, const char *path);
 /* Listens on host:port too (after srv_serve_unix: the same router). */
 int srv_listen_tcp(struct daemon *d, const char *hostport);
+/* A second TCP listener, the E2B API's own port (spaced --e2b-listen): the same router,
+ * the same rules (every request carries a token). */
+int srv_listen_tcp_e2b(struct daemon *d, const char *hostport);
+/* A request another layer authenticated (the E2B API's keys): c no longer counts against
+ * the strangers' slots. */
+void conn_authenticated(struct conn *c);
 void srv_close_all(struct daemon *d);
 /* Serves HTTP on a connected, non-blocking fd (taken over on success) through d->router. */
 int srv_conn_new(struct daemon *d, int fd);

@@ -65,6 +65,7 @@ struct action;
 struct job;
 struct wpool;
 struct metrics;
+struct e2b;
 
 struct daemon {
         struct loop *loop;
@@ -74,6 +75,7 @@ struct daemon {
         const struct runtime_ops *rt;
         struct loop_src unix_src;
         struct loop_src tcp_src;
+        struct loop_src e2b_src;    /* spaced --e2b-listen (server.h) */
         struct loop_src accept_src; /* the accept back-off timer (server.c) */
         bool accept_short;          /* accept is out of fds: logged, backing off */
         struct loop_src sig_src;
@@ -123,6 +125,8 @@ struct daemon {
         /* The network room (net/net.h): NULL with --egress off, when nothing on the host's
          * network changes. net_cfg: the operator's --egress flags, whatever they say. */
         struct net_room *net;
+        /* The E2B-compatible API (e2b/e2b.h): NULL with --e2b off. */
+        struct e2b *e2b;
         struct net_cfg net_cfg;
         /* The operator's network policy (spaced --egress ..., docs/network.md); zero:
          * egress off, every sandbox loopback only. */
