@@ -110,13 +110,15 @@ echo "# base template in $(( $(date +%s) - t0 )) s"
 if [ $# -eq 0 ]; then
         set -- "$E2B_DIR"/*.test.mjs
 fi
+files=()
+for f in "$@"; do files+=("$(realpath "$f")"); done
 # Test files run side by side (each its own node process); the tests of a file share one
 # as they ask (node:test's concurrency). Each file's tests make and kill their own sandboxes.
 cd "$E2B_DIR"
 E2B_API_URL=http://127.0.0.1:$PORT E2B_SANDBOX_URL=http://127.0.0.1:$PORT \
         E2B_API_KEY=$KEY_A E2B_API_KEY_B=$KEY_B SPACE_E2B_RUNTIME=$RUNTIME \
         E2B_USER_AGENT_SOURCE=space-tests \
-        timeout 600 "$NODE" --test --test-concurrency=4 --test-reporter=spec "$@"
+        timeout 600 "$NODE" --test --test-concurrency=4 --test-reporter=spec "${files[@]}"
 rc=$?
 [ $rc -eq 124 ] && echo "FAIL: the suite ran past 600 s"
 
