@@ -92,7 +92,8 @@ KEY_A=$("$SPACED" token add --data "$DATA" --tenant e2b-a --e2b 2>>"$LOG") || fa
 KEY_B=$("$SPACED" token add --data "$DATA" --tenant e2b-b --e2b 2>>"$LOG") || fail_log "spaced token add --e2b (tenant B)"
 case $KEY_A in e2b_*) ;; *) fail_log "token add --e2b printed '$KEY_A', not an e2b_ key" ;; esac
 
-"$SPACED" --data "$DATA" --log-level debug --runtime "$RUNTIME" --e2b-listen "127.0.0.1:$PORT" </dev/null >>"$LOG" 2>&1 &
+# --metrics-interval 1: getMetrics has samples within a second or two (default 5 s).
+"$SPACED" --data "$DATA" --log-level debug --runtime "$RUNTIME" --metrics-interval 1 --e2b-listen "127.0.0.1:$PORT" </dev/null >>"$LOG" 2>&1 &
 PID=$!
 for _ in $(seq 300); do
         sp health >/dev/null 2>&1 && [ -n "$(ss -Htln "sport = :$PORT")" ] && break
