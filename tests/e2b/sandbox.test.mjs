@@ -190,12 +190,14 @@ describe('sandbox', { concurrency: 3 }, () => {
     });
   });
 
-  test('snapshots: createSnapshot, listSnapshots, create from one, deleteSnapshot', opts, async () => {
+  test('snapshots: createSnapshot, listSnapshots, create from one; deleteSnapshot is 501', opts, async () => {
     const extra = [];
+    let snapId;
     try {
       await withSandbox({}, async (sbx) => {
         await sbx.files.write('snap.txt', 'in the snapshot');
         const snap = await sbx.createSnapshot();
+        snapId = snap.snapshotId;
         assert.equal(typeof snap.snapshotId, 'string');
         assert.ok(snap.snapshotId.length > 0);
         assert.ok(Array.isArray(snap.names));
@@ -214,11 +216,17 @@ describe('sandbox', { concurrency: 3 }, () => {
         assert.equal(await from.files.read('snap.txt'), 'in the snapshot');
         assert.equal((await from.commands.run('whoami')).stdout, 'user\n');
 
-        assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
-        assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false, 'deleting it twice');
-        const after = await allPages(Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }));
-        assert.ok(!after.items.some((s) => s.snapshotId === snap.snapshotId));
+        // Deleting one snapshot is not supported (docs/e2b.md "Snapshots"): 501 for one of
+        // the caller's, 404 (false) for any other id; the snapshot stays.
+        await assert.rejects(Sandbox.deleteSnapshot(snap.snapshotId), (e) => e.statusCode === 501);
+        assert.equal(await Sandbox.deleteSnapshot('snap_0000000000000000'), false);
+        const still = await allPages(Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }));
+        assert.ok(still.items.some((s) => s.snapshotId === snap.snapshotId));
       });
+      // ... and goes with its sandbox: after the kill, listed no more, no create from it
+      const gone = await allPages(Sandbox.listSnapshots());
+      assert.ok(!gone.items.some((s) => s.snapshotId === snapId), 'a killed sandbox\'s snapshot is listed');
+      await assert.rejects(Sandbox.create(snapId, { timeoutMs: 30_000 }));
     } finally {
       for (const id of extra) await killQuietly(id);
     }
