@@ -160,6 +160,8 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
         snprintf(s->tenant, sizeof s->tenant, "%s", ms->tenant);
         if (ms->error)
                 s->error = strdup(ms->error);
+        if (ms->metadata_json)
+                s->metadata = strdup(ms->metadata_json);
         if (ports_load(s, ms->ports_json) < 0)
                 log_warn("%s: stored ports unreadable; none are exposed", s->id);
         if (lt_from_text(ms->timeouts_json, &s->life) < 0)

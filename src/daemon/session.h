@@ -117,6 +117,7 @@ struct session {
         size_t n_ports;
         char **env;          /* "K=V", NULL-terminated; the defaults of every exec */
         size_t n_env;
+        char *metadata;      /* the client's metadata, a JSON object text (daemon/metadata.h; meta's metadata_json); NULL: none */
         const struct runtime_ops *rt;
         struct rt_sandbox *sb;
         pid_t init_pid;
