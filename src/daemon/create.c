@@ -184,7 +184,8 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         s->disk = p.disk;
         s->net = net; /* s owns it now */
         s->state = META_SESSION_CREATING;
-        s->created_at = time(NULL);
+        s->created_ms = meta_now_ms();
+        s->created_at = (time_t)(s->created_ms / 1000);
         s->template = strdup(p.tpl);
         s->interval_ms = q->interval_ms;
         s->retention = q->retention;

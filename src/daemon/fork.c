@@ -183,7 +183,8 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                 cs->interval_ms = p->interval_ms;
                 cs->retention = p->retention;
                 cs->layer = p->layer; /* a fork of now differs from it by what p changed */
-                cs->created_at = time(NULL);
+                cs->created_ms = meta_now_ms();
+                cs->created_at = (time_t)(cs->created_ms / 1000);
                 cs->state = META_SESSION_CREATING;
                 snprintf(cs->parent_session, sizeof cs->parent_session, "%s", src->session_id);
                 snprintf(cs->source_snapshot, sizeof cs->source_snapshot, "%s", src->id);
@@ -198,6 +199,7 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                 if (meta_session_get(d->meta, cs->id, &ms) == 0) {
                         snprintf(cs->head, sizeof cs->head, "%s", ms.head_snapshot);
                         cs->created_at = (time_t)(ms.created_ms / 1000);
+                        cs->created_ms = ms.created_ms;
                         meta_session_clear(&ms);
                 }
                 struct meta_snapshot hm;

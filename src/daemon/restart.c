@@ -151,6 +151,7 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
                          "(spaced --egress on)", ms->id);
         s->state = ms->state;
         s->created_at = (time_t)(ms->created_ms / 1000);
+        s->created_ms = ms->created_ms;
         s->interval_ms = ms->snapshot_interval_ms;
         s->retention = ms->retention_keep;
         snprintf(s->head, sizeof s->head, "%s", ms->head_snapshot);

@@ -79,6 +79,7 @@ struct session {
         enum meta_session_state state; /* as committed in meta */
         char *error;         /* why the last sandbox died or a recovery failed */
         time_t created_at;
+        int64_t created_ms;  /* the same in Unix ms: the order of lists (the E2B API's) */
         /* durable fields (mirrors of meta) */
         int64_t interval_ms;
         uint32_t retention;

@@ -40,7 +40,7 @@
 #define E2B_LIST_MAX 1000
 /* A sandbox without a deadline has no endAt in SPACE; E2B's schema requires one. */
 #define E2B_END_NEVER "9999-12-31T23:59:59Z"
-/* A nextToken as we give it out: "<created s or snapshot ms>_<id>". */
+/* A nextToken as we give it out: "<Unix ms it was made>_<id>". */
 #define E2B_CURSOR_MAX 64
 #define E2B_QUERY_MAX 256 /* state, template, startedAfter, sandboxID, name */
 
@@ -89,7 +89,7 @@ static void write_listed_fields(struct json_writer *w, const struct session *s) 
         json_w_kstr(w, "clientID", E2B_CLIENT_ID);
         json_w_key(w, "metadata");
         metadata_write_json(w, s->metadata);
-        w_time_ms(w, "startedAt", (int64_t)s->created_at * 1000);
+        w_time_ms(w, "startedAt", s->created_ms);
         if (s->life.deadline_ms)
                 w_time_ms(w, "endAt", s->life.deadline_ms);
         else
@@ -771,9 +771,9 @@ void e2b_sandbox_list(struct conn *c) {
         for (struct session *s = c->d->sessions; s && n_items < c->d->n_sessions + 1; s = s->next) {
                 bool is_paused = s->state == META_SESSION_PAUSED;
                 if (!visible(c, s) || (is_paused ? !paused : !running) || (tpl[0] && strcmp(tpl, s->template)) ||
-                    (int64_t)s->created_at * 1000 < after || !metadata_matches(s->metadata, &f))
+                    s->created_ms < after || !metadata_matches(s->metadata, &f))
                         continue;
-                items[n_items++] = (struct e2b_item){ .t = (int64_t)s->created_at, .id = s->id, .p = s };
+                items[n_items++] = (struct e2b_item){ .t = s->created_ms, .id = s->id, .p = s };
         }
         metadata_filter_clear(&f);
         size_t first, n;
