@@ -13,6 +13,7 @@
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "daemon/durable.h"
+#include "daemon/metadata.h"
 #include "daemon/disk.h"
 #include "daemon/routes.h"
 #include "daemon/http.h"
@@ -183,7 +184,31 @@ void api_health(struct conn *c) {
 
 /* ---- sessions ---- */
 
+/* ?metadata=k=v[&k2=v2] (the value percent-encoded as a whole, and each key and value in
+ * it once more, as URLSearchParams writes them): the sessions whose metadata holds every
+ * pair. Answers 400 itself. */
+static int query_metadata(struct conn *c, struct md_filter *f) {
+        *f = (struct md_filter){ 0 };
+        char v[MD_FILTER_MAX + 1], why[160];
+        int r = http_query_get(c->req->query, "metadata", v, sizeof v);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0) {
+                conn_reply_error(c, 400, "query parameter metadata: %s",
+                                 r == -ENAMETOOLONG ? "over 8192 bytes" : "bad percent-encoding");
+                return -EINVAL;
+        }
+        if ((r = metadata_filter_parse(v, false, f, why, sizeof why)) < 0) {
+                conn_reply_error(c, r == -ENOMEM ? 500 : 400, "%s", r == -ENOMEM ? "out of memory" : why);
+                return r;
+        }
+        return 0;
+}
+
 void api_session_list(struct conn *c) {
+        struct md_filter f;
+        if (query_metadata(c, &f) < 0)
+                return;
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
@@ -194,10 +219,11 @@ void api_session_list(struct conn *c) {
         while (last && last->next)
                 last = last->next;
         for (struct session *s = last; s; s = s->prev)
-                if (auth_tenant_sees(c->tenant, s->tenant))
+                if (auth_tenant_sees(c->tenant, s->tenant) && metadata_matches(s->metadata, &f))
                         ses_write_json(&w, s);
         json_w_arr_end(&w);
         json_w_obj_end(&w);
+        metadata_filter_clear(&f);
         if (w.err)
                 conn_reply_error(c, 500, "listing sessions: %s", strerror(-w.err));
         else

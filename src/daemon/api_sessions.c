@@ -16,6 +16,7 @@
 #include "daemon/ports.h"
 #include "daemon/session.h"
 #include "daemon/durable.h"
+#include "daemon/metadata.h"
 #include "daemon/disk.h"
 #include "daemon/routes.h"
 #include "daemon/http.h"
@@ -208,13 +209,26 @@ static int create_req_parse(struct conn *c, const struct json *body, struct ses_
                         q->env_json = strdup(e.data);
                 buf_free(&e);
         }
+        char why_md[160];
+        if ((r = metadata_parse(json_get(body, "metadata"), &q->metadata_json, why_md, sizeof why_md)) < 0) {
+                util_strv_free(q->env, q->n_env);
+                free(q->env_json);
+                q->env = NULL;
+                q->env_json = NULL;
+                q->ports = ports_req_free(q->ports);
+                conn_reply_error(c, r == -ENOMEM ? 500 : 400, "%s", r == -ENOMEM ? "out of memory" : why_md);
+                return r;
+        }
         /* Last, as it is the other part that allocates: true, false or a policy object
          * (net/policy.h); none: the operator's --egress-default. */
         if ((r = api_network_parse(c, json_get(body, "network"), &q->net)) < 0) {
                 util_strv_free(q->env, q->n_env);
                 free(q->env_json);
+                free(q->metadata_json);
                 q->env = NULL;
                 q->env_json = NULL;
+                q->metadata_json = NULL;
+                q->ports = ports_req_free(q->ports);
                 return r;
         }
         return 0;
@@ -231,6 +245,7 @@ void api_session_create(struct conn *c) {
         if (!w) {
                 util_strv_free(q.env, q.n_env);
                 free(q.env_json);
+                free(q.metadata_json);
                 ports_req_free(q.ports);
                 net_policy_clear(&q.net);
                 return;

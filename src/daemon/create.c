@@ -101,6 +101,7 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         char **env = TAKE_PTR(q->env);
         size_t n_env = q->n_env;
         _cleanup_free_ char *env_json = TAKE_PTR(q->env_json);
+        _cleanup_free_ char *metadata_json = TAKE_PTR(q->metadata_json);
         _cleanup_(ports_req_freep) struct ports_req *ports = TAKE_PTR(q->ports);
         _cleanup_free_ char *ports_json = ports ? ports_req_meta_json(ports) : NULL;
         _cleanup_free_ char *net_json = NULL;
@@ -131,7 +132,8 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
                 r = lt_to_text(&q->life, &timeouts_json);
         struct meta_session ms = { .state = META_SESSION_CREATING, .network = net.egress, .network_json = net_json,
                                    .env_json = env_json, .ports_json = ports_json, .snapshot_interval_ms = q->interval_ms,
-                                   .retention_keep = q->retention, .timeouts_json = timeouts_json };
+                                   .retention_keep = q->retention, .timeouts_json = timeouts_json,
+                                   .metadata_json = metadata_json };
         snprintf(ms.id, sizeof ms.id, "%s", id);
         snprintf(ms.tenant, sizeof ms.tenant, "%s", q->tenant);
         snprintf(ms.template_name, sizeof ms.template_name, "%s", p.tpl);
@@ -182,11 +184,13 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
         s->disk = p.disk;
         s->net = net; /* s owns it now */
         s->state = META_SESSION_CREATING;
-        s->created_at = time(NULL);
+        s->created_ms = meta_now_ms();
+        s->created_at = (time_t)(s->created_ms / 1000);
         s->template = strdup(p.tpl);
         s->interval_ms = q->interval_ms;
         s->retention = q->retention;
         s->life = q->life;
+        s->metadata = TAKE_PTR(metadata_json);
         s->life.saved_active_ms = s->life.active_ms;
         snprintf(s->token_hash, sizeof s->token_hash, "%s", ms.token_hash);
         snprintf(s->tenant, sizeof s->tenant, "%s", ms.tenant);

@@ -49,6 +49,7 @@ struct ses_create_req {
         char **env;               /* "K=V", NULL-terminated; taken by dur_create */
         size_t n_env;
         char *env_json;           /* the env object as sent, for meta; taken by dur_create */
+        char *metadata_json;      /* "metadata" (daemon/metadata.h), NULL: none; taken by dur_create */
         struct ports_req *ports;  /* "ports" (daemon/ports.h), NULL: none; taken by dur_create */
         struct ses_lifetime life; /* "timeout", "idle_timeout", ... (daemon/lifetime.h) */
 };

@@ -109,7 +109,7 @@ static int fork_record(struct session *p, struct job *j, const struct meta_snaps
         for (unsigned i = 0; i < g->n && r >= 0; i++) {
                 struct meta_session ms = { .state = META_SESSION_CREATING, .network = p->net.egress,
                                            .network_json = net_json, .env_json = env_json, .snapshot_interval_ms = p->interval_ms,
-                                           .retention_keep = p->retention };
+                                           .retention_keep = p->retention, .metadata_json = p->metadata };
                 snprintf(ms.id, sizeof ms.id, "%s", g->ids[i]);
                 snprintf(ms.tenant, sizeof ms.tenant, "%s", p->tenant);
                 snprintf(ms.template_name, sizeof ms.template_name, "%s", p->template);
@@ -170,6 +170,8 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                 if (r < 0)
                         return r;
                 cs->template = strdup(p->template);
+                if (p->metadata && !(cs->metadata = strdup(p->metadata)))
+                        return -ENOMEM;
                 snprintf(cs->tenant, sizeof cs->tenant, "%s", p->tenant);
                 cs->rt = p->rt;
                 cs->memory = p->memory;
@@ -181,7 +183,8 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                 cs->interval_ms = p->interval_ms;
                 cs->retention = p->retention;
                 cs->layer = p->layer; /* a fork of now differs from it by what p changed */
-                cs->created_at = time(NULL);
+                cs->created_ms = meta_now_ms();
+                cs->created_at = (time_t)(cs->created_ms / 1000);
                 cs->state = META_SESSION_CREATING;
                 snprintf(cs->parent_session, sizeof cs->parent_session, "%s", src->session_id);
                 snprintf(cs->source_snapshot, sizeof cs->source_snapshot, "%s", src->id);
@@ -196,6 +199,7 @@ static int children_start(struct session *p, struct fork_group *g, const struct 
                 if (meta_session_get(d->meta, cs->id, &ms) == 0) {
                         snprintf(cs->head, sizeof cs->head, "%s", ms.head_snapshot);
                         cs->created_at = (time_t)(ms.created_ms / 1000);
+                        cs->created_ms = ms.created_ms;
                         meta_session_clear(&ms);
                 }
                 struct meta_snapshot hm;

@@ -151,6 +151,7 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
                          "(spaced --egress on)", ms->id);
         s->state = ms->state;
         s->created_at = (time_t)(ms->created_ms / 1000);
+        s->created_ms = ms->created_ms;
         s->interval_ms = ms->snapshot_interval_ms;
         s->retention = ms->retention_keep;
         snprintf(s->head, sizeof s->head, "%s", ms->head_snapshot);
@@ -160,6 +161,8 @@ static int load_session(struct daemon *d, const struct meta_session *ms, struct 
         snprintf(s->tenant, sizeof s->tenant, "%s", ms->tenant);
         if (ms->error)
                 s->error = strdup(ms->error);
+        if (ms->metadata_json)
+                s->metadata = strdup(ms->metadata_json);
         if (ports_load(s, ms->ports_json) < 0)
                 log_warn("%s: stored ports unreadable; none are exposed", s->id);
         if (lt_from_text(ms->timeouts_json, &s->life) < 0)

@@ -242,6 +242,12 @@ void conn_reply_json(struct conn *c, int status, const struct buf *body) {
         conn_reply_body(c, status, body, NULL);
 }
 
+void conn_reply_json_headers(struct conn *c, int status, const struct buf *body, const char *extra_headers) {
+        if (c->closed || c->resp_done)
+                return;
+        conn_reply_body(c, status, body, extra_headers);
+}
+
 /* {"type":type,"error":{"code","message"}}; no type: a plain error body. */
 static void error_json(struct buf *b, const char *type, int status, const char *msg) {
         struct json_writer w = JSON_WRITER_INIT(b);

@@ -158,6 +158,8 @@ void *conn_hook_ctx(const struct conn *c, const struct conn_hook_ops *ops);
 
 /* Answers: a complete JSON response, an error ({"error":{code,message}}), or an empty 204. */
 void conn_reply_json(struct conn *c, int status, const struct buf *body);
+/* The same with header lines (each ending in "\r\n"): a paged list's cursor. */
+void conn_reply_json_headers(struct conn *c, int status, const struct buf *body, const char *extra_headers);
 void conn_reply_error(struct conn *c, int status, const char *fmt, ...) _printf_(3, 4);
 void conn_reply_empty(struct conn *c, int status);
 /* A complete answer of another type (GET /metrics: Prometheus text), body as it is. */

@@ -30,6 +30,7 @@
 #include "daemon/durable.h"
 #include "daemon/disk.h"
 #include "daemon/loop.h"
+#include "daemon/metadata.h"
 #include "daemon/metrics.h"
 #include "runtime/fsutil.h"
 #include "runtime/runtime.h"
@@ -408,6 +409,8 @@ void ses_write_json(struct json_writer *w, struct session *s) {
         json_w_kint(w, "retention", s->retention);
         json_w_key(w, "timeouts");
         lt_write_json(w, &s->life);
+        json_w_key(w, "metadata");
+        metadata_write_json(w, s->metadata);
         write_snapshot_storage(w, s);
         write_id_or_null(w, "head_snapshot", s->head);
         write_id_or_null(w, "parent_session", s->parent_session);
@@ -528,6 +531,7 @@ static void ses_free_deferred(void *p) {
         for (size_t i = 0; i < s->n_env; i++)
                 free(s->env[i]);
         free(s->env);
+        free(s->metadata);
         free(s->template);
         free(s->dir);
         free(s->error);

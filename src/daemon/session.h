@@ -79,6 +79,7 @@ struct session {
         enum meta_session_state state; /* as committed in meta */
         char *error;         /* why the last sandbox died or a recovery failed */
         time_t created_at;
+        int64_t created_ms;  /* the same in Unix ms: the order of lists (the E2B API's) */
         /* durable fields (mirrors of meta) */
         int64_t interval_ms;
         uint32_t retention;
@@ -117,6 +118,7 @@ struct session {
         size_t n_ports;
         char **env;          /* "K=V", NULL-terminated; the defaults of every exec */
         size_t n_env;
+        char *metadata;      /* the client's metadata, a JSON object text (daemon/metadata.h; meta's metadata_json); NULL: none */
         const struct runtime_ops *rt;
         struct rt_sandbox *sb;
         pid_t init_pid;

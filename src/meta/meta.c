@@ -341,7 +341,8 @@ void meta_session_clear(struct meta_session *s) {
         free(s->network_json);
         free(s->ports_json);
         free(s->timeouts_json);
-        s->env_json = s->error = s->network_json = s->ports_json = s->timeouts_json = NULL;
+        free(s->metadata_json);
+        s->env_json = s->error = s->network_json = s->ports_json = s->timeouts_json = s->metadata_json = NULL;
 }
 
 void meta_sessions_free(struct meta_session *v, size_t n) {
@@ -390,6 +391,11 @@ int meta_session_create(struct meta *m, const struct meta_session *s) {
                 return meta_error(m, -EINVAL, "token hash must be %u lowercase hex digits", META_HASH_HEX);
         if (s->env_json) {
                 r = check_json(m, "env", s->env_json, strnlen(s->env_json, META_JSON_MAX + 1), true);
+                if (r < 0)
+                        return r;
+        }
+        if (s->metadata_json) {
+                r = check_json(m, "metadata", s->metadata_json, strnlen(s->metadata_json, META_JSON_MAX + 1), true);
                 if (r < 0)
                         return r;
         }

@@ -90,8 +90,11 @@ struct meta_session {
         char *ports_json;                    /* the exposed ports; NULL = none */
         /* schema 5: the lifecycle timeouts, a JSON text of the daemon's (daemon/lifetime.h) */
         char *timeouts_json;                 /* NULL = none */
+        /* schema 6: the client's metadata, a JSON object of strings (set at create) */
+        char *metadata_json;                 /* NULL = none */
 };
-/* Frees env_json, error, network_json, ports_json and timeouts_json (not s itself). */
+/* Frees env_json, error, network_json, ports_json, timeouts_json and metadata_json (not s
+ * itself). */
 void meta_session_clear(struct meta_session *s);
 void meta_sessions_free(struct meta_session *v, size_t n);
 
@@ -216,7 +219,8 @@ int64_t meta_now_ms(void);
 
 /* Stores a new session. Ignored: sandbox_id, head_snapshot, updated_ms (set them later).
  * parent_session and source_snapshot, when given, must exist (-ENOENT). -EEXIST for a
- * used id, -E2BIG for env_json over META_JSON_MAX, -EINVAL for bad fields. */
+ * used id, -E2BIG for env_json or metadata_json over META_JSON_MAX, -EINVAL for bad fields
+ * (metadata_json not a JSON object). */
 int meta_session_create(struct meta *m, const struct meta_session *s);
 /* Fills *ret (free with meta_session_clear). -ENOENT if unknown. */
 int meta_session_get(struct meta *m, const char *id, struct meta_session *ret);

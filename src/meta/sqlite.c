@@ -120,13 +120,16 @@ static const char *const migrations[] = {
          * auto_resume, the last activity: docs/sessions.md "Timeouts"), a JSON text the
          * daemon owns; NULL = none */
         "ALTER TABLE sessions ADD COLUMN timeouts TEXT;",
+        /* 6: a session's metadata (string keys and values its client gave at create:
+         * docs/api.md "metadata"), a JSON object text; NULL = none */
+        "ALTER TABLE sessions ADD COLUMN metadata TEXT;",
 };
 #define SCHEMA_VERSION ((int)ELEMENTSOF(migrations))
 
 #define SES_COLS                                                                                      \
         "id, tenant, state, template, runtime, memory_bytes, cpu_millis, pids, network, env, "     \
         "snapshot_interval_ms, retention_keep, created_ms, updated_ms, sandbox_id, parent_session, " \
-        "source_snapshot, head_snapshot, token_hash, error, disk_bytes, network_policy, ports, timeouts"
+        "source_snapshot, head_snapshot, token_hash, error, disk_bytes, network_policy, ports, timeouts, metadata"
 #define SBX_COLS "id, session_id, host_id, runtime, state, init_pid, created_ms, ended_ms, death_reason"
 #define SNAP_COLS                                                                                     \
         "id, session_id, parent_id, store_hash, root_hash, memory_hash, time_ms, reason, label, "  \
@@ -167,8 +170,8 @@ static const char *const st_sql[_ST_MAX] = {
 
         [ST_SES_INSERT] = "INSERT INTO sessions (id, tenant, state, template, runtime, memory_bytes, cpu_millis, "
                           "pids, network, env, snapshot_interval_ms, retention_keep, created_ms, updated_ms, "
-                          "parent_session, source_snapshot, token_hash, error, disk_bytes, network_policy, ports, timeouts) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+                          "parent_session, source_snapshot, token_hash, error, disk_bytes, network_policy, ports, timeouts, metadata) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
         [ST_SES_GET] = "SELECT " SES_COLS " FROM sessions WHERE id = ?1",
         [ST_SES_LIST] = "SELECT " SES_COLS " FROM sessions WHERE (?1 IS NULL OR tenant = ?1) "
                         "AND (?2 IS NULL OR instr(?2, ',' || state || ',') > 0) AND (?3 IS NULL OR id > ?3) "
@@ -820,6 +823,7 @@ static const struct column session_cols[] = {
         COLUMN(COL_DUP, struct meta_session, network_json),
         COLUMN(COL_DUP, struct meta_session, ports_json),
         COLUMN(COL_DUP, struct meta_session, timeouts_json),
+        COLUMN(COL_DUP, struct meta_session, metadata_json),
 };
 
 static int read_session(struct meta *m, sqlite3_stmt *st, void *ret) {
@@ -853,7 +857,7 @@ static int session_create_tx(struct meta *m, const struct meta_session *s, int64
                              P_INT(s->created_ms ? s->created_ms : now), P_OPT(s->parent_session),
                              P_OPT(s->source_snapshot), P_OPT(s->token_hash), P_OPT(s->error),
                              P_INT(s->limits.disk_bytes), P_OPT(s->network_json), P_OPT(s->ports_json),
-                             P_OPT(s->timeouts_json)));
+                             P_OPT(s->timeouts_json), P_OPT(s->metadata_json)));
 }
 
 static int sq_session_create(struct meta *m, const struct meta_session *s, int64_t now) {

@@ -344,16 +344,22 @@ if [ "$RT" != gvisor ]; then
 fi
 sleep 12
 start_daemon --listen "0.0.0.0:$PORT" --egress on --dns-upstream 192.0.2.53 || bad "spaced starts again"
-dead() { sh_in "$1" "[ -e /tmp/dead.done ] && cat /tmp/dead.$2 2>/dev/null || echo 'no probe ran'"; }
+# What the probe of session $1 saw at $2 while spaced was dead: "ran:" and the body it got
+# ("ran:" alone: nothing answered). Anything else (the exec failed, the sandbox did not
+# survive the restart and its /tmp went with it) fails the checks, closed ones included.
+dead() { sh_in "$1" "[ -e /tmp/dead.done ] && { printf ran:; cat /tmp/dead.$2 2>/dev/null; } || echo 'no probe ran'"; }
+for s in "$A" "$R"; do
+        wait_state "$s" running 200 || say "session $s is not running 20 s after the restart"
+done
 if [ "$RT" = microvm ]; then
         na "a microVM does not survive a daemon restart (the driver has no adopt: the session is recovered from its template), so what its guest saw while spaced was dead cannot be read back; the host's curl in QEMU's namespace above is the check"
 else
-check "inside, with spaced dead: allowed traffic by address flowed" [ "$(dead "$A" 198.51.100.10.80)" = "host 198.51.100.10 port 80" ]
-check "inside, with spaced dead: a closed range stayed closed" [ -z "$(dead "$A" 10.20.0.5.80)" ]
-check "inside, with spaced dead: the host stayed closed" [ -z "$(dead "$A" "$HOSTEND.7101")" ]
-check "inside, with spaced dead: the metadata service stayed closed" [ -z "$(dead "$A" 169.254.169.254.80)" ]
-check "inside, with spaced dead: a denied address stayed closed" [ -z "$(dead "$R" 198.51.100.20.80)" ]
-check "inside, with spaced dead: an allowed address and port flowed" [ "$(dead "$R" 203.0.113.10.8080)" = "host 203.0.113.10 port 8080" ]
+check "inside, with spaced dead: allowed traffic by address flowed" [ "$(dead "$A" 198.51.100.10.80)" = "ran:host 198.51.100.10 port 80" ]
+check "inside, with spaced dead: a closed range stayed closed" [ "$(dead "$A" 10.20.0.5.80)" = ran: ]
+check "inside, with spaced dead: the host stayed closed" [ "$(dead "$A" "$HOSTEND.7101")" = ran: ]
+check "inside, with spaced dead: the metadata service stayed closed" [ "$(dead "$A" 169.254.169.254.80)" = ran: ]
+check "inside, with spaced dead: a denied address stayed closed" [ "$(dead "$R" 198.51.100.20.80)" = ran: ]
+check "inside, with spaced dead: an allowed address and port flowed" [ "$(dead "$R" 203.0.113.10.8080)" = "ran:host 203.0.113.10 port 8080" ]
 fi
 check "after the restart, the rules hold" not reaches "$R" http://198.51.100.20/
 check "after the restart, names resolve again" expect "$R" http://allowed.test/ "host 198.51.100.10 port 80"

@@ -41,6 +41,30 @@ static void test_token_form(void **state) {
         assert_false(auth_token_well_formed(t));
         assert_false(auth_token_well_formed(NULL));
         assert_false(auth_token_well_formed("spt_"));
+        printf("check: the e2b_ form is e2b_ + 40 lowercase hex, fresh each time, and nothing else\n");
+        assert_int_equal(auth_token_new_e2b(a), 0);
+        assert_int_equal(auth_token_new_e2b(b), 0);
+        assert_int_equal(strlen(a), AUTH_E2B_LEN);
+        assert_memory_equal(a, "e2b_", 4);
+        assert_string_not_equal(a, b);
+        assert_true(auth_token_well_formed(a));
+        for (size_t i = 4; i < AUTH_E2B_LEN; i++)
+                assert_non_null(strchr("0123456789abcdef", a[i]));
+        memcpy(t, a, AUTH_E2B_LEN + 1);
+        t[10] = 'A'; /* upper case is not the form */
+        assert_false(auth_token_well_formed(t));
+        memcpy(t, a, AUTH_E2B_LEN + 1);
+        t[AUTH_E2B_LEN - 1] = '\0';
+        assert_false(auth_token_well_formed(t));
+        memcpy(t, a, AUTH_E2B_LEN + 1);
+        t[AUTH_E2B_LEN] = '0';
+        t[AUTH_E2B_LEN + 1] = '\0';
+        assert_false(auth_token_well_formed(t));
+        printf("check: an e2b_ token is a bearer token like the other\n");
+        char h[128], out[AUTH_TOKEN_LEN + 1];
+        snprintf(h, sizeof h, "Bearer %s", a);
+        assert_int_equal(auth_parse_bearer(h, out), 0);
+        assert_string_equal(out, a);
 }
 
 static void test_parse_bearer(void **state) {

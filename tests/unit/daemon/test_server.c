@@ -14,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/json.h"
 #include "daemon/auth.h"
+#include "daemon/e2b/e2b.h"
 #include "daemon/spaced.h"
 #include "daemon/http.h"
 #include "daemon/routes.h"
@@ -42,7 +44,7 @@ static int setup(void **state) {
         f->d.data_dir = f->tmp;
         f->d.rt = &fake_rt;
         f->d.router = &api_router;
-        f->d.unix_src.fd = f->d.tcp_src.fd = f->d.accept_src.fd = -1;
+        f->d.unix_src.fd = f->d.tcp_src.fd = f->d.e2b_src.fd = f->d.accept_src.fd = -1;
         assert_int_equal(loop_new(&f->d.loop), 0);
         int sv[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
@@ -441,6 +443,146 @@ static void test_error_body_escapes(void **state) {
         buf_free(&b);
 }
 
+/* {"code":N,"message":...} (the E2B API's REST errors) with status N. */
+static void check_e2b_error(const char *r, int status) {
+        char line[64];
+        snprintf(line, sizeof line, "HTTP/1.1 %d ", status);
+        if (strncmp(r, line, strlen(line)) != 0)
+                fail_msg("expected status %d, got: %.200s", status, r);
+        struct json *j = body_of(r);
+        int64_t code = 0;
+        assert_int_equal(json_get_int(j, "code", &code), 0);
+        assert_int_equal(code, status);
+        assert_true(strlen(json_get_str(j, "message")) > 0);
+        json_free(j);
+}
+
+/* A Connect error: status and {"code":"<code>","message":...}. */
+static void check_rpc_error(const char *r, int status, const char *code) {
+        char line[64];
+        snprintf(line, sizeof line, "HTTP/1.1 %d ", status);
+        if (strncmp(r, line, strlen(line)) != 0)
+                fail_msg("expected status %d, got: %.200s", status, r);
+        assert_non_null(strstr(r, "Content-Type: application/json\r\n"));
+        struct json *j = body_of(r);
+        assert_string_equal(json_get_str(j, "code"), code);
+        assert_true(strlen(json_get_str(j, "message")) > 0);
+        json_free(j);
+}
+
+static void test_e2b_front(void **state) {
+        struct fixture *f = *state;
+        char tok[AUTH_TOKEN_LEN + 1], rev[AUTH_TOKEN_LEN + 1], key[AUTH_TOKEN_LEN + 1], req[1024], h[META_HASH_HEX + 1];
+        tcp_with_tokens(f, tok, rev);
+        assert_int_equal(auth_token_new_e2b(key), 0);
+        assert_int_equal(meta_token_hash(key, h), 0);
+        assert_int_equal(meta_token_create(f->d.meta, h, "t1", NULL), 0);
+        printf("check: with --e2b off an X-API-KEY request is SPACE's: 401 in SPACE's dialect\n");
+        snprintf(req, sizeof req, "GET /v2/sandboxes HTTP/1.1\r\nX-API-KEY: %s\r\n\r\n", key);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_error(resp, 401, "unauthorized");
+
+        assert_int_equal(e2b_open(&f->d), 0);
+        char path[128];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/e2b.key", f->tmp);
+        printf("check: e2b_open made DATA/e2b.key, 32 bytes, mode 0600\n");
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_size, E2B_SECRET_BYTES);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        char t1[E2B_ACCESS_TOKEN_LEN + 1], t2[E2B_ACCESS_TOKEN_LEN + 1], t3[E2B_ACCESS_TOKEN_LEN + 1];
+        e2b_access_token(f->d.e2b, "ses_0123456789abcdef", t1);
+        e2b_access_token(f->d.e2b, "ses_0123456789abcdee", t2);
+        printf("check: access tokens are 43 url-safe characters, one per id, the same after a reopen\n");
+        assert_int_equal(strlen(t1), E2B_ACCESS_TOKEN_LEN);
+        assert_string_not_equal(t1, t2);
+        e2b_close(&f->d);
+        assert_int_equal(e2b_open(&f->d), 0);
+        e2b_access_token(f->d.e2b, "ses_0123456789abcdef", t3);
+        assert_string_equal(t1, t3);
+
+        printf("check: a bad X-API-KEY is 401 {\"code\":401}; a good one (e2b_ form) reaches the E2B routes\n");
+        send_str(f, "GET /v2/sandboxes HTTP/1.1\r\nX-API-KEY: e2b_00\r\n\r\n", resp, sizeof resp, NULL);
+        check_e2b_error(resp, 401);
+        snprintf(req, sizeof req, "GET /v2/nope HTTP/1.1\r\nX-API-KEY: %s\r\n\r\n", key);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_e2b_error(resp, 404);
+        snprintf(req, sizeof req, "PUT /v2/sandboxes HTTP/1.1\r\nX-API-KEY: %s\r\nContent-Length: 0\r\n\r\n", tok);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_e2b_error(resp, 405);
+        printf("check: another tenant's or an unknown sandbox is body code 404\n");
+        snprintf(req, sizeof req, "GET /sandboxes/ses_0123456789abcdef HTTP/1.1\r\nX-API-KEY: %s\r\n\r\n", key);
+        send_str(f, req, resp, sizeof resp, NULL);
+        if (strncmp(resp, "HTTP/1.1 501", 12) != 0) /* until getInfo is built */
+                check_e2b_error(resp, 404);
+
+        printf("check: the right token for a sandbox that is not there is 502 {\"code\":502} (E2B's proxy)\n");
+        snprintf(req, sizeof req,
+                 "GET /health HTTP/1.1\r\nE2b-Sandbox-Id: ses_0123456789abcdef\r\nX-Access-Token: %s\r\n\r\n", t1);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_e2b_error(resp, 502);
+        printf("check: a wrong X-Access-Token is 401, on REST and on Connect\n");
+        snprintf(req, sizeof req,
+                 "GET /health HTTP/1.1\r\nE2b-Sandbox-Id: ses_0123456789abcdef\r\nX-Access-Token: %s\r\n\r\n", t2);
+        send_str(f, req, resp, sizeof resp, NULL);
+        check_e2b_error(resp, 401);
+        printf("check: SPACE's own requests are untouched with --e2b on\n");
+        snprintf(req, sizeof req, "GET /v1/health HTTP/1.1\r\nAuthorization: Bearer %s\r\n\r\n", key);
+        send_str(f, req, resp, sizeof resp, NULL);
+        assert_memory_equal(resp, "HTTP/1.1 200 OK\r\n", 17);
+        printf("check: the data plane without X-Access-Token is Connect unauthenticated (and, its body\n"
+               "       unread, the connection closes)\n");
+        send_str(f,
+                 "POST /process.Process/List HTTP/1.1\r\nE2b-Sandbox-Id: ses_0123456789abcdef\r\n"
+                 "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+                 resp, sizeof resp, NULL);
+        check_rpc_error(resp, 401, "unauthenticated");
+        e2b_close(&f->d);
+        unlink(path);
+        drop_meta(f);
+}
+
+static void test_e2b_helpers(void **state) {
+        (void)state;
+        struct buf b = BUF_INIT(0);
+        printf("check: proto3 bytes decode from either base64 alphabet, padded or not\n");
+        assert_int_equal(e2b_b64_decode("aGk-_w==", 8, &b), 0);
+        assert_int_equal(b.len, 4);
+        assert_memory_equal(b.data, "hi>\xff", 4);
+        buf_free(&b);
+        b = BUF_INIT(0);
+        assert_int_equal(e2b_b64_decode("aGk+/w", 6, &b), 0);
+        assert_memory_equal(b.data, "hi>\xff", 4);
+        buf_free(&b);
+        b = BUF_INIT(0);
+        assert_true(e2b_b64_decode("a*==", 4, &b) < 0);
+        buf_free(&b);
+        printf("check: paths resolve against the home: relative, ~, ~/x, absolute, empty\n");
+        char out[64], home[32];
+        e2b_home_of("user", home, sizeof home);
+        assert_string_equal(home, "/home/user");
+        e2b_home_of("root", home, sizeof home);
+        assert_string_equal(home, "/root");
+        e2b_home_of("user", home, sizeof home);
+        assert_int_equal(e2b_abs_path("a/b", home, out, sizeof out), 0);
+        assert_string_equal(out, "/home/user/a/b");
+        assert_int_equal(e2b_abs_path("~", home, out, sizeof out), 0);
+        assert_string_equal(out, "/home/user");
+        assert_int_equal(e2b_abs_path("~/x", home, out, sizeof out), 0);
+        assert_string_equal(out, "/home/user/x");
+        assert_int_equal(e2b_abs_path("/etc", home, out, sizeof out), 0);
+        assert_string_equal(out, "/etc");
+        assert_int_equal(e2b_abs_path("", home, out, sizeof out), 0);
+        assert_string_equal(out, "/home/user");
+        assert_int_equal(e2b_abs_path("a-name-longer-than-the-buffer-a-name-longer-than-the-buffer", home, out, sizeof out),
+                         -ENAMETOOLONG);
+        printf("check: our statuses map to Connect codes the SDK knows\n");
+        assert_string_equal(e2b_rpc_code_of_status(404), "not_found");
+        assert_string_equal(e2b_rpc_code_of_status(409), "failed_precondition");
+        assert_string_equal(e2b_rpc_code_of_status(503), "unavailable");
+        assert_string_equal(e2b_rpc_code_of_status(500), "internal");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_health_and_pipelining, setup, teardown),
@@ -458,6 +600,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_request_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_idle_timeout, setup, teardown),
                 cmocka_unit_test(test_error_body_escapes),
+                cmocka_unit_test_setup_teardown(test_e2b_front, setup, teardown),
+                cmocka_unit_test(test_e2b_helpers),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,7 +59,7 @@ static const char H1[] = "111111111111111111111111111111111111111111111111111111
 static const char H2[] = "2222222222222222222222222222222222222222222222222222222222222222";
 static const char H3[] = "3333333333333333333333333333333333333333333333333333333333333333";
 
-#define SCHEMA_NOW 5 /* the schema this program writes */
+#define SCHEMA_NOW 6 /* the schema this program writes */
 
 static void mk_session(struct meta *m, const char *id, const char *tenant, enum meta_session_state st) {
         struct meta_session s = { .state = st, .snapshot_interval_ms = 30000, .retention_keep = 3 };
@@ -148,7 +148,7 @@ static void test_ids_and_hash(void **state) {
 
 static void test_open_migrate(void **state) {
         struct fx *f = *state;
-        printf("# a new file is created 0600 at schema version 5, WAL, and passes the checks\n");
+        printf("# a new file is created 0600 at schema version 6, WAL, and passes the checks\n");
         assert_string_equal(meta_backend_name(f->m), "sqlite");
         assert_int_equal(meta_schema_version(f->m), SCHEMA_NOW);
         assert_int_equal(meta_check(f->m), 0);
@@ -204,7 +204,7 @@ static void test_open_migrate(void **state) {
         char why[256] = "stale";
         assert_int_equal(meta_open(f->path, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m2),
                          -EPROTO);
-        assert_non_null(strstr(why, "schema version 99 is newer than this program's 5"));
+        assert_non_null(strstr(why, "schema version 99 is newer than this program's 6"));
         assert_ptr_equal(m2, (struct meta *)0x1);
         printf("# a version 1 options struct (no error field) still opens\n");
         assert_int_equal(meta_open(f->path, &(struct meta_opts){ .version = 1 }, &m2), -EPROTO);
@@ -258,6 +258,7 @@ static const char *const undo[] = {
         [4] = "ALTER TABLE sessions DROP COLUMN network_policy;"
               "ALTER TABLE sessions DROP COLUMN ports;",
         [5] = "ALTER TABLE sessions DROP COLUMN timeouts;",
+        [6] = "ALTER TABLE sessions DROP COLUMN metadata;",
 };
 
 static void downgrade_to(sqlite3 *db, int version) {
@@ -920,6 +921,40 @@ static void test_migrate_v4_timeouts(void **state) {
         assert_int_equal(meta_check(f->m), 0);
 }
 
+/* Schema 5 (before session metadata): sessions read as having none; a new session keeps
+ * its metadata, and one that is not a JSON object is refused. */
+static void test_migrate_v5_metadata(void **state) {
+        struct fx *f = *state;
+        printf("# a schema 5 file migrates to 6; its sessions have no metadata\n");
+        mk_session(f->m, "ses_f1", "t1", META_SESSION_RUNNING);
+        f->m = meta_free(f->m);
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+        downgrade_to(db, 5);
+        sqlite3_close(db);
+        assert_int_equal(meta_open(f->path, NULL, &f->m), 0);
+        assert_int_equal(meta_schema_version(f->m), SCHEMA_NOW);
+        struct meta_session g;
+        assert_int_equal(meta_session_get(f->m, "ses_f1", &g), 0);
+        assert_null(g.metadata_json);
+        meta_session_clear(&g);
+        printf("#   a new session is created with metadata, which reads back\n");
+        struct meta_session s = { .state = META_SESSION_CREATING, .metadata_json = "{\"a\":\"b c\"}" };
+        strcpy(s.id, "ses_f2");
+        strcpy(s.tenant, "t1");
+        strcpy(s.runtime, "ns");
+        assert_int_equal(meta_session_create(f->m, &s), 0);
+        assert_int_equal(meta_session_get(f->m, "ses_f2", &g), 0);
+        assert_string_equal(g.metadata_json, "{\"a\":\"b c\"}");
+        meta_session_clear(&g);
+        printf("#   metadata that is not a JSON object is refused\n");
+        strcpy(s.id, "ses_f3");
+        s.metadata_json = "[1]";
+        assert_int_equal(meta_session_create(f->m, &s), -EINVAL);
+        assert_int_equal(meta_session_get(f->m, "ses_f3", &g), -ENOENT);
+        assert_int_equal(meta_check(f->m), 0);
+}
+
 /* Schema 2 (before the event bounds): the events already there are counted, the posted
  * kinds as posted, and the bounds apply to them from the first post on. */
 static void test_migrate_v2(void **state) {
@@ -1297,6 +1332,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_migrate_v3_network, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_migrate_v4_timeouts, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_migrate_v5_metadata, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_event_bounds, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hosts_tokens, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
