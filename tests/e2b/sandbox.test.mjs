@@ -12,7 +12,7 @@ import {
 const opts = { timeout: TEST_TIMEOUT_MS };
 
 describe('sandbox', { concurrency: 3 }, () => {
-  test('create, getInfo, isRunning, kill', opts, async () => {
+  test('create, getInfo, kill', opts, async () => {
     const meta = { suite: 'e2b', run: RUN, 'with space': 'a b&c=d' };
     const t0 = Date.now();
     const sbx = await Sandbox.create({ metadata: meta, timeoutMs: 120_000 });
