@@ -6,8 +6,9 @@
 # ?username=) against the default user, by the owner of what they write; GET /files of
 # text, of every byte value, of an empty file (Content-Length: 0), of a missing one (404,
 # body code 404) and of a directory (400); POST /files multipart with two parts, chunked,
-# and octet-stream plain and gzipped; a WatchDir stream seeing a file written by another
-# request; GET /health 204, then 502 once the session is paused. Root only; ~15 s.
+# parts of megabytes, and octet-stream plain and gzipped (corrupt: 400); a WatchDir stream
+# seeing a file written by another request; GET /health 204, then 502 once the session is
+# paused. Root only; ~20 s.
 # Usage: test_e2b_files.sh SPACED_BINARY   (space-init next to it)
 . "$(dirname "$0")/lib.sh" e2b-files "${1:-}"
 command -v openssl >/dev/null || { echo "FAIL: openssl is missing"; exit 1; }
@@ -84,6 +85,25 @@ check "POST /files onto a directory: 400 with a body code" test "$(status "$R") 
 R=$(api "${E2B[@]}" -X POST "http://x/files" -F "file=@$T/a.txt;filename=same" -F "file=@$T/a.txt;filename=./same" \
         -w '\n%{http_code}')
 check "two parts for one file: 400" test "$(status "$R")" = 400
+# big enough that init's queue fills and the client is paused and resumed, part after part
+head -c $((6 << 20)) /dev/urandom >"$T/big1"
+head -c $((5 << 20)) /dev/urandom >"$T/big2"
+R=$(api "${E2B[@]}" -X POST "http://x/files" -H 'Transfer-Encoding: chunked' \
+        -F "file=@$T/big1;filename=big/1" -F "file=@$T/big2;filename=big/2" -w '\n%{http_code}')
+check "POST /files, two parts of 6 and 5 MiB: 200, two entries" test "$(status "$R") $(body "$R" | jx length)" = "200 2"
+check "... each file's bytes as sent" \
+        test "$(api "$U/files?path=/home/user/big/1" | cmp -s - "$T/big1" && api "$U/files?path=/home/user/big/2" | cmp -s - "$T/big2" && echo same)" = same
+check "GET /files of 6 MiB: the bytes" cmp -s "$T/big1" <(api "${E2B[@]}" "http://x/files?path=big/1")
+R=$(api "${E2B[@]}" -X POST "http://x/files?path=/tmp/bob&username=bob" -H 'Content-Type: application/octet-stream' \
+        --data-binary x -w '\n%{http_code}')
+check "POST /files as a user the sandbox lacks: 401, nothing written" \
+        test "$(status "$R") $(code "$U/files/stat?path=/tmp/bob")" = "401 404"
+R=$(api "${E2B[@]}" -X POST "http://x/files?path=/tmp/z" -H 'Content-Type: application/octet-stream' \
+        -H 'Content-Encoding: gzip' --data-binary 'not gzip at all' -w '\n%{http_code}')
+check "a corrupt gzip body: 400, nothing written" test "$(status "$R") $(code "$U/files/stat?path=/tmp/z")" = "400 404"
+R=$(api "${E2B[@]}" -X POST "http://x/files?path=/tmp/z" -H 'Content-Type: application/octet-stream' \
+        -H 'Content-Encoding: br' --data-binary x -w '\n%{http_code}')
+check "Content-Encoding br: 400" test "$(status "$R")" = 400
 touch "$T/empty"
 api "${E2B[@]}" -X POST "http://x/files?path=empty" -H 'Content-Type: application/octet-stream' \
         --data-binary @"$T/empty" >/dev/null
