@@ -290,7 +290,7 @@ static void write_open(struct stream *s, const struct json *req) {
         if (!(s->name = strdup(name)))
                 return write_set_err(s, ENOMEM, "out of memory");
         char tmp[64];
-        snprintf(tmp, sizeof tmp, ".space-upload-%d-%u", (int)getpid(), ++counter);
+        snprintf(tmp, sizeof tmp, PROTO_UPLOAD_TEMP_PREFIX "%d-%u", (int)getpid(), ++counter);
         if (!(s->tmp_name = strdup(tmp)))
                 return write_set_err(s, ENOMEM, "out of memory");
         s->fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);

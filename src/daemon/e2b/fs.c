@@ -65,6 +65,7 @@ struct fsreq {
         char root[PROTO_MAX_PATH + 1]; /* the watched directory as init's events name it */
         struct buf line;
         bool line_over; /* the line under way is past E2B_WATCH_LINE_MAX: dropped */
+        bool temp_moved; /* the last event: an upload's temporary renamed away */
         /* POST /files */
         bool multipart, gzip, waiting; /* waiting: for the RESP of the file just ended */
         bool zinit, zend;
@@ -647,24 +648,8 @@ static const char *event_type(const char *t) {
         return NULL; /* overflow: E2B has no such event */
 }
 
-/* One NDJSON line of init's watch as a WatchDirResponse. */
-static void watch_line(struct fsreq *q, const char *line, size_t n) {
-        _cleanup_json_ struct json *ev = NULL;
-        if (json_parse(line, n, &ev, NULL, 0) < 0)
-                return;
-        const char *t = json_get_str(ev, "type"), *path = json_get_str(ev, "path");
-        const char *et = t ? event_type(t) : NULL;
-        if (!et || !path)
-                return;
-        /* name: relative to the watched directory (envd's filepath.Rel). */
-        size_t rl = strlen(q->root);
-        const char *name = path;
-        if (!strcmp(q->root, "/"))
-                name = path + 1;
-        else if (!strncmp(path, q->root, rl) && path[rl] == '/')
-                name = path + rl + 1;
-        else if (!strcmp(path, q->root))
-                name = "";
+/* One WatchDirResponse: event type et of the entry name (relative to the watch). */
+static void watch_send(struct fsreq *q, const char *name, const char *et, bool dir) {
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
@@ -679,7 +664,7 @@ static void watch_line(struct fsreq *q, const char *line, size_t n) {
                 json_w_key(&w, "entry");
                 json_w_obj_begin(&w);
                 json_w_kstr(&w, "name", base_name(abs));
-                json_w_kstr(&w, "type", json_get_bool(ev, "dir", false) ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE");
+                json_w_kstr(&w, "type", dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE");
                 json_w_kstr(&w, "path", abs);
                 json_w_obj_end(&w);
         }
@@ -688,6 +673,39 @@ static void watch_line(struct fsreq *q, const char *line, size_t n) {
         if (!w.err)
                 e2b_stream_msg(&q->stream, b.data, b.len);
         buf_free(&b);
+}
+
+/* One NDJSON line of init's watch as WatchDirResponses. */
+static void watch_line(struct fsreq *q, const char *line, size_t n) {
+        _cleanup_json_ struct json *ev = NULL;
+        if (json_parse(line, n, &ev, NULL, 0) < 0)
+                return;
+        const char *t = json_get_str(ev, "type"), *path = json_get_str(ev, "path");
+        const char *et = t ? event_type(t) : NULL;
+        if (!et || !path)
+                return;
+        /* An upload is written to a temporary beside its file and renamed over it at the
+         * end (protocol.md §3.6): the temporary's events are space-init's, not the
+         * client's, and its rename onto the file is what envd, which writes in place,
+         * shows as the file's create and write. */
+        bool temp = !strncmp(base_name(path), PROTO_UPLOAD_TEMP_PREFIX, strlen(PROTO_UPLOAD_TEMP_PREFIX));
+        bool after_temp = q->temp_moved;
+        q->temp_moved = temp && !strcmp(t, "rename_from");
+        if (temp)
+                return;
+        /* name: relative to the watched directory (envd's filepath.Rel). */
+        size_t rl = strlen(q->root);
+        const char *name = path;
+        if (!strcmp(q->root, "/"))
+                name = path + 1;
+        else if (!strncmp(path, q->root, rl) && path[rl] == '/')
+                name = path + rl + 1;
+        else if (!strcmp(path, q->root))
+                name = "";
+        bool dir = json_get_bool(ev, "dir", false);
+        watch_send(q, name, et, dir);
+        if (after_temp && !strcmp(t, "rename_to"))
+                watch_send(q, name, "EVENT_TYPE_WRITE", dir);
 }
 
 static void watch_data(struct fsreq *q, const uint8_t *p, size_t n) {

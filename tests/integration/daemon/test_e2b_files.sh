@@ -187,6 +187,9 @@ api "${E2B[@]}" -X POST "http://x/files?path=w/new.txt" -H 'Content-Type: applic
 event() { for _ in $(seq 50); do grep -qa "$1" "$T/watch.out" && return 0; sleep 0.1; done; return 1; }
 check "... a file written by another request: a create event named relative to the directory" \
         event '"filesystem":{"name":"new.txt","type":"EVENT_TYPE_CREATE"'
+check "... then a write event (the upload's rename over its file is envd's create and write)" \
+        event '"filesystem":{"name":"new.txt","type":"EVENT_TYPE_WRITE"'
+check "... and nothing of the upload's temporary file" test "$(grep -ac 'space-upload' "$T/watch.out")" = 0
 check "... with its entry (includeEntry)" event '"entry":{"name":"new.txt","type":"FILE_TYPE_FILE","path":"/home/user/w/new.txt"}'
 check "... and a keepalive after a second of quiet" event '{"keepalive":{}}'
 kill "$WPID" 2>/dev/null
