@@ -705,17 +705,20 @@ void op_rename(uint32_t id, const struct json *req) {
         send_frame(PROTO_RESP, id, "{}", 2);
 }
 
-/* ---- tree: the entries below a directory, a few levels down, in one RESP ---- */
+/* ---- tree: the entries below a directory, a few levels down, in pages ---- */
 
 struct tree {
         struct json_writer *w;
+        struct buf *b, one;       /* the RESP, and one entry before it goes in */
         struct init_names *names; /* NULL: no names asked for */
         size_t n;                 /* entries written */
+        bool truncated;
         char rel[PROTO_MAX_PATH + 1];
 };
 
-/* The names of the directory fd, sorted; at most max (more: -E2BIG). */
-static int tree_names(int fd, size_t max, char ***ret, size_t *ret_n) {
+/* The names of the directory fd after the name from ("": all), sorted; more than
+ * PROTO_MAX_LIST of them is -E2BIG. */
+static int tree_names(int fd, const char *from, size_t from_len, char ***ret, size_t *ret_n) {
         int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (dfd < 0)
                 return -errno;
@@ -728,9 +731,17 @@ static int tree_names(int fd, size_t max, char ***ret, size_t *ret_n) {
         struct dirent *de;
         r = 0;
         while ((errno = 0, de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                const char *nm = de->d_name;
+                if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0)
                         continue;
-                if (n >= max) {
+                /* Before the cursor's name at this level: on an earlier page. */
+                if (from_len) {
+                        size_t l = strlen(nm);
+                        int c = memcmp(nm, from, MIN(l, from_len));
+                        if (c < 0 || (c == 0 && l < from_len))
+                                continue;
+                }
+                if (n >= PROTO_MAX_LIST) {
                         r = -E2BIG;
                         break;
                 }
@@ -744,7 +755,7 @@ static int tree_names(int fd, size_t max, char ***ret, size_t *ret_n) {
                         v = nv;
                         cap = ncap;
                 }
-                if (!(v[n] = strdup(de->d_name))) {
+                if (!(v[n] = strdup(nm))) {
                         r = -ENOMEM;
                         break;
                 }
@@ -765,58 +776,76 @@ static int tree_names(int fd, size_t max, char ***ret, size_t *ret_n) {
         return 0;
 }
 
+/* One entry (t->rel) into the RESP; false when the page is full (the entry is not in it). */
+static bool tree_emit(struct tree *t, int fd, const char *name, const struct stat *st) {
+        if (t->n >= INIT_TREE_MAX_ENTRIES)
+                return false;
+        buf_reset(&t->one);
+        struct json_writer ow = JSON_WRITER_INIT(&t->one);
+        json_w_obj_begin(&ow);
+        json_w_kstr(&ow, "path", t->rel);
+        write_stat(&ow, st);
+        json_w_kint(&ow, "uid", st->st_uid);
+        json_w_kint(&ow, "gid", st->st_gid);
+        if (t->names)
+                write_names(&ow, t->names, st);
+        if (S_ISLNK(st->st_mode)) {
+                char target[PATH_MAX];
+                ssize_t tl = readlinkat(fd, name, target, sizeof target);
+                if (tl >= 0) {
+                        json_w_key(&ow, "target");
+                        json_w_strn(&ow, target, (size_t)tl);
+                }
+        }
+        json_w_obj_end(&ow);
+        /* Room for the entry, its comma and the RESP's closing members. */
+        if (ow.err || t->b->len + t->one.len + 64 > PROTO_MAX_JSON)
+                return false;
+        json_w_raw(t->w, t->one.data, t->one.len);
+        t->n++;
+        return true;
+}
+
 /* Writes the entries of directory fd (named t->rel, "" at the top) and, depth > 1, of its
- * subdirectories, depth-first in name order (like envd's walk). Symlinks are entries,
- * never followed. */
-static int tree_walk(struct tree *t, int fd, int depth) {
+ * subdirectories, depth-first in name order (like envd's walk), after the cursor after
+ * (a path relative to fd, "" for none: its entry and everything before it were on an
+ * earlier page). Symlinks are entries, never followed. Returns 1 once the page is full. */
+static int tree_walk(struct tree *t, int fd, int depth, const char *after) {
+        size_t head_len = strcspn(after, "/");
+        const char *rest = after[head_len] ? after + head_len + 1 : "";
         char **names = NULL;
         size_t n = 0;
-        int r = tree_names(fd, INIT_TREE_MAX_ENTRIES - t->n, &names, &n);
+        int r = tree_names(fd, after, head_len, &names, &n);
         if (r < 0)
                 return r;
         size_t rel_len = strlen(t->rel);
         for (size_t i = 0; i < n && r == 0; i++) {
+                /* The cursor's own entry at this level: sent before; what is below it may
+                 * not have been. */
+                bool cursor = head_len && strlen(names[i]) == head_len && !memcmp(names[i], after, head_len);
                 struct stat st;
                 if (fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue; /* removed meanwhile */
-                if (++t->n > INIT_TREE_MAX_ENTRIES) {
-                        r = -E2BIG;
-                        break;
-                }
                 int k = snprintf(t->rel + rel_len, sizeof t->rel - rel_len, "%s%s", rel_len ? "/" : "", names[i]);
                 if (k < 0 || (size_t)k >= sizeof t->rel - rel_len) {
                         r = -ENAMETOOLONG;
                         break;
                 }
-                json_w_obj_begin(t->w);
-                json_w_kstr(t->w, "path", t->rel);
-                write_stat(t->w, &st);
-                json_w_kint(t->w, "uid", st.st_uid);
-                json_w_kint(t->w, "gid", st.st_gid);
-                if (t->names)
-                        write_names(t->w, t->names, &st);
-                if (S_ISLNK(st.st_mode)) {
-                        char target[PATH_MAX];
-                        ssize_t tl = readlinkat(fd, names[i], target, sizeof target);
-                        if (tl >= 0) {
-                                json_w_key(t->w, "target");
-                                json_w_strn(t->w, target, (size_t)tl);
-                        }
-                }
-                json_w_obj_end(t->w);
-                if (t->w->err) {
-                        r = -E2BIG; /* past PROTO_MAX_JSON */
+                if (!cursor && !tree_emit(t, fd, names[i], &st)) {
+                        t->truncated = true;
+                        r = 1;
                         break;
                 }
                 if (S_ISDIR(st.st_mode) && depth > 1) {
                         int sub = openat(fd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (sub >= 0) {
-                                r = tree_walk(t, sub, depth - 1);
+                                r = tree_walk(t, sub, depth - 1, cursor ? rest : "");
                                 close(sub);
                         } /* unreadable (EACCES) or gone: listed, not entered */
                 }
                 t->rel[rel_len] = '\0';
         }
+        t->rel[rel_len] = '\0';
         for (size_t i = 0; i < n; i++)
                 free(names[i]);
         free(names);
@@ -825,10 +854,13 @@ static int tree_walk(struct tree *t, int fd, int depth) {
 
 void op_tree(uint32_t id, const struct json *req) {
         const char *path = json_get_str(req, "path");
+        const char *after = json_get(req, "after") ? json_get_str(req, "after") : "";
         int64_t depth = 1;
         if (json_get(req, "depth") &&
             (json_get_int(req, "depth", &depth) < 0 || depth < 1 || depth > INIT_TREE_MAX_DEPTH))
                 return send_error(id, EINVAL, "\"depth\" must be an integer in 1..%d", INIT_TREE_MAX_DEPTH);
+        if (!after || strlen(after) > PROTO_MAX_PATH)
+                return send_error(id, EINVAL, "\"after\" must be a path of at most %d bytes", PROTO_MAX_PATH);
         _cleanup_close_ int fd = -EBADF;
         int r = fs_resolve(path, O_RDONLY | O_DIRECTORY, 0, &fd);
         if (r < 0)
@@ -843,19 +875,20 @@ void op_tree(uint32_t id, const struct json *req) {
         _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
         struct json_writer w = JSON_WRITER_INIT(&b);
         static struct tree t; /* PROTO_MAX_PATH of scratch: not on the stack */
-        t = (struct tree){ .w = &w, .names = names };
+        t = (struct tree){ .w = &w, .b = &b, .one = BUF_INIT(PROTO_MAX_JSON), .names = names };
         json_w_obj_begin(&w);
         json_w_key(&w, "entries");
         json_w_arr_begin(&w);
-        r = tree_walk(&t, fd, (int)depth);
+        r = tree_walk(&t, fd, (int)depth, after);
         json_w_arr_end(&w);
+        json_w_kbool(&w, "truncated", t.truncated);
         json_w_obj_end(&w);
+        buf_free(&t.one);
         if (names)
                 user_names_free(names);
         if (r == -E2BIG)
-                return send_error(id, E2BIG, "%.512s: more than %d entries (or %u bytes of them) to depth %d",
-                                  path, INIT_TREE_MAX_ENTRIES, PROTO_MAX_JSON, (int)depth);
+                return send_error(id, E2BIG, "%.512s: a directory below holds more than %d entries", path, PROTO_MAX_LIST);
         if (r < 0 || w.err)
-                return send_error(id, r < 0 ? -r : E2BIG, "%.512s: %s", path, strerror(r < 0 ? -r : E2BIG));
+                return send_error(id, r < 0 ? -r : EOVERFLOW, "%.512s: %s", path, strerror(r < 0 ? -r : EOVERFLOW));
         send_json(PROTO_RESP, id, &b);
 }

@@ -33,7 +33,7 @@
 #define INIT_TTY_READ 4096            /* one read from a terminal's master */
 #define INIT_TTY_STDIN_MAX (64u << 10) /* typed input a terminal has not read yet; more is dropped */
 #define INIT_TREE_MAX_DEPTH 16        /* levels one op tree descends */
-#define INIT_TREE_MAX_ENTRIES 2048    /* entries one op tree answers (at ~120 bytes, one RESP) */
+#define INIT_TREE_MAX_ENTRIES 2048    /* entries of one page of op tree (at ~120 bytes, a RESP) */
 
 /* An fd in the epoll set; the callback finds its owner with container_of. */
 struct watch {

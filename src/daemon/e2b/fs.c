@@ -30,8 +30,11 @@
 #include "daemon/spaced.h"
 #include "daemon/util.h"
 
-/* ListDir's depth at most (init's INIT_TREE_MAX_DEPTH). */
+/* ListDir's depth at most (init's INIT_TREE_MAX_DEPTH), and the bytes of its answer: it
+ * is built whole (E2B's ListDir has no pages) from init's pages, and must fit a client's
+ * output queue (CONN_OUT_MAX) with room to spare: some 20000 entries. */
 #define E2B_LIST_MAX_DEPTH 16
+#define E2B_LIST_MAX_BYTES (4u << 20)
 /* A watch event line from init longer than this is dropped (init's lines are a path and a
  * few words: far below). */
 #define E2B_WATCH_LINE_MAX (PROTO_MAX_PATH + 256)
@@ -73,7 +76,8 @@ struct fsreq {
         uint64_t bytes;
         struct buf pending; /* body bytes not parsed yet while waiting */
         struct buf results; /* the JSON array being built */
-        unsigned files;
+        unsigned files; /* files written (POST), entries listed (ListDir) */
+        int64_t depth;  /* ListDir */
         bool in_file;   /* inside a part that is being written */
         bool parsing;   /* post_body or post_kick is parsing: no re-entry (post_kick) */
         bool have_query_path;
@@ -496,6 +500,17 @@ void e2b_fs_stat(struct conn *c) {
         (void)fs_send(q, s, OP_SIMPLE, &r);
 }
 
+static void tree_req(struct fsreq *q, struct session *s, const char *after) {
+        struct api_json r;
+        api_req_begin(&r, "tree");
+        json_w_kstr(&r.w, "path", q->path);
+        json_w_kint(&r.w, "depth", q->depth);
+        json_w_kbool(&r.w, "names", true);
+        if (after)
+                json_w_kstr(&r.w, "after", after);
+        (void)fs_send(q, s, OP_SIMPLE, &r);
+}
+
 void e2b_fs_list_dir(struct conn *c) {
         _cleanup_json_ struct json *body = NULL;
         char user[API_USER_MAX], path[PROTO_MAX_PATH + 1];
@@ -518,38 +533,46 @@ void e2b_fs_list_dir(struct conn *c) {
         if (!q)
                 return;
         snprintf(q->path, sizeof q->path, "%s", path);
-        struct api_json r;
-        api_req_begin(&r, "tree");
-        json_w_kstr(&r.w, "path", path);
-        json_w_kint(&r.w, "depth", depth);
-        json_w_kbool(&r.w, "names", true);
-        (void)fs_send(q, s, OP_SIMPLE, &r);
+        q->depth = depth;
+        q->results = BUF_INIT(E2B_LIST_MAX_BYTES);
+        (void)buf_puts(&q->results, "{\"entries\":[");
+        tree_req(q, s, NULL);
 }
 
-static void reply_list(struct fsreq *q, const struct json *resp) {
-        struct buf b = BUF_INIT(0);
-        struct json_writer w = JSON_WRITER_INIT(&b);
+/* A page of init's tree into the answer (EntryInfos with absolute paths); the next page
+ * is asked for after the last entry of a cut one (protocol.md §3.20). */
+static void list_page(struct fsreq *q, struct session *s, const struct json *resp) {
         const struct json *entries = json_get(resp, "entries");
-        json_w_obj_begin(&w);
-        json_w_key(&w, "entries");
-        json_w_arr_begin(&w);
+        /* A writer per page: it separates the page's entries, the comma before a page's
+         * first one is ours. */
+        struct json_writer w = JSON_WRITER_INIT(&q->results);
+        bool first = true;
         char path[2 * PROTO_MAX_PATH + 2];
+        const char *last = NULL;
         for (size_t i = 0; i < json_len(entries); i++) {
                 const struct json *e = json_at(entries, i);
                 const char *rel = json_get_str(e, "path");
                 if (!rel)
                         continue;
                 snprintf(path, sizeof path, "%s%s%s", q->path, strcmp(q->path, "/") ? "/" : "", rel);
+                if (first && q->files)
+                        (void)buf_append(&q->results, ",", 1);
+                first = false;
+                q->files++;
                 write_entry(&w, e, path);
+                last = rel;
         }
-        json_w_arr_end(&w);
-        json_w_obj_end(&w);
+        if (w.err || q->results.len >= q->results.max - 2) {
+                q->answered = true;
+                return e2b_rpc_error(q->c, "resource_exhausted",
+                                     "%s: more than %u bytes of entries to depth %d: list a smaller depth or a deeper "
+                                     "directory", q->path, E2B_LIST_MAX_BYTES, (int)q->depth);
+        }
+        if (json_get_bool(resp, "truncated", false) && last)
+                return tree_req(q, s, last);
+        (void)buf_append(&q->results, "]}", 2);
         q->answered = true;
-        if (w.err)
-                e2b_rpc_error(q->c, "internal", "building the listing: %s", strerror(-w.err));
-        else
-                e2b_rpc_reply(q->c, &b);
-        buf_free(&b);
+        e2b_rpc_reply(q->c, &q->results);
 }
 
 void e2b_fs_make_dir(struct conn *c) {
@@ -1210,7 +1233,7 @@ static void fs_frame(struct op *op, void *client, const struct proto_hdr *h, con
         case FS_MOVE_STAT:
                 return reply_entry(q, j);
         case FS_LIST:
-                return reply_list(q, j);
+                return list_page(q, op->ses, j);
         case FS_MKDIR: {
                 struct buf b = BUF_INIT(0);
                 struct json_writer w = JSON_WRITER_INIT(&b);

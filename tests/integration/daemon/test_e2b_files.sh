@@ -1,7 +1,7 @@
 #!/bin/bash
 # The E2B API's files at the wire level (#16, docs/e2b.md "Files", docs/e2b-wire.md §3.7-3.10),
 # with curl as E2B's SDK would send them to `spaced --e2b on`: filesystem.Filesystem's
-# Stat, ListDir (depth 1 and 2), MakeDir (new, existing, over a file), Move, Remove as
+# Stat, ListDir (depth 1 and 2, 2500 entries, too many), MakeDir (new, existing, over a file), Move, Remove as
 # Connect JSON; relative paths resolving to /home/user; root (Authorization: Basic, and
 # ?username=) against the default user, by the owner of what they write; GET /files of
 # text, of every byte value, of an empty file (Content-Length: 0), of a missing one (404,
@@ -155,6 +155,17 @@ R=$(rpc ListDir '{"path":"d/a.txt"}')
 check "ListDir of a file: invalid_argument" test "$(body "$R" | jget code)" = invalid_argument
 R=$(rpc ListDir '{"path":"d","depth":17}')
 check "ListDir past depth 16: invalid_argument" test "$(body "$R" | jget code)" = invalid_argument
+
+sh_in "$ID" 'mkdir /home/user/many && cd /home/user/many && i=0 && while [ $i -lt 2500 ]; do : >f$i; i=$((i+1)); done' >/dev/null
+R=$(rpc ListDir '{"path":"many"}')
+check "ListDir of 2500 entries (more than one page of init's): all of them, sorted" \
+        test "$(status "$R") $(body "$R" | jx '.entries | "\(length) \(.[0] | req("name")) \(.[-1] | req("name")) \(map(req("name")) == (map(.name) | sort))"')" = \
+        "200 2500 f0 f999 true"
+sh_in "$ID" 'cd /home/user/many && i=2500 && while [ $i -lt 25000 ]; do : >f$i; i=$((i+1)); done' >/dev/null
+R=$(rpc ListDir '{"path":"many"}')
+check "ListDir of 25000 entries (past 4 MiB of answer): resource_exhausted, not a cut list" \
+        test "$(status "$R") $(body "$R" | jget code)" = "429 resource_exhausted"
+sh_in "$ID" 'rm -r /home/user/many' >/dev/null
 
 # ---- Move, Remove ----
 R=$(rpc Move '{"source":"d/a.txt","destination":"e/moved.txt"}')
