@@ -517,6 +517,40 @@ static void write_names(struct json_writer *w, const struct init_names *nm, cons
                 json_w_kstr(w, "group", gr);
 }
 
+int fs_lstat(const char *path, struct stat *st, char *target, size_t tsz, ssize_t *tlen) {
+        _cleanup_close_ int dfd = -EBADF;
+        char name[NAME_MAX + 1];
+        *tlen = -1;
+        int r = fs_parent(path, &dfd, name);
+        if (r < 0)
+                return r;
+        if (r == 1) {
+                _cleanup_close_ int fd = -EBADF;
+                r = fs_resolve(path, O_PATH, 0, &fd);
+                if (r < 0)
+                        return r;
+                return fstat(fd, st) < 0 ? -errno : 0;
+        }
+        if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (S_ISLNK(st->st_mode) && (*tlen = readlinkat(dfd, name, target, tsz)) < 0)
+                return -errno;
+        return 0;
+}
+
+void fs_write_stat(struct json_writer *w, const struct stat *st, const struct init_names *nm, const char *target,
+                   ssize_t tlen) {
+        write_stat(w, st);
+        json_w_kint(w, "uid", st->st_uid);
+        json_w_kint(w, "gid", st->st_gid);
+        if (nm)
+                write_names(w, nm, st);
+        if (tlen >= 0) {
+                json_w_key(w, "target");
+                json_w_strn(w, target, (size_t)tlen);
+        }
+}
+
 void op_stat(uint32_t id, const struct json *req) {
         const char *path = json_get_str(req, "path");
         _cleanup_close_ int dfd = -EBADF;

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "common/buf.h"
@@ -225,6 +226,14 @@ void op_stat(uint32_t id, const struct json *req);
 void op_mkdir(uint32_t id, const struct json *req);
 void op_remove(uint32_t id, const struct json *req);
 void op_rename(uint32_t id, const struct json *req);
+/* lstat of path under the root (its last component not followed); a symlink's text goes
+ * to target (*tlen its length, -1 for anything else). */
+int fs_lstat(const char *path, struct stat *st, char *target, size_t tsz, ssize_t *tlen);
+/* stat's members (§3.8: type, size, mode, mtime, uid, gid, owner and group when nm is
+ * given, target when tlen >= 0) into the object being written. */
+struct init_names;
+void fs_write_stat(struct json_writer *w, const struct stat *st, const struct init_names *nm, const char *target,
+                   ssize_t tlen);
 void op_tree(uint32_t id, const struct json *req);
 void read_pump(struct stream *s);
 void write_abort(struct stream *s);

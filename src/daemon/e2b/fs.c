@@ -671,8 +671,9 @@ static const char *event_type(const char *t) {
         return NULL; /* overflow: E2B has no such event */
 }
 
-/* One WatchDirResponse: event type et of the entry name (relative to the watch). */
-static void watch_send(struct fsreq *q, const char *name, const char *et, bool dir) {
+/* One WatchDirResponse: event type et of the entry name (relative to the watch), with
+ * st, space-init's stat of it (NULL: it is gone). */
+static void watch_send(struct fsreq *q, const char *name, const char *et, const struct json *st) {
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
         json_w_obj_begin(&w);
@@ -680,16 +681,13 @@ static void watch_send(struct fsreq *q, const char *name, const char *et, bool d
         json_w_obj_begin(&w);
         json_w_kstr(&w, "name", name);
         json_w_kstr(&w, "type", et);
-        if (q->include_entry) {
-                /* What the event says, not a fresh stat: the entry may be gone already. */
+        /* As envd: the entry of what is there when the event is read; none for what went. */
+        if (q->include_entry && st) {
                 char abs[2 * PROTO_MAX_PATH + 2];
                 snprintf(abs, sizeof abs, "%s%s%s", q->path, *name ? "/" : "", name);
+                abs[PROTO_MAX_PATH] = '\0';
                 json_w_key(&w, "entry");
-                json_w_obj_begin(&w);
-                json_w_kstr(&w, "name", base_name(abs));
-                json_w_kstr(&w, "type", dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE");
-                json_w_kstr(&w, "path", abs);
-                json_w_obj_end(&w);
+                write_entry(&w, st, abs);
         }
         json_w_obj_end(&w);
         json_w_obj_end(&w);
@@ -725,10 +723,10 @@ static void watch_line(struct fsreq *q, const char *line, size_t n) {
                 name = path + rl + 1;
         else if (!strcmp(path, q->root))
                 name = "";
-        bool dir = json_get_bool(ev, "dir", false);
-        watch_send(q, name, et, dir);
+        const struct json *st = json_get(ev, "stat");
+        watch_send(q, name, et, st);
         if (after_temp && !strcmp(t, "rename_to"))
-                watch_send(q, name, "EVENT_TYPE_WRITE", dir);
+                watch_send(q, name, "EVENT_TYPE_WRITE", st);
 }
 
 static void watch_data(struct fsreq *q, const uint8_t *p, size_t n) {
@@ -761,6 +759,8 @@ void e2b_fs_watch_dir(struct conn *c) {
         api_req_begin(&r, "watch");
         json_w_kstr(&r.w, "path", path);
         json_w_kbool(&r.w, "recursive", json_get_bool(body, "recursive", false));
+        if (q->include_entry)
+                json_w_kbool(&r.w, "stat", true);
         api_req_window(&r, s);
         (void)fs_send(q, s, OP_WATCH, &r);
 }

@@ -201,7 +201,8 @@ check "... a file written by another request: a create event named relative to t
 check "... then a write event (the upload's rename over its file is envd's create and write)" \
         event '"filesystem":{"name":"new.txt","type":"EVENT_TYPE_WRITE"'
 check "... and nothing of the upload's temporary file" test "$(grep -ac 'space-upload' "$T/watch.out")" = 0
-check "... with its entry (includeEntry)" event '"entry":{"name":"new.txt","type":"FILE_TYPE_FILE","path":"/home/user/w/new.txt"}'
+check "... with its entry (includeEntry): the file's EntryInfo" \
+        event '"entry":{"name":"new.txt","type":"FILE_TYPE_FILE","path":"/home/user/w/new.txt","size":"2","mode":420,"permissions":"-rw-r--r--","owner":"user","group":"user"'
 check "... and a keepalive after a second of quiet" event '{"keepalive":{}}'
 kill "$WPID" 2>/dev/null
 wait "$WPID" 2>/dev/null

@@ -1,5 +1,5 @@
-/* Integration tests of space-init's ops rename and tree and stat's "names" (docs/protocol.md
- * §3.19, §3.20, §3.8): the real binary over its protocol (--fd on a socketpair, --root on a
+/* Integration tests of space-init's ops rename and tree, stat's "names" and watch's "stat"
+ * (docs/protocol.md §3.19, §3.20, §3.8, §3.17): the real binary over its protocol (--fd on a socketpair, --root on a
  * temp dir), the files made and checked on the host. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -277,6 +277,60 @@ static void test_tree(void **state) {
         assert_null(json_get(s2, "owner"));
 }
 
+/* The lines of watch id until one holding want, within 5 s; returns them all. */
+static void watch_until(struct fx *f, uint32_t id, const char *want, struct buf *out) {
+        for (int i = 0; i < 50 && !(out->data && strstr(out->data, want)); i++) {
+                struct initc_frame fr;
+                int r = initc_recv(&f->c, id, &fr, 100);
+                assert_true(r >= 0);
+                if (r == 1) {
+                        assert_int_equal(fr.h.type, PROTO_STDOUT);
+                        assert_int_equal(buf_append(out, fr.payload.data, fr.payload.len), 0);
+                        assert_int_equal(buf_append(out, "", 1), 0);
+                        out->len--; /* NUL-terminated for strstr */
+                        initc_frame_free(&fr);
+                }
+        }
+        if (!out->data || !strstr(out->data, want))
+                fail_msg("no %s in the events: %s", want, out->data ? out->data : "(none)");
+}
+
+static void test_watch_stat(void **state) {
+        struct fx *f = *state;
+        assert_int_equal(mkdir(host(f, "/etc"), 0755), 0);
+        put(host(f, "/etc/passwd"), "root:x:0:0::/root:/bin/sh\n");
+        put(host(f, "/etc/group"), "root:x:0:\n");
+        assert_int_equal(mkdir(host(f, "/w"), 0755), 0);
+
+        print_message("watch with stat: an event of what is there carries its stat and names\n");
+        int64_t id = initc_req(&f->c, "{\"op\":\"watch\",\"path\":\"/w\",\"stat\":true}");
+        assert_true(id > 0);
+        struct initc_frame fr;
+        assert_int_equal(initc_recv(&f->c, (uint32_t)id, &fr, 5000), 1);
+        assert_int_equal(fr.h.type, PROTO_RESP);
+        initc_frame_free(&fr);
+        put(host(f, "/w/x"), "12345");
+        struct buf out = BUF_INIT(0);
+        watch_until(f, (uint32_t)id, "\"type\":\"write\"", &out);
+        const char *create = strstr(out.data, "{\"type\":\"create\"");
+        assert_non_null(create);
+        _cleanup_json_ struct json *ev = NULL;
+        assert_int_equal(json_parse(create, strcspn(create, "\n"), &ev, NULL, 0), 0);
+        const struct json *st = json_get(ev, "stat");
+        assert_non_null(st);
+        assert_string_equal(json_get_str(st, "type"), "file");
+        if (geteuid() == 0)
+                assert_string_equal(json_get_str(st, "owner"), "root");
+
+        print_message("... and none for a remove\n");
+        assert_int_equal(unlink(host(f, "/w/x")), 0);
+        watch_until(f, (uint32_t)id, "\"type\":\"remove\"", &out);
+        const char *rm = strstr(out.data, "{\"type\":\"remove\"");
+        assert_null(memmem(rm, strcspn(rm, "\n"), "\"stat\"", 6));
+        buf_free(&out);
+        assert_int_equal(initc_send(&f->c, PROTO_CANCEL, (uint32_t)id, NULL, 0), 0);
+}
+
 int main(int argc, char **argv) {
         if (argc < 2) {
                 fprintf(stderr, "usage: %s PATH-TO-space-init\n", argv[0]);
@@ -287,6 +341,7 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_watch_stat, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
