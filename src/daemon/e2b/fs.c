@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,7 @@ struct fsreq {
         /* WatchDir */
         struct e2b_stream stream;
         bool include_entry;
+        uint64_t deadline_ms; /* Connect-Timeout-Ms from the start; 0: none */
         char root[PROTO_MAX_PATH + 1]; /* the watched directory as init's events name it */
         struct buf line;
         bool line_over; /* the line under way is past E2B_WATCH_LINE_MAX: dropped */
@@ -97,23 +99,20 @@ static void fsreq_free(void *p) {
 
 /* ---- the connection's hook ---- */
 
-static void forget(struct conn *c, struct fsreq *q, bool gone) {
+/* The client was answered or went: an op still in flight is of no use to anyone (an
+ * upload answered early, a watch at its deadline, the rest of an empty download) and is
+ * cancelled. */
+static void forget(struct conn *c, struct fsreq *q) {
         struct op *op = TAKE_PTR(q->op);
-        if (op) {
-                /* An upload answered before its end (an error) is aborted, not finished. */
-                if (gone || op->kind == OP_WRITE)
-                        op_client_gone(op);
-                else
-                        op_client_done(op);
-        }
+        if (op)
+                op_client_gone(op);
         if (q->kind == FS_WATCH)
                 e2b_stream_drop(&q->stream);
         q->c = NULL;
         (void)loop_defer(c->d->loop, fsreq_free, q);
 }
 
-static void hook_gone(struct conn *c, void *ctx) { forget(c, ctx, true); }
-static void hook_done(struct conn *c, void *ctx) { forget(c, ctx, false); }
+static void hook_gone(struct conn *c, void *ctx) { forget(c, ctx); }
 
 static void hook_drained(struct conn *c, void *ctx) {
         struct fsreq *q = ctx;
@@ -121,10 +120,10 @@ static void hook_drained(struct conn *c, void *ctx) {
                 op_client_drained(q->op, conn_below_low(c));
 }
 
-static const struct conn_hook_ops fs_hook = { .gone = hook_gone, .done = hook_done, .drained = hook_drained };
+static const struct conn_hook_ops fs_hook = { .gone = hook_gone, .done = hook_gone, .drained = hook_drained };
 /* A watch or download whose client hangs up is over. */
 static const struct conn_hook_ops fs_stream_hook = {
-        .gone = hook_gone, .done = hook_done, .drained = hook_drained, .hangup_is_gone = true,
+        .gone = hook_gone, .done = hook_gone, .drained = hook_drained, .hangup_is_gone = true,
 };
 
 static struct fsreq *fsreq_new(struct conn *c, enum fs_kind kind) {
@@ -671,6 +670,28 @@ static const char *event_type(const char *t) {
         return NULL; /* overflow: E2B has no such event */
 }
 
+/* A watch's keepalive; e2b_fs_tick knows the streams of watches by this very pointer. */
+static const char watch_keepalive[] = "{\"keepalive\":{}}";
+
+/* Connect-Timeout-Ms is the watch's lifetime, as envd's: at the deadline the stream ends
+ * with deadline_exceeded (the SDK's onExit gets a TimeoutError). */
+void e2b_fs_tick(struct daemon *d) {
+        if (!d->e2b)
+                return;
+        uint64_t now = util_now_ms();
+        for (struct e2b_stream *st = d->e2b->streams, *next; st; st = next) {
+                next = st->next;
+                if (st->keepalive != watch_keepalive)
+                        continue;
+                struct fsreq *q = (struct fsreq *)((char *)st - offsetof(struct fsreq, stream));
+                if (!q->deadline_ms || now < q->deadline_ms || q->answered)
+                        continue;
+                q->answered = true;
+                /* Ending it unregisters st (and maybe frees nothing yet: the free is deferred). */
+                e2b_stream_end(st, "deadline_exceeded", "the watch reached its Connect-Timeout-Ms");
+        }
+}
+
 /* One WatchDirResponse: event type et of the entry name (relative to the watch), with
  * st, space-init's stat of it (NULL: it is gone). */
 static void watch_send(struct fsreq *q, const char *name, const char *et, const struct json *st) {
@@ -754,6 +775,7 @@ void e2b_fs_watch_dir(struct conn *c) {
         if (!q)
                 return;
         snprintf(q->path, sizeof q->path, "%s", path);
+        q->deadline_ms = timeout > 0 ? util_now_ms() + (uint64_t)timeout : 0;
         q->include_entry = json_get_bool(body, "includeEntry", false);
         struct api_json r;
         api_req_begin(&r, "watch");
@@ -771,7 +793,7 @@ static void watch_frame(struct fsreq *q, const struct proto_hdr *h, const uint8_
                 if (api_resp_is_error(j))
                         return reply_init_error(q, j);
                 snprintf(q->root, sizeof q->root, "%s", json_get_str(j, "path") ? json_get_str(j, "path") : q->path);
-                e2b_stream_begin(&q->stream, q->c, "{\"keepalive\":{}}");
+                e2b_stream_begin(&q->stream, q->c, watch_keepalive);
                 e2b_stream_msg(&q->stream, "{\"start\":{}}", strlen("{\"start\":{}}"));
                 return;
         case PROTO_STDOUT:

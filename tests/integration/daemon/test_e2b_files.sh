@@ -7,7 +7,7 @@
 # text, of every byte value, of an empty file (Content-Length: 0), of a missing one (404,
 # body code 404) and of a directory (400); POST /files multipart with two parts, chunked,
 # parts of megabytes, and octet-stream plain and gzipped (corrupt: 400); a WatchDir stream
-# seeing a file written by another request; GET /health 204, then 502 once the session is
+# seeing a file written by another request, and one ended at its Connect-Timeout-Ms; GET /health 204, then 502 once the session is
 # paused. Root only; ~20 s.
 # Usage: test_e2b_files.sh SPACED_BINARY   (space-init next to it)
 . "$(dirname "$0")/lib.sh" e2b-files "${1:-}"
@@ -206,6 +206,12 @@ check "... with its entry (includeEntry): the file's EntryInfo" \
 check "... and a keepalive after a second of quiet" event '{"keepalive":{}}'
 kill "$WPID" 2>/dev/null
 wait "$WPID" 2>/dev/null
+T0=$(date +%s%N)
+OUT=$(timeout 10 curl -sS --unix-socket "$S" "${E2B[@]}" -H 'Content-Type: application/connect+json' \
+        -H 'Connect-Timeout-Ms: 1500' --data-binary @"$T/watch.req" -X POST http://x/filesystem.Filesystem/WatchDir | tr -d '\0\2')
+MS=$((($(date +%s%N) - T0) / 1000000))
+check "WatchDir with Connect-Timeout-Ms 1500: ends by itself with deadline_exceeded (after $MS ms)" \
+        test "$(grep -ao '{"error":{"code":"deadline_exceeded"' <<<"$OUT")/$((MS >= 1400 && MS < 5000))" = '{"error":{"code":"deadline_exceeded"/1'
 MSG='{"path":"nowhere"}'
 { printf '\0\0\0\0'; printf "\\$(printf %03o ${#MSG})"; printf '%s' "$MSG"; } >"$T/watch2.req"
 OUT=$(timeout 10 curl -sS --unix-socket "$S" "${E2B[@]}" -H 'Content-Type: application/connect+json' \
