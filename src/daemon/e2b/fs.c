@@ -443,7 +443,7 @@ static int rpc_target(struct conn *c, const struct json *body, const char *key, 
                 return -EINVAL;
         char home[API_USER_MAX + 16];
         e2b_home_of(user, home, sizeof home);
-        if (memchr(p, '\0', strlen(p)) || e2b_abs_path(p, home, out, PROTO_MAX_PATH + 1) < 0) {
+        if (e2b_abs_path(p, home, out, PROTO_MAX_PATH + 1) < 0) {
                 e2b_rpc_error(c, "invalid_argument", "%s is longer than %d bytes", key, PROTO_MAX_PATH);
                 return -EINVAL;
         }
