@@ -21,6 +21,9 @@
 #define PROTO_MAX_TTY 16               /* running terminals per sandbox */
 #define PROTO_MAX_TTY_DIM 1000         /* rows and cols: 1..this */
 #define PROTO_MAX_LIST 100000          /* entries one "list" returns */
+/* The temporary an upload is written to beside its file (op write, §3.6): watchers of the
+ * E2B API hide its events. */
+#define PROTO_UPLOAD_TEMP_PREFIX ".space-upload-"
 /* Per-stream flow control (docs/protocol.md §3.14): the most output bytes one stream may
  * be granted at once; a REQ's "window" and every WINDOW grant are counted against it. */
 #define PROTO_MAX_WINDOW (16u << 20)

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,6 +15,9 @@
 #include "init/init.h"
 
 #define RESOLVE_FLAGS (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
 
 static int check_path(const char *path) {
         if (!path)
@@ -286,7 +290,7 @@ static void write_open(struct stream *s, const struct json *req) {
         if (!(s->name = strdup(name)))
                 return write_set_err(s, ENOMEM, "out of memory");
         char tmp[64];
-        snprintf(tmp, sizeof tmp, ".space-upload-%d-%u", (int)getpid(), ++counter);
+        snprintf(tmp, sizeof tmp, PROTO_UPLOAD_TEMP_PREFIX "%d-%u", (int)getpid(), ++counter);
         if (!(s->tmp_name = strdup(tmp)))
                 return write_set_err(s, ENOMEM, "out of memory");
         s->fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
@@ -504,6 +508,49 @@ void op_list(uint32_t id, const struct json *req) {
         send_json(PROTO_RESP, id, &b);
 }
 
+/* "owner", "group": the names of the entry's uid and gid, when the sandbox has them. */
+static void write_names(struct json_writer *w, const struct init_names *nm, const struct stat *st) {
+        const char *o = user_names_uid(nm, st->st_uid), *gr = user_names_gid(nm, st->st_gid);
+        if (o)
+                json_w_kstr(w, "owner", o);
+        if (gr)
+                json_w_kstr(w, "group", gr);
+}
+
+int fs_lstat(const char *path, struct stat *st, char *target, size_t tsz, ssize_t *tlen) {
+        _cleanup_close_ int dfd = -EBADF;
+        char name[NAME_MAX + 1];
+        *tlen = -1;
+        int r = fs_parent(path, &dfd, name);
+        if (r < 0)
+                return r;
+        if (r == 1) {
+                _cleanup_close_ int fd = -EBADF;
+                r = fs_resolve(path, O_PATH, 0, &fd);
+                if (r < 0)
+                        return r;
+                return fstat(fd, st) < 0 ? -errno : 0;
+        }
+        if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (S_ISLNK(st->st_mode) && (*tlen = readlinkat(dfd, name, target, tsz)) < 0)
+                return -errno;
+        return 0;
+}
+
+void fs_write_stat(struct json_writer *w, const struct stat *st, const struct init_names *nm, const char *target,
+                   ssize_t tlen) {
+        write_stat(w, st);
+        json_w_kint(w, "uid", st->st_uid);
+        json_w_kint(w, "gid", st->st_gid);
+        if (nm)
+                write_names(w, nm, st);
+        if (tlen >= 0) {
+                json_w_key(w, "target");
+                json_w_strn(w, target, (size_t)tlen);
+        }
+}
+
 void op_stat(uint32_t id, const struct json *req) {
         const char *path = json_get_str(req, "path");
         _cleanup_close_ int dfd = -EBADF;
@@ -536,6 +583,13 @@ void op_stat(uint32_t id, const struct json *req) {
         write_stat(&w, &st);
         json_w_kint(&w, "uid", st.st_uid);
         json_w_kint(&w, "gid", st.st_gid);
+        if (json_get_bool(req, "names", false)) {
+                struct init_names nm;
+                if (user_names_load(&nm) == 0) {
+                        write_names(&w, &nm, &st);
+                        user_names_free(&nm);
+                }
+        }
         if (tlen >= 0) {
                 json_w_key(&w, "target");
                 json_w_strn(&w, target, (size_t)tlen);
@@ -628,4 +682,247 @@ void op_remove(uint32_t id, const struct json *req) {
         if (r < 0)
                 return send_error(id, -r, "%.512s: %s", path, strerror(-r));
         send_frame(PROTO_RESP, id, "{}", 2);
+}
+
+/* ---- rename ---- */
+
+void op_rename(uint32_t id, const struct json *req) {
+        const char *from = json_get_str(req, "from"), *to = json_get_str(req, "to");
+        if (check_path(from) < 0 || check_path(to) < 0)
+                return send_error(id, EINVAL, "\"from\" and \"to\" must be non-empty strings of at most %d bytes",
+                                  PROTO_MAX_PATH);
+        bool replace = json_get_bool(req, "replace", true);
+        struct init_user user, *u = NULL;
+        const struct json *juser = json_get(req, "user");
+        if (juser && json_type(juser) != JSON_NULL) {
+                char why[256];
+                int ur = user_resolve(juser, &user, why, sizeof why);
+                if (ur < 0)
+                        return send_user_error(id, -ur, why);
+                u = &user;
+        }
+        if (json_get_bool(req, "parents", false)) {
+                char dir[PROTO_MAX_PATH + 1];
+                strcpy(dir, to);
+                char *slash = strrchr(dir, '/');
+                if (slash && slash != dir) {
+                        *slash = '\0';
+                        int r = mkdir_p(dir, 0755, u);
+                        if (r < 0)
+                                return send_error(id, -r, "%.512s: %s", dir, strerror(-r));
+                }
+        }
+        _cleanup_close_ int ffd = -EBADF, tfd = -EBADF;
+        char fname[NAME_MAX + 1], tname[NAME_MAX + 1];
+        int r = fs_parent(from, &ffd, fname);
+        if (r == 1)
+                return send_error(id, EBUSY, "%.512s: refusing to move the root or a \".\"/\"..\" path", from);
+        if (r < 0)
+                return send_error(id, -r, "%.512s: %s", from, strerror(-r));
+        r = fs_parent(to, &tfd, tname);
+        if (r == 1)
+                return send_error(id, EBUSY, "%.512s: refusing to move onto the root or a \".\"/\"..\" path", to);
+        if (r < 0)
+                return send_error(id, -r, "%.512s: %s", to, strerror(-r));
+        /* Both names are taken on their resolved parents: a symlink as the last component is
+         * moved (or replaced) itself, never followed out of the root. */
+        if (replace)
+                r = renameat(ffd, fname, tfd, tname) < 0 ? -errno : 0;
+        else
+                r = (int)syscall(SYS_renameat2, ffd, fname, tfd, tname, RENAME_NOREPLACE) < 0 ? -errno : 0;
+        if (r < 0) {
+                /* Which side: the source missing is the common case. */
+                struct stat st;
+                const char *which = r == -ENOENT && fstatat(ffd, fname, &st, AT_SYMLINK_NOFOLLOW) < 0 ? from : to;
+                return send_error(id, -r, "%.512s: %s", which, strerror(-r));
+        }
+        send_frame(PROTO_RESP, id, "{}", 2);
+}
+
+/* ---- tree: the entries below a directory, a few levels down, in pages ---- */
+
+struct tree {
+        struct json_writer *w;
+        struct buf *b, one;       /* the RESP, and one entry before it goes in */
+        struct init_names *names; /* NULL: no names asked for */
+        size_t n;                 /* entries written */
+        bool truncated;
+        char rel[PROTO_MAX_PATH + 1];
+};
+
+/* The names of the directory fd after the name from ("": all), sorted; more than
+ * PROTO_MAX_LIST of them is -E2BIG. */
+static int tree_names(int fd, const char *from, size_t from_len, char ***ret, size_t *ret_n) {
+        int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dfd < 0)
+                return -errno;
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = fdio_fdopendir(dfd, &d);
+        if (r < 0)
+                return r;
+        char **v = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        r = 0;
+        while ((errno = 0, de = readdir(d))) {
+                const char *nm = de->d_name;
+                if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0)
+                        continue;
+                /* Before the cursor's name at this level: on an earlier page. */
+                if (from_len) {
+                        size_t l = strlen(nm);
+                        int c = memcmp(nm, from, MIN(l, from_len));
+                        if (c < 0 || (c == 0 && l < from_len))
+                                continue;
+                }
+                if (n >= PROTO_MAX_LIST) {
+                        r = -E2BIG;
+                        break;
+                }
+                if (n == cap) {
+                        size_t ncap = cap ? cap * 2 : 32;
+                        char **nv = realloc(v, ncap * sizeof *nv);
+                        if (!nv) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        v = nv;
+                        cap = ncap;
+                }
+                if (!(v[n] = strdup(nm))) {
+                        r = -ENOMEM;
+                        break;
+                }
+                n++;
+        }
+        if (r == 0 && !de && errno)
+                r = -errno;
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        free(v[i]);
+                free(v);
+                return r;
+        }
+        if (n)
+                qsort(v, n, sizeof *v, cmp_str);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* One entry (t->rel) into the RESP; false when the page is full (the entry is not in it). */
+static bool tree_emit(struct tree *t, int fd, const char *name, const struct stat *st) {
+        if (t->n >= INIT_TREE_MAX_ENTRIES)
+                return false;
+        buf_reset(&t->one);
+        struct json_writer ow = JSON_WRITER_INIT(&t->one);
+        json_w_obj_begin(&ow);
+        json_w_kstr(&ow, "path", t->rel);
+        write_stat(&ow, st);
+        json_w_kint(&ow, "uid", st->st_uid);
+        json_w_kint(&ow, "gid", st->st_gid);
+        if (t->names)
+                write_names(&ow, t->names, st);
+        if (S_ISLNK(st->st_mode)) {
+                char target[PATH_MAX];
+                ssize_t tl = readlinkat(fd, name, target, sizeof target);
+                if (tl >= 0) {
+                        json_w_key(&ow, "target");
+                        json_w_strn(&ow, target, (size_t)tl);
+                }
+        }
+        json_w_obj_end(&ow);
+        /* Room for the entry, its comma and the RESP's closing members. */
+        if (ow.err || t->b->len + t->one.len + 64 > PROTO_MAX_JSON)
+                return false;
+        json_w_raw(t->w, t->one.data, t->one.len);
+        t->n++;
+        return true;
+}
+
+/* Writes the entries of directory fd (named t->rel, "" at the top) and, depth > 1, of its
+ * subdirectories, depth-first in name order (like envd's walk), after the cursor after
+ * (a path relative to fd, "" for none: its entry and everything before it were on an
+ * earlier page). Symlinks are entries, never followed. Returns 1 once the page is full. */
+static int tree_walk(struct tree *t, int fd, int depth, const char *after) {
+        size_t head_len = strcspn(after, "/");
+        const char *rest = after[head_len] ? after + head_len + 1 : "";
+        char **names = NULL;
+        size_t n = 0;
+        int r = tree_names(fd, after, head_len, &names, &n);
+        if (r < 0)
+                return r;
+        size_t rel_len = strlen(t->rel);
+        for (size_t i = 0; i < n && r == 0; i++) {
+                /* The cursor's own entry at this level: sent before; what is below it may
+                 * not have been. */
+                bool cursor = head_len && strlen(names[i]) == head_len && !memcmp(names[i], after, head_len);
+                struct stat st;
+                if (fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue; /* removed meanwhile */
+                int k = snprintf(t->rel + rel_len, sizeof t->rel - rel_len, "%s%s", rel_len ? "/" : "", names[i]);
+                if (k < 0 || (size_t)k >= sizeof t->rel - rel_len) {
+                        r = -ENAMETOOLONG;
+                        break;
+                }
+                if (!cursor && !tree_emit(t, fd, names[i], &st)) {
+                        t->truncated = true;
+                        r = 1;
+                        break;
+                }
+                if (S_ISDIR(st.st_mode) && depth > 1) {
+                        int sub = openat(fd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub >= 0) {
+                                r = tree_walk(t, sub, depth - 1, cursor ? rest : "");
+                                close(sub);
+                        } /* unreadable (EACCES) or gone: listed, not entered */
+                }
+                t->rel[rel_len] = '\0';
+        }
+        t->rel[rel_len] = '\0';
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        return r;
+}
+
+void op_tree(uint32_t id, const struct json *req) {
+        const char *path = json_get_str(req, "path");
+        const char *after = json_get(req, "after") ? json_get_str(req, "after") : "";
+        int64_t depth = 1;
+        if (json_get(req, "depth") &&
+            (json_get_int(req, "depth", &depth) < 0 || depth < 1 || depth > INIT_TREE_MAX_DEPTH))
+                return send_error(id, EINVAL, "\"depth\" must be an integer in 1..%d", INIT_TREE_MAX_DEPTH);
+        if (!after || strlen(after) > PROTO_MAX_PATH)
+                return send_error(id, EINVAL, "\"after\" must be a path of at most %d bytes", PROTO_MAX_PATH);
+        _cleanup_close_ int fd = -EBADF;
+        int r = fs_resolve(path, O_RDONLY | O_DIRECTORY, 0, &fd);
+        if (r < 0)
+                return send_error(id, -r, "%.512s: %s", path ? path : "(no path)", strerror(-r));
+        struct init_names nm, *names = NULL;
+        if (json_get_bool(req, "names", false)) {
+                r = user_names_load(&nm);
+                if (r < 0)
+                        return send_error(id, -r, "reading /etc/passwd or /etc/group: %s", strerror(-r));
+                names = &nm;
+        }
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        static struct tree t; /* PROTO_MAX_PATH of scratch: not on the stack */
+        t = (struct tree){ .w = &w, .b = &b, .one = BUF_INIT(PROTO_MAX_JSON), .names = names };
+        json_w_obj_begin(&w);
+        json_w_key(&w, "entries");
+        json_w_arr_begin(&w);
+        r = tree_walk(&t, fd, (int)depth, after);
+        json_w_arr_end(&w);
+        json_w_kbool(&w, "truncated", t.truncated);
+        json_w_obj_end(&w);
+        buf_free(&t.one);
+        if (names)
+                user_names_free(names);
+        if (r == -E2BIG)
+                return send_error(id, E2BIG, "%.512s: a directory below holds more than %d entries", path, PROTO_MAX_LIST);
+        if (r < 0 || w.err)
+                return send_error(id, r < 0 ? -r : EOVERFLOW, "%.512s: %s", path, strerror(r < 0 ? -r : EOVERFLOW));
+        send_json(PROTO_RESP, id, &b);
 }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "common/buf.h"
@@ -32,6 +33,8 @@
 #define INIT_WATCH_QUEUE_BYTES (256u << 10) /* ... and their bytes */
 #define INIT_TTY_READ 4096            /* one read from a terminal's master */
 #define INIT_TTY_STDIN_MAX (64u << 10) /* typed input a terminal has not read yet; more is dropped */
+#define INIT_TREE_MAX_DEPTH 16        /* levels one op tree descends */
+#define INIT_TREE_MAX_ENTRIES 2048    /* entries of one page of op tree (at ~120 bytes, a RESP) */
 
 /* An fd in the epoll set; the callback finds its owner with container_of. */
 struct watch {
@@ -222,6 +225,16 @@ void op_list(uint32_t id, const struct json *req);
 void op_stat(uint32_t id, const struct json *req);
 void op_mkdir(uint32_t id, const struct json *req);
 void op_remove(uint32_t id, const struct json *req);
+void op_rename(uint32_t id, const struct json *req);
+/* lstat of path under the root (its last component not followed); a symlink's text goes
+ * to target (*tlen its length, -1 for anything else). */
+int fs_lstat(const char *path, struct stat *st, char *target, size_t tsz, ssize_t *tlen);
+/* stat's members (§3.8: type, size, mode, mtime, uid, gid, owner and group when nm is
+ * given, target when tlen >= 0) into the object being written. */
+struct init_names;
+void fs_write_stat(struct json_writer *w, const struct stat *st, const struct init_names *nm, const char *target,
+                   ssize_t tlen);
+void op_tree(uint32_t id, const struct json *req);
 void read_pump(struct stream *s);
 void write_abort(struct stream *s);
 
@@ -245,6 +258,23 @@ int user_resolve(const struct json *v, struct init_user *u, char *err, size_t er
 void send_user_error(uint32_t id, int err, const char *msg);
 /* Gives the entry name in dirfd (not followed) to u; 0 at once for NULL. */
 int user_chown(int dirfd, const char *name, const struct init_user *u);
+/* The names of uids and gids (op stat and op tree with "names": E2B's EntryInfo has owner
+ * and group names). Both files are read and split once per request, so a listing of
+ * thousands of entries costs two reads, not one per entry. A missing file names nobody. */
+struct init_idname {
+        uint32_t id;
+        const char *name; /* into the file's buffer */
+};
+struct init_names {
+        char *pw_buf, *gr_buf;
+        struct init_idname *users, *groups;
+        size_t n_users, n_groups;
+};
+int user_names_load(struct init_names *n);
+/* The name of uid (gid), or NULL when the sandbox's file has none. */
+const char *user_names_uid(const struct init_names *n, uint32_t uid);
+const char *user_names_gid(const struct init_names *n, uint32_t gid);
+void user_names_free(struct init_names *n);
 
 /* guest.c (--guest): the microVM's boot steps before the loop starts. */
 int guest_boot(void);

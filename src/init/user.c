@@ -207,3 +207,71 @@ int user_chown(int dirfd, const char *name, const struct init_user *u) {
                 return 0;
         return fchownat(dirfd, name, u->uid, u->gid, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
+
+/* ---- owner and group names (op stat and op tree with "names") ---- */
+
+struct names_fill {
+        struct init_idname *v;
+        size_t n, cap;
+        size_t id_field; /* passwd and group both have the id third */
+};
+
+static bool names_line(char *line, void *ud) {
+        struct names_fill *f = ud;
+        char *fld[3];
+        uint32_t id;
+        if (split_fields(line, fld, 3) != 3 || !parse_id(fld[2], &id) || !*fld[0])
+                return false;
+        if (f->n == f->cap) {
+                size_t ncap = f->cap ? f->cap * 2 : 32;
+                struct init_idname *nv = realloc(f->v, ncap * sizeof *nv);
+                if (!nv)
+                        return true; /* the names found so far; the rest show as numbers */
+                f->v = nv;
+                f->cap = ncap;
+        }
+        f->v[f->n++] = (struct init_idname){ .id = id, .name = fld[0] };
+        return false;
+}
+
+static int names_read(const char *path, char **buf, struct init_idname **v, size_t *n) {
+        size_t len = 0;
+        int r = read_small(path, buf, &len);
+        if (r == -ENOENT)
+                return 0; /* a sandbox without it: every owner is a number */
+        if (r < 0)
+                return r;
+        struct names_fill f = { 0 };
+        for_lines(*buf, len, names_line, &f);
+        *v = f.v;
+        *n = f.n;
+        return 0;
+}
+
+int user_names_load(struct init_names *n) {
+        *n = (struct init_names){ 0 };
+        int r = names_read("/etc/passwd", &n->pw_buf, &n->users, &n->n_users);
+        if (r == 0)
+                r = names_read("/etc/group", &n->gr_buf, &n->groups, &n->n_groups);
+        if (r < 0)
+                user_names_free(n);
+        return r;
+}
+
+static const char *names_find(const struct init_idname *v, size_t n, uint32_t id) {
+        for (size_t i = 0; i < n; i++) /* the first line wins, as getpwuid's does */
+                if (v[i].id == id)
+                        return v[i].name;
+        return NULL;
+}
+
+const char *user_names_uid(const struct init_names *n, uint32_t uid) { return names_find(n->users, n->n_users, uid); }
+const char *user_names_gid(const struct init_names *n, uint32_t gid) { return names_find(n->groups, n->n_groups, gid); }
+
+void user_names_free(struct init_names *n) {
+        free(n->pw_buf);
+        free(n->gr_buf);
+        free(n->users);
+        free(n->groups);
+        *n = (struct init_names){ 0 };
+}

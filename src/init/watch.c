@@ -42,6 +42,10 @@ struct fswatch {
         bool q_mid_line;  /* q starts in the middle of a line whose head went out */
         struct fsw_move moves[FSW_MOVES];
         size_t n_moves;
+        /* "stat" (§3.17): each event of an entry that is there carries its stat, owner
+         * and group named from the passwd and group read when the watch began. */
+        bool stat;
+        struct init_names names;
         const char *end_reason; /* the watched directory went: EXIT once q is sent */
         int end_err;            /* ... or reading inotify failed */
 };
@@ -63,6 +67,7 @@ void fsw_free(struct fswatch *f) {
         free(f->dirs);
         moves_clear(f);
         buf_free(&f->q);
+        user_names_free(&f->names);
         n_fsw--;
         free(f);
 }
@@ -112,6 +117,16 @@ static void fsw_event(struct fswatch *f, const char *type, const char *path, boo
         json_w_kstr(&w, "type", type);
         json_w_kstr(&w, "path", path);
         json_w_kbool(&w, "dir", dir);
+        struct stat st;
+        char target[PATH_MAX];
+        ssize_t tlen;
+        if (f->stat && strcmp(type, "remove") && strcmp(type, "rename_from") &&
+            fs_lstat(path, &st, target, sizeof target, &tlen) == 0) {
+                json_w_key(&w, "stat");
+                json_w_obj_begin(&w);
+                fs_write_stat(&w, &st, &f->names, target, tlen);
+                json_w_obj_end(&w);
+        }
         json_w_obj_end(&w);
         if (w.err || buf_putc(&b, '\n') < 0)
                 return;
@@ -548,6 +563,9 @@ void op_watch(uint32_t id, const struct json *req) {
                 return send_error(id, ENOMEM, "out of memory");
         n_fsw++;
         f->recursive = !rec || json_is_true(rec);
+        f->stat = json_get_bool(req, "stat", false);
+        if (f->stat)
+                (void)user_names_load(&f->names); /* unreadable: the ids stay numbers */
         f->root_wd = -1;
         f->q = BUF_INIT(INIT_WATCH_QUEUE_BYTES + PROTO_MAX_JSON);
         f->w = (struct watch){ .fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), .cb = fsw_cb };

@@ -63,7 +63,9 @@ static void write_sandbox(struct json_writer *w, struct conn *c, const struct se
         json_w_kstr(w, "clientID", E2B_CLIENT_ID);
         json_w_kstr(w, "envdVersion", E2B_ENVD_VERSION);
         json_w_kstr(w, "envdAccessToken", tok);
-        json_w_kstr(w, "domain", NULL);
+        /* getHost(port) is "PORT-ID.domain": with --ports-domain, SPACE serves exactly those
+         * names for exposed ports (docs/e2b.md); without it, null (the SDK's E2B_DOMAIN). */
+        json_w_kstr(w, "domain", c->d->ports_domain);
         json_w_kstr(w, "trafficAccessToken", NULL);
         json_w_obj_end(w);
         explicit_bzero(tok, sizeof tok);
@@ -122,7 +124,7 @@ static void write_detail(struct json_writer *w, struct conn *c, const struct ses
         json_w_obj_begin(w);
         write_listed_fields(w, s);
         json_w_kbool(w, "allowInternetAccess", s->net.egress);
-        json_w_kstr(w, "domain", NULL);
+        json_w_kstr(w, "domain", c->d->ports_domain);
         json_w_kstr(w, "envdAccessToken", tok);
         explicit_bzero(tok, sizeof tok);
         /* SPACE's policy in E2B's terms: allow rules are the only destinations (E2B's

@@ -424,6 +424,7 @@ void e2b_stream_drop(struct e2b_stream *st) { stream_unlink(st); }
 void e2b_tick(struct daemon *d) {
         if (!d->e2b)
                 return;
+        e2b_fs_tick(d);
         uint64_t now = util_now_ms();
         for (struct e2b_stream *st = d->e2b->streams; st; st = st->next)
                 if (st->keepalive && now - st->last_ms >= st->interval_ms && !st->c->closed &&

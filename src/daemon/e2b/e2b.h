@@ -62,6 +62,8 @@ void e2b_close(struct daemon *d);
 bool e2b_intercept(struct conn *c);
 /* Once a second: keepalives of quiet streams. */
 void e2b_tick(struct daemon *d);
+/* Part of it (fs.c): watches past their Connect-Timeout-Ms end. */
+void e2b_fs_tick(struct daemon *d);
 /* Whether r is an E2B route that uses the session's sandbox (the data plane): activity
  * for its idle timeout, and a wake of a paused session with auto_resume (lifetime.h). */
 bool e2b_route_uses_sandbox(const struct api_route *r);
