@@ -20,6 +20,7 @@
 #define PROTO_TTY_RING (64u << 10)     /* recent output of a terminal, replayed on attach */
 #define PROTO_MAX_TTY 16               /* running terminals per sandbox */
 #define PROTO_MAX_TTY_DIM 1000         /* rows and cols: 1..this */
+#define PROTO_MAX_TAG 256              /* bytes of an exec's "tag" (§3.19) */
 #define PROTO_MAX_LIST 100000          /* entries one "list" returns */
 /* Per-stream flow control (docs/protocol.md §3.14): the most output bytes one stream may
  * be granted at once; a REQ's "window" and every WINDOW grant are counted against it. */

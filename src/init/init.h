@@ -32,6 +32,9 @@
 #define INIT_WATCH_QUEUE_BYTES (256u << 10) /* ... and their bytes */
 #define INIT_TTY_READ 4096            /* one read from a terminal's master */
 #define INIT_TTY_STDIN_MAX (64u << 10) /* typed input a terminal has not read yet; more is dropped */
+/* op input (protocol.md §3.19): stdin a background process has not read yet, past which
+ * input is refused (EAGAIN); under INIT_STDIN_HIGH, so that it never pauses the socket. */
+#define INIT_INPUT_MAX (1u << 20)
 
 /* An fd in the epoll set; the callback finds its owner with container_of. */
 struct watch {
@@ -48,6 +51,9 @@ struct proc {
         struct proc *next;
         pid_t pid;
         char **argv; /* NULL-terminated, shortened to INIT_PS_ARGV_MAX bytes */
+        /* For ps (§3.19): the request's env (shortened as argv), its cwd, its tag (or NULL). */
+        char **env;
+        char *cwd, *tag;
         struct watch out, err, in;
         struct buf stdin_pending;
         bool stdin_eof;   /* close stdin once pending is written */
@@ -199,6 +205,7 @@ void op_ps(uint32_t id, const struct json *req);
 void op_attach(uint32_t id, const struct json *req);
 void op_signal(uint32_t id, const struct json *req);
 void op_resize(uint32_t id, const struct json *req);
+void op_input(uint32_t id, const struct json *req);
 void proc_stdin(struct proc *p, const uint8_t *data, size_t n);
 bool proc_stdin_full(void);
 void proc_detach(struct proc *p);
