@@ -874,8 +874,8 @@ void e2b_process_send_signal(struct conn *c) {
                 n = 9;
         else if (name && strcmp(name, "SIGNAL_SIGTERM") == 0)
                 n = 15;
-        else if (!name && v)
-                (void)json_int(v, &n);
+        else if (v)
+                (void)json_u32(v, &n); /* proto3 JSON: an enum may come as its number */
         if (n != 9 && n != 15)
                 return pc_error(pc, "invalid_argument", "\"signal\" must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
         pc->signal = n;

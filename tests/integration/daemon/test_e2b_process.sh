@@ -199,6 +199,14 @@ check "SendSignal SIGKILL: 200 {}" test "$R" = "{} 200"
 check "... its Start stream ends" ended "$T/i2"
 check "... end exitCode -1, not exited, signal: killed" test \
         "$(events "$T/i2" | grep '"end"' | jq -rc '.event.end | [.exitCode, .exited, .status]')" = '[-1,false,"signal: killed"]'
+stream_bg "$T/i3" Start "$(jq -nc '{process: {cmd: "/bin/bash", args: ["-l", "-c", "sleep 30"]}, tag: "term-me", stdin: false}')"
+check "a tagged sleep: started" has_start "$T/i3"
+R=$(unary SendSignal '{"process":{"tag":"term-me"},"signal":15}')
+check "SendSignal by tag, the signal as its number (15): 200 {}" test "$R" = "{} 200"
+check "... its stream ends: signal: terminated" test \
+        "$(ended "$T/i3" && events "$T/i3" | grep '"end"' | jq -rc '.event.end | [.exitCode, .status]')" = '[-1,"signal: terminated"]'
+R=$(unary SendSignal '{"process":{"tag":"term-me"},"signal":"SIGNAL_SIGKILL"}')
+check "... by tag again, now it has ended: not_found" test "$(jq -r .code <<<"${R% *}")/${R##* }" = not_found/404
 R=$(unary SendSignal '{"process":{"pid":999999},"signal":"SIGNAL_SIGKILL"}')
 check "SendSignal to an unknown pid: 404 not_found" test "$(jq -r .code <<<"${R% *}")/${R##* }" = not_found/404
 R=$(unary SendSignal '{"process":{"pid":1},"signal":"SIGNAL_SIGHUP"}')
