@@ -596,7 +596,7 @@ static void on_exec_resp(struct pcall *pc, const struct json *resp) {
 static void on_attach_resp(struct pcall *pc, const struct json *resp) {
         const struct json *e = json_get(resp, "error");
         if (e) {
-                if (code_of_init_error(e)[0] == 'n' /* not_found */)
+                if (strcmp(code_of_init_error(e), "not_found") == 0)
                         pc_error(pc, "not_found", "process with pid %lld not found", (long long)pc->pid);
                 else
                         pc_error(pc, code_of_init_error(e), "%s", init_message(resp));
@@ -678,6 +678,9 @@ static void pc_frame(struct op *op, void *client, const struct proto_hdr *h, con
 static void timer_cb(struct loop_src *src, uint32_t revents) {
         struct pcall *pc = (struct pcall *)((char *)src - offsetof(struct pcall, timer));
         (void)revents;
+        /* Once: a level-triggered timerfd left armed would fire on every loop. */
+        loop_del(pc->c->d->loop, &pc->timer);
+        pc->timer.fd = safe_close(pc->timer.fd);
         /* Only the stream ends: the process keeps the deadline its Start gave it. */
         pc_error(pc, "deadline_exceeded", "Connect-Timeout-Ms passed");
 }

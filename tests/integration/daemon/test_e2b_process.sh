@@ -248,6 +248,14 @@ check "... with nobody connected: listed at first" test "$(jq -r '[.processes[] 
 sleep 2
 L=$(unary List '{}')
 check "... killed at its deadline all the same" test "$(jq -r '[.processes[] | select(.tag == "short")] | length' <<<"${L% *}")" = 0
+stream "$T/t4" Start "$(jq -nc '{process: {cmd: "/bin/bash", args: ["-l", "-c", "sleep 20"]}, tag: "long", stdin: false}')" --max-time 0.5
+stream "$T/t5" Connect '{"process":{"tag":"long"}}' -H "Connect-Timeout-Ms: 1000" --max-time 10
+check "Connect's Connect-Timeout-Ms ends only its stream: the start event, then deadline_exceeded" test \
+        "$(events "$T/t5" | head -n 1 | jq -r '.event | keys[0]')/$(events "$T/t5" | sed -n 's/^END //p' | jq -r .error.code)" = start/deadline_exceeded
+L=$(unary List '{}')
+check "... the process runs on" test "$(jq -r '[.processes[] | select(.tag == "long")] | length' <<<"${L% *}")" = 1
+R=$(unary SendSignal '{"process":{"tag":"long"},"signal":"SIGNAL_SIGKILL"}')
+check "... until killed" test "$R" = "{} 200"
 stream "$T/t3" Start "$(run_json 'sleep 0.3')" -H "Connect-Timeout-Ms: abc"
 check "a bad Connect-Timeout-Ms: invalid_argument" test "$(events "$T/t3" | sed -n 's/^END //p' | jq -r .error.code)" = invalid_argument
 
