@@ -86,6 +86,7 @@ struct stream {
         struct proc *proc;         /* EXEC, ATTACH */
         struct ring_cursor cursor; /* ATTACH */
         bool follow;               /* ATTACH */
+        bool hold;                 /* ATTACH: the process waits while it lags (§3.19) */
         int fd;                    /* READ, WRITE */
         int64_t remaining;         /* READ: bytes left, -1 = to EOF */
         int dirfd;                 /* WRITE: parent directory */

@@ -47,22 +47,24 @@ static bool proc_ended(const struct proc *p) { return p->exited && p->out.fd < 0
 
 /* A foreground command's pipes wait while the output queue is full or its stream's window
  * is shut: the command then blocks on its own full pipe, nothing else does. */
-static bool tty_lagging(const struct proc *p);
+static bool attach_lagging(const struct proc *p);
 static bool proc_paused(const struct proc *p) {
-        if (p->tty)
-                return tty_lagging(p);
+        if (p->background)
+                return attach_lagging(p);
         return p->fg && (conn_queued(g.conn) >= INIT_OUT_HIGH || stream_room(p->fg) == 0);
 }
 
 /* A terminal waits (its program blocks on the pty) while a client attached to it is more
  * than half its ring behind: a screen must not lose bytes to a slow reader, who would
- * then see garbage. With nobody attached it runs on, its ring keeping the newest output. */
-static bool tty_lagging(const struct proc *p) {
+ * then see garbage. So does a background command for an attach that asked to hold it
+ * ("hold", §3.19: E2B's streams lose no output). With nobody attached it runs on, its
+ * ring keeping the newest output. */
+static bool attach_lagging(const struct proc *p) {
         if (p->attached == 0 || !g.conn)
                 return false;
         for (const struct stream *s = g.conn->streams; s; s = s->next)
-                if (s->kind == STREAM_ATTACH && s->proc == p &&
-                    p->ring.end_off - ring_cursor_off(&s->cursor) > PROTO_TTY_RING / 2)
+                if (s->kind == STREAM_ATTACH && s->proc == p && (p->tty || s->hold) &&
+                    p->ring.end_off - ring_cursor_off(&s->cursor) > p->ring.max / 2)
                         return true;
         return false;
 }
@@ -126,7 +128,9 @@ static void pipe_read(struct proc *p, struct watch *w, uint8_t type) {
         static uint8_t chunk[INIT_CHUNK];
         if (proc_paused(p))
                 return; /* the queue filled up or the window shut during this batch */
-        size_t want = p->fg ? MIN(sizeof chunk, stream_room(p->fg)) : p->tty ? INIT_TTY_READ : sizeof chunk;
+        /* A background read is one ring record at most (a pipe made bigger than 64 KiB
+         * would otherwise hand over more than ring_append takes). */
+        size_t want = p->fg ? MIN(sizeof chunk, stream_room(p->fg)) : p->tty ? INIT_TTY_READ : RING_MAX_REC;
         ssize_t n = read(w->fd, chunk, want);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
@@ -938,6 +942,7 @@ void op_attach(uint32_t id, const struct json *req) {
         stream_set_window(s, window);
         p->attached++;
         s->follow = json_get_bool(req, "follow", true);
+        s->hold = json_get_bool(req, "hold", false);
         ring_seek(&p->ring, (uint64_t)offset, &s->cursor);
 
         _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);

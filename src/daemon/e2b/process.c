@@ -416,6 +416,9 @@ static void send_attach(struct pcall *pc) {
         json_w_kint(&r.w, "pid", pc->pid);
         json_w_kint(&r.w, "offset", pc->kind == PC_START ? 0 : INT64_MAX);
         json_w_kbool(&r.w, "follow", true);
+        /* envd's streams lose nothing: the process waits for a stream that lags (as a
+         * terminal does for its screen) rather than the ring dropping what it has not sent */
+        json_w_kbool(&r.w, "hold", true);
         api_req_window(&r, pc->s);
         (void)pc_send(pc, OP_ATTACH, &r, NULL);
 }

@@ -144,7 +144,7 @@ stream "$T/s9" Start '{"process":'
 check "a malformed request: invalid_argument" test "$(events "$T/s9" | sed -n 's/^END //p' | jq -r .error.code)" = invalid_argument
 
 # ---- a stream closed early: the process runs on; List; Connect by pid and by tag ----
-J=$(jq -nc '{process: {cmd: "/bin/bash", args: ["-l", "-c", "echo one; sleep 3; echo two; exit 5"], envs: {K: "v"}, cwd: "/tmp"}, tag: "job-1", stdin: false}')
+J=$(jq -nc '{process: {cmd: "/bin/bash", args: ["-l", "-c", "echo one; sleep 6; echo two; exit 5"], envs: {K: "v"}, cwd: "/tmp"}, tag: "job-1", stdin: false}')
 stream "$T/e1" Start "$J" --max-time 1
 check "the early-closed Start got the first output" test "$("$DEC" --partial --data stdout "$T/e1")" = one
 P1=$("$DEC" --partial "$T/e1" | head -n 1 | jq -r .event.start.pid)
@@ -153,12 +153,13 @@ echo "# List: $L"
 check "List: 200 and the process, running on" test "$(jq -r --argjson p "$P1" '[.processes[] | select(.pid == $p)] | length' <<<"${L% *}")/${L##* }" = 1/200
 check "... its config (the request's envs, not the session's), its tag" test \
         "$(jq -rc --argjson p "$P1" '.processes[] | select(.pid == $p) | [.config.cmd, .config.args[2], .config.envs, .config.cwd, .tag]' <<<"${L% *}")" \
-        = '["/bin/bash","echo one; sleep 3; echo two; exit 5",{"K":"v"},"/tmp","job-1"]'
+        = '["/bin/bash","echo one; sleep 6; echo two; exit 5",{"K":"v"},"/tmp","job-1"]'
 stream_bg "$T/c1" Connect "{\"process\":{\"pid\":$P1}}"
 stream_bg "$T/c2" Connect '{"process":{"tag":"job-1"}}'
 check "Connect by pid: the start event" has_start "$T/c1"
 check "... of that pid" test "$EPID" = "$P1"
 check "Connect by tag: the start event of the same pid" has_start "$T/c2"
+[ -n "$EPID" ] || { echo "# Connect by tag got:"; "$DEC" --partial "$T/c2" | sed 's/^/#   /'; }
 check "... of that pid" test "$EPID" = "$P1"
 check "Connect by pid ends" ended "$T/c1"
 check "Connect by tag ends" ended "$T/c2"
@@ -218,6 +219,25 @@ R=$(unary SendSignal '{"process":{"pid":999999},"signal":"SIGNAL_SIGKILL"}')
 check "SendSignal to an unknown pid: 404 not_found" test "$(jq -r .code <<<"${R% *}")/${R##* }" = not_found/404
 R=$(unary SendSignal '{"process":{"pid":1},"signal":"SIGNAL_SIGHUP"}')
 check "... an unknown signal: invalid_argument" test "$(jq -r .code <<<"${R% *}")" = invalid_argument
+
+# bounds: what a process has not read (1 MiB in space-init) and the tag
+stream_bg "$T/i4" Start '{"process":{"cmd":"sleep","args":["30"]},"stdin":true}'
+check "a command that reads nothing of its stdin: started" has_start "$T/i4"
+head -c 700000 /dev/zero | tr '\0' 'y' >"$T/big2"
+jq -nc --argjson p "$EPID" --rawfile d "$T/big2" '{process: {pid: $p}, input: {stdin: ($d | @base64)}}' >"$T/big2.json"
+R1=$(unary SendInput @"$T/big2.json")
+R2=$(unary SendInput @"$T/big2.json")
+check "SendInput past what it may hold unread: the first 200, then resource_exhausted" test \
+        "${R1##* }/$(jq -r .code <<<"${R2% *}")" = 200/resource_exhausted
+R=$(unary SendSignal "{\"process\":{\"pid\":$EPID},\"signal\":\"SIGNAL_SIGKILL\"}")
+check "... killed" test "$R" = "{} 200"
+stream "$T/s10" Start "$(jq -nc --arg t "$(head -c 257 /dev/zero | tr '\0' t)" '{process: {cmd: "true"}, tag: $t, stdin: false}')"
+check "a tag over 256 bytes: invalid_argument" test "$(events "$T/s10" | sed -n 's/^END //p' | jq -r .error.code)" = invalid_argument
+# a burst of output bigger than the background ring: the stream keeps up and loses nothing
+stream "$T/o1" Start "$(run_json 'head -c 3000000 /dev/zero | tr "\\0" a')"
+"$DEC" --data stdout "$T/o1" | wc -c | sed 's/^/# output bytes: /'
+events "$T/o1" | tail -n 2 | cut -c1-200 | sed 's/^/# /'
+check "3,000,000 bytes of output arrive whole" test "$("$DEC" --data stdout "$T/o1" | tr -d a | wc -c)/$("$DEC" --data stdout "$T/o1" | wc -c)" = 0/3000000
 
 # ---- a pty: output as pty data, input, a resize ----
 J=$(jq -nc '{process: {cmd: "/bin/bash", args: ["-c", "stty size; read x; stty size; echo got-$x"], envs: {TERM: "xterm-256color"}}, pty: {size: {cols: 80, rows: 24}}}')
