@@ -1666,6 +1666,54 @@ static void test_input_tty(void **state) {
         assert_error(big, "EAGAIN");
 }
 
+
+static void test_attach_hold(void **state) {
+        struct fx *f = *state;
+        print_message("an attach with hold holds its background command back while it lags\n");
+        _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"head\",\"-c\",\"3000000\",\"/dev/zero\"],"
+                                                    "\"background\":true}");
+        assert_ok(r);
+        int64_t pid = get_int(r, "pid");
+        char req[256];
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld,\"offset\":0,\"follow\":true,\"hold\":true,"
+                 "\"window\":65536}", (long long)pid);
+        int64_t aid = initc_req(&f->c, req);
+        (void)resp_of(&f->c, aid, NULL);
+        usleep(500 * 1000);
+        struct json *ps = NULL;
+        const struct json *e = NULL;
+        assert_true(ps_find(&f->c, pid, &ps, &e));
+        int64_t made = get_int(e, "output_bytes");
+        print_message("  made %lld bytes while its reader took 64 KiB\n", (long long)made);
+        assert_true(json_is_true(json_get(e, "running")));
+        assert_true(made < (1 << 20)); /* half the ring behind, plus what the pipe held */
+        json_free(ps);
+
+        print_message("as the reader takes it, all of it comes, nothing skipped\n");
+        uint64_t got = 0;
+        int64_t end = mono_ms() + 30000;
+        for (;;) {
+                struct initc_frame fr;
+                int64_t left = end - mono_ms();
+                assert_int_equal(initc_recv(&f->c, (uint32_t)aid, &fr, left > 0 ? (int)left : 0), 1);
+                if (fr.h.type == PROTO_EXIT) {
+                        _cleanup_json_ struct json *ex = NULL;
+                        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &ex, NULL, 0), 0);
+                        initc_frame_free(&fr);
+                        assert_int_equal(get_int(ex, "exit_code"), 0);
+                        assert_int_equal(get_int(ex, "offset"), 3000000);
+                        break;
+                }
+                assert_int_equal(fr.h.type, PROTO_STDOUT);
+                got += fr.payload.len;
+                uint8_t w[PROTO_WINDOW_LEN];
+                proto_window_encode((uint32_t)fr.payload.len, w);
+                assert_int_equal(initc_send(&f->c, PROTO_WINDOW, (uint32_t)aid, w, sizeof w), 0);
+                initc_frame_free(&fr);
+        }
+        assert_int_equal(got, 3000000);
+}
+
 int main(int argc, char **argv) {
         if (argc < 2) {
                 fprintf(stderr, "usage: %s PATH-TO-space-init [--sanitized]\n", argv[0]);
@@ -1698,6 +1746,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_tty_bad_input_and_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_input, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_input_tty, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_attach_hold, setup, teardown),
                 cmocka_unit_test(test_listen_reconnect),
                 cmocka_unit_test(test_listen_key),
                 cmocka_unit_test(test_pid1),
