@@ -20,6 +20,7 @@
 #define PROTO_TTY_RING (64u << 10)     /* recent output of a terminal, replayed on attach */
 #define PROTO_MAX_TTY 16               /* running terminals per sandbox */
 #define PROTO_MAX_TTY_DIM 1000         /* rows and cols: 1..this */
+#define PROTO_MAX_TAG 256              /* bytes of an exec's "tag" (§3.21) */
 #define PROTO_MAX_LIST 100000          /* entries one "list" returns */
 /* The temporary an upload is written to beside its file (op write, §3.6): watchers of the
  * E2B API hide its events. */

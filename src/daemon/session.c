@@ -889,6 +889,7 @@ static void on_hello(struct session *s, const struct json *hello) {
         /* Per connection: a re-attached sandbox may run an init from before windows. */
         s->init_window = json_get_bool(hello, "window", false);
         s->init_tty = json_get_bool(hello, "tty", false);
+        s->init_input = json_get_bool(hello, "input", false);
         s->hello_deadline_ms = 0;
         s->ready = true;
         log_info("%s: sandbox %s ready (template %s, init pid %d)", s->id, s->sbx_id, s->template, (int)s->init_pid);

@@ -143,6 +143,7 @@ struct session {
         bool stalled;        /* frame handling stops until a client drains (an init without windows) */
         bool init_window;    /* its HELLO said it honours stream windows (protocol.md §3.14) */
         bool init_tty;       /* ... and that it runs terminals (§3.17, #15) */
+        bool init_input;     /* ... and op input, background stdin and tags (§3.21: the E2B API) */
         bool oom_killed;     /* last health seen */
         uint64_t mem_bytes;
         uint32_t n_pids;

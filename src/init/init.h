@@ -35,6 +35,9 @@
 #define INIT_TTY_STDIN_MAX (64u << 10) /* typed input a terminal has not read yet; more is dropped */
 #define INIT_TREE_MAX_DEPTH 16        /* levels one op tree descends */
 #define INIT_TREE_MAX_ENTRIES 2048    /* entries of one page of op tree (at ~120 bytes, a RESP) */
+/* op input (protocol.md §3.21): stdin a background process has not read yet, past which
+ * input is refused (EAGAIN); under INIT_STDIN_HIGH, so that it never pauses the socket. */
+#define INIT_INPUT_MAX (1u << 20)
 
 /* An fd in the epoll set; the callback finds its owner with container_of. */
 struct watch {
@@ -51,6 +54,9 @@ struct proc {
         struct proc *next;
         pid_t pid;
         char **argv; /* NULL-terminated, shortened to INIT_PS_ARGV_MAX bytes */
+        /* For ps (§3.21): the request's env (shortened as argv), its cwd, its tag (or NULL). */
+        char **env;
+        char *cwd, *tag;
         struct watch out, err, in;
         struct buf stdin_pending;
         bool stdin_eof;   /* close stdin once pending is written */
@@ -83,6 +89,7 @@ struct stream {
         struct proc *proc;         /* EXEC, ATTACH */
         struct ring_cursor cursor; /* ATTACH */
         bool follow;               /* ATTACH */
+        bool hold;                 /* ATTACH: the process waits while it lags (§3.21) */
         int fd;                    /* READ, WRITE */
         int64_t remaining;         /* READ: bytes left, -1 = to EOF */
         int dirfd;                 /* WRITE: parent directory */
@@ -202,6 +209,7 @@ void op_ps(uint32_t id, const struct json *req);
 void op_attach(uint32_t id, const struct json *req);
 void op_signal(uint32_t id, const struct json *req);
 void op_resize(uint32_t id, const struct json *req);
+void op_input(uint32_t id, const struct json *req);
 void proc_stdin(struct proc *p, const uint8_t *data, size_t n);
 bool proc_stdin_full(void);
 void proc_detach(struct proc *p);

@@ -119,7 +119,7 @@ static const struct {
         { "read", op_read },   { "write", op_write }, { "list", op_list },     { "stat", op_stat },
         { "mkdir", op_mkdir }, { "remove", op_remove }, { "ping", op_ping },
         { "connect", op_connect }, { "watch", op_watch },
-        { "resize", op_resize }, { "rename", op_rename }, { "tree", op_tree },
+        { "resize", op_resize }, { "rename", op_rename }, { "tree", op_tree }, { "input", op_input },
 };
 
 static void handle_req(uint32_t id, const uint8_t *p, size_t n) {

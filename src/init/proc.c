@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "common/log.h"
+#include "common/text.h"
 #include "init/init.h"
 
 #ifndef TIOCGPTPEER
@@ -46,22 +47,24 @@ static bool proc_ended(const struct proc *p) { return p->exited && p->out.fd < 0
 
 /* A foreground command's pipes wait while the output queue is full or its stream's window
  * is shut: the command then blocks on its own full pipe, nothing else does. */
-static bool tty_lagging(const struct proc *p);
+static bool attach_lagging(const struct proc *p);
 static bool proc_paused(const struct proc *p) {
-        if (p->tty)
-                return tty_lagging(p);
+        if (p->background)
+                return attach_lagging(p);
         return p->fg && (conn_queued(g.conn) >= INIT_OUT_HIGH || stream_room(p->fg) == 0);
 }
 
 /* A terminal waits (its program blocks on the pty) while a client attached to it is more
  * than half its ring behind: a screen must not lose bytes to a slow reader, who would
- * then see garbage. With nobody attached it runs on, its ring keeping the newest output. */
-static bool tty_lagging(const struct proc *p) {
+ * then see garbage. So does a background command for an attach that asked to hold it
+ * ("hold", §3.21: E2B's streams lose no output). With nobody attached it runs on, its
+ * ring keeping the newest output. */
+static bool attach_lagging(const struct proc *p) {
         if (p->attached == 0 || !g.conn)
                 return false;
         for (const struct stream *s = g.conn->streams; s; s = s->next)
-                if (s->kind == STREAM_ATTACH && s->proc == p &&
-                    p->ring.end_off - ring_cursor_off(&s->cursor) > PROTO_TTY_RING / 2)
+                if (s->kind == STREAM_ATTACH && s->proc == p && (p->tty || s->hold) &&
+                    p->ring.end_off - ring_cursor_off(&s->cursor) > p->ring.max / 2)
                         return true;
         return false;
 }
@@ -80,6 +83,9 @@ static void proc_free(struct proc *p) {
         buf_free(&p->stdin_pending);
         ring_free(&p->ring);
         strv_free(p->argv);
+        strv_free(p->env);
+        free(p->cwd);
+        free(p->tag);
         free(p);
 }
 
@@ -122,7 +128,9 @@ static void pipe_read(struct proc *p, struct watch *w, uint8_t type) {
         static uint8_t chunk[INIT_CHUNK];
         if (proc_paused(p))
                 return; /* the queue filled up or the window shut during this batch */
-        size_t want = p->fg ? MIN(sizeof chunk, stream_room(p->fg)) : p->tty ? INIT_TTY_READ : sizeof chunk;
+        /* A background read is one ring record at most (a pipe made bigger than 64 KiB
+         * would otherwise hand over more than ring_append takes). */
+        size_t want = p->fg ? MIN(sizeof chunk, stream_room(p->fg)) : p->tty ? INIT_TTY_READ : RING_MAX_REC;
         ssize_t n = read(w->fd, chunk, want);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
@@ -414,7 +422,7 @@ static size_t user_env(const struct init_user *u, char buf[4][300], char *out[4]
         return n;
 }
 
-/* Copies argv for ps, keeping at most INIT_PS_ARGV_MAX bytes. */
+/* Copies argv (or env) for ps, keeping at most INIT_PS_ARGV_MAX bytes. */
 static char **argv_for_ps(char **argv) {
         size_t n = 0, budget = INIT_PS_ARGV_MAX;
         while (argv[n])
@@ -538,11 +546,30 @@ static _noreturn_ void child_run(const struct spawn_req *sr, int errfd, int in_r
         child_fail(errfd, STAGE_EXEC, child_exec(sr->argv, sr->envp));
 }
 
+/* A cwd that cannot be entered: the error says "cwd":true, so that spaced can tell it from
+ * a command that cannot start (the E2B API answers them differently, §3.21). */
+static void send_cwd_error(uint32_t id, int err, const char *cwd) {
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        char msg[600];
+        snprintf(msg, sizeof msg, "cwd %.512s: %s", cwd, strerror(err));
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_key(&w, "error");
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "code", strerrorname_np(err));
+        json_w_kint(&w, "errno", err);
+        json_w_kstr(&w, "message", msg);
+        json_w_kbool(&w, "cwd", true);
+        json_w_obj_end(&w);
+        json_w_obj_end(&w);
+        send_json(PROTO_RESP, id, &b);
+}
+
 static void exec_fail_resp(uint32_t id, const struct spawn_err *se, const char *argv0, const char *cwd) {
         int e = se->err;
         switch (se->stage) {
         case STAGE_CWD:
-                send_error(id, e, "cwd %.512s: %s", cwd, strerror(e));
+                send_cwd_error(id, e, cwd);
                 break;
         case STAGE_IDS:
                 send_error(id, e, "cannot switch user: %s", strerror(e));
@@ -660,8 +687,12 @@ void op_exec(uint32_t id, const struct json *req) {
                 if (n_tty >= PROTO_MAX_TTY)
                         return send_error(id, EAGAIN, "%d terminals are running already", PROTO_MAX_TTY);
         }
-        if (background && want_stdin)
-                return send_error(id, EINVAL, "a background command has no stdin");
+        /* A background command's stdin (§3.21) is fed by op input from any request. */
+        bool bg_stdin = background && want_stdin;
+        const struct json *jtag = json_get(req, "tag");
+        const char *tag = jtag && json_type(jtag) != JSON_NULL ? json_str(jtag) : NULL;
+        if (jtag && json_type(jtag) != JSON_NULL && (!tag || strlen(tag) > PROTO_MAX_TAG))
+                return send_error(id, EINVAL, "\"tag\" must be a string of at most %d bytes", PROTO_MAX_TAG);
         if (!background && g.conn->n_streams >= INIT_MAX_STREAMS)
                 return send_error(id, EAGAIN, "too many live requests (%d)", INIT_MAX_STREAMS);
         if (background && bg_make_room() < 0)
@@ -681,7 +712,7 @@ void op_exec(uint32_t id, const struct json *req) {
         _cleanup_close_ int cwd_fd = -EBADF;
         r = fs_resolve(cwd, O_PATH | O_DIRECTORY, 0, &cwd_fd);
         if (r < 0)
-                return send_error(id, -r, "cwd %.512s: %s", cwd, strerror(-r));
+                return send_cwd_error(id, -r, cwd);
 
         int ep[2] = { -1, -1 }, op[2] = { -1, -1 }, erp[2] = { -1, -1 }, ip[2] = { -1, -1 };
         if (tty) {
@@ -749,12 +780,21 @@ void op_exec(uint32_t id, const struct json *req) {
         }
         p->pid = pid;
         p->argv = argv_for_ps(argv);
+        {
+                /* the request's env as it came (checked by env_build), for ps */
+                _cleanup_free_ char **ev = calloc(json_len(jenv) + 1, sizeof *ev);
+                for (size_t i = 0; ev && i < json_len(jenv); i++)
+                        ev[i] = (char *)json_str(json_at(jenv, i));
+                p->env = ev ? argv_for_ps(ev) : NULL;
+        }
+        p->cwd = strdup(cwd);
+        p->tag = tag && *tag ? strdup(tag) : NULL;
         p->out = (struct watch){ .fd = op[0], .cb = out_cb };
         p->err = (struct watch){ .fd = erp[0], .cb = err_cb };
         p->in = (struct watch){ .fd = ip[1], .cb = in_cb };
         p->stdin_pending = BUF_INIT(INIT_STDIN_HIGH + PROTO_MAX_PAYLOAD);
         p->stdin_eof = !want_stdin && !tty;
-        p->stdin_acks = stdin_acks;
+        p->stdin_acks = stdin_acks && !bg_stdin;
         p->started_ms = wall_ms();
         p->last_activity_ms = now_ms();
         if (timeout > 0)
@@ -844,6 +884,15 @@ void op_ps(uint32_t id, const struct json *req) {
                 json_w_kbool(&ow, "timed_out", p->timed_out);
                 if (p->tty)
                         json_w_kbool(&ow, "tty", true);
+                if (p->tag)
+                        json_w_kstr(&ow, "tag", p->tag);
+                json_w_kstr(&ow, "cwd", p->cwd ? p->cwd : "/");
+                json_w_key(&ow, "env");
+                json_w_arr_begin(&ow);
+                for (char **e = p->env; e && *e; e++)
+                        json_w_str(&ow, *e);
+                json_w_arr_end(&ow);
+                json_w_kbool(&ow, "stdin", !p->tty && p->in.fd >= 0 && !p->stdin_eof);
                 json_w_kint(&ow, "started_ms", p->started_ms);
                 json_w_key(&ow, "output_bytes");
                 json_w_uint(&ow, p->total_out);
@@ -893,6 +942,7 @@ void op_attach(uint32_t id, const struct json *req) {
         stream_set_window(s, window);
         p->attached++;
         s->follow = json_get_bool(req, "follow", true);
+        s->hold = json_get_bool(req, "hold", false);
         ring_seek(&p->ring, (uint64_t)offset, &s->cursor);
 
         _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
@@ -903,6 +953,8 @@ void op_attach(uint32_t id, const struct json *req) {
         json_w_key(&w, "end");
         json_w_uint(&w, p->ring.end_off);
         json_w_kbool(&w, "running", !p->exited);
+        if (p->tty)
+                json_w_kbool(&w, "tty", true);
         json_w_obj_end(&w);
         send_json(PROTO_RESP, id, &b);
 }
@@ -969,5 +1021,61 @@ void op_resize(uint32_t id, const struct json *req) {
         struct winsize ws = { .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
         if (ioctl(p->out.fd, TIOCSWINSZ, &ws) < 0) /* the kernel sends SIGWINCH to its foreground */
                 return send_error(id, errno, "resize %lld: %s", (long long)pid, strerror(errno));
+        send_frame(PROTO_RESP, id, "{}", 2);
+}
+
+/* {"op":"input","pid":N,"data":"<base64>"} and/or "eof":true (§3.21): stdin of a background
+ * process, or what is typed to a terminal, from any request. Queued, never waited for:
+ * what the process has not read is bounded (INIT_INPUT_MAX, a terminal's
+ * INIT_TTY_STDIN_MAX), and input past it is refused with EAGAIN, so that the sender
+ * knows (a terminal's STDIN frames drop it instead: nobody is there to tell). */
+void op_input(uint32_t id, const struct json *req) {
+        int64_t pid;
+        if (json_get_int(req, "pid", &pid) < 0 || pid <= 0 || pid > INT32_MAX)
+                return send_error(id, EINVAL, "\"pid\" must be a positive integer");
+        const struct json *jd = json_get(req, "data");
+        const char *data = jd && json_type(jd) != JSON_NULL ? json_str(jd) : NULL;
+        if (jd && json_type(jd) != JSON_NULL && !data)
+                return send_error(id, EINVAL, "\"data\" must be a base64 string");
+        const struct json *je = json_get(req, "eof");
+        if (je && json_type(je) != JSON_BOOL && json_type(je) != JSON_NULL)
+                return send_error(id, EINVAL, "\"eof\" must be true or false");
+        bool eof = json_is_true(je);
+        if (!data && !eof)
+                return send_error(id, EINVAL, "give \"data\", \"eof\":true or both");
+        _cleanup_buf_ struct buf in = BUF_INIT(PROTO_MAX_JSON);
+        if (data && text_b64_decode(&in, data, strlen(data)) < 0)
+                return send_error(id, EINVAL, "\"data\" is not valid base64");
+        struct proc *p = proc_find((pid_t)pid, true);
+        if (!p || p->exited)
+                return send_error(id, ESRCH, "no running background process %lld", (long long)pid);
+        if (p->tty) {
+                if (eof)
+                        return send_error(id, EINVAL, "a terminal's input is not closed: send ^D (\\u0004)");
+                if (p->in.fd < 0)
+                        return send_error(id, EPIPE, "terminal %lld has ended", (long long)pid);
+                if (p->stdin_pending.len + in.len > INIT_TTY_STDIN_MAX)
+                        return send_error(id, EAGAIN, "terminal %lld has %zu bytes of input unread (at most %u)",
+                                          (long long)pid, p->stdin_pending.len, INIT_TTY_STDIN_MAX);
+        } else {
+                bool open = p->in.fd >= 0 && !p->stdin_eof;
+                if (!open && eof && in.len == 0) {
+                        send_frame(PROTO_RESP, id, "{}", 2); /* closed already: nothing to do */
+                        return;
+                }
+                if (!open)
+                        return send_error(id, EPIPE, "process %lld has no stdin open (start it with \"stdin\":true) "
+                                          "or it was closed", (long long)pid);
+                if (p->stdin_pending.len + in.len > INIT_INPUT_MAX)
+                        return send_error(id, EAGAIN, "process %lld has %zu bytes of stdin unread (at most %u)",
+                                          (long long)pid, p->stdin_pending.len, INIT_INPUT_MAX);
+        }
+        if (in.len > 0 && buf_append(&p->stdin_pending, in.data, in.len) < 0)
+                return send_error(id, ENOMEM, "out of memory");
+        if (eof) {
+                p->stdin_eof = true;
+                if (p->stdin_pending.len == 0)
+                        proc_close_stdin(p);
+        }
         send_frame(PROTO_RESP, id, "{}", 2);
 }

@@ -207,6 +207,7 @@ int conn_open(int fd) {
         json_w_kbool(&jw, "window", true); /* honours "window" and WINDOW (§3.14) */
         json_w_kbool(&jw, "keys", true);   /* takes a KEY frame (§1) */
         json_w_kbool(&jw, "tty", true);    /* exec "tty" and op resize (§3.18) */
+        json_w_kbool(&jw, "input", true);  /* op input, background stdin, "tag" (§3.21) */
         if (g.have_key) {
                 char hex[2 * PROTO_KEY_LEN + 1];
                 for (size_t i = 0; i < PROTO_KEY_LEN; i++)

@@ -20,7 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "initc.h"
+
+/* init.h's INIT_TTY_STDIN_MAX: a terminal's unread input past which op input is EAGAIN */
+#define INIT_TTY_STDIN_MAX_TEST (64u << 10)
 
 static const char *init_path;
 static bool sanitized; /* init runs with ASan: its shadow memory makes RSS meaningless */
@@ -195,8 +199,7 @@ static void test_exec_env_cwd(void **state) {
         assert_error(r1, "EINVAL");
         _cleanup_json_ struct json *r2 = call(&f->c, "{\"op\":\"exec\",\"argv\":[]}");
         assert_error(r2, "EINVAL");
-        _cleanup_json_ struct json *r3 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"cat\"],\"stdin\":true,\"background\":true}");
-        assert_error(r3, "EINVAL");
+        /* (a background command with stdin is no longer refused: op input feeds it, test_input) */
 }
 
 static void test_exec_clean_fds(void **state) {
@@ -1523,6 +1526,194 @@ static void test_tty_bad_input_and_limit(void **state) {
         assert_error(over, "EAGAIN");
 }
 
+
+/* ---- op input: stdin of background processes from any request (protocol.md §3.21) ---- */
+
+/* {"op":"input","pid":pid,"data":base64 of n bytes of data[,"eof":true]} -> the RESP. */
+static struct json *input_call(struct initc *c, int64_t pid, const void *data, size_t n, bool eof) {
+        _cleanup_buf_ struct buf b64 = BUF_INIT(0), req = BUF_INIT(0);
+        assert_int_equal(text_b64_encode(&b64, data, n), 0);
+        assert_int_equal(buf_printf(&req, "{\"op\":\"input\",\"pid\":%lld,\"data\":\"%.*s\"%s}", (long long)pid,
+                                    (int)b64.len, b64.data ? b64.data : "", eof ? ",\"eof\":true" : ""), 0);
+        assert_int_equal(buf_append(&req, "", 1), 0);
+        struct json *resp = NULL;
+        assert_int_equal(initc_call(c, req.data, &resp), 0);
+        return resp;
+}
+
+static void test_input(void **state) {
+        struct fx *f = *state;
+        assert_true(json_is_true(json_get(f->c.hello, "input")));
+        print_message("a background command with stdin, a tag, an env and a cwd: ps shows them\n");
+        _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"cat\"],\"background\":true,"
+                                                    "\"stdin\":true,\"tag\":\"job-1\",\"env\":[\"A=1\"],\"cwd\":\"/\"}");
+        assert_ok(r);
+        int64_t pid = get_int(r, "pid");
+        struct json *ps = NULL;
+        const struct json *e = NULL;
+        assert_true(ps_find(&f->c, pid, &ps, &e));
+        assert_string_equal(json_get_str(e, "tag"), "job-1");
+        assert_string_equal(json_get_str(e, "cwd"), "/");
+        assert_int_equal(json_len(json_get(e, "env")), 1);
+        assert_string_equal(json_str(json_at(json_get(e, "env"), 0)), "A=1");
+        assert_true(json_is_true(json_get(e, "stdin")));
+        json_free(ps);
+
+        print_message("input reaches its stdin, the output its attach; eof ends it\n");
+        char req[256];
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld,\"offset\":0,\"follow\":true}", (long long)pid);
+        int64_t aid = initc_req(&f->c, req);
+        (void)resp_of(&f->c, aid, NULL);
+        _cleanup_json_ struct json *i1 = input_call(&f->c, pid, "hello\n", 6, false);
+        assert_ok(i1);
+        _cleanup_buf_ struct buf out = BUF_INIT(0);
+        assert_null(collect(&f->c, (uint32_t)aid, &out, NULL, 6, 5000));
+        assert_memory_equal(out.data, "hello\n", 6);
+        _cleanup_json_ struct json *i2 = input_call(&f->c, pid, "bye\n", 4, true);
+        assert_ok(i2);
+        _cleanup_json_ struct json *ex = collect(&f->c, (uint32_t)aid, &out, NULL, 0, 5000);
+        assert_non_null(ex);
+        assert_int_equal(get_int(ex, "exit_code"), 0);
+        assert_int_equal(out.len, 10);
+        assert_memory_equal(out.data + 6, "bye\n", 4);
+        _cleanup_json_ struct json *i3 = input_call(&f->c, pid, "x", 1, false);
+        assert_error(i3, "ESRCH");
+
+        print_message("input to a command without stdin is EPIPE; eof to it is nothing to do\n");
+        _cleanup_json_ struct json *r2 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"sleep\",\"60\"],\"background\":true}");
+        assert_ok(r2);
+        int64_t pid2 = get_int(r2, "pid");
+        _cleanup_json_ struct json *i4 = input_call(&f->c, pid2, "x", 1, false);
+        assert_error(i4, "EPIPE");
+        _cleanup_json_ struct json *i5 = call(&f->c, "{\"op\":\"input\",\"pid\":%lld,\"eof\":true}", (long long)pid2);
+        assert_ok(i5);
+
+        print_message("what a process does not read is bounded: input past it is EAGAIN\n");
+        _cleanup_json_ struct json *r3 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"sleep\",\"60\"],\"background\":true,"
+                                                     "\"stdin\":true}");
+        assert_ok(r3);
+        int64_t pid3 = get_int(r3, "pid");
+        size_t chunk = 150u << 10, taken = 0;
+        _cleanup_free_ char *zeros = calloc(1, chunk);
+        assert_non_null(zeros);
+        for (int i = 0; i < 64; i++) {
+                _cleanup_json_ struct json *ir = input_call(&f->c, pid3, zeros, chunk, false);
+                if (json_get(ir, "error")) {
+                        assert_error(ir, "EAGAIN");
+                        break;
+                }
+                taken += chunk;
+        }
+        /* The pipe itself holds 64 KiB; the rest waits in init, at most INIT_INPUT_MAX. */
+        assert_true(taken >= (1u << 20) - chunk);
+        assert_true(taken <= (1u << 20) + (1u << 20));
+        _cleanup_json_ struct json *alive = call(&f->c, "{\"op\":\"ping\"}");
+        assert_ok(alive);
+
+        print_message("bad input requests are EINVAL\n");
+        _cleanup_json_ struct json *b1 = call(&f->c, "{\"op\":\"input\",\"pid\":%lld}", (long long)pid3);
+        assert_error(b1, "EINVAL");
+        _cleanup_json_ struct json *b2 = call(&f->c, "{\"op\":\"input\",\"pid\":%lld,\"data\":\"!!!\"}", (long long)pid3);
+        assert_error(b2, "EINVAL");
+        _cleanup_json_ struct json *b3 = call(&f->c, "{\"op\":\"input\",\"pid\":%lld,\"data\":5}", (long long)pid3);
+        assert_error(b3, "EINVAL");
+        _cleanup_json_ struct json *b4 = call(&f->c, "{\"op\":\"input\",\"pid\":%lld,\"eof\":\"yes\"}", (long long)pid3);
+        assert_error(b4, "EINVAL");
+        _cleanup_json_ struct json *b5 = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"background\":true,\"tag\":5}");
+        assert_error(b5, "EINVAL");
+        _cleanup_json_ struct json *b0 = call(&f->c, "{\"op\":\"input\",\"pid\":0,\"eof\":true}");
+        assert_error(b0, "EINVAL");
+        char longtag[PROTO_MAX_TAG + 2];
+        memset(longtag, 't', sizeof longtag - 1);
+        longtag[sizeof longtag - 1] = '\0';
+        _cleanup_json_ struct json *bt = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"background\":true,\"tag\":\"%s\"}",
+                                              longtag);
+        assert_error(bt, "EINVAL");
+
+        print_message("a cwd that does not exist: ENOENT with \"cwd\":true\n");
+        _cleanup_json_ struct json *bc = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"true\"],\"background\":true,\"cwd\":\"/nope\"}");
+        assert_error(bc, "ENOENT");
+        assert_true(json_is_true(json_get(json_get(bc, "error"), "cwd")));
+}
+
+static void test_input_tty(void **state) {
+        struct fx *f = *state;
+        print_message("input to a terminal is typed; eof is refused (^D is a byte); attach says tty\n");
+        _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":24,\"cols\":80}}");
+        assert_ok(r);
+        int64_t pid = get_int(r, "pid");
+        char req[256];
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld,\"offset\":0,\"follow\":true}", (long long)pid);
+        int64_t aid = initc_req(&f->c, req);
+        struct initc_frame fr;
+        assert_int_equal(initc_recv(&f->c, (uint32_t)aid, &fr, 5000), 1);
+        assert_int_equal(fr.h.type, PROTO_RESP);
+        _cleanup_json_ struct json *ar = NULL;
+        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &ar, NULL, 0), 0);
+        initc_frame_free(&fr);
+        assert_true(json_is_true(json_get(ar, "tty")));
+        const char *line = "echo IN_$((2+2))\n";
+        _cleanup_json_ struct json *i1 = input_call(&f->c, pid, line, strlen(line), false);
+        assert_ok(i1);
+        _cleanup_buf_ struct buf out = BUF_INIT(0);
+        tty_wait_for(&f->c, (uint32_t)aid, &out, "IN_4", 5000);
+        _cleanup_json_ struct json *i2 = call(&f->c, "{\"op\":\"input\",\"pid\":%lld,\"eof\":true}", (long long)pid);
+        assert_error(i2, "EINVAL");
+        _cleanup_json_ struct json *big = NULL;
+        _cleanup_free_ char *zeros = calloc(1, INIT_TTY_STDIN_MAX_TEST + 1);
+        assert_non_null(zeros);
+        big = input_call(&f->c, pid, zeros, INIT_TTY_STDIN_MAX_TEST + 1, false);
+        assert_error(big, "EAGAIN");
+}
+
+
+static void test_attach_hold(void **state) {
+        struct fx *f = *state;
+        print_message("an attach with hold holds its background command back while it lags\n");
+        _cleanup_json_ struct json *r = call(&f->c, "{\"op\":\"exec\",\"argv\":[\"head\",\"-c\",\"3000000\",\"/dev/zero\"],"
+                                                    "\"background\":true}");
+        assert_ok(r);
+        int64_t pid = get_int(r, "pid");
+        char req[256];
+        snprintf(req, sizeof req, "{\"op\":\"attach\",\"pid\":%lld,\"offset\":0,\"follow\":true,\"hold\":true,"
+                 "\"window\":65536}", (long long)pid);
+        int64_t aid = initc_req(&f->c, req);
+        (void)resp_of(&f->c, aid, NULL);
+        usleep(500 * 1000);
+        struct json *ps = NULL;
+        const struct json *e = NULL;
+        assert_true(ps_find(&f->c, pid, &ps, &e));
+        int64_t made = get_int(e, "output_bytes");
+        print_message("  made %lld bytes while its reader took 64 KiB\n", (long long)made);
+        assert_true(json_is_true(json_get(e, "running")));
+        assert_true(made < (1 << 20)); /* half the ring behind, plus what the pipe held */
+        json_free(ps);
+
+        print_message("as the reader takes it, all of it comes, nothing skipped\n");
+        uint64_t got = 0;
+        int64_t end = mono_ms() + 30000;
+        for (;;) {
+                struct initc_frame fr;
+                int64_t left = end - mono_ms();
+                assert_int_equal(initc_recv(&f->c, (uint32_t)aid, &fr, left > 0 ? (int)left : 0), 1);
+                if (fr.h.type == PROTO_EXIT) {
+                        _cleanup_json_ struct json *ex = NULL;
+                        assert_int_equal(json_parse(fr.payload.data, fr.payload.len, &ex, NULL, 0), 0);
+                        initc_frame_free(&fr);
+                        assert_int_equal(get_int(ex, "exit_code"), 0);
+                        assert_int_equal(get_int(ex, "offset"), 3000000);
+                        break;
+                }
+                assert_int_equal(fr.h.type, PROTO_STDOUT);
+                got += fr.payload.len;
+                uint8_t w[PROTO_WINDOW_LEN];
+                proto_window_encode((uint32_t)fr.payload.len, w);
+                assert_int_equal(initc_send(&f->c, PROTO_WINDOW, (uint32_t)aid, w, sizeof w), 0);
+                initc_frame_free(&fr);
+        }
+        assert_int_equal(got, 3000000);
+}
+
 int main(int argc, char **argv) {
         if (argc < 2) {
                 fprintf(stderr, "usage: %s PATH-TO-space-init [--sanitized]\n", argv[0]);
@@ -1553,6 +1744,9 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tty, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tty_bad_input_and_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_input, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_input_tty, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_attach_hold, setup, teardown),
                 cmocka_unit_test(test_listen_reconnect),
                 cmocka_unit_test(test_listen_key),
                 cmocka_unit_test(test_pid1),
