@@ -169,7 +169,8 @@ describe('pty', { concurrency: 2 }, () => {
       const h = await sbx.pty.create({ cols: 80, rows: 24, timeoutMs: 60_000, onData: (d) => { out += dec(d); } });
       assert.ok(h.pid > 0);
       await sbx.pty.sendInput(h.pid, enc('echo "pty:$((6*7))"; tty; stty size; echo "me:$(whoami)"\n'));
-      assert.ok(await until(10_000, () => /pty:42/.test(out) && /24 80/.test(out)), `pty output: ${JSON.stringify(out)}`);
+      assert.ok(await until(10_000, () => /pty:42/.test(out) && /24 80/.test(out) && /me:\w+\r?\n/.test(out)),
+        `pty output: ${JSON.stringify(out)}`);
       assert.match(out, /\/dev\/pts\/\d+/);
       assert.match(out, /me:user\r?\n/);
       await sbx.pty.resize(h.pid, { cols: 100, rows: 30 });

@@ -180,7 +180,7 @@ describe('sandbox', { concurrency: 3 }, () => {
   test('pause, then connect resumes it with its files', opts, async () => {
     await withSandbox({}, async (sbx) => {
       await sbx.files.write('kept.txt', 'before the pause');
-      await sbx.commands.run('echo from-a-command > /tmp/cmd.txt');
+      await sbx.commands.run('echo from-a-command > /home/user/cmd.txt');
       assert.equal(await sbx.pause(), true);
       assert.equal(await Sandbox.pause(sbx.sandboxId), false, 'pausing a paused sandbox (409)');
       assert.equal((await sbx.getInfo()).state, 'paused');
@@ -188,7 +188,7 @@ describe('sandbox', { concurrency: 3 }, () => {
       assert.equal(c.sandboxId, sbx.sandboxId);
       assert.equal((await c.getInfo()).state, 'running');
       assert.equal(await c.files.read('kept.txt'), 'before the pause');
-      assert.equal((await c.commands.run('cat /tmp/cmd.txt')).stdout, 'from-a-command\n');
+      assert.equal((await c.commands.run('cat /home/user/cmd.txt')).stdout, 'from-a-command\n');
       // the old handle's access token still works: it is the sandbox's, not the connection's
       assert.equal(await sbx.files.read('kept.txt'), 'before the pause');
       // pause through the instance, resume through its connect()
@@ -196,6 +196,18 @@ describe('sandbox', { concurrency: 3 }, () => {
       await c.connect();
       assert.equal((await c.commands.run('cat kept.txt')).stdout, 'before the pause');
       await assert.rejects(Sandbox.pause('definitely-not-a-sandbox'), SandboxNotFoundError);
+    });
+  });
+
+  // E2B's /tmp is on the sandbox's disk like the rest, and code written for E2B keeps files
+  // there; a pause that keeps "the files" must keep those too.
+  test('pause keeps the files in /tmp too', opts, async () => {
+    await withSandbox({}, async (sbx) => {
+      await sbx.files.write('/tmp/in-tmp.txt', 'tmp before the pause');
+      assert.equal(await sbx.pause(), true);
+      const c = await Sandbox.connect(sbx.sandboxId);
+      assert.equal(await c.files.exists('/tmp/in-tmp.txt'), true, '/tmp/in-tmp.txt is gone after the pause');
+      assert.equal(await c.files.read('/tmp/in-tmp.txt'), 'tmp before the pause');
     });
   });
 

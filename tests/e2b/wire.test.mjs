@@ -48,8 +48,10 @@ function rawExchange(head, body) {
       resolve({ head: all.subarray(0, sep).toString(), body: all.subarray(sep + 4) });
     });
     s.setTimeout(30_000, () => s.destroy(new Error('no answer within 30 s')));
+    // not end(): a client that half-closes is a client gone, to spaced as to envd (the
+    // stream is dropped); Connection: close has the server close after the answer
     s.write(head);
-    s.end(body);
+    s.write(body);
   });
 }
 
