@@ -101,6 +101,12 @@ describe('commands', { concurrency: 3 }, () => {
       assert.equal(r.stdout, 'none\n');
       const left = await sbx.commands.list();
       assert.ok(!left.some((p) => p.args.join(' ').includes('sleep 4')), JSON.stringify(left));
+      // a background command's deadline holds with nobody connected to it
+      const h = await sbx.commands.run('sleep 30', { background: true, timeoutMs: 1500 });
+      await h.disconnect();
+      assert.ok((await sbx.commands.list()).some((p) => p.pid === h.pid));
+      assert.ok(await until(8000, async () => !(await sbx.commands.list()).some((p) => p.pid === h.pid), 250),
+        'a disconnected background command outlived its 1.5 s timeout');
     });
   });
 

@@ -1,6 +1,7 @@
 // The wire without the SDK (docs/e2b-wire.md §0, §2.1, §3.4): a chunked POST /v2/sandboxes,
 // the {"code":404,...} error bodies the SDK branches on, 401s, and a Connect server stream
-// whose last envelope is an end-stream (flag 0x02) and whose chunked body is terminated.
+// whose last envelope is an end-stream (flag 0x02) and whose chunked body is terminated,
+// with keepalives on a quiet one.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -139,6 +140,18 @@ describe('wire', { concurrency: 2 }, () => {
       assert.equal(end.length, 1);
       assert.equal(end[0].end.exitCode, 3);
       assert.equal(end[0].end.exited, true);
+
+      // a quiet stream carries keepalives at the interval the client asks (envd's
+      // Keepalive-Ping-Interval, whole seconds), before the output that ends the quiet
+      const quiet = envelope({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'sleep 2.5; echo woke'] }, stdin: false });
+      const k = await rawExchange(head.replace('Content-Length: ' + body.length, 'Keepalive-Ping-Interval: 1\r\nContent-Length: ' + quiet.length), quiet);
+      const kd = dechunk(k.body);
+      assert.ok(kd.terminated);
+      const kev = parseEnvelopes(kd.body);
+      const firstOut = kev.findIndex((e) => e.json.event?.data);
+      const alive = kev.slice(0, firstOut).filter((e) => e.json.event && 'keepalive' in e.json.event);
+      assert.ok(firstOut > 0 && alive.length >= 1, `no keepalive in 2.5 s of quiet: ${JSON.stringify(kev.map((e) => e.json))}`);
+      assert.equal(kev[kev.length - 1].flags, 0x02);
 
       // a unary call's error: a non-200 JSON with a string code
       const stat = Buffer.from(JSON.stringify({ path: '/no/such/file' }));
