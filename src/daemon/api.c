@@ -313,6 +313,18 @@ void api_req_user(struct api_json *r, const char *u) {
                 json_w_kstr(&r->w, "user", u);
 }
 
+void api_req_env(struct api_json *r, const struct session *s, const char *first, char *const *env, size_t n) {
+        json_w_key(&r->w, "env");
+        json_w_arr_begin(&r->w);
+        if (first)
+                json_w_str(&r->w, first);
+        for (size_t i = 0; i < s->n_env; i++)
+                json_w_str(&r->w, s->env[i]);
+        for (size_t i = 0; i < n; i++)
+                json_w_str(&r->w, env[i]);
+        json_w_arr_end(&r->w);
+}
+
 int api_pid_param(struct conn *c, int64_t *ret) {
         const char *p = api_param(&c->params, "pid");
         char *end;

@@ -100,6 +100,9 @@ int api_query_user(struct conn *c, char out[API_USER_MAX]);
 int api_body_user(struct conn *c, const struct json *body, char out[API_USER_MAX]);
 /* "user":... in a REQ to init when u is not "": a uid as a number, a name as a string. */
 void api_req_user(struct api_json *r, const char *u);
+/* "env":[...] of an exec REQ: first (NULL for none), s's env, then the request's n "K=V"
+ * (ses_parse_env), in that order, so that each overrides what came before. */
+void api_req_env(struct api_json *r, const struct session *s, const char *first, char *const *env, size_t n);
 
 /* A session's network policy from the API's JSON (api_network.c): true, false or an
  * object (net/policy.h); NULL or null: the operator's default (spaced --egress-default).
