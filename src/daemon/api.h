@@ -33,6 +33,14 @@ int api_query_int(struct conn *c, const char *key, int64_t def, int64_t min, int
 /* The integer key of a JSON body in [min, max] (def when absent); else answers 400 why. */
 int api_body_int(struct conn *c, const struct json *body, const char *key, int64_t def, int64_t min, int64_t max,
                  const char *why, int64_t *ret);
+/* ?start= and ?end= of a metrics query (api_metrics.c) as Unix ms, each Unix seconds or
+ * RFC 3339 (metrics_parse_time), the whole past and future when absent; else, or with start
+ * after end, answers 400. */
+int api_query_range(struct conn *c, int64_t *ret_from, int64_t *ret_to);
+/* ?metadata= as a filter (metadata_filter_parse, twice as there): the sessions whose
+ * metadata holds every pair; none (an empty filter) when absent. Answers 400 itself. */
+struct md_filter;
+int api_query_metadata(struct conn *c, bool twice, struct md_filter *f);
 /* v as JSON text (malloc'd; NULL without memory). */
 char *api_json_text(const struct json *v);
 
