@@ -184,10 +184,7 @@ void api_health(struct conn *c) {
 
 /* ---- sessions ---- */
 
-/* ?metadata=k=v[&k2=v2] (the value percent-encoded as a whole, and each key and value in
- * it once more, as URLSearchParams writes them): the sessions whose metadata holds every
- * pair. Answers 400 itself. */
-static int query_metadata(struct conn *c, struct md_filter *f) {
+int api_query_metadata(struct conn *c, bool twice, struct md_filter *f) {
         *f = (struct md_filter){ 0 };
         char v[MD_FILTER_MAX + 1], why[160];
         int r = http_query_get(c->req->query, "metadata", v, sizeof v);
@@ -198,7 +195,7 @@ static int query_metadata(struct conn *c, struct md_filter *f) {
                                  r == -ENAMETOOLONG ? "over 8192 bytes" : "bad percent-encoding");
                 return -EINVAL;
         }
-        if ((r = metadata_filter_parse(v, false, f, why, sizeof why)) < 0) {
+        if ((r = metadata_filter_parse(v, twice, f, why, sizeof why)) < 0) {
                 conn_reply_error(c, r == -ENOMEM ? 500 : 400, "%s", r == -ENOMEM ? "out of memory" : why);
                 return r;
         }
@@ -207,7 +204,9 @@ static int query_metadata(struct conn *c, struct md_filter *f) {
 
 void api_session_list(struct conn *c) {
         struct md_filter f;
-        if (query_metadata(c, &f) < 0)
+        /* ?metadata=k=v[&k2=v2]: the value percent-encoded as a whole, and each key and
+         * value in it once more, as URLSearchParams writes them. */
+        if (api_query_metadata(c, false, &f) < 0)
                 return;
         struct buf b = BUF_INIT(0);
         struct json_writer w = JSON_WRITER_INIT(&b);
@@ -311,6 +310,18 @@ void api_req_user(struct api_json *r, const char *u) {
                 json_w_kint(&r->w, "user", atol(u));
         else
                 json_w_kstr(&r->w, "user", u);
+}
+
+void api_req_env(struct api_json *r, const struct session *s, const char *first, char *const *env, size_t n) {
+        json_w_key(&r->w, "env");
+        json_w_arr_begin(&r->w);
+        if (first)
+                json_w_str(&r->w, first);
+        for (size_t i = 0; i < s->n_env; i++)
+                json_w_str(&r->w, s->env[i]);
+        for (size_t i = 0; i < n; i++)
+                json_w_str(&r->w, env[i]);
+        json_w_arr_end(&r->w);
 }
 
 int api_pid_param(struct conn *c, int64_t *ret) {

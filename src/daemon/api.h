@@ -33,6 +33,14 @@ int api_query_int(struct conn *c, const char *key, int64_t def, int64_t min, int
 /* The integer key of a JSON body in [min, max] (def when absent); else answers 400 why. */
 int api_body_int(struct conn *c, const struct json *body, const char *key, int64_t def, int64_t min, int64_t max,
                  const char *why, int64_t *ret);
+/* ?start= and ?end= of a metrics query (api_metrics.c) as Unix ms, each Unix seconds or
+ * RFC 3339 (metrics_parse_time), the whole past and future when absent; else, or with start
+ * after end, answers 400. */
+int api_query_range(struct conn *c, int64_t *ret_from, int64_t *ret_to);
+/* ?metadata= as a filter (metadata_filter_parse, twice as there): the sessions whose
+ * metadata holds every pair; none (an empty filter) when absent. Answers 400 itself. */
+struct md_filter;
+int api_query_metadata(struct conn *c, bool twice, struct md_filter *f);
 /* v as JSON text (malloc'd; NULL without memory). */
 char *api_json_text(const struct json *v);
 
@@ -100,6 +108,9 @@ int api_query_user(struct conn *c, char out[API_USER_MAX]);
 int api_body_user(struct conn *c, const struct json *body, char out[API_USER_MAX]);
 /* "user":... in a REQ to init when u is not "": a uid as a number, a name as a string. */
 void api_req_user(struct api_json *r, const char *u);
+/* "env":[...] of an exec REQ: first (NULL for none), s's env, then the request's n "K=V"
+ * (ses_parse_env), in that order, so that each overrides what came before. */
+void api_req_env(struct api_json *r, const struct session *s, const char *first, char *const *env, size_t n);
 
 /* A session's network policy from the API's JSON (api_network.c): true, false or an
  * object (net/policy.h); NULL or null: the operator's default (spaced --egress-default).

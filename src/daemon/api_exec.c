@@ -261,13 +261,7 @@ static void exec_start(struct conn *c, bool stream) {
         r.b.max = PROTO_MAX_JSON;
         json_w_key(&r.w, "argv");
         json_w_value(&r.w, argv);
-        json_w_key(&r.w, "env");
-        json_w_arr_begin(&r.w);
-        for (size_t i = 0; i < s->n_env; i++)
-                json_w_str(&r.w, s->env[i]);
-        for (size_t i = 0; i < n_env; i++)
-                json_w_str(&r.w, env[i]);
-        json_w_arr_end(&r.w);
+        api_req_env(&r, s, NULL, env, n_env);
         if (cwd)
                 json_w_kstr(&r.w, "cwd", cwd);
         json_w_kint(&r.w, "timeout_ms", timeout_ms);

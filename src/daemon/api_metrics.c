@@ -31,15 +31,24 @@ static int query_time(struct conn *c, const char *key, int64_t def, int64_t *ret
         return 0;
 }
 
-void api_session_metrics(struct conn *c) {
-        int64_t from, to, limit;
-        if (query_time(c, "start", INT64_MIN, &from) < 0 || query_time(c, "end", INT64_MAX, &to) < 0 ||
-            api_query_int(c, "limit", METRICS_RING_MAX, 1, METRICS_RING_MAX, &limit) < 0)
-                return;
+int api_query_range(struct conn *c, int64_t *ret_from, int64_t *ret_to) {
+        int64_t from, to;
+        if (query_time(c, "start", INT64_MIN, &from) < 0 || query_time(c, "end", INT64_MAX, &to) < 0)
+                return -EINVAL;
         if (from > to) {
                 conn_reply_error(c, 400, "start is after end");
-                return;
+                return -EINVAL;
         }
+        *ret_from = from;
+        *ret_to = to;
+        return 0;
+}
+
+void api_session_metrics(struct conn *c) {
+        int64_t from, to, limit;
+        if (api_query_range(c, &from, &to) < 0 ||
+            api_query_int(c, "limit", METRICS_RING_MAX, 1, METRICS_RING_MAX, &limit) < 0)
+                return;
         struct session *s = api_session(c, false);
         if (!s)
                 return;

@@ -616,14 +616,7 @@ void api_terminal_create(struct conn *c) {
         r.b.max = PROTO_MAX_JSON;
         json_w_key(&r.w, "argv");
         json_w_value(&r.w, cmd);
-        json_w_key(&r.w, "env");
-        json_w_arr_begin(&r.w);
-        json_w_str(&r.w, "TERM=xterm-256color"); /* what xterm.js and most terminals are */
-        for (size_t i = 0; i < s->n_env; i++)
-                json_w_str(&r.w, s->env[i]);
-        for (size_t i = 0; i < n_env; i++)
-                json_w_str(&r.w, env[i]);
-        json_w_arr_end(&r.w);
+        api_req_env(&r, s, "TERM=xterm-256color", env, n_env); /* what xterm.js and most terminals are */
         for (size_t i = 0; i < n_env; i++)
                 free(env[i]);
         free(env);

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
+
+#include "daemon/util.h"
 
 int auth_token_new(char out[AUTH_TOKEN_LEN + 1]) {
         char raw[DL_TOKEN_LEN + 1];
@@ -22,16 +23,9 @@ int auth_token_new(char out[AUTH_TOKEN_LEN + 1]) {
 
 int auth_token_new_e2b(char out[AUTH_TOKEN_LEN + 1]) {
         uint8_t raw[AUTH_E2B_HEX / 2];
-        size_t got = 0;
-        while (got < sizeof raw) {
-                ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                got += (size_t)n;
-        }
+        int r = util_random_bytes(raw, sizeof raw);
+        if (r < 0)
+                return r;
         static const char hex[] = "0123456789abcdef";
         memcpy(out, AUTH_E2B_PREFIX, AUTH_E2B_PREFIX_LEN);
         for (size_t i = 0; i < sizeof raw; i++) {

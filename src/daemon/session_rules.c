@@ -7,28 +7,21 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/json.h"
 #include "common/macros.h"
+#include "daemon/util.h"
 
 static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 int dl_token_new(char out[DL_TOKEN_LEN + 1]) {
         uint8_t raw[DL_TOKEN_BYTES + 1] = { 0 }; /* +1: the last group reads one byte past */
-        size_t got = 0;
-        while (got < DL_TOKEN_BYTES) {
-                ssize_t n = getrandom(raw + got, DL_TOKEN_BYTES - got, 0);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                got += (size_t)n;
-        }
+        int r = util_random_bytes(raw, DL_TOKEN_BYTES);
+        if (r < 0)
+                return r;
         size_t o = 0;
         for (size_t i = 0; i < DL_TOKEN_BYTES; i += 3) {
                 uint32_t v = (uint32_t)raw[i] << 16 | (uint32_t)raw[i + 1] << 8 |

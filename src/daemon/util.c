@@ -15,18 +15,25 @@
 #include "meta/meta.h"
 #include "common/json.h"
 
-int util_random_id(const char *prefix, char *out, size_t outsz) {
-        uint8_t raw[8];
+int util_random_bytes(void *buf, size_t n) {
         size_t got = 0;
-        while (got < sizeof raw) {
-                ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-                if (n < 0) {
+        while (got < n) {
+                ssize_t k = getrandom((uint8_t *)buf + got, n - got, 0);
+                if (k < 0) {
                         if (errno == EINTR)
                                 continue;
                         return -errno;
                 }
-                got += (size_t)n;
+                got += (size_t)k;
         }
+        return 0;
+}
+
+int util_random_id(const char *prefix, char *out, size_t outsz) {
+        uint8_t raw[8];
+        int r = util_random_bytes(raw, sizeof raw);
+        if (r < 0)
+                return r;
         int n = snprintf(out, outsz, "%s%02x%02x%02x%02x%02x%02x%02x%02x", prefix, raw[0], raw[1], raw[2], raw[3],
                          raw[4], raw[5], raw[6], raw[7]);
         return n < 0 || (size_t)n >= outsz ? -ENAMETOOLONG : 0;

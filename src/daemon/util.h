@@ -8,6 +8,8 @@
 #include "common/buf.h"
 #include "common/text.h"
 
+/* n bytes from getrandom() (short reads and EINTR retried); -errno when there are none. */
+int util_random_bytes(void *buf, size_t n);
 /* prefix + 16 lowercase hex digits from getrandom(). out needs strlen(prefix) + 17 bytes. */
 int util_random_id(const char *prefix, char *out, size_t outsz);
 /* True for "ses_" + 16 lowercase hex. */

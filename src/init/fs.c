@@ -138,6 +138,32 @@ static int mkdir_p(const char *path, mode_t mode, const struct init_user *u) {
         return 0;
 }
 
+/* The "user" of write, mkdir and rename (§3.1.1), resolved into *user: *ret is user, or NULL
+ * when the request has none. On failure (user_resolve's -errno) why says what. */
+static int req_user(const struct json *req, struct init_user *user, struct init_user **ret, char *why, size_t whyn) {
+        const struct json *juser = json_get(req, "user");
+        if (!juser || json_type(juser) == JSON_NULL) {
+                *ret = NULL;
+                return 0;
+        }
+        int r = user_resolve(juser, user, why, whyn);
+        if (r < 0)
+                return r;
+        *ret = user;
+        return 0;
+}
+
+/* "parents" of write and rename: the directories above path (which check_path passed),
+ * made as mkdir_p makes them, 0755. dir gets path's parent, for the error message. */
+static int mkdir_parents(const char *path, const struct init_user *u, char dir[static PROTO_MAX_PATH + 1]) {
+        strcpy(dir, path);
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+                return 0;
+        *slash = '\0';
+        return mkdir_p(dir, 0755, u);
+}
+
 /* ---- read ---- */
 
 void op_read(uint32_t id, const struct json *req) {
@@ -242,26 +268,17 @@ static void write_open(struct stream *s, const struct json *req) {
         bool append = json_get_bool(req, "append", false);
         /* "user" (§3.1.1): what this write creates belongs to it. */
         struct init_user user, *u = NULL;
-        const struct json *juser = json_get(req, "user");
-        if (juser && json_type(juser) != JSON_NULL) {
-                char why[256];
-                int ur = user_resolve(juser, &user, why, sizeof why);
-                if (ur < 0) {
-                        s->err_user = true;
-                        return write_set_err(s, -ur, "%s", why);
-                }
-                u = &user;
+        char why[256];
+        int ur = req_user(req, &user, &u, why, sizeof why);
+        if (ur < 0) {
+                s->err_user = true;
+                return write_set_err(s, -ur, "%s", why);
         }
         if (json_get_bool(req, "parents", false)) {
                 char dir[PROTO_MAX_PATH + 1];
-                strcpy(dir, path);
-                char *slash = strrchr(dir, '/');
-                if (slash && slash != dir) {
-                        *slash = '\0';
-                        int r = mkdir_p(dir, 0755, u);
-                        if (r < 0)
-                                return write_set_err(s, -r, "%.200s: %s", dir, strerror(-r));
-                }
+                int r = mkdir_parents(path, u, dir);
+                if (r < 0)
+                        return write_set_err(s, -r, "%.200s: %s", dir, strerror(-r));
         }
         char name[NAME_MAX + 1];
         int r = fs_parent(path, &s->dirfd, name);
@@ -605,14 +622,10 @@ void op_mkdir(uint32_t id, const struct json *req) {
                 return send_error(id, EINVAL, "\"mode\" must be an integer in 0..07777");
         /* "user" (§3.1.1): the directories made belong to it. */
         struct init_user user, *u = NULL;
-        const struct json *juser = json_get(req, "user");
-        if (juser && json_type(juser) != JSON_NULL) {
-                char why[256];
-                int ur = user_resolve(juser, &user, why, sizeof why);
-                if (ur < 0)
-                        return send_user_error(id, -ur, why);
-                u = &user;
-        }
+        char why[256];
+        int ur = req_user(req, &user, &u, why, sizeof why);
+        if (ur < 0)
+                return send_user_error(id, -ur, why);
         int r;
         if (json_get_bool(req, "parents", false))
                 r = mkdir_p(path, mode, u);
@@ -693,24 +706,15 @@ void op_rename(uint32_t id, const struct json *req) {
                                   PROTO_MAX_PATH);
         bool replace = json_get_bool(req, "replace", true);
         struct init_user user, *u = NULL;
-        const struct json *juser = json_get(req, "user");
-        if (juser && json_type(juser) != JSON_NULL) {
-                char why[256];
-                int ur = user_resolve(juser, &user, why, sizeof why);
-                if (ur < 0)
-                        return send_user_error(id, -ur, why);
-                u = &user;
-        }
+        char why[256];
+        int ur = req_user(req, &user, &u, why, sizeof why);
+        if (ur < 0)
+                return send_user_error(id, -ur, why);
         if (json_get_bool(req, "parents", false)) {
                 char dir[PROTO_MAX_PATH + 1];
-                strcpy(dir, to);
-                char *slash = strrchr(dir, '/');
-                if (slash && slash != dir) {
-                        *slash = '\0';
-                        int r = mkdir_p(dir, 0755, u);
-                        if (r < 0)
-                                return send_error(id, -r, "%.512s: %s", dir, strerror(-r));
-                }
+                int r = mkdir_parents(to, u, dir);
+                if (r < 0)
+                        return send_error(id, -r, "%.512s: %s", dir, strerror(-r));
         }
         _cleanup_close_ int ffd = -EBADF, tfd = -EBADF;
         char fname[NAME_MAX + 1], tname[NAME_MAX + 1];

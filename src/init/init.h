@@ -163,6 +163,9 @@ size_t conn_queued(const struct conn *c);
 void send_frame(uint8_t type, uint32_t id, const void *p, size_t n);
 void send_json(uint8_t type, uint32_t id, struct buf *json);
 void send_error(uint32_t id, int err, const char *fmt, ...) _printf_(3, 4);
+/* An error RESP whose "error" also has flag:true, which tells spaced what failed (a "user",
+ * a "cwd") where the errno alone does not. */
+void send_error_flag(uint32_t id, int err, const char *flag, const char *msg);
 /* The "error" member of an answer: {"code":"ENOENT","errno":N,"message":msg}. */
 void json_w_error(struct json_writer *w, int err, const char *msg);
 /* Writes what the queue holds, as far as the socket takes it. */

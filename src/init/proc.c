@@ -549,20 +549,9 @@ static _noreturn_ void child_run(const struct spawn_req *sr, int errfd, int in_r
 /* A cwd that cannot be entered: the error says "cwd":true, so that spaced can tell it from
  * a command that cannot start (the E2B API answers them differently, §3.21). */
 static void send_cwd_error(uint32_t id, int err, const char *cwd) {
-        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
         char msg[600];
         snprintf(msg, sizeof msg, "cwd %.512s: %s", cwd, strerror(err));
-        struct json_writer w = JSON_WRITER_INIT(&b);
-        json_w_obj_begin(&w);
-        json_w_key(&w, "error");
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "code", strerrorname_np(err));
-        json_w_kint(&w, "errno", err);
-        json_w_kstr(&w, "message", msg);
-        json_w_kbool(&w, "cwd", true);
-        json_w_obj_end(&w);
-        json_w_obj_end(&w);
-        send_json(PROTO_RESP, id, &b);
+        send_error_flag(id, err, "cwd", msg);
 }
 
 static void exec_fail_resp(uint32_t id, const struct spawn_err *se, const char *argv0, const char *cwd) {

@@ -38,14 +38,30 @@ void send_frame(uint8_t type, uint32_t id, const void *p, size_t n) {
 
 void send_json(uint8_t type, uint32_t id, struct buf *json) { send_frame(type, id, json->data, json->len); }
 
-void json_w_error(struct json_writer *w, int err, const char *msg) {
+/* flag (NULL for none): a member set true beside the three. */
+static void json_w_error_flag(struct json_writer *w, int err, const char *msg, const char *flag) {
         const char *name = strerrorname_np(err);
         json_w_key(w, "error");
         json_w_obj_begin(w);
         json_w_kstr(w, "code", name ? name : "EIO");
         json_w_kint(w, "errno", err);
         json_w_kstr(w, "message", msg);
+        if (flag)
+                json_w_kbool(w, flag, true);
         json_w_obj_end(w);
+}
+
+void json_w_error(struct json_writer *w, int err, const char *msg) {
+        json_w_error_flag(w, err, msg, NULL);
+}
+
+void send_error_flag(uint32_t id, int err, const char *flag, const char *msg) {
+        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_error_flag(&w, err, msg, flag);
+        json_w_obj_end(&w);
+        send_json(PROTO_RESP, id, &b);
 }
 
 void send_error(uint32_t id, int err, const char *fmt, ...) {

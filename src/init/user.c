@@ -187,19 +187,8 @@ int user_resolve(const struct json *v, struct init_user *u, char *err, size_t er
 void send_user_error(uint32_t id, int err, const char *msg) {
         if (err != ENOENT && err != EINVAL) /* the sandbox's files, not the request */
                 return send_error(id, err, "%s", msg);
-        _cleanup_buf_ struct buf b = BUF_INIT(PROTO_MAX_JSON);
-        struct json_writer w = JSON_WRITER_INIT(&b);
-        json_w_obj_begin(&w);
-        json_w_key(&w, "error");
-        json_w_obj_begin(&w);
-        json_w_kstr(&w, "code", strerrorname_np(err));
-        json_w_kint(&w, "errno", err);
-        json_w_kstr(&w, "message", msg);
         /* spaced answers 400 for a bad "user", not the errno's usual status. */
-        json_w_kbool(&w, "user", true);
-        json_w_obj_end(&w);
-        json_w_obj_end(&w);
-        send_json(PROTO_RESP, id, &b);
+        send_error_flag(id, err, "user", msg);
 }
 
 int user_chown(int dirfd, const char *name, const struct init_user *u) {

@@ -717,26 +717,6 @@ static int query_states(struct conn *c, bool *running, bool *paused) {
         return 0;
 }
 
-/* The E2B SDK's metadata filter (docs/e2b-wire.md §2.4): decoded once by the query parser,
- * twice more here. */
-static int query_metadata(struct conn *c, struct md_filter *f) {
-        char v[MD_FILTER_MAX + 1], why[160];
-        *f = (struct md_filter){ 0 };
-        int r = http_query_get(c->req->query, "metadata", v, sizeof v);
-        if (r == -ENOENT)
-                return 0;
-        if (r < 0) {
-                conn_reply_error(c, 400, "metadata: %s", r == -ENAMETOOLONG ? "the filter is over 8192 bytes"
-                                                                          : "bad percent-encoding");
-                return -EINVAL;
-        }
-        if ((r = metadata_filter_parse(v, true, f, why, sizeof why)) < 0) {
-                conn_reply_error(c, r == -ENOMEM ? 500 : 400, "%s", r == -ENOMEM ? "out of memory" : why);
-                return r;
-        }
-        return 0;
-}
-
 static bool visible(struct conn *c, const struct session *s) {
         return !s->freed && s->state != META_SESSION_TERMINATED && auth_tenant_sees(c->tenant, s->tenant);
 }
@@ -761,7 +741,9 @@ void e2b_sandbox_list(struct conn *c) {
                 conn_reply_error(c, 400, "startedAfter must be an RFC 3339 time (2026-12-03T10:00:00Z)");
                 return;
         }
-        if (query_metadata(c, &f) < 0)
+        /* The SDK's metadata filter (docs/e2b-wire.md §2.4): decoded once by the query
+         * parser, twice more by the filter's. */
+        if (api_query_metadata(c, true, &f) < 0)
                 return;
         struct e2b_item *items = calloc(c->d->n_sessions + 1, sizeof *items);
         if (!items) {
@@ -803,28 +785,10 @@ void e2b_sandbox_list(struct conn *c) {
 
 /* ---------------- metrics ---------------- */
 
-static int query_time_s(struct conn *c, const char *key, int64_t def, int64_t *ret) {
-        char v[METRICS_TIME_MAX + 1];
-        int r = http_query_get(c->req->query, key, v, sizeof v);
-        if (r == -ENOENT) {
-                *ret = def;
-                return 0;
-        }
-        if (r < 0 || metrics_parse_time(v, ret) < 0) {
-                conn_reply_error(c, 400, "%s must be Unix seconds", key);
-                return -EINVAL;
-        }
-        return 0;
-}
-
 void e2b_sandbox_metrics(struct conn *c) {
         int64_t from, to;
-        if (query_time_s(c, "start", INT64_MIN, &from) < 0 || query_time_s(c, "end", INT64_MAX, &to) < 0)
+        if (api_query_range(c, &from, &to) < 0)
                 return;
-        if (from > to) {
-                conn_reply_error(c, 400, "start is after end");
-                return;
-        }
         struct session *s = api_session(c, false);
         if (!s)
                 return;

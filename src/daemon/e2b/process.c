@@ -773,13 +773,7 @@ void e2b_process_start(struct conn *c) {
         for (size_t i = 0; i < json_len(args); i++)
                 json_w_str(&r.w, json_str(json_at(args, i)));
         json_w_arr_end(&r.w);
-        json_w_key(&r.w, "env");
-        json_w_arr_begin(&r.w);
-        for (size_t i = 0; i < s->n_env; i++)
-                json_w_str(&r.w, s->env[i]);
-        for (size_t i = 0; i < n_env; i++)
-                json_w_str(&r.w, env[i]);
-        json_w_arr_end(&r.w);
+        api_req_env(&r, s, NULL, env, n_env);
         for (size_t i = 0; i < n_env; i++)
                 free(env[i]);
         free(env);

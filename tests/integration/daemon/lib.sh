@@ -119,6 +119,20 @@ wait_state() { # session, state, tenths of a second
         return 1
 }
 
+# need_runtime RT: what the runtime RT (ns, gvisor, microvm) needs of the machine, or the
+# script ends: a skip without runsc, or without a guest kernel this machine cannot fetch
+# (scripts/build-guest, idempotent, makes it); a failure when the build fails otherwise.
+need_runtime() {
+        if [ "$1" = gvisor ] && ! command -v runsc >/dev/null; then echo "SKIP: runsc is not installed"; exit $SKIP; fi
+        if [ "$1" = microvm ]; then
+                "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/build-guest" >"$T/build-guest.log" 2>&1
+                local rc=$?
+                [ $rc -eq 3 ] && { echo "SKIP: no guest kernel, and this machine cannot fetch one"; exit $SKIP; }
+                [ $rc -eq 0 ] || { echo "FAIL: scripts/build-guest exited $rc:"; tail -n 5 "$T/build-guest.log"; exit 1; }
+        fi
+        return 0
+}
+
 # SPACED_IN: a command prefix spaced runs under (tests/net: "ip netns exec NS"), unset = none.
 start_daemon() { # extra spaced options, if any
         ${SPACED_IN:-} "$SPACED" --data "$DATA" --log-level debug --pidfile "$T/spaced.pid" "$@" >>"$LOG" 2>&1 &

@@ -11,14 +11,7 @@
 # Usage: test_e2b_process.sh SPACED_BINARY   (space-init next to it)
 RT=${SPACE_E2B_PROCESS_RUNTIME:-ns}
 . "$(dirname "$0")/lib.sh" "e2b-process-$RT" "${1:-}"
-if [ "$RT" = gvisor ] && ! command -v runsc >/dev/null; then echo "SKIP: runsc is not installed"; exit 77; fi
-if [ "$RT" = microvm ]; then
-        # the guest kernel (idempotent; exit 3: this machine cannot fetch one)
-        "$(dirname "$0")/../../../scripts/build-guest" >"$T/build-guest.log" 2>&1
-        rc=$?
-        [ $rc -eq 3 ] && { echo "SKIP: no guest kernel, and this machine cannot fetch one"; exit 77; }
-        [ $rc -eq 0 ] || { echo "FAIL: scripts/build-guest exited $rc:"; tail -n 5 "$T/build-guest.log"; exit 1; }
-fi
+need_runtime "$RT"
 command -v python3 >/dev/null || { echo "FAIL: python3 is missing"; exit 1; }
 DEC="$(dirname "$0")/connect_decode.py"
 

@@ -17,58 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "initc.h"
-
-static const char *init_path;
-
-struct fx {
-        struct initc c;
-        char root[PATH_MAX];
-};
-
-static int setup(void **state) {
-        struct fx *f = calloc(1, sizeof *f);
-        char tmpl[] = "/tmp/space-init-fsops-XXXXXX";
-        if (!f || !mkdtemp(tmpl) || !realpath(tmpl, f->root))
-                return -1;
-        const char *extra[] = { "--root", f->root, NULL };
-        int r = initc_spawn(&f->c, init_path, extra);
-        if (r < 0) {
-                fprintf(stderr, "cannot start %s: %s\n", init_path, strerror(-r));
-                initc_close(&f->c, 0);
-                return -1;
-        }
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state) {
-        struct fx *f = *state;
-        int st = initc_close(&f->c, 5000);
-        char cmd[PATH_MAX + 32];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->root);
-        int rc = system(cmd);
-        free(f);
-        if (rc != 0 || st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                fprintf(stderr, "space-init did not exit cleanly after the connection closed (%d)\n", st);
-                return -1;
-        }
-        return 0;
-}
-
-/* A path under the root, on the host. */
-static const char *host(struct fx *f, const char *fmt, ...) _printf_(2, 3);
-static const char *host(struct fx *f, const char *fmt, ...) {
-        static char bufs[4][PATH_MAX + 256];
-        static int next;
-        char *b = bufs[next++ % 4];
-        int n = snprintf(b, sizeof bufs[0], "%s", f->root);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(b + n, sizeof bufs[0] - (size_t)n, fmt, ap);
-        va_end(ap);
-        return b;
-}
+#include "harness.h"
 
 static void put(const char *path, const char *data) {
         FILE *fp = fopen(path, "w");
@@ -98,24 +47,24 @@ static void assert_ok(const struct json *resp) {
 
 static void test_rename(void **state) {
         struct fx *f = *state;
-        put(host(f, "/a"), "A");
-        put(host(f, "/b"), "B");
-        assert_int_equal(mkdir(host(f, "/d"), 0755), 0);
+        put(fx_host(f, "/a"), "A");
+        put(fx_host(f, "/b"), "B");
+        assert_int_equal(mkdir(fx_host(f, "/d"), 0755), 0);
 
         print_message("a file renamed: the old name gone, the bytes under the new one\n");
         _cleanup_json_ struct json *r1 = call(f, "{\"op\":\"rename\",\"from\":\"/a\",\"to\":\"/d/a2\"}");
         assert_ok(r1);
-        assert_int_equal(access(host(f, "/a"), F_OK), -1);
-        assert_int_equal(access(host(f, "/d/a2"), F_OK), 0);
+        assert_int_equal(access(fx_host(f, "/a"), F_OK), -1);
+        assert_int_equal(access(fx_host(f, "/d/a2"), F_OK), 0);
 
         print_message("onto an existing file: replaced by default, EEXIST with replace:false\n");
         _cleanup_json_ struct json *r2 = call(f, "{\"op\":\"rename\",\"from\":\"/d/a2\",\"to\":\"/b\",\"replace\":false}");
         assert_code(r2, "EEXIST");
-        assert_int_equal(access(host(f, "/d/a2"), F_OK), 0);
+        assert_int_equal(access(fx_host(f, "/d/a2"), F_OK), 0);
         _cleanup_json_ struct json *r3 = call(f, "{\"op\":\"rename\",\"from\":\"/d/a2\",\"to\":\"/b\"}");
         assert_ok(r3);
         char got[8] = "";
-        FILE *fp = fopen(host(f, "/b"), "r");
+        FILE *fp = fopen(fx_host(f, "/b"), "r");
         assert_non_null(fp);
         assert_non_null(fgets(got, sizeof got, fp));
         fclose(fp);
@@ -129,27 +78,27 @@ static void test_rename(void **state) {
         assert_code(e2, "ENOENT");
         _cleanup_json_ struct json *r4 = call(f, "{\"op\":\"rename\",\"from\":\"/b\",\"to\":\"/p/q/b\",\"parents\":true}");
         assert_ok(r4);
-        assert_int_equal(access(host(f, "/p/q/b"), F_OK), 0);
+        assert_int_equal(access(fx_host(f, "/p/q/b"), F_OK), 0);
         _cleanup_json_ struct json *e3 = call(f, "{\"op\":\"rename\",\"from\":\"/\",\"to\":\"/x\"}");
         assert_code(e3, "EBUSY");
         _cleanup_json_ struct json *e4 = call(f, "{\"op\":\"rename\",\"from\":\"/p\"}");
         assert_code(e4, "EINVAL");
 
         print_message("paths stay inside the root: .. and an absolute symlink resolve under it\n");
-        assert_int_equal(symlink("/", host(f, "/up")), 0);
+        assert_int_equal(symlink("/", fx_host(f, "/up")), 0);
         _cleanup_json_ struct json *r5 = call(f, "{\"op\":\"rename\",\"from\":\"/p/q/b\",\"to\":\"/../../up/c\"}");
         assert_ok(r5);
-        assert_int_equal(access(host(f, "/c"), F_OK), 0);
+        assert_int_equal(access(fx_host(f, "/c"), F_OK), 0);
         /* A symlink as the last component is moved itself, not what it points to. */
         _cleanup_json_ struct json *r6 = call(f, "{\"op\":\"rename\",\"from\":\"/up\",\"to\":\"/up2\"}");
         assert_ok(r6);
         struct stat st;
-        assert_int_equal(lstat(host(f, "/up2"), &st), 0);
+        assert_int_equal(lstat(fx_host(f, "/up2"), &st), 0);
         assert_true(S_ISLNK(st.st_mode));
 
         print_message("a directory onto a non-empty directory: ENOTEMPTY\n");
-        assert_int_equal(mkdir(host(f, "/e"), 0755), 0);
-        put(host(f, "/d/x"), "x");
+        assert_int_equal(mkdir(fx_host(f, "/e"), 0755), 0);
+        put(fx_host(f, "/d/x"), "x");
         _cleanup_json_ struct json *e5 = call(f, "{\"op\":\"rename\",\"from\":\"/e\",\"to\":\"/d\"}");
         assert_true(initc_error_code(e5) && (!strcmp(initc_error_code(e5), "ENOTEMPTY") ||
                                              !strcmp(initc_error_code(e5), "EEXIST")));
@@ -166,23 +115,23 @@ static const struct json *entry_at(const struct json *entries, const char *path)
 
 static void test_tree(void **state) {
         struct fx *f = *state;
-        assert_int_equal(mkdir(host(f, "/etc"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/etc"), 0755), 0);
         /* As root the file is given to 4321 (a name only this passwd has); else it is ours. */
         int uid = geteuid() == 0 ? 4321 : (int)getuid(), gid = geteuid() == 0 ? 4322 : (int)getgid();
         char pw[256];
         snprintf(pw, sizeof pw, "root:x:0:0::/root:/bin/sh\nme:x:%d:%d::/home/me:/bin/sh\n", uid, gid);
-        put(host(f, "/etc/passwd"), pw);
+        put(fx_host(f, "/etc/passwd"), pw);
         snprintf(pw, sizeof pw, "root:x:0:\nmine:x:%d:\n", gid);
-        put(host(f, "/etc/group"), pw);
-        assert_int_equal(mkdir(host(f, "/t"), 0755), 0);
-        assert_int_equal(mkdir(host(f, "/t/sub"), 0700), 0);
-        assert_int_equal(mkdir(host(f, "/t/sub/deeper"), 0755), 0);
-        put(host(f, "/t/sub/deeper/z"), "z");
-        put(host(f, "/t/b.txt"), "hello");
+        put(fx_host(f, "/etc/group"), pw);
+        assert_int_equal(mkdir(fx_host(f, "/t"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/t/sub"), 0700), 0);
+        assert_int_equal(mkdir(fx_host(f, "/t/sub/deeper"), 0755), 0);
+        put(fx_host(f, "/t/sub/deeper/z"), "z");
+        put(fx_host(f, "/t/b.txt"), "hello");
         if (geteuid() == 0)
-                assert_int_equal(chown(host(f, "/t/b.txt"), (uid_t)uid, (gid_t)gid), 0);
-        put(host(f, "/t/sub/c"), "");
-        assert_int_equal(symlink("/etc", host(f, "/t/link")), 0);
+                assert_int_equal(chown(fx_host(f, "/t/b.txt"), (uid_t)uid, (gid_t)gid), 0);
+        put(fx_host(f, "/t/sub/c"), "");
+        assert_int_equal(symlink("/etc", fx_host(f, "/t/link")), 0);
 
         print_message("depth 1: the directory's own entries, in name order, with ids, names, a symlink's target\n");
         _cleanup_json_ struct json *r1 = call(f, "{\"op\":\"tree\",\"path\":\"/t\",\"names\":true}");
@@ -229,9 +178,9 @@ static void test_tree(void **state) {
         assert_code(e4, "EINVAL");
 
         print_message("\"after\": from any entry of a walk, the rest of it, in order\n");
-        put(host(f, "/t/sub/deeper/y"), "y");
-        assert_int_equal(mkdir(host(f, "/t/sub/a-dir"), 0755), 0);
-        put(host(f, "/t/sub/a-dir/in"), "");
+        put(fx_host(f, "/t/sub/deeper/y"), "y");
+        assert_int_equal(mkdir(fx_host(f, "/t/sub/a-dir"), 0755), 0);
+        put(fx_host(f, "/t/sub/a-dir/in"), "");
         _cleanup_json_ struct json *all = call(f, "{\"op\":\"tree\",\"path\":\"/t\",\"depth\":3}");
         assert_ok(all);
         assert_false(json_get_bool(all, "truncated", true));
@@ -253,9 +202,9 @@ static void test_tree(void **state) {
         assert_string_equal(json_get_str(json_at(json_get(gone, "entries"), 0), "path"), "sub/c");
 
         print_message("past INIT_TREE_MAX_ENTRIES (2048) a page is cut and says so; \"after\" its last gives the rest\n");
-        assert_int_equal(mkdir(host(f, "/many"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/many"), 0755), 0);
         for (int i = 0; i < 2049; i++) {
-                FILE *fp = fopen(host(f, "/many/f%04d", i), "w");
+                FILE *fp = fopen(fx_host(f, "/many/f%04d", i), "w");
                 assert_non_null(fp);
                 fclose(fp);
         }
@@ -297,10 +246,10 @@ static void watch_until(struct fx *f, uint32_t id, const char *want, struct buf 
 
 static void test_watch_stat(void **state) {
         struct fx *f = *state;
-        assert_int_equal(mkdir(host(f, "/etc"), 0755), 0);
-        put(host(f, "/etc/passwd"), "root:x:0:0::/root:/bin/sh\n");
-        put(host(f, "/etc/group"), "root:x:0:\n");
-        assert_int_equal(mkdir(host(f, "/w"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/etc"), 0755), 0);
+        put(fx_host(f, "/etc/passwd"), "root:x:0:0::/root:/bin/sh\n");
+        put(fx_host(f, "/etc/group"), "root:x:0:\n");
+        assert_int_equal(mkdir(fx_host(f, "/w"), 0755), 0);
 
         print_message("watch with stat: an event of what is there carries its stat and names\n");
         int64_t id = initc_req(&f->c, "{\"op\":\"watch\",\"path\":\"/w\",\"stat\":true}");
@@ -309,7 +258,7 @@ static void test_watch_stat(void **state) {
         assert_int_equal(initc_recv(&f->c, (uint32_t)id, &fr, 5000), 1);
         assert_int_equal(fr.h.type, PROTO_RESP);
         initc_frame_free(&fr);
-        put(host(f, "/w/x"), "12345");
+        put(fx_host(f, "/w/x"), "12345");
         struct buf out = BUF_INIT(0);
         watch_until(f, (uint32_t)id, "\"type\":\"write\"", &out);
         const char *create = strstr(out.data, "{\"type\":\"create\"");
@@ -323,7 +272,7 @@ static void test_watch_stat(void **state) {
                 assert_string_equal(json_get_str(st, "owner"), "root");
 
         print_message("... and none for a remove\n");
-        assert_int_equal(unlink(host(f, "/w/x")), 0);
+        assert_int_equal(unlink(fx_host(f, "/w/x")), 0);
         watch_until(f, (uint32_t)id, "\"type\":\"remove\"", &out);
         const char *rm = strstr(out.data, "{\"type\":\"remove\"");
         assert_null(memmem(rm, strcspn(rm, "\n"), "\"stat\"", 6));
@@ -336,12 +285,12 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "usage: %s PATH-TO-space-init\n", argv[0]);
                 return 2;
         }
-        init_path = argv[1];
+        fx_use(argv[1], "fsops");
         signal(SIGPIPE, SIG_IGN);
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_watch_stat, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rename, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_tree, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_watch_stat, fx_setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

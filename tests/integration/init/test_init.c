@@ -21,18 +21,13 @@
 #include <unistd.h>
 
 #include "common/text.h"
-#include "initc.h"
+#include "harness.h"
 
 /* init.h's INIT_TTY_STDIN_MAX: a terminal's unread input past which op input is EAGAIN */
 #define INIT_TTY_STDIN_MAX_TEST (64u << 10)
 
 static const char *init_path;
 static bool sanitized; /* init runs with ASan: its shadow memory makes RSS meaningless */
-
-struct fx {
-        struct initc c;
-        char root[PATH_MAX];
-};
 
 static int64_t mono_ms(void) {
         struct timespec ts;
@@ -44,35 +39,6 @@ static void rm_rf(const char *path) {
         char cmd[PATH_MAX + 32];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
         assert_int_equal(system(cmd), 0);
-}
-
-static int setup(void **state) {
-        struct fx *f = calloc(1, sizeof *f);
-        char tmpl[] = "/tmp/space-init-test-XXXXXX";
-        if (!f || !mkdtemp(tmpl) || !realpath(tmpl, f->root))
-                return -1;
-        const char *extra[] = { "--root", f->root, NULL };
-        int r = initc_spawn(&f->c, init_path, extra);
-        if (r < 0) {
-                fprintf(stderr, "cannot start %s: %s\n", init_path, strerror(-r));
-                initc_close(&f->c, 0);
-                return -1;
-        }
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state) {
-        struct fx *f = *state;
-        /* No listener: closing the connection makes init kill its processes and exit 0. */
-        int st = initc_close(&f->c, 5000);
-        rm_rf(f->root);
-        free(f);
-        if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                fprintf(stderr, "space-init did not exit cleanly after the connection closed (%d)\n", st);
-                return -1;
-        }
-        return 0;
 }
 
 static struct json *call(struct initc *c, const char *fmt, ...) _printf_(2, 3);
@@ -1720,33 +1686,34 @@ int main(int argc, char **argv) {
                 return 2;
         }
         init_path = argv[1];
+        fx_use(init_path, "test");
         sanitized = argc > 2 && strcmp(argv[2], "--sanitized") == 0;
         signal(SIGPIPE, SIG_IGN);
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_hello_ping, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_exec_basic, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_exec_env_cwd, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_exec_clean_fds, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_exec_uid, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_exec_stdin, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_exec_stdin_acks, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_exec_missing, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_exec_timeout, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_background, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_cancel_detaches, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_reaps_orphans, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_files, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_user, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_no_escape, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_flood_bounded, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_windows, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_random_frames, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_tty, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_tty_bad_input_and_limit, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_input, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_input_tty, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_attach_hold, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_hello_ping, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_basic, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_env_cwd, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_clean_fds, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_uid, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_stdin, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_stdin_acks, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_missing, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_timeout, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_background, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_cancel_detaches, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_reaps_orphans, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_files, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_user, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_no_escape, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_flood_bounded, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_windows, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_random_frames, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_bad_input, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_tty, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_tty_bad_input_and_limit, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_input, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_input_tty, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_attach_hold, fx_setup, fx_teardown),
                 cmocka_unit_test(test_listen_reconnect),
                 cmocka_unit_test(test_listen_key),
                 cmocka_unit_test(test_pid1),

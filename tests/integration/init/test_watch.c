@@ -19,14 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "initc.h"
-
-static const char *init_path;
-
-struct fx {
-        struct initc c;
-        char root[PATH_MAX];
-};
+#include "harness.h"
 
 /* The events of one watch stream: the bytes so far and the lines parsed from them. */
 struct evs {
@@ -42,50 +35,6 @@ static int64_t mono_ms(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int setup(void **state) {
-        struct fx *f = calloc(1, sizeof *f);
-        char tmpl[] = "/tmp/space-init-watch-XXXXXX";
-        if (!f || !mkdtemp(tmpl) || !realpath(tmpl, f->root))
-                return -1;
-        const char *extra[] = { "--root", f->root, NULL };
-        int r = initc_spawn(&f->c, init_path, extra);
-        if (r < 0) {
-                fprintf(stderr, "cannot start %s: %s\n", init_path, strerror(-r));
-                initc_close(&f->c, 0);
-                return -1;
-        }
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state) {
-        struct fx *f = *state;
-        int st = initc_close(&f->c, 5000);
-        char cmd[PATH_MAX + 32];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->root);
-        int rc = system(cmd);
-        free(f);
-        if (rc != 0 || st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                fprintf(stderr, "space-init did not exit cleanly after the connection closed (%d)\n", st);
-                return -1;
-        }
-        return 0;
-}
-
-/* A path under the root, on the host. */
-static const char *host(struct fx *f, const char *fmt, ...) _printf_(2, 3);
-static const char *host(struct fx *f, const char *fmt, ...) {
-        static char bufs[4][PATH_MAX + 256];
-        static int next;
-        char *b = bufs[next++ % 4];
-        int n = snprintf(b, sizeof bufs[0], "%s", f->root);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(b + n, sizeof bufs[0] - (size_t)n, fmt, ap);
-        va_end(ap);
-        return b;
 }
 
 static void put(const char *path, const char *data) {
@@ -218,8 +167,8 @@ static int64_t get_int(const struct json *j, const char *key) {
 
 static void test_events(void **state) {
         struct fx *f = *state;
-        assert_int_equal(mkdir(host(f, "/w"), 0755), 0);
-        assert_int_equal(mkdir(host(f, "/w/old"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/w"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/w/old"), 0755), 0);
         struct evs ev;
         print_message("a watch of /w//./ answers with its normalized path and the directories it covers\n");
         _cleanup_json_ struct json *r = watch_start(f, "{\"op\":\"watch\",\"path\":\"/w//./\",\"recursive\":true}", &ev);
@@ -229,9 +178,9 @@ static void test_events(void **state) {
 
         print_message("a tree made while init is stopped: its contents are reported as created\n");
         assert_int_equal(kill(f->c.pid, SIGSTOP), 0);
-        assert_int_equal(mkdir(host(f, "/w/a"), 0755), 0);
-        assert_int_equal(mkdir(host(f, "/w/a/b"), 0755), 0);
-        put(host(f, "/w/a/b/early"), "x");
+        assert_int_equal(mkdir(fx_host(f, "/w/a"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/w/a/b"), 0755), 0);
+        put(fx_host(f, "/w/a/b/early"), "x");
         assert_int_equal(kill(f->c.pid, SIGCONT), 0);
         size_t i = ev_wait(f, &ev, 0, "create", "/w/a", 1);
         ev_wait(f, &ev, i, "create", "/w/a/b", 1);
@@ -239,11 +188,11 @@ static void test_events(void **state) {
 
         print_message("create, write, chmod, rename and remove in the nested directory\n");
         size_t from = ev.n;
-        put(host(f, "/w/a/b/f"), "hello");
-        put(host(f, "/w/a/b/f"), " again");
-        assert_int_equal(chmod(host(f, "/w/a/b/f"), 0600), 0);
-        assert_int_equal(rename(host(f, "/w/a/b/f"), host(f, "/w/a/b/g")), 0);
-        assert_int_equal(unlink(host(f, "/w/a/b/g")), 0);
+        put(fx_host(f, "/w/a/b/f"), "hello");
+        put(fx_host(f, "/w/a/b/f"), " again");
+        assert_int_equal(chmod(fx_host(f, "/w/a/b/f"), 0600), 0);
+        assert_int_equal(rename(fx_host(f, "/w/a/b/f"), fx_host(f, "/w/a/b/g")), 0);
+        assert_int_equal(unlink(fx_host(f, "/w/a/b/g")), 0);
         i = ev_wait(f, &ev, from, "create", "/w/a/b/f", 0);
         i = ev_wait(f, &ev, i, "write", "/w/a/b/f", 0);
         i = ev_wait(f, &ev, i, "chmod", "/w/a/b/f", 0);
@@ -253,31 +202,31 @@ static void test_events(void **state) {
 
         print_message("a directory moved inside the tree keeps its watch under its new name\n");
         from = ev.n;
-        assert_int_equal(rename(host(f, "/w/a/b"), host(f, "/w/old/c")), 0);
-        put(host(f, "/w/old/c/h"), "y");
+        assert_int_equal(rename(fx_host(f, "/w/a/b"), fx_host(f, "/w/old/c")), 0);
+        put(fx_host(f, "/w/old/c/h"), "y");
         i = ev_wait(f, &ev, from, "rename_from", "/w/a/b", 1);
         i = ev_wait(f, &ev, i, "rename_to", "/w/old/c", 1);
         i = ev_wait(f, &ev, i, "create", "/w/old/c/h", 0);
         assert_int_equal(ev_find(&ev, from, "create", "/w/a/b/h", -1), -1);
 
         print_message("a directory moved out of the tree is no longer reported\n");
-        assert_int_equal(mkdir(host(f, "/out"), 0755), 0);
-        assert_int_equal(rename(host(f, "/w/old/c"), host(f, "/out/c")), 0);
+        assert_int_equal(mkdir(fx_host(f, "/out"), 0755), 0);
+        assert_int_equal(rename(fx_host(f, "/w/old/c"), fx_host(f, "/out/c")), 0);
         ev_wait(f, &ev, i, "rename_from", "/w/old/c", 1);
         from = ev.n;
-        put(host(f, "/out/c/after"), "z");
-        put(host(f, "/w/marker"), "m");
+        put(fx_host(f, "/out/c/after"), "z");
+        put(fx_host(f, "/w/marker"), "m");
         ev_wait(f, &ev, from, "create", "/w/marker", 0);
         for (size_t k = from; k < ev.n; k++)
                 assert_null(strstr(json_get_str(ev.v[k], "path"), "after"));
 
         print_message("chmod of the watched directory itself; removing it ends the stream\n");
         from = ev.n;
-        assert_int_equal(chmod(host(f, "/w"), 0700), 0);
+        assert_int_equal(chmod(fx_host(f, "/w"), 0700), 0);
         ev_wait(f, &ev, from, "chmod", "/w", 1);
         r = json_free(r);
         char cmd[PATH_MAX + 64];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", host(f, "/w"));
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", fx_host(f, "/w"));
         assert_int_equal(system(cmd), 0);
         ev_wait(f, &ev, from, "remove", "/w/marker", 0);
         ev_wait(f, &ev, from, "remove", "/w", 1);
@@ -289,17 +238,17 @@ static void test_events(void **state) {
 
 static void test_not_recursive(void **state) {
         struct fx *f = *state;
-        assert_int_equal(mkdir(host(f, "/n"), 0755), 0);
-        assert_int_equal(mkdir(host(f, "/n/sub"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/n"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/n/sub"), 0755), 0);
         struct evs ev;
         _cleanup_json_ struct json *r = watch_start(f, "{\"op\":\"watch\",\"path\":\"n\",\"recursive\":false}", &ev);
         assert_ok(r);
         assert_int_equal(get_int(r, "dirs"), 1);
         print_message("recursive:false reports the directory's entries, nothing below them\n");
-        assert_int_equal(mkdir(host(f, "/n/d"), 0755), 0);
-        put(host(f, "/n/d/inner"), "x");
-        put(host(f, "/n/sub/inner"), "x");
-        put(host(f, "/n/marker"), "x");
+        assert_int_equal(mkdir(fx_host(f, "/n/d"), 0755), 0);
+        put(fx_host(f, "/n/d/inner"), "x");
+        put(fx_host(f, "/n/sub/inner"), "x");
+        put(fx_host(f, "/n/marker"), "x");
         ev_wait(f, &ev, 0, "create", "/n/d", 1);
         ev_wait(f, &ev, 0, "create", "/n/marker", 0);
         for (size_t k = 0; k < ev.n; k++)
@@ -310,7 +259,7 @@ static void test_not_recursive(void **state) {
         _cleanup_json_ struct json *p = NULL;
         assert_int_equal(initc_call(&f->c, "{\"op\":\"ping\"}", &p), 0); /* the CANCEL was handled */
         size_t n0 = ev.raw.len;
-        put(host(f, "/n/late"), "x");
+        put(fx_host(f, "/n/late"), "x");
         evs_take(f, &ev, 500, 0);
         assert_int_equal(ev.raw.len, n0);
         assert_null(ev.exit);
@@ -319,7 +268,7 @@ static void test_not_recursive(void **state) {
 
 static void test_overflow(void **state) {
         struct fx *f = *state;
-        assert_int_equal(mkdir(host(f, "/o"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/o"), 0755), 0);
         struct evs ev;
         print_message("a watch whose window stays shut holds its events in a bounded queue\n");
         _cleanup_json_ struct json *r = watch_start(f, "{\"op\":\"watch\",\"path\":\"/o\",\"window\":100}", &ev);
@@ -327,7 +276,7 @@ static void test_overflow(void **state) {
         for (int k = 0; k < 3000; k++) {
                 char name[64];
                 snprintf(name, sizeof name, "/o/file-%05d", k);
-                int fd = open(host(f, "%s", name), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+                int fd = open(fx_host(f, "%s", name), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
                 assert_true(fd >= 0);
                 close(fd);
         }
@@ -344,7 +293,7 @@ static void test_overflow(void **state) {
         assert_int_equal(ev_find(&ev, (size_t)ov + 1, "overflow", NULL, -1), -1); /* one, not one per lost event */
         print_message("  %zu lines, overflow at %zd\n", ev.n, ov);
         print_message("events after the overflow come through again\n");
-        put(host(f, "/o/after"), "x");
+        put(fx_host(f, "/o/after"), "x");
         ev_wait(f, &ev, (size_t)ov, "create", "/o/after", 0);
         evs_free(&ev);
 }
@@ -352,7 +301,7 @@ static void test_overflow(void **state) {
 static void test_errors_limits(void **state) {
         struct fx *f = *state;
         struct evs ev;
-        put(host(f, "/file"), "x");
+        put(fx_host(f, "/file"), "x");
         print_message("a missing path is ENOENT, a file ENOTDIR, bad members EINVAL\n");
         const struct {
                 const char *req, *code;
@@ -385,18 +334,18 @@ static void test_errors_limits(void **state) {
                 assert_int_equal(initc_send(&f->c, PROTO_CANCEL, ids[k], NULL, 0), 0);
 
         print_message("8192 directories are fine; past them a later one is an overflow event, at start ENOSPC\n");
-        assert_int_equal(mkdir(host(f, "/big"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/big"), 0755), 0);
         for (int k = 0; k < 8191; k++)
-                assert_int_equal(mkdir(host(f, "/big/d%d", k), 0755), 0);
+                assert_int_equal(mkdir(fx_host(f, "/big/d%d", k), 0755), 0);
         _cleanup_json_ struct json *r = watch_start(f, "{\"op\":\"watch\",\"path\":\"/big\"}", &ev);
         assert_ok(r);
         assert_int_equal(get_int(r, "dirs"), 8192);
-        assert_int_equal(mkdir(host(f, "/big/one-more"), 0755), 0);
+        assert_int_equal(mkdir(fx_host(f, "/big/one-more"), 0755), 0);
         size_t i = ev_wait(f, &ev, 0, "create", "/big/one-more", 1);
         i = ev_wait(f, &ev, i, "overflow", NULL, -1);
         assert_string_equal(json_get_str(ev.v[i], "reason"), "too many directories");
-        put(host(f, "/big/one-more/unseen"), "x");
-        put(host(f, "/big/d0/seen"), "x");
+        put(fx_host(f, "/big/one-more/unseen"), "x");
+        put(fx_host(f, "/big/d0/seen"), "x");
         ev_wait(f, &ev, i, "create", "/big/d0/seen", 0);
         assert_int_equal(ev_find(&ev, 0, "create", "/big/one-more/unseen", -1), -1);
         evs_free(&ev);
@@ -411,13 +360,13 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "usage: %s PATH-TO-space-init\n", argv[0]);
                 return 2;
         }
-        init_path = argv[1];
+        fx_use(argv[1], "watch");
         signal(SIGPIPE, SIG_IGN);
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_events, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_not_recursive, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_overflow, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_errors_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_events, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_not_recursive, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_overflow, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_errors_limits, fx_setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
