@@ -40,6 +40,14 @@
 #define RT_GV_DEFAULT_NOFILE 4096u
 #define RT_GV_MIN_MEMORY (64ull << 20)     /* the sentry itself needs some */
 #define RT_GV_MAX_PIDS (1u << 22)
+/* The host cgroup's pids limit counts the sentry's threads, not the sandbox's processes
+ * (those are the sentry's goroutines). Go aborts the whole sentry when it cannot make a
+ * thread ("failed to create new OS thread"), so a limit of exactly the session's pids
+ * killed the sandbox under a burst of processes well below it (16 at a time blocking in
+ * host syscalls: seen at 223 threads with pids.max 512 hit once). The sentry gets room for
+ * a thread per sandbox task in a host syscall and its own runtime's threads, still bounded. */
+#define RT_GV_SENTRY_THREADS 256u
+static uint32_t host_pids(uint32_t pids) { return pids * 2 + RT_GV_SENTRY_THREADS; }
 #define RT_GV_MAX_NOFILE (1u << 20)
 #define RT_GV_MAX_PATH 4000
 #define RT_GV_MAX_CONFIG (256u << 10)      /* config.json we write */
@@ -605,7 +613,7 @@ static int write_config(const struct rt_spec *spec, const char *rootfs, const ch
         json_w_key(&w, "pids");
         json_w_obj_begin(&w);
         json_w_key(&w, "limit");
-        json_w_uint(&w, pids);
+        json_w_uint(&w, host_pids(pids));
         json_w_obj_end(&w);
         if (spec->limits.cpu_millis) {
                 json_w_key(&w, "cpu");
