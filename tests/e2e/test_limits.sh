@@ -66,7 +66,15 @@ while True:
         os._exit(0)
     n += 1
 time.sleep(120)'
-fp=$(sp exec -d "$f" -- python3 -c "$forker" </dev/null)
+# The shell bomb may hold every slot when the forker asks for one (EAGAIN: "cannot start the
+# command"): it asks again until a shell of the bomb has died and left one, for 15 s at most.
+fp=
+for _ in $(seq 75); do
+        fp=$(sp exec -d "$f" -- python3 -c "$forker" </dev/null 2>/dev/null) && [ -n "$fp" ] && break
+        fp=
+        sleep 0.2
+done
+[ -n "$fp" ] && pass "the forker started beside the bomb (pid $fp)" || fail "the forker never got a slot in 15 s"
 wait_until 20 sh -c "'$SPACE' logs '$f' '$fp' 2>/dev/null | grep -q refused"
 out=$(sp logs "$f" "$fp")
 n=$(echo "$out" | sed -n 's/refused after \([0-9]*\) forks.*/\1/p')
