@@ -215,6 +215,18 @@ static void test_network(void **state) {
         PJ(img, "%s/img", data);
         assert_int_equal(rt_mkdir_p(img, 0755), 0);
         int r = ops->checkpoint(a.sb, img, false);
+        /* Debian's runsc sometimes panics in its checkpoint command (urpc.go:451, seen 2 in 10
+         * under load, with or without this suite's changes) and stops the container with it:
+         * said here, and tried again on a new sandbox in the same netns, at most twice more.
+         * What is checked, the restore into another netns, needs one checkpoint that worked. */
+        for (int attempt = 2; r < 0 && !microvm && attempt <= 3 && strstr(runtime_last_error(), "runsc failed"); attempt++) {
+                printf("# checkpoint: %s (runsc's; attempt %d on a new sandbox)\n", runtime_last_error(), attempt);
+                box_destroy(&a);
+                assert_int_equal(sh_quiet("rm -rf %s && mkdir -p %s", img, img), 0);
+                assert_int_equal(box_create(&a, nfd, NULL), 0);
+                assert_string_equal(run(&a, WGET, &code), TOKEN);
+                r = ops->checkpoint(a.sb, img, false);
+        }
         if (r < 0)
                 printf("# checkpoint: %s\n", runtime_last_error());
         assert_int_equal(r, 0);
