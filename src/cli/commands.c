@@ -609,9 +609,13 @@ const struct cli_cmd cli_commands[] = {
                          "one every --metrics-interval, 5 s by default, while a session runs). With ID:\n"
                          "that session's recent samples, oldest first. CPU% is of one CPU since the\n"
                          "sample before; CPU-TIME counts from the start of the session's current sandbox.\n"
-                         "Refreshes every 2 seconds until interrupted (Ctrl-C), unless --once.\n",
+                         "Refreshes every 2 seconds until interrupted (Ctrl-C), unless --once.\n"
+                         "--json: without ID a line per session {\"id\", \"state\", \"metrics\"} (metrics:\n"
+                         "GET .../metrics?limit=1 as the API answers it, null unless running); with ID the\n"
+                         "API's answer of GET .../metrics?limit=N; once per refresh.\n",
                 .opts = (const struct cli_opt[]){
                         { "once", 0, CLI_OPT_FLAG, NULL, .doc = "print once and exit" },
+                        OPT_JSON("JSON lines instead of a table"),
                         { "samples", 'n', CLI_OPT_UINT, "N", .doc = "with ID: the newest N samples (default 10, 1..720)",
                           .what = "sample count", .min = 1, .max = 720, .range = true },
                         OPT_END },

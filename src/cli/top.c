@@ -8,6 +8,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/buf.h"
+#include "common/json.h"
 
 #define TOP_REFRESH_MS 2000
 #define TOP_DEFAULT_SAMPLES 10
@@ -41,13 +43,43 @@ static void row(const char *first, const char *state, const struct space_metrics
                 printf("%-24s %6s %10s %9s %9s %9s %9s %9s\n", first, pct, cpu, mem, lim, disk, rx, tx);
 }
 
-/* One table of every session: 0 or the exit status. */
+/* --json without ID: a line per session, {"id", "state", "metrics"}, where metrics is the
+ * API's GET .../metrics?limit=1 as it came, or null when it is not running. */
+static int json_line(space_client *client, const struct space_session_info *v) {
+        _cleanup_free_ char *metrics = NULL;
+        space_session *s = NULL;
+        if (strcmp(v->state, "running") == 0 && space_session_open(&s, client, v->id) == 0)
+                (void)space_session_get_json(s, "/metrics?limit=1", &metrics);
+        space_session_free(s);
+        _cleanup_buf_ struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "id", v->id);
+        json_w_kstr(&w, "state", v->state);
+        json_w_key(&w, "metrics");
+        if (metrics)
+                json_w_raw(&w, metrics, strcspn(metrics, "\n"));
+        else
+                json_w_null(&w);
+        json_w_obj_end(&w);
+        if (w.err || !buf_cstr(&b))
+                return w.err ? w.err : -ENOMEM;
+        return printf("%s\n", b.data) < 0 ? -EIO : 0;
+}
+
+/* One table of every session (with --json, a line each): 0 or the exit status. */
 static int top_all(struct cli_call *call) {
         struct space_session_info *v = NULL;
         size_t n = 0;
         int e = space_session_list(call->client, &v, &n);
         if (e < 0)
                 return cli_api_fail(call, e);
+        if (call->json) {
+                for (size_t i = 0; i < n && e >= 0; i++)
+                        e = json_line(call->client, &v[i]);
+                free(v);
+                return e < 0 ? cli_api_fail(call, e) : 0;
+        }
         header_all();
         for (size_t i = 0; i < n; i++) {
                 struct space_metrics m = { 0 };
@@ -65,8 +97,15 @@ static int top_all(struct cli_call *call) {
         return 0;
 }
 
-/* One session's newest samples, oldest first. */
+/* One session's newest samples, oldest first (with --json, the API's answer as it came). */
 static int top_one(struct cli_call *call, space_session *s, unsigned count) {
+        if (call->json) {
+                char suffix[48];
+                snprintf(suffix, sizeof suffix, "/metrics?limit=%u", count);
+                _cleanup_free_ char *json = NULL;
+                int e = space_session_get_json(s, suffix, &json);
+                return e < 0 ? cli_api_fail(call, e) : cli_print_raw_json(json);
+        }
         struct space_metrics m = { 0 };
         int e = space_session_metrics(s, 0, 0, count, &m);
         if (e < 0)
@@ -98,13 +137,13 @@ int cli_top(struct cli_call *call) {
         bool tty = isatty(STDOUT_FILENO);
         int r;
         for (;;) {
-                if (!once && tty)
+                if (!once && tty && !call->json)
                         printf("\033[H\033[2J"); /* a screen that refreshes in place */
                 r = s ? top_one(call, s, count) : top_all(call);
                 fflush(stdout);
                 if (r || once)
                         break;
-                if (!tty)
+                if (!tty && !call->json)
                         printf("\n");
                 usleep(TOP_REFRESH_MS * 1000);
         }

@@ -128,6 +128,14 @@ SPACE_DATA=$DATA timeout 20 "$SPACE" top --once -n 0 "$A" >/dev/null 2>&1
 check "... -n 0 is a usage error (exit 2)" test $? = 2
 SPACE_DATA=$DATA timeout 20 "$SPACE" top --once ses_0123456789abcdef >/dev/null 2>&1
 check "... an unknown session exits 1" test $? = 1
+SPACE_DATA=$DATA timeout 20 "$SPACE" top --once --json >"$T/topj" 2>&1
+check "space top --once --json exits 0" test $? = 0
+check "... a JSON line per session, $A running with its newest sample" \
+        test "$(jq -rs --arg a "$A" 'map(select(.id == $a))[0] | "\(.state) \(.metrics.samples | length) \(.metrics.samples[0].memory_bytes > 0)"' "$T/topj")" = "running 1 true"
+check "... and $B" test "$(jq -rs --arg b "$B" 'map(select(.id == $b)) | length' "$T/topj")" = 1
+SPACE_DATA=$DATA timeout 20 "$SPACE" top --once --json -n 2 "$A" >"$T/topj1" 2>&1
+check "space top --once --json -n 2 ID: the API's metrics answer with 2 samples" \
+        test "$(jx '"\(req("interval_ms")) \(req("samples") | length)"' <"$T/topj1")" = "1000 2"
 check "space top --help" sh -c "SPACE_DATA='$DATA' '$SPACE' top --help | grep -q -- --once"
 
 check "deleting the session frees its samples" test "$(code -X DELETE "http://x/v1/sessions/$A")" = 204
