@@ -14,8 +14,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "init/init.h"
@@ -205,6 +208,76 @@ int guest_boot(void) {
                 log_warn("guest: hostname %.64s: %m", host); /* the session runs on; only its name is off */
         loopback_up();
         warm_shell();
+        return 0;
+}
+
+/* Writes s to an existing /proc file. */
+static int proc_write(const char *path, const char *v) {
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        size_t n = strlen(v);
+        ssize_t w = write(fd, v, n);
+        return w == (ssize_t)n ? 0 : w < 0 ? -errno : -EIO;
+}
+
+int guest_userns(int *ret_fd) {
+        int sync[2];
+        if (pipe2(sync, O_CLOEXEC) < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid < 0) {
+                int r = -errno;
+                close(sync[0]);
+                close(sync[1]);
+                return r;
+        }
+        if (pid == 0) {
+                /* The holder: enters a new user namespace, says so, waits to be killed. */
+                char c = unshare(CLONE_NEWUSER) < 0 ? 'E' : 'U';
+                close(sync[0]);
+                if (write(sync[1], &c, 1) != 1 || c == 'E')
+                        _exit(1);
+                for (;;)
+                        pause();
+        }
+        close(sync[1]);
+        char c = 0;
+        ssize_t n;
+        while ((n = read(sync[0], &c, 1)) < 0 && errno == EINTR)
+                ;
+        close(sync[0]);
+        int r = n == 1 && c == 'U' ? 0 : -EPERM;
+        char p[64];
+        /* Every id 1:1: the disk's owners stay what they are, only capabilities are scoped. */
+        static const char *const maps[] = { "uid_map", "gid_map" };
+        for (size_t i = 0; i < ELEMENTSOF(maps) && r == 0; i++) {
+                snprintf(p, sizeof p, "/proc/%d/%s", (int)pid, maps[i]);
+                r = proc_write(p, "0 0 4294967295\n");
+        }
+        int fd = -EBADF;
+        if (r == 0) {
+                snprintf(p, sizeof p, "/proc/%d/ns/user", (int)pid);
+                fd = open(p, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        r = -errno;
+        }
+        (void)kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        if (r < 0)
+                return r;
+        /* What root in the guest could do without capabilities over the guest's network
+         * namespace (owned by the guest's first user namespace): bind ports below 1024, and
+         * ping with ICMP datagram sockets. */
+        static const struct { const char *path, *value; } sysctls[] = {
+                { "/proc/sys/net/ipv4/ip_unprivileged_port_start", "0\n" },
+                { "/proc/sys/net/ipv4/ping_group_range", "0 2147483647\n" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(sysctls); i++)
+                if ((r = proc_write(sysctls[i].path, sysctls[i].value)) < 0)
+                        log_warn("guest: %s: %s", sysctls[i].path, strerror(-r));
+        *ret_fd = fd;
         return 0;
 }
 

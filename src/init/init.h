@@ -131,6 +131,7 @@ struct init {
          * when to start a new one; see guest.c. */
         bool guest;
         int guest_init_fd;
+        int guest_userns_fd; /* guest_userns(); -EBADF: commands run in init's own */
         struct watch ctl;
         uint64_t ctl_retry_ms;
         uint64_t start_ms;
@@ -290,6 +291,13 @@ void user_names_free(struct init_names *n);
 /* guest.c (--guest): the microVM's boot steps before the loop starts. */
 int guest_boot(void);
 int guest_open_ports(int *ret_init, int *ret_ctl);
+/* A user namespace of the guest's own, every id mapped 1:1, that every command enters
+ * before it runs (proc.c): root inside the sandbox is root over its files but holds no
+ * capability of the guest's first user namespace, so it can neither ptrace space-init
+ * (not dumpable) nor take its fds (pidfd_getfd, /proc/1/fd), load modules, kexec, use
+ * bpf or /dev/mem (docs/security.md, item 5 on microvm). Also opens ports below 1024 and
+ * ping to every uid (sysctls of the guest's own kernel). An fd of it in *ret_fd. */
+int guest_userns(int *ret_fd);
 /* eth0 (virtio-net, QEMU's user-mode network) up with slirp's addressing, the default
  * route via it and /etc/resolv.conf bind-mounted read-only to slirp's DNS: the microvm
  * driver asks for it (control port 'N') when the sandbox has a network. Idempotent. */

@@ -19,7 +19,7 @@
 #include "common/log.h"
 #include "init/init.h"
 
-struct init g = { .epfd = -EBADF, .root_fd = -EBADF, .pending_fd = -EBADF, .guest_init_fd = -EBADF,
+struct init g = { .epfd = -EBADF, .root_fd = -EBADF, .pending_fd = -EBADF, .guest_init_fd = -EBADF, .guest_userns_fd = -EBADF,
                   .listen = { .fd = -EBADF } };
 
 uint64_t now_ms(void) {
@@ -439,6 +439,8 @@ int main(int argc, char **argv) {
         }
         if (g.guest) {
                 int r = guest_boot();
+                if (r >= 0)
+                        r = guest_userns(&g.guest_userns_fd);
                 if (r >= 0)
                         r = guest_open_ports(&g.guest_init_fd, &g.ctl.fd);
                 if (r < 0) {

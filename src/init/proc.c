@@ -3,6 +3,7 @@
  * signals, reaping and timeouts. */
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -518,6 +519,9 @@ static _noreturn_ void child_run(const struct spawn_req *sr, int errfd, int in_r
                         (void)syscall(SYS_rt_sigaction, sig, ksa, NULL, (size_t)(_NSIG / 8));
                 }
         umask(022);
+        /* microvm: into the guest's command namespace (guest_userns), before any id change */
+        if (g.guest_userns_fd >= 0 && setns(g.guest_userns_fd, CLONE_NEWUSER) < 0)
+                child_fail(errfd, STAGE_SETUP, errno);
         if (setsid() < 0)
                 child_fail(errfd, STAGE_SETUP, errno);
         if (sr->tty && ioctl(in_r, TIOCSCTTY, 0) < 0)

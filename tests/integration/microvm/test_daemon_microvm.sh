@@ -66,6 +66,14 @@ check "the guest runs its own kernel ($KV)" test -n "$(echo "$KV" | grep cloud-a
 touch "$T/host-marker"
 check "the guest cannot see a host file" test "$(sh_in "$A" "test -e $T/host-marker && echo seen || echo absent")" = absent
 check "the guest's PID 1 is space-init, not a host process" test "$(sh_in "$A" 'cat /proc/1/comm')" = init
+# Root in the guest runs in a user namespace of the guest's own (guest_userns): still uid 0,
+# still binds port 80, but no capability over space-init or the guest's kernel.
+api -X PUT --data-binary @"$(dirname "$0")/takeover.py" "$UA/files?path=/root/takeover.py" >/dev/null
+TK=$(sh_in "$A" 'python3 /root/takeover.py 2>&1')
+echo "# takeover attempts: $TK"
+for want in seize:EPERM getfd:EPERM mem:EACCES fd:EACCES fdopen:EACCES module:EPERM uid:0 bind80:ok; do
+        check "root in the guest: ${want%%:*} -> ${want#*:}" grep -qw -- "$want" <<<"$TK"
+done
 QPID=$(api "$UA" | jget init_pid)
 SBX=$(api "$UA" | jget sandbox_id)
 check "QEMU is in the session's own cgroup" grep -q "$SBX" "/proc/$QPID/cgroup"
