@@ -611,8 +611,8 @@ const struct cli_cmd cli_commands[] = {
                          "sample before; CPU-TIME counts from the start of the session's current sandbox.\n"
                          "Refreshes every 2 seconds until interrupted (Ctrl-C), unless --once.\n"
                          "--json: without ID a line per session {\"id\", \"state\", \"metrics\"} (metrics:\n"
-                         "GET .../metrics?limit=1 as the API answers it, null unless running); with ID the\n"
-                         "API's answer of GET .../metrics?limit=N; once per refresh.\n",
+                         "GET .../metrics?limit=1 as the API answers it; null when not running or unreadable);\n"
+                         "with ID the API's answer of GET .../metrics?limit=N; once per refresh.\n",
                 .opts = (const struct cli_opt[]){
                         { "once", 0, CLI_OPT_FLAG, NULL, .doc = "print once and exit" },
                         OPT_JSON("JSON lines instead of a table"),

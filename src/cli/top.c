@@ -44,7 +44,8 @@ static void row(const char *first, const char *state, const struct space_metrics
 }
 
 /* --json without ID: a line per session, {"id", "state", "metrics"}, where metrics is the
- * API's GET .../metrics?limit=1 as it came, or null when it is not running. */
+ * API's GET .../metrics?limit=1 as it came, or null when it is not running (or that GET
+ * failed: the session went away between the list and its samples). */
 static int json_line(space_client *client, const struct space_session_info *v) {
         _cleanup_free_ char *metrics = NULL;
         space_session *s = NULL;

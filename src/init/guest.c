@@ -265,8 +265,11 @@ int guest_userns(int *ret_fd) {
         (void)kill(pid, SIGKILL);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                 ;
-        if (r < 0)
+        if (r < 0) {
+                /* fails closed: no command runs with the guest's capabilities */
+                log_error("guest: the user namespace that commands run in: %s", strerror(-r));
                 return r;
+        }
         /* What root in the guest could do without capabilities over the guest's network
          * namespace (owned by the guest's first user namespace): bind ports below 1024, and
          * ping with ICMP datagram sockets. */

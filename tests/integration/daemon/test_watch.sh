@@ -106,7 +106,10 @@ CP=$!
 SPACE_HOST=unix:$S timeout 30 "$SPACE" watch --json --no-recursive -n 2 "$A" /tmp/c >"$T/cli.json" 2>&1 &
 CJ=$!
 sleep 1 # both streams begin (their heads come before any event)
-sh_in "$A" 'mkdir /tmp/c/d && echo x >/tmp/c/d/f && rm /tmp/c/d/f && touch /tmp/c/e' >/dev/null
+# f stays: made (and removed) before d's own watch is in place, it would go unseen, and
+# kept it is seen either by that watch or by the scan of d that follows its create
+# (docs/api.md "Watching files").
+sh_in "$A" 'mkdir /tmp/c/d && echo x >/tmp/c/d/f && touch /tmp/c/e' >/dev/null
 wait "$CP"
 check "space watch -n 3 exits 0 after three events" test $? = 0
 check "... printing TYPE PATH, a directory with its /" test "$(head -n 1 "$T/cli.out")" = "create       /tmp/c/d/"
