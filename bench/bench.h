@@ -127,29 +127,66 @@ static inline const char *bench_client_err(space_client *c, int r) {
  * default. A program sets it before its runs (bench-pool --egress). */
 static const char *bench_network_json;
 
-static inline int bench_run_space(space_client *c, const char *tmpl, double *total, double *create, double *del) {
+/* Where the time of one bench_run_space_phases goes, in ms. */
+struct bench_space_phases {
+        double total;  /* create + first exec until its exit event */
+        double create; /* POST /v1/sessions until the answer */
+        double start;  /* first exec: the request until its start event (the process runs) */
+        double run;    /* ... its start event until its exit event */
+        double exec2;  /* a second exec true in the same sandbox (second), else 0 */
+        double del;    /* the DELETE, not in total */
+};
+
+static inline void bench_on_start(void *ud, int pid) {
+        (void)pid;
+        *(double *)ud = bench_now_ms();
+}
+
+static inline int bench_exec_true(space_session *s, double *started) {
         static const char *const argv[] = { "true", NULL };
+        struct space_exec_result res;
+        int r = space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv,
+                                                          .on_start = started ? bench_on_start : NULL,
+                                                          .userdata = started }, &res);
+        if (r >= 0 && (!res.exited || res.exit_code != 0 || res.signal))
+                r = -ECHILD;
+        return r;
+}
+
+/* Create a session, run true in it (and, with second, true again), delete it. */
+static inline int bench_run_space_phases(space_client *c, const char *tmpl, bool second, struct bench_space_phases *ret) {
         double t0 = bench_now_ms();
         space_session *s = NULL;
         int r = space_session_new(&s, c, &(struct space_session_opts){ SPACE_SESSION_OPTS_INIT, .template = tmpl,
                                                                         .network_json = bench_network_json });
         if (r < 0)
                 return r;
-        double tc = bench_now_ms();
-        struct space_exec_result res;
-        r = space_exec(s, &(struct space_exec_opts){ SPACE_EXEC_OPTS_INIT, .argv = argv }, &res);
-        double t1 = bench_now_ms();
-        if (r >= 0 && (!res.exited || res.exit_code != 0 || res.signal))
-                r = -ECHILD;
+        double tc = bench_now_ms(), ts = tc;
+        r = bench_exec_true(s, &ts);
+        double t1 = bench_now_ms(), t2 = t1;
+        if (r >= 0 && second) {
+                r = bench_exec_true(s, NULL);
+                t2 = bench_now_ms();
+        }
         int d = space_session_delete(s);
-        double t2 = bench_now_ms();
+        double t3 = bench_now_ms();
         space_session_free(s);
         if (r < 0 || d < 0)
                 return r < 0 ? r : d;
-        *total = t1 - t0;
+        *ret = (struct bench_space_phases){ .total = t1 - t0, .create = tc - t0, .start = ts - tc, .run = t1 - ts,
+                                            .exec2 = second ? t2 - t1 : 0, .del = t3 - t2 };
+        return 0;
+}
+
+static inline int bench_run_space(space_client *c, const char *tmpl, double *total, double *create, double *del) {
+        struct bench_space_phases p;
+        int r = bench_run_space_phases(c, tmpl, false, &p);
+        if (r < 0)
+                return r;
+        *total = p.total;
         if (create)
-                *create = tc - t0;
+                *create = p.create;
         if (del)
-                *del = t2 - t1;
+                *del = p.del;
         return 0;
 }

@@ -71,6 +71,10 @@ static void usage(FILE *f) {
         "                     a session may ask for another (space create --runtime)\n"
                 "  --pool TEMPLATE=N  keep N sandboxes of TEMPLATE made ahead (warm pool; 0 = none,\n"
                 "                     the default); repeatable; changeable at run time: PUT /v1/pool/TEMPLATE\n"
+                "  --pool-quiet MS    a refill waits until no request came for MS milliseconds\n"
+                "                     (default %d, 0 to %d; 0 = at once), unless a pool is below\n"
+                "                     half its size: a replacement is never made beside the\n"
+                "                     first commands of the sandbox just taken\n"
                 "  --disk-volume-size SIZE\n"
                 "                     size of DIR/vol.img, the sparse volume (btrfs with qgroups,\n"
                 "                     or ext4 with project quotas) mounted on DIR/vol that holds\n"
@@ -89,7 +93,8 @@ static void usage(FILE *f) {
                 "                     the same for all of a tenant's sessions together (default\n"
                 "                     0 = no limit)\n"
                 "  --limit NAME=VALUE set one of the limits on what clients hold and write\n"
-                "                     (docs/security.md \"Hostile tenants\"); repeatable:\n");
+                "                     (docs/security.md \"Hostile tenants\"); repeatable:\n",
+                WPOOL_QUIET_DEFAULT_MS, WPOOL_QUIET_MAX_MS);
         limits_usage(f);
         fprintf(f,
                 "  --ports-domain DOMAIN\n"
@@ -315,7 +320,7 @@ int main(int argc, char **argv) {
                OPT_PORTS_DOMAIN,
                OPT_EGRESS, OPT_EGRESS_DEFAULT, OPT_EGRESS_OPEN, OPT_NET4, OPT_NET6, OPT_BW_MAX, OPT_DNS_PORT,
                OPT_DNS_UPSTREAM,
-               OPT_METRICS_INTERVAL, OPT_E2B, OPT_E2B_LISTEN };
+               OPT_METRICS_INTERVAL, OPT_E2B, OPT_E2B_LISTEN, OPT_POOL_QUIET };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -324,6 +329,7 @@ int main(int argc, char **argv) {
                 { "runtime", required_argument, NULL, OPT_RUNTIME },
                 { "log-level", required_argument, NULL, OPT_LOG },
                 { "pool", required_argument, NULL, OPT_POOL },
+                { "pool-quiet", required_argument, NULL, OPT_POOL_QUIET },
                 { "disk-volume-size", required_argument, NULL, OPT_VOL_SIZE },
                 { "disk-default", required_argument, NULL, OPT_DISK_DEFAULT },
                 { "snapshot-bytes-factor", required_argument, NULL, OPT_SNAP_FACTOR },
@@ -364,6 +370,7 @@ int main(int argc, char **argv) {
                    *runtime = "ns", *ports_domain = NULL, *e2b_listen = NULL;
         bool e2b = false;
         const char *pool_args[WPOOL_MAX_TEMPLATES];
+        uint64_t pool_quiet_ms = WPOOL_QUIET_DEFAULT_MS;
         size_t n_pool = 0;
         enum log_level level = LOG_INFO;
         uint64_t metrics_interval_s = METRICS_INTERVAL_DEFAULT_MS / 1000;
@@ -418,6 +425,13 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         pool_args[n_pool++] = optarg;
+                        break;
+                case OPT_POOL_QUIET:
+                        if (parse_count(optarg, WPOOL_QUIET_MAX_MS, &pool_quiet_ms) < 0) {
+                                fprintf(stderr, "spaced: %sbad --pool-quiet %s (milliseconds from 0 to %d)\n",
+                                        config_origin(cfg, optind - 1), optarg, WPOOL_QUIET_MAX_MS);
+                                return 2;
+                        }
                         break;
                 case OPT_LOG:
                         if (parse_level(optarg, &level) < 0) {
@@ -668,7 +682,7 @@ int main(int argc, char **argv) {
         }
         dur_settle(d, SPACED_SETTLE_MS);
         /* After dur_load: its sweep of unheld sandbox directories must not see pooled ones. */
-        if ((r = wpool_new(d, &d->pool)) < 0) {
+        if ((r = wpool_new(d, (unsigned)pool_quiet_ms, &d->pool)) < 0) {
                 log_error("warm pool: %s", strerror(-r));
                 return 1;
         }

@@ -390,6 +390,7 @@ void conn_stream_data(struct conn *c, uint8_t kind, const void *data, size_t n) 
 void conn_stream_end(struct conn *c) {
         if (c->closed || !c->streaming)
                 return;
+        c->d->request_ms = util_now_ms(); /* an exec's end: the pool's quiet starts after it */
         conn_append(c, "0\r\n\r\n", 5);
         conn_response_complete(c);
 }
@@ -512,6 +513,9 @@ static void on_head(struct conn *c) {
         c->body = BUF_INIT(HTTP_MAX_JSON_BODY);
         c->error_reply = NULL;
         log_debug("%s %s", c->req->method, c->req->target);
+        /* Watching the pool or the daemon's health is no work that a refill would slow. */
+        if (strcmp(c->req->method, "GET") || (strcmp(c->req->path, "/v1/pool") && strcmp(c->req->path, "/v1/health")))
+                c->d->request_ms = util_now_ms();
         if (c->d->router->intercept && c->d->router->intercept(c))
                 return;
         if (!authenticate(c))

@@ -120,6 +120,8 @@ struct daemon {
         struct dur_waiter *gc_waiters[16];
         size_t n_gc_waiters;
         struct wpool *pool;        /* warm pool (warmpool.h); NULL until the sessions are loaded */
+        uint64_t request_ms;       /* when the last request came or a stream ended (server.c):
+                                    * the pool refills in the quiet after it */
         struct ingress *ingress;   /* exposed ports' connections (net/ingress.h) */
         char *ports_domain;        /* spaced --ports-domain: "PORT-ses_ID.DOMAIN" hosts; NULL: off */
         /* The network room (net/net.h): NULL with --egress off, when nothing on the host's

@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <time.h>
 
 #include "common/log.h"
@@ -80,6 +81,9 @@ struct wpool {
         struct loop_src wk_src;
         struct wpool_tpl *tpls;
         unsigned n_tpls;
+        unsigned n_making;           /* makes in flight, every template */
+        unsigned quiet_ms;           /* spaced --pool-quiet */
+        struct loop_src quiet_src;   /* a timerfd: the quiet moment a refill waits for */
         bool stopping;
         uint64_t made, taken, missed, failed, died, discarded;
 };
@@ -268,11 +272,33 @@ static void flush(struct wpool_tpl *t) {
                 entry_discard(t->entries);
 }
 
+/* Wakes the pool at at_ms (CLOCK_MONOTONIC, util_now_ms), to refill then. */
+static void quiet_arm(struct wpool *p, uint64_t at_ms) {
+        uint64_t now = util_now_ms(), in = at_ms > now ? at_ms - now : 1;
+        struct itimerspec its = { .it_value = { .tv_sec = (time_t)(in / 1000), .tv_nsec = (long)(in % 1000) * 1000000 } };
+        if (timerfd_settime(p->quiet_src.fd, 0, &its, NULL) < 0)
+                log_debug("pool: timerfd: %m"); /* the once-a-second tick refills instead */
+}
+
+/* Below half its size (rounded up) a pool refills at once, all it lacks. Above,
+ * one make at a time (of every template), each started in a quiet moment: quiet_ms
+ * after the last request, so that it does not run beside the commands of the sandboxes
+ * just taken. */
 static void refill(struct wpool_tpl *t) {
         struct wpool *p = t->p;
         if (p->stopping || util_now_ms() < t->retry_at_ms)
                 return;
         while (t->ready + t->making < t->size) {
+                bool urgent = t->ready + t->making < (t->size + 1) / 2;
+                if (!urgent) {
+                        if (p->n_making)
+                                return; /* make_done comes back here */
+                        uint64_t quiet_at = p->d->request_ms + p->quiet_ms;
+                        if (util_now_ms() < quiet_at) {
+                                quiet_arm(p, quiet_at);
+                                return;
+                        }
+                }
                 struct wpool_job *j = job_new(p, PJ_MAKE);
                 if (!j)
                         return;
@@ -282,7 +308,23 @@ static void refill(struct wpool_tpl *t) {
                         return;
                 }
                 t->making++;
+                p->n_making++;
+                if (!urgent)
+                        return;
         }
+}
+
+static void refill_all(struct wpool *p) {
+        for (struct wpool_tpl *t = p->tpls; t; t = t->next)
+                refill(t);
+}
+
+static void quiet_event(struct loop_src *src, uint32_t revents) {
+        (void)revents;
+        struct wpool *p = (struct wpool *)((char *)src - offsetof(struct wpool, quiet_src));
+        uint64_t n;
+        (void)!read(src->fd, &n, sizeof n);
+        refill_all(p);
 }
 
 static struct wpool_tpl *tpl_find(struct wpool *p, const char *name) {
@@ -310,6 +352,7 @@ static void make_done(struct wpool_job *j) {
         struct wpool_tpl *t = tpl_find(p, j->tpl);
         if (t)
                 t->making--;
+        p->n_making--;
         if (j->r < 0) {
                 p->failed++;
                 if (t) {
@@ -362,14 +405,15 @@ static void make_done(struct wpool_job *j) {
                 tail = &(*tail)->next;
         *tail = e;
         t->ready++;
-        refill(t);
 }
 
 static void job_done(struct wjob *wj) {
         struct wpool_job *j = (struct wpool_job *)wj;
-        if (j->kind == PJ_MAKE)
+        if (j->kind == PJ_MAKE) {
+                struct wpool *p = j->p;
                 make_done(j);
-        else if (j->err[0])
+                refill_all(p); /* this template's next, or another's waiting for its turn */
+        } else if (j->err[0])
                 log_warn("pool: %s", j->err);
         job_free(j);
 }
@@ -380,12 +424,13 @@ static void wk_event(struct loop_src *src, uint32_t revents) {
         wk_dispatch(p->wk);
 }
 
-int wpool_new(struct daemon *d, struct wpool **ret) {
+int wpool_new(struct daemon *d, unsigned quiet_ms, struct wpool **ret) {
         struct wpool *p = calloc(1, sizeof *p);
         if (!p)
                 return -ENOMEM;
         p->d = d;
         p->rt = d->rt;
+        p->quiet_ms = quiet_ms;
         p->wk_src.fd = -1;
         /* One thread: a refill is a background chore, and a second would only take the
          * CPU from the creates it serves. */
@@ -398,6 +443,16 @@ int wpool_new(struct daemon *d, struct wpool **ret) {
         p->wk_src.cb = wk_event;
         r = loop_add(d->loop, &p->wk_src, EPOLLIN);
         if (r < 0) {
+                wk_free(p->wk);
+                free(p);
+                return r;
+        }
+        p->quiet_src.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        p->quiet_src.cb = quiet_event;
+        if (p->quiet_src.fd < 0 || (r = loop_add(d->loop, &p->quiet_src, EPOLLIN)) < 0) {
+                r = p->quiet_src.fd < 0 ? -errno : r;
+                safe_close(p->quiet_src.fd);
+                loop_del(d->loop, &p->wk_src);
                 wk_free(p->wk);
                 free(p);
                 return r;
@@ -423,6 +478,8 @@ struct wpool *wpool_free(struct wpool *p) {
         if (n)
                 log_info("pool: %u pooled sandbox(es) destroyed", n);
         loop_del(p->d->loop, &p->wk_src);
+        loop_del(p->d->loop, &p->quiet_src);
+        safe_close(p->quiet_src.fd);
         wk_free(p->wk);
         free(p);
         return NULL;

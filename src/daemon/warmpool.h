@@ -12,6 +12,12 @@
 #define WPOOL_MAX_TEMPLATES 64   /* templates with a pool */
 #define WPOOL_RETRY_MS 5000      /* after a failed make, the next try waits this long */
 #define WPOOL_NICE 10            /* of the thread that makes pooled sandboxes */
+/* A refill waits for a quiet moment: no request for this long (daemon.request_ms), so that
+ * making a replacement (milliseconds of kernel work that a non-preemptible kernel does not
+ * give up) never runs beside the first command of the sandbox just taken. Below half
+ * its size a pool refills at once, whatever the load. */
+#define WPOOL_QUIET_DEFAULT_MS 10 /* spaced --pool-quiet */
+#define WPOOL_QUIET_MAX_MS 60000
 #define WPOOL_ID_SIZE 21         /* "sbx_" + 16 hex + NUL: SES_ID_LEN + 1 */
 
 struct daemon;
@@ -33,7 +39,7 @@ struct wpool_sandbox {
 };
 
 /* Off (every size 0) until pool_set. Refills run on a thread of the pool's own. */
-int wpool_new(struct daemon *d, struct wpool **ret);
+int wpool_new(struct daemon *d, unsigned quiet_ms, struct wpool **ret);
 /* Destroys every pooled sandbox (waits for makes in flight). Accepts NULL. */
 struct wpool *wpool_free(struct wpool *p);
 /* How many sandboxes of template to keep ready; 0 = none (and destroys those kept).

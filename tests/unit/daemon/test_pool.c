@@ -4,7 +4,8 @@
  * links the sandboxes in; takes are oldest first and refill; the wanted limits reach
  * set_limits, and one that fails is destroyed, never handed out; a dead pooled sandbox is
  * skipped; network and other templates go cold; lowering the size and a rebuilt template
- * destroy what is pooled; wpool_free destroys everything; the --pool syntax. */
+ * destroy what is pooled; wpool_free destroys everything; the --pool syntax; a refill waits
+ * for the quiet after the last request unless the pool is below half its size. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 
 #include "daemon/warmpool.h"
 #include "daemon/spaced.h"
+#include "daemon/util.h"
 #include "runtime/fsutil.h"
 
 struct rt_sandbox {
@@ -170,7 +172,7 @@ static const struct wpool_want want_base = {
 static void test_fill_take_refill(void **state) {
         (void)state;
         struct wpool *p = NULL;
-        assert_int_equal(wpool_new(&dm, &p), 0);
+        assert_int_equal(wpool_new(&dm, 0, &p), 0);
         printf("check: size 0 makes nothing and every take goes cold\n");
         assert_int_equal(wpool_set(p, "base", 0), 0);
         struct wpool_sandbox got;
@@ -231,7 +233,7 @@ static void test_fill_take_refill(void **state) {
 static void test_bad_sandboxes_never_handed_out(void **state) {
         (void)state;
         struct wpool *p = NULL;
-        assert_int_equal(wpool_new(&dm, &p), 0);
+        assert_int_equal(wpool_new(&dm, 0, &p), 0);
         assert_int_equal(wpool_set(p, "base", 2), 0);
         wait_ready(p, 2);
 
@@ -268,7 +270,7 @@ static void test_bad_sandboxes_never_handed_out(void **state) {
 static void test_shrink_and_template_change(void **state) {
         (void)state;
         struct wpool *p = NULL;
-        assert_int_equal(wpool_new(&dm, &p), 0);
+        assert_int_equal(wpool_new(&dm, 0, &p), 0);
         assert_int_equal(wpool_set(p, "base", 4), 0);
         wait_ready(p, 4);
         printf("check: lowering the size destroys the extra ones\n");
@@ -303,6 +305,73 @@ static void test_shrink_and_template_change(void **state) {
         assert_int_equal(live(), 0);
 }
 
+/* Runs the loop for ms while requests keep coming (daemon.request_ms kept at now). */
+static void busy_for(int ms) {
+        uint64_t end = util_now_ms() + (uint64_t)ms;
+        while (util_now_ms() < end) {
+                dm.request_ms = util_now_ms();
+                (void)loop_run_once(dm.loop, 5);
+        }
+}
+
+static void take_one(struct wpool *p) {
+        struct wpool_sandbox got;
+        assert_int_equal(wpool_take(p, &want_base, &got), 0);
+        (void)f_destroy(got.sb);
+        free(got.dir);
+}
+
+static void test_quiet_refill(void **state) {
+        (void)state;
+        struct wpool *p = NULL;
+        assert_int_equal(wpool_new(&dm, 300, &p), 0);
+        dm.request_ms = 0;
+        assert_int_equal(wpool_set(p, "base", 4), 0);
+        wait_ready(p, 4);
+
+        printf("check: above half its size, nothing is made while requests keep coming\n");
+        int created0 = n_created;
+        dm.request_ms = util_now_ms();
+        take_one(p);
+        busy_for(400);
+        assert_int_equal(n_created, created0);
+        assert_int_equal(field(p, "ready"), 3);
+        assert_int_equal(field(p, "making"), 0);
+
+        printf("check: ... and the one missing is made in the quiet after them\n");
+        uint64_t quiet_from = util_now_ms();
+        wait_ready(p, 4);
+        assert_true(util_now_ms() - quiet_from >= 250); /* not before the quiet (300 ms, less the loop's steps) */
+        assert_int_equal(n_created, created0 + 1);
+
+        printf("check: below half its size the pool refills at once, busy or not, up to half\n");
+        created0 = n_created;
+        dm.request_ms = util_now_ms();
+        for (int i = 0; i < 4; i++)
+                take_one(p);
+        busy_for(400);
+        assert_int_equal(field(p, "ready"), 2);
+        assert_int_equal(n_created, created0 + 2);
+        printf("check: ... and the rest once it is quiet\n");
+        wait_ready(p, 4);
+        assert_int_equal(n_created, created0 + 4);
+
+        printf("check: with --pool-quiet 0 a take is replaced at once\n");
+        p = wpool_free(p);
+        assert_int_equal(wpool_new(&dm, 0, &p), 0);
+        assert_int_equal(wpool_set(p, "base", 4), 0);
+        wait_ready(p, 4);
+        created0 = n_created;
+        dm.request_ms = util_now_ms();
+        take_one(p);
+        for (int k = 0; k < 300 && n_created == created0; k++)
+                (void)loop_run_once(dm.loop, 1);
+        assert_int_equal(n_created, created0 + 1);
+        wait_ready(p, 4);
+        p = wpool_free(p);
+        assert_int_equal(live(), 0);
+}
+
 static void test_args(void **state) {
         (void)state;
         printf("check: --pool TEMPLATE=N syntax and limits\n");
@@ -313,7 +382,7 @@ static void test_args(void **state) {
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
                 assert_int_equal(wpool_set_arg(NULL, bad[i]), -EINVAL);
         struct wpool *p = NULL;
-        assert_int_equal(wpool_new(&dm, &p), 0);
+        assert_int_equal(wpool_new(&dm, 0, &p), 0);
         assert_int_equal(wpool_set(p, "base", WPOOL_MAX_SIZE + 1), -EINVAL);
         assert_int_equal(wpool_set(p, "no/slash", 1), -EINVAL);
         p = wpool_free(p);
@@ -325,6 +394,7 @@ int main(void) {
                 cmocka_unit_test(test_fill_take_refill),
                 cmocka_unit_test(test_bad_sandboxes_never_handed_out),
                 cmocka_unit_test(test_shrink_and_template_change),
+                cmocka_unit_test(test_quiet_refill),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
