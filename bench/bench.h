@@ -135,7 +135,28 @@ struct bench_space_phases {
         double run;    /* ... its start event until its exit event */
         double exec2;  /* a second exec true in the same sandbox (second), else 0 */
         double del;    /* the DELETE, not in total */
+        /* The create inside spaced, from its answer's Server-Timing (-1: not sent):
+         * session, sandbox (taken from the pool or made), hello, commit, total. */
+        double srv[5];
+        bool srv_pooled;
 };
+
+#define BENCH_SRV_PHASES 5
+static const char *const bench_srv_names[BENCH_SRV_PHASES] = { "session", "sandbox", "hello", "commit", "total" };
+
+/* "name;dur=1.2;desc=..., name2;dur=..." -> the dur of each of bench_srv_names. */
+static inline void bench_server_timing(const char *h, double out[BENCH_SRV_PHASES], bool *pooled) {
+        for (int i = 0; i < BENCH_SRV_PHASES; i++) {
+                out[i] = -1;
+                size_t n = strlen(bench_srv_names[i]);
+                for (const char *p = h; (p = strstr(p, bench_srv_names[i])); p += n)
+                        if ((p == h || p[-1] == ' ' || p[-1] == ',') && !strncmp(p + n, ";dur=", 5)) {
+                                out[i] = strtod(p + n + 5, NULL);
+                                break;
+                        }
+        }
+        *pooled = strstr(h, "desc=\"pool\"") != NULL;
+}
 
 static inline void bench_on_start(void *ud, int pid) {
         (void)pid;
@@ -162,6 +183,9 @@ static inline int bench_run_space_phases(space_client *c, const char *tmpl, bool
         if (r < 0)
                 return r;
         double tc = bench_now_ms(), ts = tc;
+        double srv[BENCH_SRV_PHASES];
+        bool pooled;
+        bench_server_timing(space_client_server_timing(c), srv, &pooled);
         r = bench_exec_true(s, &ts);
         double t1 = bench_now_ms(), t2 = t1;
         if (r >= 0 && second) {
@@ -174,7 +198,8 @@ static inline int bench_run_space_phases(space_client *c, const char *tmpl, bool
         if (r < 0 || d < 0)
                 return r < 0 ? r : d;
         *ret = (struct bench_space_phases){ .total = t1 - t0, .create = tc - t0, .start = ts - tc, .run = t1 - ts,
-                                            .exec2 = second ? t2 - t1 : 0, .del = t3 - t2 };
+                                            .exec2 = second ? t2 - t1 : 0, .del = t3 - t2, .srv_pooled = pooled };
+        memcpy(ret->srv, srv, sizeof srv);
         return 0;
 }
 

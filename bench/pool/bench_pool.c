@@ -201,6 +201,13 @@ static int sequential(space_client *c, const struct cfg *cf, bool pool_on, long 
         struct bench_series *ex_start = series_new("space: first exec: request to its start event", (size_t)runs);
         struct bench_series *ex_run = series_new("space: first exec: start event to exit event", (size_t)runs);
         struct bench_series *ex2 = series_new("space: second exec true, same sandbox (not counted above)", (size_t)runs);
+        /* Where the create's time goes inside spaced (its answer's Server-Timing). */
+        struct bench_series *srv[BENCH_SRV_PHASES];
+        for (int k = 0; k < BENCH_SRV_PHASES; k++) {
+                char w[96];
+                snprintf(w, sizeof w, "space: create in spaced: %s", bench_srv_names[k]);
+                srv[k] = series_new(w, (size_t)runs);
+        }
         struct pool_state p0 = { 0 }, p1 = { 0 };
         for (long i = 0; i < cf->warmup; i++) {
                 double a;
@@ -226,6 +233,9 @@ static int sequential(space_client *c, const struct cfg *cf, bool pool_on, long 
                         bench_series_add(ex_start, ph.start);
                         bench_series_add(ex_run, ph.run);
                         bench_series_add(ex2, ph.exec2);
+                        for (int k = 0; k < BENCH_SRV_PHASES; k++)
+                                if (ph.srv[k] >= 0)
+                                        bench_series_add(srv[k], ph.srv[k]);
                         bench_series_add(del, ph.del);
                 }
                 /* The references, interleaved: they see the same load. */
@@ -252,6 +262,11 @@ static int sequential(space_client *c, const struct cfg *cf, bool pool_on, long 
         report(ex_start, extra);
         report(ex_run, extra);
         report(ex2, extra);
+        for (int k = 0; k < BENCH_SRV_PHASES; k++) {
+                if (srv[k]->n)
+                        report(srv[k], extra);
+                bench_series_free(srv[k]);
+        }
         report(del, extra);
         bench_series_free(ex_start);
         bench_series_free(ex_run);

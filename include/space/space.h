@@ -59,6 +59,10 @@ const char *space_client_last_error(const space_client *c);
 const char *space_client_last_error_code(const space_client *c);
 /* HTTP status of the last answer (0 if none arrived). */
 int space_client_last_status(const space_client *c);
+/* The Server-Timing header of the last answer, "" if it had none. spaced sends one with a
+ * create's answer: "session;dur=MS, sandbox;dur=MS;desc="pool"|"made", hello;dur=MS,
+ * commit;dur=MS, total;dur=MS" (docs/api.md). */
+const char *space_client_server_timing(const space_client *c);
 
 /* API errors map to: 400 -EINVAL, 401 -EPERM, 403 -EACCES, 404 -ENOENT, 405 -EOPNOTSUPP, 409 -EEXIST,
  * 413/431 -E2BIG, 422 -ENOEXEC, 503 -EHOSTDOWN, 507 -ENOSPC, other -EPROTO. Connection failures keep their errno

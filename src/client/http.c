@@ -324,6 +324,8 @@ static int parse_head(struct http_conn *c, size_t head_len, struct http_response
                         snprintf(r.content_type, sizeof r.content_type, "%s", v);
                 } else if (strcasecmp(p, "Sec-WebSocket-Accept") == 0) {
                         snprintf(r.ws_accept, sizeof r.ws_accept, "%s", v);
+                } else if (strcasecmp(p, "Server-Timing") == 0) {
+                        snprintf(r.server_timing, sizeof r.server_timing, "%s", v);
                 }
                 p = eol + 2;
         }

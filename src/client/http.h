@@ -65,6 +65,7 @@ struct http_response {
         bool close;               /* the server won't keep the connection */
         char content_type[128];
         char ws_accept[64];       /* Sec-WebSocket-Accept of an upgrade (a terminal), "" if none */
+        char server_timing[256];  /* Server-Timing (spaced: where a create's time went), "" if none */
 };
 
 /* Receives the decoded body piece by piece; a negative return stops the exchange (the

@@ -32,6 +32,7 @@ struct space_client {
         int timeout_ms;
         char auth_header[SPACE_MAX_API_TOKEN + 32]; /* "Authorization: Bearer …", "" if none */
         int last_status;
+        char server_timing[256];
         bool has_code;
         char last_code[64];
         char last_error[1024];
@@ -198,6 +199,7 @@ space_client *space_client_free(space_client *c) {
 }
 
 const char *space_client_host(const space_client *c) { return c->host; }
+const char *space_client_server_timing(const space_client *c) { return c->server_timing; }
 const char *space_client_last_error(const space_client *c) { return c->last_error; }
 const char *space_client_last_error_code(const space_client *c) { return c->has_code ? c->last_code : NULL; }
 int space_client_last_status(const space_client *c) { return c->last_status; }
@@ -412,6 +414,7 @@ static int call_run(space_client *c, struct call *k) {
                 return conn_error(c, r);
         }
         c->last_status = resp.status;
+        memcpy(c->server_timing, resp.server_timing, sizeof c->server_timing);
         if (resp.status < 200 || resp.status >= 300)
                 return api_error(c, resp.status, &k->body_in);
         if (k->frames.len > 0)

@@ -57,7 +57,11 @@ static void api_wait_done(struct dur_waiter *w, int err, const char *msg, const 
         if (c) {
                 if (err)
                         conn_reply_error(c, api_status_of(err), "%s", msg);
-                else if (result)
+                else if (result && aw->w.timing[0]) {
+                        char h[DUR_TIMING_MAX + 32];
+                        snprintf(h, sizeof h, "Server-Timing: %s\r\n", aw->w.timing);
+                        conn_reply_json_headers(c, aw->ok_status, result, h);
+                } else if (result)
                         conn_reply_json(c, aw->ok_status, result);
                 else
                         conn_reply_empty(c, aw->ok_status);

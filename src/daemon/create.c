@@ -98,6 +98,7 @@ static int create_check(struct daemon *d, const struct ses_create_req *q, struct
 }
 
 void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w) {
+        uint64_t t0_us = dur_mono_us();
         char **env = TAKE_PTR(q->env);
         size_t n_env = q->n_env;
         _cleanup_free_ char *env_json = TAKE_PTR(q->env_json);
@@ -206,6 +207,7 @@ void dur_create(struct daemon *d, struct ses_create_req *q, struct dur_waiter *w
                 return;
         }
         a->why = START_CREATE;
+        a->t_asked_us = t0_us; /* the session's own record counts as the create's */
         snprintf(a->token, sizeof a->token, "%s", token);
         if (ports && !(a->answer_extra = ports_req_answer(ports, s)))
                 log_warn("%s: its ports' tokens could not be written into the answer", s->id);

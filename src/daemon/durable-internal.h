@@ -89,6 +89,10 @@ struct action {
         struct layer_ref ready_layer;
         /* metrics (metrics.h): when it was asked for, and whether it failed */
         uint64_t asked_ms;
+        /* where a start's time goes (dur_mono_us; 0: not reached): asked, its sandbox
+         * begun, made or taken, and its HELLO; the create's answer says (Server-Timing) */
+        uint64_t t_asked_us, t_begin_us, t_sandbox_us, t_hello_us;
+        bool pooled;
         bool failed;
 };
 

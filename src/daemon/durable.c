@@ -171,6 +171,7 @@ struct action *dur_act_new(struct session *s, enum act_kind kind, struct dur_wai
         a->kind = kind;
         a->w = w;
         a->asked_ms = util_now_ms();
+        a->t_asked_us = dur_mono_us();
         return a;
 }
 

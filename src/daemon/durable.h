@@ -19,12 +19,16 @@ struct session;
 
 /* Whoever waits for a lifecycle request. done is called exactly once, by the lifecycle,
  * and frees the waiter: err 0 with the result (NULL: none), or -errno and msg. */
+#define DUR_TIMING_MAX 192
 struct dur_waiter;
 struct dur_waiter_ops {
         void (*done)(struct dur_waiter *w, int err, const char *msg, const struct buf *result);
 };
 struct dur_waiter {
         const struct dur_waiter_ops *ops;
+        /* Set before done by answers that say where their time went (a create): the value
+         * of a Server-Timing header; "" for none. */
+        char timing[DUR_TIMING_MAX];
 };
 /* Answers *w (if any) and forgets it. */
 void dur_answer(struct dur_waiter **w, const struct buf *result);

@@ -98,6 +98,7 @@ void dur_start_begin(struct action *a) {
         struct session *s = a->s;
         struct daemon *d = s->d;
         struct wpool_sandbox ps = { 0 };
+        a->t_begin_us = dur_mono_us();
         /* The pool holds sandboxes of the daemon's runtime only. */
         bool pooled = !s->head[0] && !s->sb && s->rt == d->rt &&
                       wpool_take(d->pool, &(struct wpool_want){ .template = s->template, .network = s->net.egress,
@@ -159,6 +160,8 @@ void dur_start_begin(struct action *a) {
         if (ready)
                 s->layer = a->ready_layer;
         if (pooled) {
+                a->t_sandbox_us = dur_mono_us();
+                a->pooled = true;
                 log_debug("%s: sandbox %s taken from the pool", s->id, sbx);
                 /* its lease was closed: the taker's policy before anything of it runs */
                 if (net_session_apply(d, s) < 0) {
@@ -311,6 +314,7 @@ static void start_create_done(struct job *j) {
                 return;
         }
         s->sb = TAKE_PTR(j->sb);
+        a->t_sandbox_us = dur_mono_us();
         if (a->want_memory)
                 log_info("%s: processes of %s restored in %" PRIu64 " ms", s->id, s->head, util_now_ms() - j->create_t0_ms);
         /* The layer holds exactly the head snapshot up to now (create only set the owner
@@ -355,10 +359,28 @@ static const char *start_event_name(enum start_why why) {
 }
 
 /* HELLO: the sandbox runs. Commit, then answer. */
+/* Server-Timing of a create's answer (W3C Server Timing): session (its record checked and
+ * committed, until its start begins), sandbox (taken from the pool, or
+ * made: desc says which), hello (until its init said HELLO), commit (the running state
+ * made durable), total. Milliseconds. */
+static void start_timing(const struct action *a, char *out, size_t n) {
+        uint64_t now = dur_mono_us();
+        if (!a->t_begin_us || !a->t_sandbox_us || !a->t_hello_us) {
+                *out = '\0';
+                return;
+        }
+        snprintf(out, n,
+                 "session;dur=%.3f, sandbox;dur=%.3f;desc=\"%s\", hello;dur=%.3f, commit;dur=%.3f, total;dur=%.3f",
+                 (double)(a->t_begin_us - a->t_asked_us) / 1000, (double)(a->t_sandbox_us - a->t_begin_us) / 1000,
+                 a->pooled ? "pool" : "made", (double)(a->t_hello_us - a->t_sandbox_us) / 1000,
+                 (double)(now - a->t_hello_us) / 1000, (double)(now - a->t_asked_us) / 1000);
+}
+
 void dur_start_finish(struct action *a) {
         struct session *s = a->s;
         struct daemon *d = s->d;
         a->waiting_hello = false;
+        a->t_hello_us = dur_mono_us();
         int r;
         unsigned from = META_STATE_BIT(META_SESSION_CREATING) | META_STATE_BIT(META_SESSION_RUNNING) |
                         META_STATE_BIT(META_SESSION_PAUSED) | META_STATE_BIT(META_SESSION_RECOVERING);
@@ -403,6 +425,8 @@ void dur_start_finish(struct action *a) {
         }
         switch (a->why) {
         case START_CREATE:
+                if (a->w)
+                        start_timing(a, a->w->timing, sizeof a->w->timing);
                 dur_answer_session_extra(&a->w, s, a->token, a->answer_extra);
                 break;
         case START_RESUME:

@@ -25,10 +25,14 @@ check "template list has it" test "$(api http://x/v1/templates | jget templates 
 R=$(api -X POST http://x/v1/templates -d "{\"name\":\"mini\",\"from_dir\":\"$ROOT\"}" -o /dev/null -w '%{http_code}')
 check "building an existing template is 409" test "$R" = 409
 
-SES=$(api -X POST http://x/v1/sessions -d '{"template":"mini","memory":"64M","pids":64}' -w '\n%{http_code}')
+SES=$(api -X POST http://x/v1/sessions -d '{"template":"mini","memory":"64M","pids":64}' -D "$T/create.head" -w '\n%{http_code}')
 CODE=$(echo "$SES" | tail -n 1)
 SES=$(echo "$SES" | head -n 1)
 check "create answers 201" test "$CODE" = 201
+# where its time went (docs/api.md "Server-Timing"): every phase, the sandbox made (no pool)
+check "... with a Server-Timing of its phases, the sandbox made" grep -qiE \
+        '^Server-Timing: session;dur=[0-9.]+, sandbox;dur=[0-9.]+;desc="made", hello;dur=[0-9.]+, commit;dur=[0-9.]+, total;dur=[0-9.]+' \
+        "$T/create.head"
 ID=$(echo "$SES" | jget id)
 SBX=$(echo "$SES" | jget sandbox_id)
 IPID=$(echo "$SES" | jget init_pid)
