@@ -94,6 +94,12 @@ static int64_t realtime_ns(void) {
         return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static int64_t mono_us(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static int rootfs_ident(const char *data_dir, const char *tpl, dev_t *dev, ino_t *ino) {
         _cleanup_free_ char *path = NULL;
         int r = template_rootfs_path(data_dir, tpl, &path);
@@ -108,6 +114,7 @@ static int rootfs_ident(const char *data_dir, const char *tpl, dev_t *dev, ino_t
 }
 
 /* ---------------- on the pool's thread ---------------- */
+
 
 static void work_make(struct wpool_job *j) {
         struct wpool *p = j->p;
@@ -168,6 +175,11 @@ static void work_make(struct wpool_job *j) {
         };
         j->made_ns = realtime_ns(); /* before create: the layer is empty from here on */
         r = p->rt->create(&spec, &j->sb);
+        if (r >= 0) {
+                int64_t t0 = mono_us();
+                rt_cow_take_back(); /* the loop thread's next writes would fault: docs/performance.md */
+                log_debug("pool: %s: spaced's pages writable again in %" PRId64 " us", j->id, mono_us() - t0);
+        }
         if (r < 0) {
                 j->sb = NULL;
                 j->r = r;

@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -202,4 +204,39 @@ int rt_child_setids(uid_t uid, gid_t gid) {
 
 bool rt_is_netns(int fd) {
         return fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWNET;
+}
+
+#define COW_VEC_PAGES 4096
+void rt_cow_take_back(void) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/maps", "re");
+        if (!f)
+                return;
+        long page = sysconf(_SC_PAGESIZE);
+        static __thread unsigned char vec[COW_VEC_PAGES];
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+                unsigned long lo, hi, inode;
+                char perms[8];
+                if (sscanf(line, "%lx-%lx %7s %*s %*s %lu", &lo, &hi, perms, &inode) != 4 || perms[1] != 'w' ||
+                    perms[3] != 'p' || inode != 0 || strstr(line, "[v") || hi - lo > RT_COW_MAP_MAX)
+                        continue; /* larger: reserved, not heap (a sanitizer's shadow) */
+                for (unsigned long at = lo; at < hi;) {
+                        size_t n = MIN((hi - at) / (unsigned long)page, (unsigned long)COW_VEC_PAGES);
+                        if (mincore((void *)at, n * (size_t)page, vec) < 0)
+                                break;
+                        for (size_t i = 0; i < n;) {
+                                if (!(vec[i] & 1)) {
+                                        i++;
+                                        continue;
+                                }
+                                size_t k = i;
+                                while (k < n && (vec[k] & 1))
+                                        k++;
+                                (void)madvise((void *)(at + i * (unsigned long)page), (k - i) * (size_t)page,
+                                              MADV_POPULATE_WRITE);
+                                i = k;
+                        }
+                        at += n * (unsigned long)page;
+                }
+        }
 }

@@ -25,6 +25,17 @@ int rt_rm_rf(const char *path);
 /* Same, for the entry name under the open directory dfd. */
 int rt_rm_rf_at(int dfd, const char *name);
 
+/* A fork (the runtime's clone3 of a sandbox's first process copies the caller's address
+ * space) leaves every private page of the caller write-protected for copy-on-write until
+ * its next write: each thread's next writes fault, with TLB shootdowns (1.5 ms of spaced's
+ * next create, measured: docs/performance.md). Once the child has exec'd nothing shares
+ * those pages, and this takes the faults now on the calling thread: MADV_POPULATE_WRITE
+ * over the resident pages (mincore) of the process's writable private anonymous
+ * mappings (up to RT_COW_MAP_MAX each), never touching what is not resident. Best
+ * effort: nothing to report. */
+void rt_cow_take_back(void);
+#define RT_COW_MAP_MAX (1ul << 30) /* mappings larger than this are left alone */
+
 /* Longest sandbox id: also a hostname (HOST_NAME_MAX is 64). */
 #define RT_MAX_ID 64
 /* A sandbox id: [A-Za-z0-9_-], at most RT_MAX_ID, not starting with '-'. */
