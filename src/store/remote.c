@@ -424,6 +424,8 @@ static int collect_obj(void *ud, const struct store_hash *h, enum obj_kind kind,
                 return store_fail(r, "object %s (%s of %s) is not in the store", hex, obj_kind_name(kind),
                                   *path ? path : "/");
         }
+        if (c->n >= STORE_REMOTE_MAX_OBJECTS)
+                return store_fail(-E2BIG, "the snapshot reaches more than %u objects", STORE_REMOTE_MAX_OBJECTS);
         if (ARRAY_RESERVE(c->v, c->cap, c->n + 1, 1024) < 0)
                 return -ENOMEM;
         c->v[c->n++] = (struct obj_ref){ .h = *h, .kind = (uint8_t)kind, .len = len };
@@ -592,6 +594,9 @@ static int pull_queue_locked(struct pull *p, const struct store_hash *h, enum ob
         int k = hset_add(&p->seen, h, (uint8_t)(kind + 1));
         if (k <= 0)
                 return k;
+        if (p->qn >= STORE_REMOTE_MAX_OBJECTS)
+                return store_fail(-E2BIG, "the snapshot in the bucket reaches more than %u objects",
+                                  STORE_REMOTE_MAX_OBJECTS);
         if (ARRAY_RESERVE(p->q, p->qcap, p->qn + 1, 1024) < 0)
                 return -ENOMEM;
         p->q[p->qn++] = (struct obj_ref){ .h = *h, .kind = (uint8_t)kind };
@@ -826,6 +831,9 @@ static int mark_add(struct gc_mark *m, const struct store_hash *h, enum obj_kind
         int k = hset_add(&m->marked, h, (uint8_t)(kind + 1));
         if (k <= 0 || kind == OBJ_CHUNK)
                 return k < 0 ? k : 0;
+        if (m->marked.n > STORE_REMOTE_MAX_OBJECTS)
+                return store_fail(-E2BIG, "the live snapshots reach more than %u objects: nothing deleted",
+                                  STORE_REMOTE_MAX_OBJECTS);
         if (ARRAY_RESERVE(m->q, m->qcap, m->qn + 1, 256) < 0)
                 return -ENOMEM;
         m->q[m->qn++] = (struct obj_ref){ .h = *h, .kind = (uint8_t)kind };

@@ -18,7 +18,10 @@
 /* One encoded object in the bucket: header + at most a raw copy of the largest object. */
 #define STORE_REMOTE_HEADER 12u
 #define STORE_REMOTE_OBJECT_MAX (STORE_MAX_OBJECT + STORE_REMOTE_HEADER)
-/* Entries a known list holds before it is rewritten without duplicates. */
+/* Objects one snapshot may reach in a push, pull or the bucket GC's walk (a bucket
+ * anyone can write to could hold a DAG of any size: each object is checked, not the sum). */
+#define STORE_REMOTE_MAX_OBJECTS (1u << 26)
+/* Entries of a known list that are read (the rest only cost a HEAD). */
 #define STORE_REMOTE_KNOWN_MAX (1u << 24)
 
 struct store_remote;
