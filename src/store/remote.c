@@ -203,6 +203,9 @@ static int known_open(struct store *s, struct store_remote *r, struct known *k) 
                 ok = ok && fsync(fd) == 0 && renameat(dfd, tmp, dfd, name) == 0;
                 if (!ok) {
                         (void)unlinkat(dfd, tmp, 0);
+                        /* a torn tail would misalign what we append: read it, add nothing */
+                        if ((uint64_t)st.st_size % KNOWN_ENTRY)
+                                k->fd = safe_close(k->fd);
                 } else {
                         safe_close(k->fd);
                         k->fd = openat(dfd, name, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
@@ -921,12 +924,6 @@ static int mark_snapshot(struct gc_mark *m, const struct store_hash *h) {
         return k < 0 ? k : mark_walk(m);
 }
 
-static bool in_live(const struct store_hash *live, size_t n, const struct store_hash *h) {
-        for (size_t i = 0; i < n; i++)
-                if (store_hash_eq(&live[i], h))
-                        return true;
-        return false;
-}
 
 int store_remote_gc(struct store *s, struct store_remote *r, const struct store_hash *live, size_t n_live,
                     const struct store_remote_gc_opts *o, struct store_remote_gc_result *ret) {
@@ -937,12 +934,13 @@ int store_remote_gc(struct store *s, struct store_remote *r, const struct store_
         int64_t deadline = since + (int64_t)grace / 2;
         struct store_remote_gc_result res = { .live_snapshots = n_live };
         struct gc_mark m = { .s = s, .r = r, .progress = o ? o->progress : NULL, .userdata = o ? o->userdata : NULL };
+        struct hset live_set = { 0 };
         /* local objects are read too: pin the live snapshots against a local GC meanwhile */
         _cleanup_(txn_freep) struct txn *pin = NULL;
         int k = txn_begin(s, live, n_live, &pin);
-        packs_refresh_if_changed(s);
         for (size_t i = 0; i < n_live && k >= 0; i++)
-                k = mark_snapshot(&m, &live[i]);
+                if ((k = hset_add(&live_set, &live[i], 1)) > 0)
+                        k = mark_snapshot(&m, &live[i]);
         res.objects_marked = m.marked.n;
         free(m.q);
         struct key_list snaps = { 0 }, objs = { 0 };
@@ -958,7 +956,7 @@ int store_remote_gc(struct store *s, struct store_remote *r, const struct store_
                 struct key_list *l = pass == 0 ? &snaps : &objs;
                 for (size_t i = 0; i < l->n && k >= 0; i++) {
                         const struct key_ent *e = &l->v[i];
-                        bool keep = pass == 0 ? in_live(live, n_live, &e->h) : hset_get(&m.marked, &e->h) != 0;
+                        bool keep = hset_get(pass == 0 ? &live_set : &m.marked, &e->h) != 0;
                         bool young = e->mtime == 0 || e->mtime >= cutoff;
                         examined++;
                         if (keep) {
@@ -996,6 +994,7 @@ int store_remote_gc(struct store *s, struct store_remote *r, const struct store_
         free(snaps.v);
         free(objs.v);
         hset_free(&m.marked);
+        hset_free(&live_set);
         *ret = res;
         return k < 0 ? k : 0;
 }
