@@ -148,7 +148,7 @@ same_tree "$tree" "$T/r4" || fail "restore of the snapshot pushed twice differs"
 echo "# 5. remote GC with two stores sharing a bucket"
 export SPACE_S3_BUCKET=space-gc
 mkbucket space-gc
-G=10 # grace (s): pushes and the GC use the same
+G=16 # grace (s): pushes and the GC use the same; a push must end within G/2
 g1=$T/g1 g2=$T/g2
 mkdir -p "$g1/d" "$g2"
 head -c 20000 /dev/urandom > "$g1/common"; cp "$g1/common" "$g2/common"
