@@ -872,23 +872,22 @@ static int cmd_push_pull(int argc, char **argv, bool push) {
         if (argc - optind != 1)
                 return usage_error(usage, "%s needs one snapshot", push ? "push" : "pull");
         const char *arg = argv[optind];
-        struct store *s;
-        struct store_hash h;
-        int r = push ? open_snapshot(arg, &s, &h) : open_store(true, &s);
+        size_t al = strlen(arg);
+        if (!push && (al < 4 || al > STORE_HEX_LEN || strspn(arg, "0123456789abcdef") != al))
+                return usage_error(usage, "\"%s\" is not a snapshot id (4 to 64 lowercase hex digits)", arg);
+        /* the bucket first: a pull with a bad configuration creates no store */
+        _cleanup_store_remote_ struct store_remote *rem = NULL;
+        int r = open_remote(&rem);
         if (r)
                 return r;
-        _cleanup_store_remote_ struct store_remote *rem = NULL;
-        if ((r = open_remote(&rem))) {
-                store_free(s);
+        struct store *s;
+        struct store_hash h;
+        r = push ? open_snapshot(arg, &s, &h) : open_store(true, &s);
+        if (r)
                 return r;
-        }
         if (!push) {
                 /* a full id, or a prefix the bucket's records resolve */
                 size_t pl = strlen(arg);
-                if (pl < 4 || pl > STORE_HEX_LEN || strspn(arg, "0123456789abcdef") != pl) {
-                        store_free(s);
-                        return usage_error(usage, "\"%s\" is not a snapshot id (4 to 64 lowercase hex digits)", arg);
-                }
                 struct store_hash *v = NULL;
                 size_t n = 0;
                 if (pl == STORE_HEX_LEN)
@@ -992,15 +991,13 @@ static int cmd_remote_gc(int argc, char **argv) {
         }
         if (argc != optind)
                 return usage_error(usage, "unexpected argument \"%s\"", argv[optind]);
-        struct store *s;
-        int r = open_store(false, &s);
+        _cleanup_store_remote_ struct store_remote *rem = NULL;
+        int r = open_remote(&rem);
         if (r)
                 return r;
-        _cleanup_store_remote_ struct store_remote *rem = NULL;
-        if ((r = open_remote(&rem))) {
-                store_free(s);
+        struct store *s;
+        if ((r = open_store(false, &s)))
                 return r;
-        }
         go.live_since_ns = (int64_t)time(NULL) * 1000000000LL; /* before the live set is read */
         struct store_hash *live = NULL;
         size_t n = 0;
