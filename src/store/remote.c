@@ -441,7 +441,7 @@ static int collect_err(void *ud, const struct store_hash *h, enum obj_kind kind,
 }
 
 /* One object: skipped when the bucket has a recent copy, else read, encoded and put. */
-static int push_one(struct push *p, struct store_remote *r, const struct obj_ref *o) {
+static int push_one(struct push *p, struct store_remote *r, const struct obj_ref *o, uint64_t op) {
         if (known_time(&p->known, &o->h) >= p->fresh_after) {
                 atomic_fetch_add(&p->known_hits, 1);
                 return 0;
@@ -461,7 +461,7 @@ static int push_one(struct push *p, struct store_remote *r, const struct obj_ref
         /* missing, or older than half the grace: (re-)upload, which renews its time */
         _cleanup_free_ void *plain = NULL;
         size_t n = 0;
-        k = obj_read(p->s, &o->h, -1, &plain, &n, NULL);
+        k = obj_read_op(p->s, &o->h, -1, op, &plain, &n, NULL);
         if (k < 0)
                 return k;
         _cleanup_free_ uint8_t *enc = NULL;
@@ -478,20 +478,31 @@ static int push_one(struct push *p, struct store_remote *r, const struct obj_ref
         return 0;
 }
 
+/* Workers take runs of neighbours (the walk's order: a directory's small files and a
+ * file's chunks share blocks), and each keeps the block it decoded last. */
+#define PUSH_RUN 16
+
 static void push_work(struct run *u, struct store_remote *r) {
         struct push *p = (struct push *)u;
-        for (;;) {
-                size_t i = atomic_fetch_add(&p->next, 1);
-                if (i >= p->n || run_failed(u))
-                        return;
-                int k = push_one(p, r, &p->v[i]);
-                if (k < 0) {
-                        run_fail(u, k);
-                        return;
+        uint64_t op = store_op_id();
+        for (bool stop = false; !stop;) {
+                size_t first = atomic_fetch_add(&p->next, PUSH_RUN);
+                for (size_t i = first; i < first + PUSH_RUN && !stop; i++) {
+                        if (i >= p->n || run_failed(u)) {
+                                stop = true;
+                                break;
+                        }
+                        int k = push_one(p, r, &p->v[i], op);
+                        if (k < 0) {
+                                run_fail(u, k);
+                                stop = true;
+                                break;
+                        }
+                        atomic_fetch_add(&u->done, 1);
+                        atomic_fetch_add(&u->done_bytes, p->v[i].len);
                 }
-                atomic_fetch_add(&u->done, 1);
-                atomic_fetch_add(&u->done_bytes, p->v[i].len);
         }
+        store_op_end(p->s, op);
 }
 
 int store_push(struct store *s, struct store_remote *r, const struct store_hash *snap,
@@ -640,7 +651,7 @@ static int pull_children(struct pull *p, const struct obj_ref *o, const void *pl
         return k < 0 ? k : 0;
 }
 
-static int pull_one(struct pull *p, struct store_remote *r, const struct obj_ref *o) {
+static int pull_one(struct pull *p, struct store_remote *r, const struct obj_ref *o, uint64_t op) {
         int k = obj_exists(p->s, &o->h, false);
         if (k < 0)
                 return k;
@@ -653,7 +664,7 @@ static int pull_one(struct pull *p, struct store_remote *r, const struct obj_ref
                 atomic_fetch_add(&p->local, 1);
                 if (o->kind == OBJ_CHUNK)
                         return 0;
-                if ((k = obj_read(p->s, &o->h, o->kind, &plain, &n, NULL)) < 0)
+                if ((k = obj_read_op(p->s, &o->h, o->kind, op, &plain, &n, NULL)) < 0)
                         return k;
         } else {
                 uint64_t wire = 0;
@@ -671,6 +682,7 @@ static int pull_one(struct pull *p, struct store_remote *r, const struct obj_ref
 
 static void pull_work(struct run *u, struct store_remote *r) {
         struct pull *p = (struct pull *)u;
+        uint64_t op = store_op_id();
         pthread_mutex_lock(&u->mu);
         for (;;) {
                 while (!u->err && p->qhead == p->qn && p->active > 0)
@@ -680,7 +692,7 @@ static void pull_work(struct run *u, struct store_remote *r) {
                 struct obj_ref o = p->q[p->qhead++];
                 p->active++;
                 pthread_mutex_unlock(&u->mu);
-                int k = pull_one(p, r, &o);
+                int k = pull_one(p, r, &o, op);
                 atomic_fetch_add(&u->done, 1);
                 pthread_mutex_lock(&u->mu);
                 p->active--;
@@ -690,6 +702,7 @@ static void pull_work(struct run *u, struct store_remote *r) {
         }
         pthread_cond_broadcast(&u->qcv);
         pthread_mutex_unlock(&u->mu);
+        store_op_end(p->s, op);
 }
 
 static bool snapshot_listed(struct store *s, const struct store_hash *h) {
