@@ -388,6 +388,63 @@ static unsigned jobs_of(const struct store_remote_opts *o) {
 
 static unsigned grace_of(unsigned g) { return g ? MAX(g, STORE_REMOTE_GRACE_MIN) : STORE_REMOTE_GRACE_DEFAULT; }
 
+/* ---- listing ---- */
+
+struct key_ent {
+        struct store_hash h;
+        uint64_t size;
+        int64_t mtime;
+};
+
+struct key_list {
+        const char *prefix;
+        struct key_ent *v;
+        size_t n, cap;
+        size_t limit;      /* stop (1) past this many keys; 0: none */
+        uint64_t foreign;
+};
+
+static int list_keys(void *ud, const char *key, uint64_t size, int64_t mtime) {
+        struct key_list *l = ud;
+        size_t pl = strlen(l->prefix);
+        struct store_hash h;
+        if (strncmp(key, l->prefix, pl) != 0 || store_hash_from_hex(key + pl, &h) < 0) {
+                l->foreign++;
+                return 0;
+        }
+        if (l->limit && l->n >= l->limit)
+                return 1;
+        if (ARRAY_RESERVE(l->v, l->cap, l->n + 1, 1024) < 0)
+                return -ENOMEM;
+        l->v[l->n++] = (struct key_ent){ .h = h, .size = size, .mtime = mtime };
+        return 0;
+}
+
+/* Every key under prefix+sub: 0, or 1 (nothing kept) when there are more than limit. */
+static int list_prefix(struct store_remote *r, const char *prefix, const char *sub, size_t limit,
+                       struct key_list *l) {
+        char p[KEY_SIZE];
+        snprintf(p, sizeof p, "%s%s", prefix, sub ? sub : "");
+        *l = (struct key_list){ .prefix = prefix, .limit = limit };
+        int k = r->ops->list(r, p, list_keys, l);
+        if (k > 0) {
+                free(l->v);
+                l->v = NULL;
+                l->n = 0;
+                return 1;
+        }
+        if (k < 0) {
+                free(l->v);
+                l->v = NULL;
+                return k == -ENOMEM ? k : remote_fail(r, k, "cannot list", p);
+        }
+        return 0;
+}
+
+static int key_ent_cmp(const void *a, const void *b) {
+        return memcmp(((const struct key_ent *)a)->h.b, ((const struct key_ent *)b)->h.b, STORE_HASH_LEN);
+}
+
 /* ---- push ---- */
 
 struct obj_ref {
@@ -404,6 +461,10 @@ struct push {
         atomic_size_t next;
         struct known known;
         int64_t fresh_after; /* a copy in the bucket younger than this is reused */
+        /* the bucket's objects/ listed at the start (sorted), instead of a HEAD each */
+        bool listed;
+        struct key_ent *in_bucket;
+        size_t n_in_bucket;
         atomic_uint_least64_t sent, bytes_sent, known_hits, found;
 };
 
@@ -450,7 +511,15 @@ static int push_one(struct push *p, struct store_remote *r, const struct obj_ref
         key_of("objects/", &o->h, key);
         uint64_t size = 0;
         int64_t mtime = 0;
-        int k = r->ops->head(r, key, &size, &mtime);
+        int k;
+        if (p->listed) {
+                struct key_ent want = { .h = o->h };
+                const struct key_ent *e = bsearch(&want, p->in_bucket, p->n_in_bucket, sizeof want, key_ent_cmp);
+                k = e ? 0 : -ENOENT;
+                mtime = e ? e->mtime : 0;
+        } else {
+                k = r->ops->head(r, key, &size, &mtime);
+        }
         if (k == 0 && mtime >= p->fresh_after) {
                 known_add(&p->known, &o->h, mtime);
                 atomic_fetch_add(&p->found, 1);
@@ -477,6 +546,11 @@ static int push_one(struct push *p, struct store_remote *r, const struct obj_ref
         atomic_fetch_add(&p->bytes_sent, en);
         return 0;
 }
+
+/* A push with at least this many objects the known list does not vouch for lists the
+ * bucket's objects/ once instead of a HEAD for each. */
+#define PUSH_LIST_MIN 64
+#define S3_PAGE_KEYS 1000 /* keys a LIST page holds (S3's maximum) */
 
 /* Workers take runs of neighbours (the walk's order: a directory's small files and a
  * file's chunks share blocks), and each keeps the block it decoded last. */
@@ -551,6 +625,22 @@ int store_push(struct store *s, struct store_remote *r, const struct store_hash 
         /* +2: LastModified has whole seconds */
         p->fresh_after = start - (int64_t)grace / 2 + 2;
         k = known_open(s, r, &p->known);
+        size_t unknown = 0;
+        for (size_t i = 0; k >= 0 && i < c.n; i++)
+                unknown += known_time(&p->known, &c.v[i].h) < p->fresh_after;
+        if (k >= 0 && unknown >= PUSH_LIST_MIN) {
+                /* one LIST page answers for up to 1000 objects; give up (and HEAD each) once
+                 * the listing would cost more requests than half the HEADs */
+                struct key_list l;
+                k = list_prefix(r, "objects/", NULL, unknown * (S3_PAGE_KEYS / 2), &l);
+                if (k == 0) {
+                        qsort(l.v, l.n, sizeof *l.v, key_ent_cmp);
+                        p->listed = true;
+                        p->in_bucket = l.v;
+                        p->n_in_bucket = l.n;
+                }
+                k = k < 0 ? k : 0;
+        }
         if (k >= 0)
                 k = run_jobs(&p->u, r, (unsigned)MIN((size_t)jobs_of(o), MAX(c.n, (size_t)1)));
         if (k >= 0 && now_s() > start + (int64_t)grace / 2)
@@ -584,6 +674,7 @@ int store_push(struct store *s, struct store_remote *r, const struct store_hash 
         }
         known_close(&p->known);
         run_fini(&p->u);
+        free(p->in_bucket);
         free(p->v);
         free(p);
         return k < 0 ? k : 0;
@@ -767,54 +858,12 @@ int store_pull(struct store *s, struct store_remote *r, const struct store_hash 
         return k < 0 ? k : 0;
 }
 
-/* ---- listing ---- */
-
-struct key_ent {
-        struct store_hash h;
-        uint64_t size;
-        int64_t mtime;
-};
-
-struct key_list {
-        const char *prefix;
-        struct key_ent *v;
-        size_t n, cap;
-        uint64_t foreign;
-};
-
-static int list_keys(void *ud, const char *key, uint64_t size, int64_t mtime) {
-        struct key_list *l = ud;
-        size_t pl = strlen(l->prefix);
-        struct store_hash h;
-        if (strncmp(key, l->prefix, pl) != 0 || store_hash_from_hex(key + pl, &h) < 0) {
-                l->foreign++;
-                return 0;
-        }
-        if (ARRAY_RESERVE(l->v, l->cap, l->n + 1, 1024) < 0)
-                return -ENOMEM;
-        l->v[l->n++] = (struct key_ent){ .h = h, .size = size, .mtime = mtime };
-        return 0;
-}
-
-static int list_prefix(struct store_remote *r, const char *prefix, const char *sub, struct key_list *l) {
-        char p[KEY_SIZE];
-        snprintf(p, sizeof p, "%s%s", prefix, sub ? sub : "");
-        *l = (struct key_list){ .prefix = prefix };
-        int k = r->ops->list(r, p, list_keys, l);
-        if (k < 0) {
-                free(l->v);
-                l->v = NULL;
-                return k == -ENOMEM ? k : remote_fail(r, k, "cannot list", p);
-        }
-        return 0;
-}
-
 int store_remote_snapshots(struct store_remote *r, const char *prefix, struct store_hash **ret, size_t *ret_n) {
         if (!r || !ret || !ret_n || (prefix && (strlen(prefix) > STORE_HEX_LEN ||
                                                strspn(prefix, "0123456789abcdef") != strlen(prefix))))
                 return store_fail(-EINVAL, "a snapshot prefix is up to 64 lowercase hex digits");
         struct key_list l;
-        int k = list_prefix(r, "snapshots/", prefix, &l);
+        int k = list_prefix(r, "snapshots/", prefix, 0, &l);
         if (k < 0)
                 return k;
         struct store_hash *v = calloc(l.n ? l.n : 1, sizeof *v);
@@ -958,9 +1007,9 @@ int store_remote_gc(struct store *s, struct store_remote *r, const struct store_
         free(m.q);
         struct key_list snaps = { 0 }, objs = { 0 };
         if (k >= 0)
-                k = list_prefix(r, "snapshots/", NULL, &snaps);
+                k = list_prefix(r, "snapshots/", NULL, 0, &snaps);
         if (k >= 0)
-                k = list_prefix(r, "objects/", NULL, &objs);
+                k = list_prefix(r, "objects/", NULL, 0, &objs);
         res.foreign = objs.foreign + snaps.foreign;
         /* the cutoff is taken after listing: an object put since is younger still */
         int64_t cutoff = now_s() - (int64_t)grace;

@@ -646,11 +646,51 @@ static void test_gc(void **state) {
         fx_close(&f);
 }
 
+static void test_listing(void **state) {
+        (void)state;
+        struct fx f;
+        fx_open(&f, "remote-list");
+        struct rng rg = { 19 };
+        char path[4200];
+        for (int i = 0; i < 100; i++) {
+                snprintf(path, sizeof path, "%s/f%03d", f.src, i);
+                assert_int_equal(th_write_file(path, &rg, 3000 + (size_t)i), 0);
+        }
+        struct store_hash a, b, c;
+        assert_int_equal(store_capture(f.sa, f.src, NULL, &(struct store_capture_opts){ 0 }, &a), 0);
+        printf("# 101 objects unknown: one LIST instead of 101 HEADs\n");
+        struct store_remote_stats st = { 0 };
+        assert_int_equal(store_push(f.sa, f.r, &a, NULL, &st), 0);
+        assert_int_equal(f.bk->heads, 0);
+        assert_int_equal(st.objects_sent, st.objects);
+        printf("# another store with the same files: the listing finds them, only its record goes\n");
+        assert_int_equal(store_capture(f.sb, f.src, NULL, &(struct store_capture_opts){ 0 }, &b), 0);
+        struct store_remote_stats sb = { 0 };
+        assert_int_equal(store_push(f.sb, f.r, &b, NULL, &sb), 0);
+        assert_int_equal(f.bk->heads, 0);
+        assert_int_equal(sb.objects_found, sb.objects - 1);
+        assert_int_equal(sb.objects_sent, 1);
+        printf("# once they are older than half the grace, a third store uploads them again\n");
+        age_all(f.bk, STORE_REMOTE_GRACE_DEFAULT / 2 + 10);
+        struct store *sc;
+        char cdir[4200];
+        snprintf(cdir, sizeof cdir, "%s/c", f.base);
+        assert_int_equal(store_open(cdir, &(struct store_opts){ STORE_OPTS_INIT, .create = true }, &sc), 0);
+        assert_int_equal(store_capture(sc, f.src, NULL, &(struct store_capture_opts){ 0 }, &c), 0);
+        struct store_remote_stats scs = { 0 };
+        assert_int_equal(store_push(sc, f.r, &c, NULL, &scs), 0);
+        assert_int_equal(scs.objects_found, 0);
+        assert_int_equal(scs.objects_sent, scs.objects);
+        store_free(sc);
+        assert_int_equal(store_pull(f.sb, f.r, &a, NULL, NULL), 0);
+        fx_close(&f);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_roundtrip), cmocka_unit_test(test_memory_and_deltas),
                 cmocka_unit_test(test_failure_mid_push), cmocka_unit_test(test_corrupt),
-                cmocka_unit_test(test_gc),
+                cmocka_unit_test(test_gc),        cmocka_unit_test(test_listing),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
