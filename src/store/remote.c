@@ -164,24 +164,26 @@ static int known_open(struct store *s, struct store_remote *r, struct known *k) 
         if (fstat(k->fd, &st) < 0)
                 return store_fail(-errno, "cannot stat remote/%s: %m", name);
         size_t n = (size_t)MIN((uint64_t)st.st_size / KNOWN_ENTRY, (uint64_t)STORE_REMOTE_KNOWN_MAX);
-        _cleanup_free_ uint8_t *raw = malloc(n * KNOWN_ENTRY + 1);
         k->v = calloc(n ? n : 1, sizeof *k->v);
-        if (!raw || !k->v)
+        if (!k->v)
                 return -ENOMEM;
+        /* read in pieces: the list may be large, the buffer need not be */
+        uint8_t raw[256 * KNOWN_ENTRY];
         size_t got = 0;
-        while (got < n * KNOWN_ENTRY) {
-                ssize_t x = pread(k->fd, raw + got, n * KNOWN_ENTRY - got, (off_t)got);
+        while (got < n) {
+                size_t want = MIN(n - got, (size_t)256);
+                ssize_t x = pread(k->fd, raw, want * KNOWN_ENTRY, (off_t)(got * KNOWN_ENTRY));
                 if (x < 0 && errno == EINTR)
                         continue;
-                if (x <= 0)
+                if (x < (ssize_t)KNOWN_ENTRY)
                         break;
-                got += (size_t)x;
+                for (size_t i = 0; i < (size_t)x / KNOWN_ENTRY; i++) {
+                        memcpy(k->v[got + i].h.b, raw + i * KNOWN_ENTRY, STORE_HASH_LEN);
+                        k->v[got + i].t = (int64_t)get_le64(raw + i * KNOWN_ENTRY + STORE_HASH_LEN);
+                }
+                got += (size_t)x / KNOWN_ENTRY;
         }
-        n = got / KNOWN_ENTRY;
-        for (size_t i = 0; i < n; i++) {
-                memcpy(k->v[i].h.b, raw + i * KNOWN_ENTRY, STORE_HASH_LEN);
-                k->v[i].t = (int64_t)get_le64(raw + i * KNOWN_ENTRY + STORE_HASH_LEN);
-        }
+        n = got;
         qsort(k->v, n, sizeof *k->v, known_cmp);
         size_t u = 0;
         for (size_t i = 0; i < n; i++)

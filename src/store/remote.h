@@ -21,8 +21,9 @@
 /* Objects one snapshot may reach in a push, pull or the bucket GC's walk (a bucket
  * anyone can write to could hold a DAG of any size: each object is checked, not the sum). */
 #define STORE_REMOTE_MAX_OBJECTS (1u << 26)
-/* Entries of a known list that are read (the rest only cost a HEAD). */
-#define STORE_REMOTE_KNOWN_MAX (1u << 24)
+/* Entries of a known list that are read, 48 bytes of memory each during a push (the rest
+ * only cost a HEAD or a listing: 4 Mi objects is ~512 GB of 128 KiB chunks). */
+#define STORE_REMOTE_KNOWN_MAX (1u << 22)
 
 struct store_remote;
 
