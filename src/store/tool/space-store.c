@@ -836,13 +836,17 @@ static int cmd_push_pull(int argc, char **argv, bool push) {
                 "  their upload is older than half the grace (then they are renewed). --jobs:\n"
                 "  uploads at once (default 4, at most 32); --grace: the bucket's GC grace\n"
                 "  (default 86400). A push that fails leaves no record in the bucket; push\n"
-                "  again to finish. Progress on stderr unless --quiet; --json: counts.\n";
+                "  again to finish. Progress on stderr unless --quiet; --json: counts.\n"
+                "  S3 OPTIONS: --s3-endpoint URL --s3-bucket NAME --s3-access-key KEY\n"
+                "  --s3-secret-key SECRET [--s3-region R], else $SPACE_S3_ENDPOINT, ...\n";
         static const char pull_usage[] =
                 "usage: space-store pull SNAP [--jobs N] [--json] [S3 OPTIONS]\n"
                 "  Fetches snapshot SNAP (an id, or a unique prefix of one in the bucket) and every\n"
                 "  object it reaches that this store lacks, checks each against its hash, and\n"
                 "  commits them and lists the snapshot; 'get' restores it then. A corrupt\n"
-                "  object fails the pull (exit 4) and nothing is kept. Creates the store.\n";
+                "  object fails the pull (exit 4) and nothing is kept. Creates the store.\n"
+                "  S3 OPTIONS: --s3-endpoint URL --s3-bucket NAME --s3-access-key KEY\n"
+                "  --s3-secret-key SECRET [--s3-region R], else $SPACE_S3_ENDPOINT, ...\n";
         const char *usage = push ? push_usage : pull_usage;
         static const struct option opts[] = {
                 { "jobs", required_argument, NULL, 'j' }, { "grace", required_argument, NULL, 'g' },
@@ -950,9 +954,10 @@ static int cmd_remote_gc(int argc, char **argv) {
                 "  Live snapshots: every one this store lists, and each --live id (a full id:\n"
                 "  snapshots of other hosts sharing the bucket). Deletes from the bucket every\n"
                 "  objects/HEX no live snapshot reaches and every snapshots/HEX not live, when\n"
-                "  older than the grace (default 86400 s; it must exceed the longest push).\n"
-                "  A live snapshot in neither this store nor the bucket stops it before it\n"
-                "  deletes anything. --dry-run only counts.\n";
+                "  older than the grace (default 86400 s: more than twice the longest push,\n"
+                "  and the --grace every push to the bucket is given). A live snapshot in\n"
+                "  neither this store nor the bucket stops it before it deletes anything.\n"
+                "  --dry-run only counts. S3 OPTIONS as for push.\n";
         static const struct option opts[] = {
                 { "grace", required_argument, NULL, 'g' }, { "live", required_argument, NULL, 'L' },
                 { "dry-run", no_argument, NULL, 'n' },     { "json", no_argument, NULL, 'J' },
