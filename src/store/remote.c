@@ -516,7 +516,8 @@ static int push_one(struct push *p, struct store_remote *r, const struct obj_ref
         int k;
         if (p->listed) {
                 struct key_ent want = { .h = o->h };
-                const struct key_ent *e = bsearch(&want, p->in_bucket, p->n_in_bucket, sizeof want, key_ent_cmp);
+                const struct key_ent *e =
+                        p->n_in_bucket ? bsearch(&want, p->in_bucket, p->n_in_bucket, sizeof want, key_ent_cmp) : NULL;
                 k = e ? 0 : -ENOENT;
                 mtime = e ? e->mtime : 0;
         } else {
@@ -636,7 +637,8 @@ int store_push(struct store *s, struct store_remote *r, const struct store_hash 
                 struct key_list l;
                 k = list_prefix(r, "objects/", NULL, unknown * (S3_PAGE_KEYS / 2), &l);
                 if (k == 0) {
-                        qsort(l.v, l.n, sizeof *l.v, key_ent_cmp);
+                        if (l.n)
+                                qsort(l.v, l.n, sizeof *l.v, key_ent_cmp);
                         p->listed = true;
                         p->in_bucket = l.v;
                         p->n_in_bucket = l.n;

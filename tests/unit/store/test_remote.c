@@ -542,6 +542,19 @@ static void age_known(const char *store_dir, int64_t secs) {
         closedir(d);
 }
 
+struct push_job {
+        struct store *s;
+        struct store_remote *r;
+        struct store_hash h;
+        int k;
+};
+
+static void *push_thread(void *p) {
+        struct push_job *j = p;
+        j->k = store_push(j->s, j->r, &j->h, &(struct store_remote_opts){ .jobs = 3 }, NULL);
+        return NULL;
+}
+
 static void test_gc(void **state) {
         (void)state;
         struct fx f;
@@ -642,7 +655,39 @@ static void test_gc(void **state) {
         struct store_remote_stats st = { 0 };
         assert_int_equal(store_push(f.sa, f.r, &x1again, &ro, &st), 0);
         assert_int_equal(st.objects_known, 0);
+        assert_int_equal(st.objects_sent, st.objects); /* the shared chunk too: it was old */
+        printf("# a GC whose live set predates that push (x1again not in it) keeps what it reuses:\n"
+               "# the push renewed every object older than half the grace\n");
+        assert_int_equal(store_remote_gc(f.sa, f.r, live, 2, &go, &res), 0);
+        assert_int_equal(res.objects_deleted, 0);
+        assert_int_equal(res.snapshots_deleted, 0);
         assert_int_equal(store_pull(f.sb, f.r, &x1again, NULL, NULL), 0);
+
+        printf("# two stores pushing the same content at once: both whole\n");
+        struct store_hash ya, yb;
+        snprintf(path, sizeof path, "%s/both", f.src);
+        assert_int_equal(th_write_file(path, &rg, 300000), 0);
+        assert_int_equal(store_capture(f.sa, f.src, NULL, &(struct store_capture_opts){ 0 }, &ya), 0);
+        assert_int_equal(store_capture(f.sb, f.src, NULL, &(struct store_capture_opts){ 0 }, &yb), 0);
+        struct push_job ja = { f.sa, f.r, ya, 1 }, jb = { f.sb, NULL, yb, 1 };
+        assert_int_equal(f.r->ops->clone(f.r, &jb.r), 0);
+        pthread_t ta, tb;
+        assert_int_equal(pthread_create(&ta, NULL, push_thread, &ja), 0);
+        assert_int_equal(pthread_create(&tb, NULL, push_thread, &jb), 0);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        assert_int_equal(ja.k, 0);
+        assert_int_equal(jb.k, 0);
+        store_remote_free(jb.r);
+        struct store *sd;
+        char ddir[4200];
+        snprintf(ddir, sizeof ddir, "%s/d", f.base);
+        assert_int_equal(store_open(ddir, &(struct store_opts){ STORE_OPTS_INIT, .create = true }, &sd), 0);
+        assert_int_equal(store_pull(sd, f.r, &ya, NULL, NULL), 0);
+        assert_int_equal(store_pull(sd, f.r, &yb, NULL, NULL), 0);
+        assert_int_equal(store_verify(sd, NULL, NULL, NULL, NULL, &vr), 0);
+        assert_int_equal(vr.problems, 0);
+        store_free(sd);
         fx_close(&f);
 }
 
