@@ -139,6 +139,7 @@ struct store_remote_gc_result {
  * snapshot found neither here nor in the bucket (a push still running elsewhere) stops
  * it before anything is deleted: -EAGAIN. The live set must name every snapshot of every
  * host sharing the bucket that may still be pushed or pulled; docs/store.md says why
- * this is safe beside pushes on other hosts. */
+ * this is safe beside pushes on other hosts. *ret is filled on failure too (what was
+ * deleted before the error), like the stats of push and pull. */
 int store_remote_gc(struct store *s, struct store_remote *r, const struct store_hash *live, size_t n_live,
                     const struct store_remote_gc_opts *o, struct store_remote_gc_result *ret);
