@@ -643,7 +643,7 @@ int store_push(struct store *s, struct store_remote *r, const struct store_hash 
                         p->in_bucket = l.v;
                         p->n_in_bucket = l.n;
                 }
-                k = k < 0 ? k : 0;
+                k = k == -ENOMEM ? k : 0; /* a bucket that will not list: HEAD each (its error, if any) */
         }
         if (k >= 0)
                 k = run_jobs(&p->u, r, (unsigned)MIN((size_t)jobs_of(o), MAX(c.n, (size_t)1)));
