@@ -54,7 +54,7 @@ for size in $sizes; do
     echo "{\"bench\":\"remote_push\",\"size_mb\":$size,\"files\":$files,\"bytes\":$bytes,\"jobs\":$jobs,\"push_s\":$p,\"bytes_sent\":$sent,\"s3cmd_put_s\":$ref,\"speed_ratio\":$(echo "$ref / $p" | bc -l | cut -c1-5)}"
   done
   # restore: cold (an empty store pulls, then gets) against warm (the store has it)
-  sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+  sync # (no drop_caches: the machine is shared; both gets read packs from the page cache)
   t0=$(now)
   SPACE_S3_BUCKET=spc-$size-$jobs "$ST" --quiet --store "$T/B-$size" pull "$snap" --jobs 4
   t1=$(now)
