@@ -917,7 +917,13 @@ static int cmd_push_pull(int argc, char **argv, bool push) {
         if (push) {
                 r = store_push(s, rem, &h, &ro, &st);
         } else {
-                r = store_pull(s, rem, &h, &ro, &st);
+                /* a local gc that took an object the pull found here fails its commit: again */
+                for (int tries = 0;; tries++) {
+                        st = (struct store_remote_stats){ 0 };
+                        r = store_pull(s, rem, &h, &ro, &st);
+                        if (r != -EAGAIN || tries >= 3)
+                                break;
+                }
         }
         progress_end();
         store_free(s);

@@ -9,7 +9,8 @@
 #  3. an object overwritten in the bucket (garbage, then another object's valid body) makes
 #     a pull fail with exit 4 naming it, and the store lists nothing; put back, it pulls;
 #  4. the proxy stopped during a push: the push fails, the bucket has no record, B cannot
-#     pull it; a second push sends only what is left and B's pull restores it;
+#     pull it; a second push sends only what is left and B's pull restores it; the same
+#     after a push killed with SIGKILL part way;
 #  5. remote GC with two stores sharing a bucket: exactly the objects and record only a
 #     dropped snapshot reached are deleted once past the grace, what B's live snapshot and
 #     A's live one need stays, a young unlisted push stays; a later push of the dropped
@@ -145,6 +146,25 @@ n3=$(jget objects < "$T/p3b"); s3n=$(jget objects_sent < "$T/p3b")
 "$ST" --store "$B" get "$a3" "$T/r4"
 same_tree "$tree" "$T/r4" || fail "restore of the snapshot pushed twice differs"
 
+echo "# 4b. a push killed (SIGKILL) part way, then a second push finishes"
+mkdir -p "$tree/more"
+for i in $(seq 1 200); do head -c 9000 /dev/urandom > "$tree/more/m$i"; done
+a4=$("$ST" --store "$A" put "$tree" --parent "$a3")
+k0=$(stat -c %s "$known")
+"$ST" --quiet --store "$A" push "$a4" --jobs 1 >/dev/null 2>&1 & pid=$!
+i=0
+while [ $(( $(stat -c %s "$known") - k0 )) -lt $((30 * 40)) ]; do
+  i=$((i+1)); [ $i -lt 300 ] || fail "the push to kill did not get going"; sleep 0.05
+done
+kill -9 $pid; wait $pid 2>/dev/null || true
+[ "$(code -I "$E/space-remote/snapshots/$a4")" = 404 ] || fail "a killed push left its record"
+"$ST" --quiet --store "$A" push "$a4" --json > "$T/p4k"
+s4=$(jget objects_sent < "$T/p4k")
+[ "$s4" -gt 1 ] && [ "$s4" -lt $((200 - 20)) ] || fail "push after the kill sent $s4: $(cat "$T/p4k")"
+"$ST" --quiet --store "$B" pull "$a4"
+"$ST" --store "$B" get "$a4" "$T/r4k"
+same_tree "$tree" "$T/r4k" || fail "restore of the snapshot pushed after a kill differs"
+
 echo "# 5. remote GC with two stores sharing a bucket"
 export SPACE_S3_BUCKET=space-gc
 mkbucket space-gc
@@ -166,7 +186,7 @@ b1=$("$ST" --store "$T/B2" put "$g2")
 sha() { sha256sum "$1" | cut -c1-64; }
 # what only x1 reached: its file's chunk, its d/ tree and root tree (x2 has others), its record
 before=$(keys space-gc objects/)
-sleep $((G + 1))
+sleep $((G + 4)) # LastModified is whole seconds (rounded up), the cutoff is taken a little later
 # a push younger than the grace, of a snapshot no one lists: kept
 mkdir -p "$T/g3"; head -c 20000 /dev/urandom > "$T/g3/young"
 y=$("$ST" --store "$T/Y" put "$T/g3")
