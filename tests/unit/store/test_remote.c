@@ -138,14 +138,21 @@ static int m_list(struct store_remote *r, const char *prefix,
         char **keys = calloc(m->b->n + 1, sizeof *keys);
         uint64_t *sizes = calloc(m->b->n + 1, sizeof *sizes);
         int64_t *mt = calloc(m->b->n + 1, sizeof *mt);
+        /* "key\0" then its index, so the sort keeps the way back to size and mtime */
         for (size_t i = 0; i < m->b->n; i++)
-                if (!strncmp(m->b->v[i].key, prefix, strlen(prefix)))
-                        keys[n++] = strdup(m->b->v[i].key);
+                if (!strncmp(m->b->v[i].key, prefix, strlen(prefix))) {
+                        size_t kl = strlen(m->b->v[i].key);
+                        keys[n] = malloc(kl + 1 + sizeof i);
+                        memcpy(keys[n], m->b->v[i].key, kl + 1);
+                        memcpy(keys[n] + kl + 1, &i, sizeof i);
+                        n++;
+                }
         qsort(keys, n, sizeof *keys, key_cmp);
         for (size_t i = 0; i < n; i++) {
-                struct mem_obj *o = find(m->b, keys[i]);
-                sizes[i] = o->n;
-                mt[i] = o->mtime;
+                size_t at;
+                memcpy(&at, keys[i] + strlen(keys[i]) + 1, sizeof at);
+                sizes[i] = m->b->v[at].n;
+                mt[i] = m->b->v[at].mtime;
         }
         pthread_mutex_unlock(&m->b->mu);
         int k = 0;
@@ -728,6 +735,30 @@ static void test_listing(void **state) {
         assert_int_equal(scs.objects_sent, scs.objects);
         store_free(sc);
         assert_int_equal(store_pull(f.sb, f.r, &a, NULL, NULL), 0);
+
+        printf("# a bucket too large to list for 66 objects (33,000 keys): HEAD each instead\n");
+        for (int i = 0; i < 66; i++) {
+                snprintf(path, sizeof path, "%s/g%03d", f.src, i);
+                assert_int_equal(th_write_file(path, &rg, 2000 + (size_t)i), 0);
+        }
+        struct store_hash d;
+        assert_int_equal(store_capture(f.sa, f.src, &a, &(struct store_capture_opts){ 0 }, &d), 0);
+        size_t unknown = 66 + 1; /* the new files and the root tree */
+        for (size_t i = 0; f.bk->n < unknown * 500 + 10; i++) {
+                struct mem_obj *o = &f.bk->v[f.bk->n++];
+                char key[128];
+                snprintf(key, sizeof key, "objects/%064zx", i);
+                o->key = strdup(key);
+                o->data = malloc(1);
+                o->n = 1;
+                o->mtime = (int64_t)time(NULL);
+        }
+        long heads = f.bk->heads;
+        struct store_remote_stats sd = { 0 };
+        assert_int_equal(store_push(f.sa, f.r, &d, NULL, &sd), 0);
+        printf("# %ld HEADs, %llu sent\n", f.bk->heads - heads, (unsigned long long)sd.objects_sent);
+        assert_int_equal(f.bk->heads - heads, (long)unknown);
+        assert_int_equal(sd.objects_sent, unknown + 1);
         fx_close(&f);
 }
 
