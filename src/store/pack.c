@@ -872,6 +872,16 @@ int obj_exists(struct store *s, const struct store_hash *h, bool refresh) {
         return 1;
 }
 
+int obj_size(struct store *s, const struct store_hash *h, uint32_t *ret_len) {
+        struct pack *p;
+        struct pack_ent e;
+        if (!packs_lookup(s, h, &p, &e))
+                return -ENOENT;
+        pack_put(p);
+        *ret_len = e.len;
+        return 0;
+}
+
 int obj_locate(struct store *s, const struct store_hash *h, char name[64], uint64_t *ret_block, uint64_t *ret_len) {
         struct pack *p;
         struct pack_ent e;

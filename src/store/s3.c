@@ -262,9 +262,10 @@ static void sleep_ms(unsigned ms) {
 
 /* One request, tried again on a connection failure or a 5xx. key NULL: the bucket itself.
  * query: already encoded, sorted by name (SigV4's canonical order). Returns the HTTP
- * status (2xx..4xx) or a negative errno; *ret_len: the answer's Content-Length (HEAD). */
+ * status (2xx..4xx) or a negative errno; *ret_len: the answer's Content-Length (HEAD),
+ * *ret_mtime its Last-Modified (0 if none). */
 static int request(struct s3 *s, const char *method, const char *key, const char *query, struct s3_body *body,
-                   struct s3_sink *sink, uint64_t *ret_len) {
+                   struct s3_sink *sink, uint64_t *ret_len, int64_t *ret_mtime) {
         _cleanup_buf_ struct buf url = BUF_INIT(0);
         int r = buf_printf(&url, "%s/%s", s->endpoint, s->bucket);
         if (!r && key)
@@ -312,6 +313,8 @@ static int request(struct s3 *s, const char *method, const char *key, const char
 #endif
                 if (strcmp(method, "HEAD") == 0)
                         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+                if (ret_mtime)
+                        curl_easy_setopt(h, CURLOPT_FILETIME, 1L);
                 else if (strcmp(method, "PUT") == 0) {
                         curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
                         curl_easy_setopt(h, CURLOPT_READFUNCTION, read_cb);
@@ -336,6 +339,11 @@ static int request(struct s3 *s, const char *method, const char *key, const char
                                 curl_off_t cl = -1;
                                 curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
                                 *ret_len = cl < 0 ? 0 : (uint64_t)cl;
+                        }
+                        if (ret_mtime) {
+                                curl_off_t ft = -1;
+                                curl_easy_getinfo(h, CURLINFO_FILETIME_T, &ft);
+                                *ret_mtime = ft < 0 ? 0 : (int64_t)ft;
                         }
                 } else if (k->too_big) {
                         ret = fail(s, -EFBIG, "%s is larger than %zu bytes", key ? key : s->bucket, k->max);
@@ -374,7 +382,7 @@ static int status_errno(int st) {
 
 int s3_bucket_create(struct s3 *s) {
         struct s3_sink k = { .fd = -1, .errbody = BUF_INIT(0) };
-        int st = request(s, "PUT", NULL, NULL, &(struct s3_body){ .fd = -1 }, &k, NULL);
+        int st = request(s, "PUT", NULL, NULL, &(struct s3_body){ .fd = -1 }, &k, NULL, NULL);
         bool ours = st == 409 && k.errbody.len && buf_cstr(&k.errbody) && strstr(k.errbody.data, "BucketAlreadyOwnedByYou");
         buf_free(&k.errbody);
         return ours ? 0 : status_errno(st);
@@ -387,7 +395,7 @@ int s3_put(struct s3 *s, const char *key, const void *data, size_t n) {
         if (!data && n)
                 return fail(s, -EINVAL, "no data");
         struct s3_body b = { .data = data ? data : (const uint8_t *)"", .fd = -1, .size = n };
-        return status_errno(request(s, "PUT", key, NULL, &b, NULL, NULL));
+        return status_errno(request(s, "PUT", key, NULL, &b, NULL, NULL, NULL));
 }
 
 int s3_put_fd(struct s3 *s, const char *key, int fd) {
@@ -400,7 +408,7 @@ int s3_put_fd(struct s3 *s, const char *key, int fd) {
         if (!S_ISREG(st.st_mode))
                 return fail(s, -EINVAL, "s3_put_fd takes a regular file");
         struct s3_body b = { .fd = fd, .size = (uint64_t)st.st_size };
-        return status_errno(request(s, "PUT", key, NULL, &b, NULL, NULL));
+        return status_errno(request(s, "PUT", key, NULL, &b, NULL, NULL, NULL));
 }
 
 int s3_get(struct s3 *s, const char *key, size_t max, void **ret_data, size_t *ret_n) {
@@ -409,7 +417,7 @@ int s3_get(struct s3 *s, const char *key, size_t max, void **ret_data, size_t *r
                 return r;
         _cleanup_buf_ struct buf b = BUF_INIT(0);
         struct s3_sink k = { .b = &b, .max = max, .fd = -1, .errbody = BUF_INIT(0) };
-        r = status_errno(request(s, "GET", key, NULL, NULL, &k, NULL));
+        r = status_errno(request(s, "GET", key, NULL, NULL, &k, NULL, NULL));
         buf_free(&k.errbody);
         if (r < 0)
                 return r;
@@ -429,7 +437,7 @@ int s3_get_fd(struct s3 *s, const char *key, int fd, uint64_t *ret_n) {
         if (base < 0)
                 return fail(s, -errno, "lseek: %m");
         struct s3_sink k = { .fd = fd, .base = base, .errbody = BUF_INIT(0) };
-        r = status_errno(request(s, "GET", key, NULL, NULL, &k, NULL));
+        r = status_errno(request(s, "GET", key, NULL, NULL, &k, NULL, NULL));
         buf_free(&k.errbody);
         if (r < 0) {
                 if (ftruncate(fd, base) < 0) {
@@ -442,24 +450,44 @@ int s3_get_fd(struct s3 *s, const char *key, int fd, uint64_t *ret_n) {
         return 0;
 }
 
-int s3_head(struct s3 *s, const char *key, uint64_t *ret_size) {
+int s3_head_mtime(struct s3 *s, const char *key, uint64_t *ret_size, int64_t *ret_mtime) {
         int r = key_check(s, key);
         if (r < 0)
                 return r;
         uint64_t n = 0;
-        r = status_errno(request(s, "HEAD", key, NULL, NULL, NULL, &n));
+        int64_t t = 0;
+        r = status_errno(request(s, "HEAD", key, NULL, NULL, NULL, &n, &t));
         if (r == 0 && ret_size)
                 *ret_size = n;
+        if (r == 0 && ret_mtime)
+                *ret_mtime = t;
         return r;
 }
 
+int s3_head(struct s3 *s, const char *key, uint64_t *ret_size) { return s3_head_mtime(s, key, ret_size, NULL); }
+
 int s3_delete(struct s3 *s, const char *key) {
         int r = key_check(s, key);
-        return r < 0 ? r : status_errno(request(s, "DELETE", key, NULL, NULL, NULL, NULL));
+        return r < 0 ? r : status_errno(request(s, "DELETE", key, NULL, NULL, NULL, NULL, NULL));
 }
 
-int s3_list(struct s3 *s, const char *prefix, unsigned page_size, int (*fn)(const char *key, uint64_t size, void *ud),
-            void *ud) {
+/* ListObjectsV2's LastModified, "2026-12-04T02:25:20.000Z": seconds since the epoch, or 0. */
+static int64_t parse_mtime(const char *v, size_t n) {
+        char tmp[40];
+        if (!v || n == 0 || n >= sizeof tmp)
+                return 0;
+        memcpy(tmp, v, n);
+        tmp[n] = '\0';
+        struct tm tm = { 0 };
+        char *end = strptime(tmp, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (!end)
+                return 0;
+        time_t t = timegm(&tm);
+        return t < 0 ? 0 : (int64_t)t;
+}
+
+int s3_list(struct s3 *s, const char *prefix, unsigned page_size,
+            int (*fn)(const char *key, uint64_t size, int64_t mtime, void *ud), void *ud) {
         if (!fn || page_size > S3_LIST_PAGE_MAX)
                 return fail(s, -EINVAL, "s3_list: a callback and 0..%u keys a page", S3_LIST_PAGE_MAX);
         if (!prefix)
@@ -480,7 +508,7 @@ int s3_list(struct s3 *s, const char *prefix, unsigned page_size, int (*fn)(cons
                 if (r < 0 || !buf_cstr(&q))
                         return fail(s, -ENOMEM, "out of memory");
                 struct s3_sink k = { .b = &page, .max = S3_LIST_REPLY_MAX, .fd = -1, .errbody = BUF_INIT(0) };
-                r = status_errno(request(s, "GET", NULL, q.data, NULL, &k, NULL));
+                r = status_errno(request(s, "GET", NULL, q.data, NULL, &k, NULL, NULL));
                 buf_free(&k.errbody);
                 if (r < 0)
                         return r;
@@ -490,14 +518,15 @@ int s3_list(struct s3 *s, const char *prefix, unsigned page_size, int (*fn)(cons
                 size_t n;
                 for (const char *c = page.data; (c = xml_find(c, end, "Contents", &n));) {
                         const char *cend = c + n;
-                        size_t kl = 0, sl = 0;
-                        const char *kv = xml_find(c, cend, "Key", &kl), *sv = xml_find(c, cend, "Size", &sl);
+                        size_t kl = 0, sl = 0, ml = 0;
+                        const char *kv = xml_find(c, cend, "Key", &kl), *sv = xml_find(c, cend, "Size", &sl),
+                                   *mv = xml_find(c, cend, "LastModified", &ml);
                         if (!kv || xml_text(kv, kl, &key) < 0)
                                 return fail(s, -EIO, "a list answer with a bad <Key>");
                         uint64_t size = 0;
                         for (size_t i = 0; sv && i < sl && sv[i] >= '0' && sv[i] <= '9' && i < 20; i++)
                                 size = size * 10 + (uint64_t)(sv[i] - '0');
-                        if ((r = fn(key.data, size, ud)) != 0)
+                        if ((r = fn(key.data, size, parse_mtime(mv, ml), ud)) != 0)
                                 return r;
                         c = cend;
                 }

@@ -1,7 +1,7 @@
 /* A small S3 client (issue #17's remote tier): path-style requests to one bucket, signed
  * with AWS Signature V4 by libcurl (CURLOPT_AWS_SIGV4), each retried with backoff on a
  * connection failure or a 5xx answer, within a time bound. The store's remote tier is to
- * sit on it (docs/store.md, "Remote tier"); nothing in the store calls it yet.
+ * sit on it (docs/store.md, "Remote tier"): remote-s3.c fills the store's remote ops with it.
  *
  * Errors: 0 or a negative errno, and s3_last_error() says what happened:
  *   -ENOENT      no such key (404; NoSuchBucket too)
@@ -51,10 +51,14 @@ int s3_get(struct s3 *s, const char *key, size_t max, void **ret_data, size_t *r
 /* The object written to fd from its current offset (a retry truncates back to it). */
 int s3_get_fd(struct s3 *s, const char *key, int fd, uint64_t *ret_n);
 int s3_head(struct s3 *s, const char *key, uint64_t *ret_size);
+/* s3_head, and the object's Last-Modified (seconds since the epoch, the server's clock;
+ * 0 when the answer had none). */
+int s3_head_mtime(struct s3 *s, const char *key, uint64_t *ret_size, int64_t *ret_mtime);
 /* Deleting a key that is not there is not an error (S3 answers 204 either way). */
 int s3_delete(struct s3 *s, const char *key);
 /* Every key under prefix ("" for all), in S3's order, page by page (page_size keys a
- * request, 1..S3_LIST_PAGE_MAX; 0 = the maximum); fn returning non-zero stops the walk
- * and is returned. */
+ * request, 1..S3_LIST_PAGE_MAX; 0 = the maximum), with its size and LastModified
+ * (seconds since the epoch by the server's clock; 0 when the answer had none or one we
+ * could not read); fn returning non-zero stops the walk and is returned. */
 int s3_list(struct s3 *s, const char *prefix, unsigned page_size,
-            int (*fn)(const char *key, uint64_t size, void *ud), void *ud);
+            int (*fn)(const char *key, uint64_t size, int64_t mtime, void *ud), void *ud);

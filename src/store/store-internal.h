@@ -58,6 +58,8 @@ void store_op_end(struct store *s, uint64_t op);
 /* 1 if a committed pack holds h, 0 if not, <0 error. refresh: look at packs/ again first
  * (packs other handles committed, packs a GC replaced). */
 int obj_exists(struct store *s, const struct store_hash *h, bool refresh);
+/* The plain length of h, from the index of the pack that holds it (nothing read); -ENOENT. */
+int obj_size(struct store *s, const struct store_hash *h, uint32_t *ret_len);
 /* Where h is stored (for tests and tools): the pack's file name, the block's offset and
  * its length on disk (header, table and payload). */
 int obj_locate(struct store *s, const struct store_hash *h, char name[64], uint64_t *ret_block, uint64_t *ret_len);
@@ -368,6 +370,9 @@ int txn_put_delta(struct txn *t, const void *data, size_t len, const struct stor
                   const struct store_hash *prev, uint64_t op);
 /* Makes every object durable and visible, then writes the record and lists it. */
 int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_stats *st, struct store_hash *ret);
+/* The same for a record already encoded (len bytes whose SHA-256 is h: a pulled one). */
+int txn_commit_record(struct txn *t, const void *rec, size_t len, const struct store_hash *h,
+                      struct store_op_stats *st);
 /* Objects only (memory images): durable and visible, no record. */
 int txn_commit_objects(struct txn *t, struct store_op_stats *st);
 /* Adds what the transaction wrote and reused to st. */

@@ -10,6 +10,7 @@
  *   tmp/ID/             one per running capture or materialization, flock'ed by its owner:
  *                       its pin list
  *   gate, lock          the store lock (see store_lock); gcgen: GC sweep counter
+ *   remote/ID.known     objects known to be in a bucket (remote.c), one file per bucket
  * Format 1 (one file per object under objects/) is not read any more.
  */
 #include <dirent.h>
@@ -64,7 +65,8 @@ static int write_file_at(int dfd, const char *name, const void *data, size_t len
 
 /* Everything a store directory may contain; a half-made store holds only these. */
 static bool known_name(const char *n) {
-        static const char *const names[] = { "packs", "snapshots", "cache", "tmp", "gate", "lock", "gcgen", "format" };
+        static const char *const names[] = { "packs", "snapshots", "cache", "tmp", "gate", "lock", "gcgen", "format",
+                                             "remote" };
         for (size_t i = 0; i < ELEMENTSOF(names); i++)
                 if (!strcmp(n, names[i]))
                         return true;
@@ -559,15 +561,11 @@ int txn_commit_objects(struct txn *t, struct store_op_stats *st) {
         return txn_seal_publish(t, st, &lk);
 }
 
-int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_stats *st, struct store_hash *ret) {
-        _cleanup_buf_ struct buf b = BUF_INIT(STORE_MAX_OBJECT);
-        int r = snap_encode(rec, &b);
-        if (r < 0)
-                return store_fail(r, "cannot encode the snapshot record: %s", strerror(-r));
-        struct store_hash h;
-        store_sha256(b.data, b.len, &h);
+int txn_commit_record(struct txn *t, const void *rec, size_t len, const struct store_hash *h,
+                      struct store_op_stats *st) {
         /* The record goes into the pack like every object. */
-        r = txn_put(t, OBJ_SNAPSHOT, b.data, b.len, &h, &h);
+        struct store_hash got;
+        int r = txn_put(t, OBJ_SNAPSHOT, rec, len, h, &got);
         if (r < 0)
                 return r;
         _cleanup_close_ int lk = -EBADF;
@@ -575,10 +573,23 @@ int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_sta
         if (r < 0)
                 return r;
         char hex[STORE_HEX_LEN + 1];
-        store_hash_to_hex(&h, hex);
+        store_hash_to_hex(h, hex);
         _cleanup_close_ int fd = openat(t->s->snapfd, hex, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0 || fsync(t->s->snapfd) < 0)
                 return store_fail(-errno, "cannot list snapshot %s: %m", hex);
+        return 0;
+}
+
+int txn_commit(struct txn *t, const struct snap_record *rec, struct store_op_stats *st, struct store_hash *ret) {
+        _cleanup_buf_ struct buf b = BUF_INIT(STORE_MAX_OBJECT);
+        int r = snap_encode(rec, &b);
+        if (r < 0)
+                return store_fail(r, "cannot encode the snapshot record: %s", strerror(-r));
+        struct store_hash h;
+        store_sha256(b.data, b.len, &h);
+        r = txn_commit_record(t, b.data, b.len, &h, st);
+        if (r < 0)
+                return r;
         *ret = h;
         return 0;
 }

@@ -83,6 +83,7 @@ struct store_progress {
         uint64_t entries;    /* entries seen so far */
         uint64_t bytes;      /* data bytes processed so far */
         uint64_t bytes_total;/* data bytes to process, when known (else 0) */
+        uint64_t entries_total; /* entries to process, when known (else 0): push and pull's objects */
 };
 typedef void (*store_progress_fn)(void *userdata, const struct store_progress *p);
 

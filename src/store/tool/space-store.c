@@ -14,7 +14,11 @@
 
 #include "common/buf.h"
 #include "common/json.h"
+#include "store/remote.h"
 #include "store/store.h"
+#ifdef SPACE_HAVE_S3
+#include "store/remote-s3.h"
+#endif
 
 enum {
         EXIT_OK = 0,
@@ -26,6 +30,8 @@ enum {
 
 static const char *store_dir;
 static bool quiet;
+/* the bucket of push, pull and remote-gc: options, else the environment */
+static const char *s3_endpoint, *s3_bucket, *s3_access, *s3_secret, *s3_region;
 static unsigned opt_threads;
 static int opt_level;
 static const char *cmd_name = "";
@@ -48,6 +54,14 @@ static const char *const main_usage =
         "  verify                   check every object and every listed snapshot\n"
         "  gc [--dry-run]           remove everything no listed snapshot reaches\n"
         "  stats                    objects, bytes stored and logical, dedup ratio\n"
+        "  push SNAP                upload SNAP to the S3 bucket (what it lacks, then the record)\n"
+        "  pull SNAP                fetch SNAP from the bucket (every object hash-checked)\n"
+        "  remote-gc                delete what no live snapshot reaches from the bucket\n"
+        "\n"
+        "The bucket (push, pull, remote-gc): --s3-endpoint URL --s3-bucket NAME\n"
+        "--s3-access-key KEY --s3-secret-key SECRET [--s3-region R], before or after the\n"
+        "command, else $SPACE_S3_ENDPOINT, $SPACE_S3_BUCKET, $SPACE_S3_ACCESS_KEY,\n"
+        "$SPACE_S3_SECRET_KEY, $SPACE_S3_REGION (default us-east-1).\n"
         "\n"
         "SNAP is a snapshot id or a unique prefix of at least 4 hex digits.\n"
         "'space-store COMMAND --help' describes each command.\n"
@@ -711,6 +725,332 @@ static int cmd_stats(int argc, char **argv) {
         return flushed(0);
 }
 
+
+/* ---- the remote tier: push, pull, remote-gc ---- */
+
+enum { OPT_S3_ENDPOINT = 1000, OPT_S3_BUCKET, OPT_S3_ACCESS, OPT_S3_SECRET, OPT_S3_REGION };
+#define S3_OPTIONS                                                                                     \
+        { "s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT },                                   \
+        { "s3-bucket", required_argument, NULL, OPT_S3_BUCKET },                                       \
+        { "s3-access-key", required_argument, NULL, OPT_S3_ACCESS },                                   \
+        { "s3-secret-key", required_argument, NULL, OPT_S3_SECRET },                                   \
+        { "s3-region", required_argument, NULL, OPT_S3_REGION }
+
+static bool s3_option(int c, const char *arg) {
+        switch (c) {
+        case OPT_S3_ENDPOINT: s3_endpoint = arg; return true;
+        case OPT_S3_BUCKET: s3_bucket = arg; return true;
+        case OPT_S3_ACCESS: s3_access = arg; return true;
+        case OPT_S3_SECRET: s3_secret = arg; return true;
+        case OPT_S3_REGION: s3_region = arg; return true;
+        default: return false;
+        }
+}
+
+static int open_remote(struct store_remote **ret) {
+#ifdef SPACE_HAVE_S3
+        const struct { const char *v, *opt, *env; } need[] = {
+                { s3_endpoint, "--s3-endpoint", "SPACE_S3_ENDPOINT" },
+                { s3_bucket, "--s3-bucket", "SPACE_S3_BUCKET" },
+                { s3_access, "--s3-access-key", "SPACE_S3_ACCESS_KEY" },
+                { s3_secret, "--s3-secret-key", "SPACE_S3_SECRET_KEY" },
+        };
+        for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+                if (!need[i].v || !*need[i].v) {
+                        err("no bucket given: %s or $%s is missing", need[i].opt, need[i].env);
+                        return EXIT_USAGE;
+                }
+        struct s3_config c = { .endpoint = s3_endpoint, .bucket = s3_bucket, .access_key = s3_access,
+                               .secret_key = s3_secret, .region = s3_region && *s3_region ? s3_region : "us-east-1",
+                               .retries = -1 };
+        int r = store_remote_s3_new(&c, ret);
+        if (r < 0) {
+                err("bad bucket configuration (endpoint http(s)://HOST[:PORT], bucket of 3..63 [a-z0-9.-], "
+                    "region of [a-z0-9-]): %s", strerror(-r));
+                return EXIT_USAGE;
+        }
+        return 0;
+#else
+        (void)ret;
+        err("this space-store was built without libcurl: no S3 remote tier");
+        return EXIT_FAIL;
+#endif
+}
+
+/* Progress of push and pull on stderr unless --quiet: redrawn on a terminal, else a
+ * line a second. */
+static int64_t remote_progress_last;
+
+static void on_remote_progress(void *ud, const struct store_progress *p) {
+        if (quiet)
+                return;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t now = ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        if (!progress_on && now - remote_progress_last < 1000)
+                return;
+        remote_progress_last = now;
+        char a[32], b[32];
+        human(p->bytes, a, sizeof a);
+        human(p->bytes_total, b, sizeof b);
+        fprintf(stderr, "%s%s: %" PRIu64 " of %" PRIu64 " objects, %s of %s%s", progress_on ? "\r\033[K" : "",
+                cmd_name, p->entries, p->entries_total, a, b, progress_on ? "" : "\n");
+        progress_drawn = progress_on;
+}
+
+static void remote_stats_json(const char *snap_hex, const struct store_remote_stats *st) {
+        _cleanup_buf_ struct buf b = BUF_INIT(0);
+        struct json_writer w = JSON_WRITER_INIT(&b);
+        json_w_obj_begin(&w);
+        json_w_kstr(&w, "snapshot", snap_hex);
+        json_w_kuint(&w, "objects", st->objects);
+        json_w_kuint(&w, "bytes", st->bytes);
+        json_w_kuint(&w, "objects_sent", st->objects_sent);
+        json_w_kuint(&w, "bytes_sent", st->bytes_sent);
+        json_w_kuint(&w, "objects_known", st->objects_known);
+        json_w_kuint(&w, "objects_found", st->objects_found);
+        json_w_kuint(&w, "objects_fetched", st->objects_fetched);
+        json_w_kuint(&w, "bytes_fetched", st->bytes_fetched);
+        json_w_kuint(&w, "objects_local", st->objects_local);
+        json_w_obj_end(&w);
+        print_buf(&b);
+}
+
+static int parse_uint(const char *arg, unsigned lo, unsigned hi, unsigned *ret) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(arg, &end, 10);
+        if (errno || *end || !*arg || v < lo || v > hi)
+                return -EINVAL;
+        *ret = (unsigned)v;
+        return 0;
+}
+
+/* push and pull: the same options. */
+static int cmd_push_pull(int argc, char **argv, bool push) {
+        static const char push_usage[] =
+                "usage: space-store push SNAP [--jobs N] [--grace SECONDS] [--json] [S3 OPTIONS]\n"
+                "  Uploads what snapshot SNAP reaches (record, trees, chunks, memory image) and the\n"
+                "  bucket lacks as objects/HEX, then its record as snapshots/HEX. Objects this\n"
+                "  store put in the bucket before (remote/ID.known) are not sent again unless\n"
+                "  their upload is older than half the grace (then they are renewed). --jobs:\n"
+                "  uploads at once (default 4, at most 32); --grace: the bucket's GC grace\n"
+                "  (default 86400). A push that fails leaves no record in the bucket; push\n"
+                "  again to finish. Progress on stderr unless --quiet; --json: counts.\n"
+                "  S3 OPTIONS: --s3-endpoint URL --s3-bucket NAME --s3-access-key KEY\n"
+                "  --s3-secret-key SECRET [--s3-region R], else $SPACE_S3_ENDPOINT, ...\n";
+        static const char pull_usage[] =
+                "usage: space-store pull SNAP [--jobs N] [--json] [S3 OPTIONS]\n"
+                "  Fetches snapshot SNAP (an id, or a unique prefix of one in the bucket) and every\n"
+                "  object it reaches that this store lacks, checks each against its hash, and\n"
+                "  commits them and lists the snapshot; 'get' restores it then. A corrupt\n"
+                "  object fails the pull (exit 4) and nothing is kept. Creates the store.\n"
+                "  S3 OPTIONS: --s3-endpoint URL --s3-bucket NAME --s3-access-key KEY\n"
+                "  --s3-secret-key SECRET [--s3-region R], else $SPACE_S3_ENDPOINT, ...\n";
+        const char *usage = push ? push_usage : pull_usage;
+        static const struct option opts[] = {
+                { "jobs", required_argument, NULL, 'j' }, { "grace", required_argument, NULL, 'g' },
+                { "json", no_argument, NULL, 'J' },       { "help", no_argument, NULL, 'h' },
+                S3_OPTIONS,                               { 0 },
+        };
+        struct store_remote_opts ro = { 0 };
+        bool json = false;
+        int c;
+        while ((c = getopt_long(argc, argv, "j:g:h", opts, NULL)) != -1) {
+                if (s3_option(c, optarg))
+                        continue;
+                switch (c) {
+                case 'j':
+                        if (parse_uint(optarg, 1, STORE_REMOTE_JOBS_MAX, &ro.jobs) < 0)
+                                return usage_error(usage, "--jobs: 1..%u", STORE_REMOTE_JOBS_MAX);
+                        break;
+                case 'g':
+                        if (!push || parse_uint(optarg, STORE_REMOTE_GRACE_MIN, 100u * 365 * 86400, &ro.grace_s) < 0)
+                                return usage_error(usage, "--grace: seconds, at least %u", STORE_REMOTE_GRACE_MIN);
+                        break;
+                case 'J': json = true; break;
+                case 'h': fputs(usage, stdout); return 0;
+                default: return usage_error(usage, "bad option");
+                }
+        }
+        if (argc - optind != 1)
+                return usage_error(usage, "%s needs one snapshot", push ? "push" : "pull");
+        const char *arg = argv[optind];
+        size_t al = strlen(arg);
+        if (!push && (al < 4 || al > STORE_HEX_LEN || strspn(arg, "0123456789abcdef") != al))
+                return usage_error(usage, "\"%s\" is not a snapshot id (4 to 64 lowercase hex digits)", arg);
+        /* the bucket first: a pull with a bad configuration creates no store */
+        _cleanup_store_remote_ struct store_remote *rem = NULL;
+        int r = open_remote(&rem);
+        if (r)
+                return r;
+        struct store *s;
+        struct store_hash h;
+        r = push ? open_snapshot(arg, &s, &h) : open_store(true, &s);
+        if (r)
+                return r;
+        if (!push) {
+                /* a full id, or a prefix the bucket's records resolve */
+                size_t pl = strlen(arg);
+                struct store_hash *v = NULL;
+                size_t n = 0;
+                if (pl == STORE_HEX_LEN)
+                        r = store_hash_from_hex(arg, &h);
+                else if ((r = store_remote_snapshots(rem, arg, &v, &n)) >= 0 && n != 1) {
+                        err("%s snapshot in the bucket starts with %s", n ? "more than one" : "no", arg);
+                        r = n ? -ENOTUNIQ : -ENOENT;
+                        free(v);
+                        store_free(s);
+                        return n ? EXIT_USAGE : EXIT_NOTFOUND;
+                } else if (r >= 0)
+                        h = v[0];
+                free(v);
+                if (r < 0) {
+                        store_free(s);
+                        return fail(r, "cannot list the bucket");
+                }
+        }
+        struct store_remote_stats st = { 0 };
+        ro.progress = on_remote_progress;
+        char hex[STORE_HEX_LEN + 1];
+        hex_of(&h, hex);
+        if (push) {
+                r = store_push(s, rem, &h, &ro, &st);
+        } else {
+                /* a local gc that took an object the pull found here fails its commit: again */
+                for (int tries = 0;; tries++) {
+                        st = (struct store_remote_stats){ 0 };
+                        r = store_pull(s, rem, &h, &ro, &st);
+                        if (r != -EAGAIN || tries >= 3)
+                                break;
+                }
+        }
+        progress_end();
+        store_free(s);
+        if (r < 0)
+                return fail(r, push ? "push failed" : "pull failed");
+        if (json)
+                remote_stats_json(hex, &st);
+        if (!quiet) {
+                char a[32], b[32];
+                if (push) {
+                        human(st.bytes, a, sizeof a);
+                        human(st.bytes_sent, b, sizeof b);
+                        fprintf(stderr,
+                                "pushed %.12s: %" PRIu64 " objects (%s), %" PRIu64 " sent (%s), %" PRIu64
+                                " already in the bucket\n",
+                                hex, st.objects, a, st.objects_sent, b, st.objects_known + st.objects_found);
+                } else {
+                        human(st.bytes_fetched, b, sizeof b);
+                        fprintf(stderr, "pulled %.12s: %" PRIu64 " objects, %" PRIu64 " fetched (%s), %" PRIu64
+                                        " already here\n",
+                                hex, st.objects, st.objects_fetched, b, st.objects_local);
+                }
+        }
+        return flushed(0);
+}
+
+static int cmd_push(int argc, char **argv) { return cmd_push_pull(argc, argv, true); }
+static int cmd_pull(int argc, char **argv) { return cmd_push_pull(argc, argv, false); }
+
+static int cmd_remote_gc(int argc, char **argv) {
+        static const char usage[] =
+                "usage: space-store remote-gc [--grace SECONDS] [--live SNAP]... [--dry-run] [--json]\n"
+                "                             [S3 OPTIONS]\n"
+                "  Live snapshots: every one this store lists, and each --live id (a full id:\n"
+                "  snapshots of other hosts sharing the bucket). Deletes from the bucket every\n"
+                "  objects/HEX no live snapshot reaches and every snapshots/HEX not live, when\n"
+                "  older than the grace (default 86400 s: more than twice the longest push,\n"
+                "  and the --grace every push to the bucket is given). A live snapshot in\n"
+                "  neither this store nor the bucket stops it before it deletes anything.\n"
+                "  --dry-run only counts. S3 OPTIONS as for push.\n";
+        static const struct option opts[] = {
+                { "grace", required_argument, NULL, 'g' }, { "live", required_argument, NULL, 'L' },
+                { "dry-run", no_argument, NULL, 'n' },     { "json", no_argument, NULL, 'J' },
+                { "help", no_argument, NULL, 'h' },        S3_OPTIONS,
+                { 0 },
+        };
+        struct store_remote_gc_opts go = { STORE_REMOTE_GC_OPTS_INIT };
+        bool json = false;
+        _cleanup_free_ struct store_hash *extra = NULL;
+        size_t n_extra = 0;
+        int c;
+        while ((c = getopt_long(argc, argv, "g:L:nh", opts, NULL)) != -1) {
+                if (s3_option(c, optarg))
+                        continue;
+                switch (c) {
+                case 'g':
+                        if (parse_uint(optarg, STORE_REMOTE_GRACE_MIN, 100u * 365 * 86400, &go.grace_s) < 0)
+                                return usage_error(usage, "--grace: seconds, at least %u", STORE_REMOTE_GRACE_MIN);
+                        break;
+                case 'L': {
+                        struct store_hash *v = realloc(extra, (n_extra + 1) * sizeof *extra);
+                        if (!v)
+                                return EXIT_FAIL;
+                        extra = v;
+                        if (store_hash_from_hex(optarg, &extra[n_extra]) < 0)
+                                return usage_error(usage, "--live: a full snapshot id (64 hex digits), not \"%s\"",
+                                                   optarg);
+                        n_extra++;
+                        break;
+                }
+                case 'n': go.dry_run = true; break;
+                case 'J': json = true; break;
+                case 'h': fputs(usage, stdout); return 0;
+                default: return usage_error(usage, "bad option");
+                }
+        }
+        if (argc != optind)
+                return usage_error(usage, "unexpected argument \"%s\"", argv[optind]);
+        _cleanup_store_remote_ struct store_remote *rem = NULL;
+        int r = open_remote(&rem);
+        if (r)
+                return r;
+        struct store *s;
+        if ((r = open_store(false, &s)))
+                return r;
+        go.live_since_ns = (int64_t)time(NULL) * 1000000000LL; /* before the live set is read */
+        struct store_hash *live = NULL;
+        size_t n = 0;
+        r = store_snapshot_list(s, &live, &n);
+        if (r < 0) {
+                store_free(s);
+                return fail(r, "cannot list snapshots");
+        }
+        struct store_hash *all = realloc(live, (n + n_extra + 1) * sizeof *live);
+        if (!all) {
+                free(live);
+                store_free(s);
+                return EXIT_FAIL;
+        }
+        memcpy(all + n, extra, n_extra * sizeof *extra);
+        go.progress = on_progress;
+        struct store_remote_gc_result res = { 0 };
+        r = store_remote_gc(s, rem, all, n + n_extra, &go, &res);
+        progress_end();
+        free(all);
+        store_free(s);
+        if (r < 0)
+                return fail(r, "remote gc failed");
+        if (json)
+                printf("{\"live_snapshots\":%" PRIu64 ",\"objects_marked\":%" PRIu64 ",\"objects_kept\":%" PRIu64
+                       ",\"objects_young\":%" PRIu64 ",\"objects_deleted\":%" PRIu64 ",\"bytes_deleted\":%" PRIu64
+                       ",\"snapshots_deleted\":%" PRIu64 ",\"snapshots_young\":%" PRIu64 ",\"foreign\":%" PRIu64
+                       ",\"dry_run\":%s}\n",
+                       res.live_snapshots, res.objects_marked, res.objects_kept, res.objects_young,
+                       res.objects_deleted, res.bytes_deleted, res.snapshots_deleted, res.snapshots_young, res.foreign,
+                       go.dry_run ? "true" : "false");
+        else if (!quiet) {
+                char b[32];
+                human(res.bytes_deleted, b, sizeof b);
+                printf("%s%" PRIu64 " objects (%s) and %" PRIu64 " snapshot records deleted, %" PRIu64 " kept, %" PRIu64
+                       " younger than the grace, %" PRIu64 " live snapshots\n",
+                       go.dry_run ? "would be: " : "", res.objects_deleted, b, res.snapshots_deleted, res.objects_kept,
+                       res.objects_young + res.snapshots_young, res.live_snapshots);
+        }
+        return flushed(0);
+}
+
 static const struct {
         const char *name;
         int (*fn)(int argc, char **argv);
@@ -718,18 +1058,27 @@ static const struct {
         { "init", cmd_init }, { "put", cmd_put },   { "get", cmd_get },       { "diff", cmd_diff },
         { "log", cmd_log },   { "show", cmd_show }, { "fork", cmd_fork },     { "rm", cmd_rm },
         { "verify", cmd_verify }, { "gc", cmd_gc }, { "stats", cmd_stats },
+        { "push", cmd_push },     { "pull", cmd_pull }, { "remote-gc", cmd_remote_gc },
 };
 
 int main(int argc, char **argv) {
         static const struct option opts[] = {
                 { "store", required_argument, NULL, 's' }, { "threads", required_argument, NULL, 't' },
                 { "level", required_argument, NULL, 'l' }, { "quiet", no_argument, NULL, 'q' },
-                { "help", no_argument, NULL, 'h' },        { 0 },
+                { "help", no_argument, NULL, 'h' },        S3_OPTIONS,
+                { 0 },
         };
         store_dir = getenv("SPACE_STORE");
+        s3_endpoint = getenv("SPACE_S3_ENDPOINT");
+        s3_bucket = getenv("SPACE_S3_BUCKET");
+        s3_access = getenv("SPACE_S3_ACCESS_KEY");
+        s3_secret = getenv("SPACE_S3_SECRET_KEY");
+        s3_region = getenv("SPACE_S3_REGION");
         int c;
         while ((c = getopt_long(argc, argv, "+s:t:l:qh", opts, NULL)) != -1) {
                 char *end;
+                if (s3_option(c, optarg))
+                        continue;
                 switch (c) {
                 case 's': store_dir = optarg; break;
                 case 't':

@@ -216,14 +216,16 @@ static void test_big_file(void **state) {
 struct seen {
         char keys[16][64];
         uint64_t sizes[16];
+        int64_t mtimes[16];
         int n;
 };
 
-static int collect(const char *key, uint64_t size, void *ud) {
+static int collect(const char *key, uint64_t size, int64_t mtime, void *ud) {
         struct seen *v = ud;
         if (v->n >= 16)
                 return 99;
         snprintf(v->keys[v->n], sizeof v->keys[0], "%s", key);
+        v->mtimes[v->n] = mtime;
         v->sizes[v->n++] = size;
         return 0;
 }
@@ -231,6 +233,7 @@ static int collect(const char *key, uint64_t size, void *ud) {
 static void test_list(void **state) {
         (void)state;
         struct s3 *s = client("testing", -1);
+        int64_t before = (int64_t)time(NULL);
         for (int i = 0; i < 5; i++) {
                 char k[32], v[16];
                 snprintf(k, sizeof k, "list/k%d", i);
@@ -247,7 +250,15 @@ static void test_list(void **state) {
                 snprintf(k, sizeof k, "list/k%d", i);
                 assert_string_equal(v.keys[i], k);
                 assert_int_equal(v.sizes[i], (uint64_t)i + 1);
+                /* LastModified: the server's clock, the same machine here (whole seconds) */
+                assert_true(v.mtimes[i] >= before - 2 && v.mtimes[i] <= (int64_t)time(NULL) + 2);
         }
+        printf("# HEAD's Last-Modified agrees with the list's\n");
+        uint64_t hsize = 0;
+        int64_t hmtime = 0;
+        assert_int_equal(s3_head_mtime(s, "list/k4", &hsize, &hmtime), 0);
+        assert_int_equal(hsize, 5);
+        assert_true(hmtime >= v.mtimes[4] - 1 && hmtime <= v.mtimes[4] + 1);
         printf("# a callback that stops the walk\n");
         struct seen w = { .n = 16 };
         assert_int_equal(s3_list(s, "list/", 2, collect, &w), 99);

@@ -34,10 +34,12 @@ touch -d @1500000000 "$W/src/sub/hello"
 echo "checking --help on the tool and on every subcommand"
 check "main --help" status 0 "$T" --help
 check "help lists exit codes" has "exit status" "$W/out"
-for c in init put get diff log show fork rm verify gc stats; do
+for c in init put get diff log show fork rm verify gc stats push pull remote-gc; do
         check "$c --help" status 0 "$T" "$c" --help
         check "$c --help prints usage" has "usage: space-store $c" "$W/out"
 done
+check "main --help names the bucket's environment" status 0 "$T" --help
+check "  ... SPACE_S3_SECRET_KEY" has "SPACE_S3_SECRET_KEY" "$W/out"
 
 echo "checking usage errors exit 2 with a message"
 check "no command" status 2 env -u SPACE_STORE "$T"
@@ -51,6 +53,22 @@ check "bad reason" status 2 "$T" put --reason sometimes "$W/src"
 check "a directory that is no store is not found (3)" status 3 "$T" --store "$W/src" log
 check "says not a space store" has "not a space store" "$W/err"
 check "missing store is not found (3)" status 3 "$T" --store "$W/nope" log
+
+echo "checking the remote commands' usage errors (no server needed)"
+if "$T" push 0000 2>&1 | grep -q "without libcurl"; then
+        echo "ok: built without libcurl: push, pull and remote-gc say so"
+else
+        check "push --jobs past its limit" status 2 "$T" push --jobs 33 0000
+        check "pull --grace is push's" status 2 "$T" pull --grace 10 0000
+        check "remote-gc --live takes a full id" status 2 "$T" remote-gc --live abcd
+        check "pull of a bad id" status 2 env SPACE_S3_ENDPOINT=http://127.0.0.1:9 SPACE_S3_BUCKET=bkt \
+                SPACE_S3_ACCESS_KEY=a SPACE_S3_SECRET_KEY=b "$T" pull XYZW
+        check "pull without a bucket" status 2 env -u SPACE_S3_ENDPOINT "$T" pull abcd
+        check "  says which setting is missing" has "SPACE_S3_ENDPOINT" "$W/err"
+        check "  and makes no store" test ! -e "$SPACE_STORE"
+        check "a bad endpoint" status 2 env SPACE_S3_ENDPOINT=ftp://x SPACE_S3_BUCKET=bkt SPACE_S3_ACCESS_KEY=a \
+                SPACE_S3_SECRET_KEY=b "$T" pull abcd
+fi
 
 echo "checking put, log, show, get"
 check "init" status 0 "$T" init
