@@ -73,8 +73,9 @@ static void usage(FILE *f) {
                 "                     the default); repeatable; changeable at run time: PUT /v1/pool/TEMPLATE\n"
                 "  --pool-quiet MS    a refill waits until no request came for MS milliseconds\n"
                 "                     (default %d, 0 to %d; 0 = at once), unless a pool is below\n"
-                "                     half its size: a replacement is never made beside the\n"
-                "                     first commands of the sandbox just taken\n"
+                "                     half its size or requests did not pause for %d x MS: a\n"
+                "                     replacement is not made beside the first commands of the\n"
+                "                     sandbox just taken\n"
                 "  --disk-volume-size SIZE\n"
                 "                     size of DIR/vol.img, the sparse volume (btrfs with qgroups,\n"
                 "                     or ext4 with project quotas) mounted on DIR/vol that holds\n"
@@ -94,7 +95,7 @@ static void usage(FILE *f) {
                 "                     0 = no limit)\n"
                 "  --limit NAME=VALUE set one of the limits on what clients hold and write\n"
                 "                     (docs/security.md \"Hostile tenants\"); repeatable:\n",
-                WPOOL_QUIET_DEFAULT_MS, WPOOL_QUIET_MAX_MS);
+                WPOOL_QUIET_DEFAULT_MS, WPOOL_QUIET_MAX_MS, WPOOL_QUIET_WAIT_MAX);
         limits_usage(f);
         fprintf(f,
                 "  --ports-domain DOMAIN\n"

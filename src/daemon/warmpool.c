@@ -55,6 +55,7 @@ struct wpool_tpl {
         struct wpool_entry *entries;
         uint64_t retry_at_ms;
         bool failing;       /* the last make failed (logged once until one works) */
+        uint64_t waiting_since_ms; /* a make wanted, waiting for a quiet moment since then */
 };
 
 enum pool_job_kind { PJ_MAKE, PJ_DESTROY };
@@ -295,7 +296,7 @@ static void quiet_arm(struct wpool *p, uint64_t at_ms) {
 /* Below half its size (rounded up) a pool refills at once, all it lacks. Above,
  * one make at a time (of every template), each started in a quiet moment: quiet_ms
  * after the last request, so that it does not run beside the commands of the sandboxes
- * just taken. */
+ * just taken; with no such moment for WPOOL_QUIET_WAIT_MAX times that, at once. */
 static void refill(struct wpool_tpl *t) {
         struct wpool *p = t->p;
         if (p->stopping || util_now_ms() < t->retry_at_ms)
@@ -305,12 +306,18 @@ static void refill(struct wpool_tpl *t) {
                 if (!urgent) {
                         if (p->n_making)
                                 return; /* make_done comes back here */
-                        uint64_t quiet_at = p->d->request_ms + p->quiet_ms;
-                        if (util_now_ms() < quiet_at) {
-                                quiet_arm(p, quiet_at);
+                        uint64_t now = util_now_ms(), quiet_at = p->d->request_ms + p->quiet_ms;
+                        if (!t->waiting_since_ms)
+                                t->waiting_since_ms = now;
+                        /* Requests that never pause: the make goes beside them after all,
+                         * once WPOOL_QUIET_WAIT_MAX times the quiet has passed. */
+                        uint64_t give_up = t->waiting_since_ms + (uint64_t)p->quiet_ms * WPOOL_QUIET_WAIT_MAX;
+                        if (now < quiet_at && now < give_up) {
+                                quiet_arm(p, MIN(quiet_at, give_up));
                                 return;
                         }
                 }
+                t->waiting_since_ms = 0;
                 struct wpool_job *j = job_new(p, PJ_MAKE);
                 if (!j)
                         return;

@@ -15,9 +15,11 @@
 /* A refill waits for a quiet moment: no request for this long (daemon.request_ms), so that
  * making a replacement (milliseconds of kernel work that a non-preemptible kernel does not
  * give up) never runs beside the first command of the sandbox just taken. Below half
- * its size a pool refills at once, whatever the load. */
+ * its size a pool refills at once, whatever the load, and so it does when requests have
+ * not paused for WPOOL_QUIET_WAIT_MAX times the quiet. */
 #define WPOOL_QUIET_DEFAULT_MS 10 /* spaced --pool-quiet */
 #define WPOOL_QUIET_MAX_MS 60000
+#define WPOOL_QUIET_WAIT_MAX 20  /* no quiet for 20 x --pool-quiet: the refill goes ahead */
 #define WPOOL_ID_SIZE 21         /* "sbx_" + 16 hex + NUL: SES_ID_LEN + 1 */
 
 struct daemon;

@@ -5,7 +5,8 @@
  * set_limits, and one that fails is destroyed, never handed out; a dead pooled sandbox is
  * skipped; network and other templates go cold; lowering the size and a rebuilt template
  * destroy what is pooled; wpool_free destroys everything; the --pool syntax; a refill waits
- * for the quiet after the last request unless the pool is below half its size. */
+ * for the quiet after the last request unless the pool is below half its size (or
+ * requests have not paused for 20 x the quiet). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -355,6 +356,21 @@ static void test_quiet_refill(void **state) {
         printf("check: ... and the rest once it is quiet\n");
         wait_ready(p, 4);
         assert_int_equal(n_created, created0 + 4);
+
+        printf("check: requests that never pause hold a refill back 20 x the quiet at most\n");
+        p = wpool_free(p);
+        assert_int_equal(wpool_new(&dm, 20, &p), 0);
+        dm.request_ms = 0;
+        assert_int_equal(wpool_set(p, "base", 4), 0);
+        wait_ready(p, 4);
+        created0 = n_created;
+        dm.request_ms = util_now_ms();
+        take_one(p);
+        busy_for(150); /* under 20 x 20 ms */
+        assert_int_equal(n_created, created0);
+        busy_for(600);
+        assert_int_equal(n_created, created0 + 1);
+        wait_ready(p, 4);
 
         printf("check: with --pool-quiet 0 a take is replaced at once\n");
         p = wpool_free(p);
