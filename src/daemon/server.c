@@ -66,10 +66,21 @@ static void conn_unhook(struct conn *c, bool answered) {
 }
 
 /* Detaches whatever waits on c, closes its fd and frees it after the batch. */
+/* The request of c is answered (its head went out: a stream has begun) or gone: no
+ * longer work in flight that a pool refill would slow (warmpool.c). */
+static void conn_idle(struct conn *c) {
+        if (!c->in_flight)
+                return;
+        c->in_flight = false;
+        c->d->n_in_flight--;
+        c->d->request_ms = util_now_ms();
+}
+
 static void conn_close(struct conn *c) {
         if (c->closed)
                 return;
         c->closed = true;
+        conn_idle(c);
         conn_unhook(c, false);
         loop_del(c->d->loop, &c->src);
         c->src.fd = safe_close(c->src.fd);
@@ -211,6 +222,7 @@ static void conn_send_head(struct conn *c, int status, const char *ctype, int64_
         if (http_response_head(&h, status, ctype, len, ka, extra) == 0)
                 conn_append(c, h.data, h.len);
         buf_free(&h);
+        conn_idle(c);
         if (c->d->router && c->d->router->answered)
                 c->d->router->answered(c, status);
         if (!ka)
@@ -514,8 +526,13 @@ static void on_head(struct conn *c) {
         c->error_reply = NULL;
         log_debug("%s %s", c->req->method, c->req->target);
         /* Watching the pool or the daemon's health is no work that a refill would slow. */
-        if (strcmp(c->req->method, "GET") || (strcmp(c->req->path, "/v1/pool") && strcmp(c->req->path, "/v1/health")))
+        if (strcmp(c->req->method, "GET") || (strcmp(c->req->path, "/v1/pool") && strcmp(c->req->path, "/v1/health"))) {
                 c->d->request_ms = util_now_ms();
+                if (!c->in_flight) {
+                        c->in_flight = true;
+                        c->d->n_in_flight++;
+                }
+        }
         if (c->d->router->intercept && c->d->router->intercept(c))
                 return;
         if (!authenticate(c))

@@ -92,6 +92,7 @@ struct conn {
         struct conn *next, *prev;
         enum conn_state state;
         bool closed;           /* fd closed, waiting for the deferred free */
+        bool in_flight;        /* counted in daemon.n_in_flight: its request not answered yet */
         bool in_process;       /* inside conn_process(): guards recursion */
         bool peer_closed;      /* read EOF from the client */
         bool rdhup;            /* EPOLLRDHUP seen (EOF will follow) */

@@ -120,8 +120,9 @@ struct daemon {
         struct dur_waiter *gc_waiters[16];
         size_t n_gc_waiters;
         struct wpool *pool;        /* warm pool (warmpool.h); NULL until the sessions are loaded */
-        uint64_t request_ms;       /* when the last request came or a stream ended (server.c):
-                                    * the pool refills in the quiet after it */
+        uint64_t request_ms;       /* when the last request came, was answered or its stream
+                                    * ended (server.c): the pool refills in the quiet after it */
+        unsigned n_in_flight;      /* requests not answered yet (a stream: until it begins) */
         struct ingress *ingress;   /* exposed ports' connections (net/ingress.h) */
         char *ports_domain;        /* spaced --ports-domain: "PORT-ses_ID.DOMAIN" hosts; NULL: off */
         /* The network room (net/net.h): NULL with --egress off, when nothing on the host's
