@@ -46,6 +46,15 @@ struct slot {
         struct store_remote_stats st;
 };
 
+/* A snapshot whose push failed, out of the slots until its retry is due: failing
+ * snapshots do not take the slots from the ones behind them. */
+struct waiting {
+        char id[META_ID_SIZE];
+        unsigned failures;
+        uint64_t retry_ms;
+        bool seen;            /* listed by the last scan */
+};
+
 struct repl_thread {
         struct repl *rp;
         pthread_t th;
@@ -65,6 +74,8 @@ struct repl {
         struct loop_src src;               /* eventfd: a push finished */
         uint64_t pushed;
         bool scan_wanted;
+        struct waiting *wait;              /* REPL_WAIT_MAX; the loop thread's alone */
+        size_t n_wait;
 };
 
 static uint64_t mono_ms(void) {
@@ -206,6 +217,12 @@ static void retry_later(struct repl *rp, struct slot *s) {
         backoff = MIN(backoff, (uint64_t)REPL_BACKOFF_MAX_MS);
         s->retry_ms = mono_ms() + backoff;
         s->state = SLOT_WAITING;
+        if (rp->n_wait < REPL_WAIT_MAX) {
+                struct waiting *w = &rp->wait[rp->n_wait++];
+                *w = (struct waiting){ .failures = s->failures, .retry_ms = s->retry_ms, .seen = true };
+                snprintf(w->id, sizeof w->id, "%s", s->id);
+                s->state = SLOT_FREE; /* its slot goes to the next snapshot; the scan brings it back when due */
+        }
         if (s->failures == 1 || backoff == REPL_BACKOFF_MAX_MS)
                 log_warn("%s: replicating snapshot %s failed (%u in a row, next try in %llu ms): %s", s->session,
                          s->id, s->failures, (unsigned long long)backoff, s->err);
@@ -253,6 +270,17 @@ static void repl_event(struct loop_src *src, uint32_t revents) {
                 repl_scan(rp);
 }
 
+static struct waiting *waiting_find(struct repl *rp, const char *id) {
+        for (size_t i = 0; i < rp->n_wait; i++)
+                if (!strcmp(rp->wait[i].id, id))
+                        return &rp->wait[i];
+        return NULL;
+}
+
+static void waiting_drop(struct repl *rp, struct waiting *w) {
+        *w = rp->wait[--rp->n_wait];
+}
+
 static bool held(struct repl *rp, const char *id) {
         for (size_t i = 0; i < REPL_HELD_MAX; i++)
                 if (rp->slots[i].state != SLOT_FREE && !strcmp(rp->slots[i].id, id))
@@ -260,8 +288,10 @@ static bool held(struct repl *rp, const char *id) {
         return false;
 }
 
-/* Fills free slots with the oldest unreplicated snapshots of meta not held yet: listing
- * REPL_HELD_MAX of them finds at least as many unheld ones as there are free slots. */
+/* Fills free slots with the oldest unreplicated snapshots of meta not held yet and not
+ * waiting for a retry (those due are taken back with their count of failures): listing
+ * REPL_HELD_MAX plus the waiting ones finds at least as many of them as there are free
+ * slots. A list shorter than asked is all of meta's: a waiting one not in it was deleted. */
 static void repl_scan(struct repl *rp) {
         rp->scan_wanted = false;
         size_t n_free = 0;
@@ -273,16 +303,27 @@ static void repl_scan(struct repl *rp) {
                 return;
         struct meta_snapshot *v = NULL;
         size_t n = 0;
-        if (meta_snapshot_unreplicated(rp->d->meta, REPL_HELD_MAX, &v, &n) < 0) {
+        unsigned limit = (unsigned)MIN((size_t)META_UNREPLICATED_MAX, REPL_HELD_MAX + rp->n_wait);
+        if (meta_snapshot_unreplicated(rp->d->meta, limit, &v, &n) < 0) {
                 log_warn("replication: listing unreplicated snapshots: %s", meta_last_error(rp->d->meta));
                 return;
         }
         bool added = false;
+        uint64_t now = mono_ms();
+        for (size_t i = 0; i < rp->n_wait; i++)
+                rp->wait[i].seen = false;
         pthread_mutex_lock(&rp->mu);
-        for (size_t i = 0, k = 0; i < n && n_free > 0; i++) {
-                if (held(rp, v[i].id))
+        for (size_t i = 0, k = 0; i < n; i++) {
+                struct waiting *w = waiting_find(rp, v[i].id);
+                if (w)
+                        w->seen = true;
+                if (n_free == 0 || held(rp, v[i].id) || (w && w->retry_ms > now))
                         continue;
                 struct slot s = { .state = SLOT_QUEUED, .queued_seq = rp->seq++ };
+                if (w) {
+                        s.failures = w->failures;
+                        waiting_drop(rp, w);
+                }
                 snprintf(s.id, sizeof s.id, "%s", v[i].id);
                 snprintf(s.session, sizeof s.session, "%s", v[i].session_id);
                 if (store_hash_from_hex(v[i].store_hash, &s.snap) < 0)
@@ -299,6 +340,14 @@ static void repl_scan(struct repl *rp) {
         if (added)
                 pthread_cond_broadcast(&rp->cv);
         pthread_mutex_unlock(&rp->mu);
+        if (n < limit) {
+                for (size_t i = 0; i < rp->n_wait;) {
+                        if (!rp->wait[i].seen)
+                                waiting_drop(rp, &rp->wait[i]);
+                        else
+                                i++;
+                }
+        }
         free(v);
 }
 
@@ -336,6 +385,7 @@ void repl_status(struct repl *rp, struct repl_status *ret) {
                 for (size_t i = 0; i < REPL_HELD_MAX; i++)
                         st.failed += rp->slots[i].state != SLOT_FREE && rp->slots[i].failures > 0;
                 pthread_mutex_unlock(&rp->mu);
+                st.failed += rp->n_wait;
                 st.pushed = rp->pushed;
         }
         *ret = st;
@@ -360,6 +410,7 @@ struct repl *repl_free(struct repl *rp) {
         }
         pthread_cond_destroy(&rp->cv);
         pthread_mutex_destroy(&rp->mu);
+        free(rp->wait);
         free(rp);
         return NULL;
 }
@@ -376,6 +427,11 @@ int repl_new(struct daemon *d, const struct repl_cfg *c, struct repl **ret) {
                 return -ENOMEM;
         rp->d = d;
         rp->src.fd = -1;
+        rp->wait = calloc(REPL_WAIT_MAX, sizeof *rp->wait);
+        if (!rp->wait) {
+                free(rp);
+                return -ENOMEM;
+        }
         pthread_mutex_init(&rp->mu, NULL);
         pthread_cond_init(&rp->cv, NULL);
         struct s3_config sc = { .endpoint = c->endpoint, .region = c->region ? c->region : REPL_REGION_DEFAULT,

@@ -11,7 +11,8 @@
 
 #define REPL_JOBS_DEFAULT 4u
 #define REPL_JOBS_MAX 32u
-#define REPL_HELD_MAX 64u              /* snapshots held in memory: queued, pushing, waiting to retry */
+#define REPL_HELD_MAX 64u              /* snapshots in slots: queued or pushing */
+#define REPL_WAIT_MAX 1024u            /* failed ones remembered out of the slots until their retry */
 #define REPL_BACKOFF_FIRST_MS 1000u    /* after the first failure; then doubled */
 #define REPL_BACKOFF_MAX_MS 60000u
 #define REPL_REGION_DEFAULT "us-east-1"
