@@ -5,7 +5,7 @@
 #     replication is off without --s3-endpoint;
 #  2. a manual snapshot of a session with files becomes replicated:true (bounded wait),
 #     the bucket has snapshots/<store hash>, the session's log has a "replicated" event,
-#     health shows nothing pending;
+#     health shows nothing pending; a fork's first snapshot and a pause's are replicated;
 #  3. with the proxy stopped, another snapshot stays replicated:false and health shows
 #     it pending and failed; the proxy back, it becomes true;
 #  4. spaced stopped with the proxy down after one more snapshot (unreplicated), started
@@ -92,6 +92,27 @@ check "the bucket has snapshots/<its store hash>" test "$(s3code -I "$E/$BUCKET/
 check "the session's log has a replicated event naming it" \
         test "$(api "$UA/events" | jx '[req("events")[] | select(req("kind") == "replicated") | req("data") | req("snapshot")] | join(",")')" = "$S1"
 check "health: enabled, nothing pending, nothing failed" test "$(health_repl)" = "true/0/0"
+
+# ---- 2b. other reasons: a fork's first snapshot, a pause's ----
+all_repl() { # session, tenths of a second: every snapshot of it replicated
+        for _ in $(seq "$2"); do
+                [ "$(api "http://x/v1/sessions/$1/snapshots" | jx '[req("snapshots")[] | req("replicated")] | (length > 0 and all)')" = true ] && return 0
+                sleep 0.1
+        done
+        return 1
+}
+F=$(api -X POST "$UA/fork" -d "{\"snapshot\":\"$S1\"}" | jget sessions 0 id)
+check "a fork of the first snapshot" test -n "$F"
+check "the fork's snapshot (reason fork) becomes replicated (within 30 s)" all_repl "$F" 300
+check "the fork's log has a replicated event" \
+        test "$(api "http://x/v1/sessions/$F/events" | jx '[req("events")[] | select(req("kind") == "replicated")] | length')" = 1
+api -X DELETE "http://x/v1/sessions/$F" >/dev/null
+sh_in "$A" 'echo paused > /root/work/pausenote' >/dev/null
+check "pause answers paused" test "$(api -X POST "$UA/pause" | jget state)" = paused
+check "the pause snapshot becomes replicated (within 30 s)" all_repl "$A" 300
+check "... and it is one of reason pause" \
+        test "$(api "$UA/snapshots" | jx '[req("snapshots")[] | select(req("reason") == "pause") | req("replicated")] | .[0]')" = true
+check "resume answers running" test "$(api -X POST "$UA/resume" | jget state)" = running
 
 # ---- 3. the proxy down: stays false, pending and failed; back: true ----
 sh "$srv" stop-proxy "$T/srv" >/dev/null
