@@ -10,6 +10,8 @@
 #     it pending and failed; the proxy back, it becomes true;
 #  4. spaced stopped with the proxy down after one more snapshot (unreplicated), started
 #     again, then the proxy back: the snapshot is replicated after the restart;
+#  4b. 72 snapshots (more than the replicator's 64 slots) taken with the proxy down are
+#     all pending, and all replicated once it is back;
 #  5. space-store pull of a replicated snapshot into an empty store, then get: the
 #     session's files, the same bytes.
 # Usage: test_replicate.sh SPACED_BINARY (space-store beside it). Root only; ~60 s.
@@ -152,6 +154,23 @@ check "after the proxy is back it is replicated (within 90 s)" wait_repl "$S3" t
 check "the bucket has snapshots/<its store hash>" test "$(s3code -I "$E/$BUCKET/snapshots/$H3")" = 200
 for _ in $(seq 300); do [ "$(health_repl)" = "true/0/0" ] && break; sleep 0.1; done
 check "health: nothing pending at the end" test "$(health_repl)" = "true/0/0"
+
+# ---- 4b. backpressure: more snapshots than the replicator holds, taken while the
+# proxy is down, all replicated once it is back ----
+sh "$srv" stop-proxy "$T/srv" >/dev/null
+NB=72
+t0=$(date +%s)
+for k in $(seq $NB); do api -X POST "$UA/snapshots" -d "{\"label\":\"burst $k\"}" >/dev/null; done
+echo "# $NB snapshots in $(( $(date +%s) - t0 )) s"
+pend=$(health_repl | cut -d/ -f2)
+check "health: all $NB pending (more than the 64 slots)" test "$pend" -ge $NB
+sh "$srv" start-proxy "$T/srv" >/dev/null
+wait_all() { for _ in $(seq "$1"); do [ "$(health_repl)" = "true/0/0" ] && return 0; sleep 0.2; done; return 1; }
+check "after the proxy is back every one of them is replicated (within 120 s)" wait_all 600
+check "... every snapshot of the session says replicated:true" \
+        test "$(api "$UA/snapshots" | jx '[req("snapshots")[] | req("replicated")] | all')" = true
+check "... and the log has one replicated event per burst snapshot" \
+        test "$(api "$UA/events?limit=1000" | jx '[req("events")[] | select(req("kind") == "replicated") | req("data") | req("snapshot")] | unique | length')" -ge $NB
 
 # ---- 5. a pull into an empty store restores the same bytes ----
 export SPACE_S3_ENDPOINT=$EP SPACE_S3_BUCKET=$BUCKET SPACE_S3_REGION=us-east-1
