@@ -53,6 +53,14 @@ bad_opt "--s3-endpoint without the keys in the environment" --s3-endpoint "$EP" 
 check "... and the message names the variables" grep -q SPACE_S3_SECRET_KEY "$T/opt.out"
 check "spaced --help tells of --s3-endpoint and --replicate-jobs" sh -c "'$SPACED' --help | grep -q -- '--s3-endpoint URL' && '$SPACED' --help | grep -q -- '--replicate-jobs N'"
 check "no data directory was made by a refused start" test ! -e "$T/nodata"
+# the configuration file takes the options (its keys are the long options)
+printf 'data = %s\ns3-endpoint = ftp://x\n' "$T/nodata" > "$T/bad.conf"
+rc=0; "$SPACED" --config "$T/bad.conf" --check-config >"$T/opt.out" 2>&1 || rc=$?
+check "a bad s3-endpoint in the config file: exit 2 naming the file's line" sh -c "test $rc = 2 && grep -q 'bad.conf:2: bad --s3-endpoint' '$T/opt.out'"
+printf 'data = %s\ns3-endpoint = %s\ns3-bucket = %s\nreplicate-jobs = 3\n' "$T/nodata" "$EP" "$BUCKET" > "$T/good.conf"
+rc=0; SPACE_S3_ACCESS_KEY=k SPACE_S3_SECRET_KEY=s "$SPACED" --config "$T/good.conf" --check-config >"$T/opt.out" 2>&1 || rc=$?
+check "a good one passes --check-config and lists the settings" sh -c "test $rc = 0 && grep -q 's3-bucket = $BUCKET' '$T/opt.out' && grep -q 'replicate-jobs = 3' '$T/opt.out'"
+check "... and the keys are not in what it prints" sh -c "! grep -q 'SPACE_S3\|secret' '$T/opt.out'"
 
 ROOT=$T/rootfs
 make_rootfs "$ROOT" "cmp"
