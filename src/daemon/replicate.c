@@ -73,7 +73,6 @@ struct repl {
         unsigned n_threads;
         struct loop_src src;               /* eventfd: a push finished */
         uint64_t pushed;
-        bool scan_wanted;
         struct waiting *wait;              /* REPL_WAIT_MAX; the loop thread's alone */
         size_t n_wait;
 };
@@ -293,7 +292,6 @@ static bool held(struct repl *rp, const char *id) {
  * REPL_HELD_MAX plus the waiting ones finds at least as many of them as there are free
  * slots. A list shorter than asked is all of meta's: a waiting one not in it was deleted. */
 static void repl_scan(struct repl *rp) {
-        rp->scan_wanted = false;
         size_t n_free = 0;
         pthread_mutex_lock(&rp->mu);
         for (size_t i = 0; i < REPL_HELD_MAX; i++)
