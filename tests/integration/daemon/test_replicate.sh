@@ -180,6 +180,13 @@ check "... every snapshot of the session says replicated:true" \
 check "... and the log has one replicated event per burst snapshot" \
         test "$(api "$UA/events?limit=1000" | jx '[req("events")[] | select(req("kind") == "replicated") | req("data") | req("snapshot")] | unique | length')" -ge $NB
 
+api http://x/metrics > "$T/metrics.txt"
+check "GET /metrics: nothing pending, and at least $NB pushed since the restart" \
+        sh -c "grep -qx 'space_replication_pending 0' '$T/metrics.txt' && grep -qx 'space_replication_failed 0' '$T/metrics.txt' && test \$(sed -n 's/^space_replication_pushed_total //p' '$T/metrics.txt') -ge $NB"
+if command -v promtool >/dev/null; then
+        check "... which promtool accepts" sh -c "promtool check metrics < '$T/metrics.txt' >/dev/null 2>&1"
+fi
+
 # ---- 5. a pull into an empty store restores the same bytes ----
 export SPACE_S3_ENDPOINT=$EP SPACE_S3_BUCKET=$BUCKET SPACE_S3_REGION=us-east-1
 check "space-store pull of the first snapshot into an empty store" "$ST" --quiet --store "$T/empty" pull "$H1"
