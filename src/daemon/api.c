@@ -17,6 +17,7 @@
 #include "daemon/disk.h"
 #include "daemon/routes.h"
 #include "daemon/http.h"
+#include "daemon/replicate.h"
 #include "runtime/runtime.h"
 
 int api_body_json(struct conn *c, struct json **ret) {
@@ -163,6 +164,14 @@ void api_health(struct conn *c) {
         json_w_kint(&w, "sessions", (int64_t)api_visible_sessions(c));
         json_w_kstr(&w, "runtime", c->d->rt->name);
         disk_health_json(c->d, &w);
+        struct repl_status rs;
+        repl_status(c->d->repl, &rs);
+        json_w_key(&w, "replication");
+        json_w_obj_begin(&w);
+        json_w_kbool(&w, "enabled", rs.enabled);
+        json_w_kuint(&w, "pending", rs.pending);
+        json_w_kuint(&w, "failed", rs.failed);
+        json_w_obj_end(&w);
         /* decided at startup when microvm is available (a memo read); else probed once */
         struct rt_accel_info ai;
         if (rt_microvm_accel_info(&ai) == 0) {

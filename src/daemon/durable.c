@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "daemon/durable.h"
 #include "daemon/durable-internal.h"
+#include "daemon/replicate.h"
 #include "daemon/metrics.h"
 #include "daemon/util.h"
 
@@ -114,6 +115,7 @@ void dur_snapshot_write_json(struct json_writer *w, const struct meta_snapshot *
         json_w_kstr(w, "root", m->root_hash);
         json_w_kstr(w, "store_snapshot", m->store_hash);
         json_w_kbool(w, "memory", m->memory_hash[0] != '\0');
+        json_w_kbool(w, "replicated", m->replicated);
         if (freeze_ms >= 0) {
                 json_w_key(w, "freeze_ms");
                 json_w_double(w, freeze_ms);
@@ -401,6 +403,7 @@ static int restore_record(struct session *s, struct job *j, const char *src_id, 
         s->head_hash = j->out[0];
         (void)meta_snapshot_get(d->meta, m.id, &m);
         s->last_snapshot_ms = m.time_ms;
+        repl_kick(d->repl);
         *ret = m;
 out:
         buf_free(&ev);

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "daemon/durable-internal.h"
+#include "daemon/replicate.h"
 
 /* ---------------- fork ---------------- */
 
@@ -374,6 +375,7 @@ static void create_forked(struct job *j) {
         snprintf(s->head, sizeof s->head, "%s", m.id);
         s->head_hash = j->out[0];
         s->last_snapshot_ms = meta_now_ms();
+        repl_kick(d->repl);
         dur_start_begin(a);
 }
 

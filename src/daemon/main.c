@@ -23,6 +23,7 @@
 #include "daemon/limits.h"
 #include "daemon/routes.h"
 #include "daemon/warmpool.h"
+#include "daemon/replicate.h"
 #include "daemon/spaced.h"
 #include "daemon/tokens.h"
 #include "daemon/util.h"
@@ -129,6 +130,15 @@ static void usage(FILE *f) {
                 "                     default: the nameservers of /etc/resolv.conf)\n",
                 NET_OPEN_MAX, NET_DNS_PORT_DEFAULT, NET_UPSTREAMS_MAX);
         fprintf(f,
+                "  --s3-endpoint URL  replicate every snapshot to an S3 bucket at URL (http://HOST:PORT,\n"
+                "                     path-style; docs/daemon.md \"Replication\"); the keys come from\n"
+                "                     $" REPL_ENV_ACCESS " and $" REPL_ENV_SECRET ", never from the command\n"
+                "                     line; default: none, no replication\n"
+                "  --s3-bucket NAME   the bucket (needed with --s3-endpoint; spaced does not create it)\n"
+                "  --s3-region R      the region requests are signed for (default " REPL_REGION_DEFAULT ")\n"
+                "  --replicate-jobs N snapshots pushed at once (default %u, 1 to %u)\n",
+                REPL_JOBS_DEFAULT, REPL_JOBS_MAX);
+        fprintf(f,
                 "  --metrics-interval SECONDS\n"
                 "                     how often every running session's CPU, memory, disk and\n"
                 "                     network use is sampled (default %d, 1 to %d); each keeps its\n"
@@ -215,6 +225,7 @@ static void timer_event(struct loop_src *src, uint32_t revents) {
         if (d->ingress)
                 ingress_tick(d->ingress);
         e2b_tick(d);
+        repl_tick(d->repl);
 }
 
 static int write_pidfile(const char *path) {
@@ -321,7 +332,8 @@ int main(int argc, char **argv) {
                OPT_PORTS_DOMAIN,
                OPT_EGRESS, OPT_EGRESS_DEFAULT, OPT_EGRESS_OPEN, OPT_NET4, OPT_NET6, OPT_BW_MAX, OPT_DNS_PORT,
                OPT_DNS_UPSTREAM,
-               OPT_METRICS_INTERVAL, OPT_E2B, OPT_E2B_LISTEN, OPT_POOL_QUIET };
+               OPT_METRICS_INTERVAL, OPT_E2B, OPT_E2B_LISTEN, OPT_POOL_QUIET, OPT_S3_ENDPOINT, OPT_S3_BUCKET,
+               OPT_S3_REGION, OPT_REPL_JOBS };
         static const struct option opts[] = {
                 { "data", required_argument, NULL, OPT_DATA },
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -350,6 +362,10 @@ int main(int argc, char **argv) {
                 { "metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL },
                 { "e2b", required_argument, NULL, OPT_E2B },
                 { "e2b-listen", required_argument, NULL, OPT_E2B_LISTEN },
+                { "s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT },
+                { "s3-bucket", required_argument, NULL, OPT_S3_BUCKET },
+                { "s3-region", required_argument, NULL, OPT_S3_REGION },
+                { "replicate-jobs", required_argument, NULL, OPT_REPL_JOBS },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -370,6 +386,8 @@ int main(int argc, char **argv) {
         const char *data = getenv("SPACE_DATA"), *listen_addr = NULL, *pidfile = NULL, *init = NULL,
                    *runtime = "ns", *ports_domain = NULL, *e2b_listen = NULL;
         bool e2b = false;
+        struct repl_cfg rcfg = { .region = REPL_REGION_DEFAULT, .jobs = REPL_JOBS_DEFAULT };
+        uint64_t repl_jobs = REPL_JOBS_DEFAULT;
         const char *pool_args[WPOOL_MAX_TEMPLATES];
         uint64_t pool_quiet_ms = WPOOL_QUIET_DEFAULT_MS;
         size_t n_pool = 0;
@@ -537,6 +555,38 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         break;
+                case OPT_S3_ENDPOINT:
+                        if (!repl_endpoint_valid(optarg)) {
+                                fprintf(stderr, "spaced: %sbad --s3-endpoint %s (http://HOST:PORT or https://..., at most %u bytes)\n",
+                                        config_origin(cfg, optind - 1), optarg, REPL_ENDPOINT_MAX);
+                                return 2;
+                        }
+                        rcfg.endpoint = optarg;
+                        break;
+                case OPT_S3_BUCKET:
+                        if (!repl_bucket_valid(optarg)) {
+                                fprintf(stderr, "spaced: %sbad --s3-bucket %s (3 to 63 of a-z, 0-9, '.', '-')\n",
+                                        config_origin(cfg, optind - 1), optarg);
+                                return 2;
+                        }
+                        rcfg.bucket = optarg;
+                        break;
+                case OPT_S3_REGION:
+                        if (!repl_region_valid(optarg)) {
+                                fprintf(stderr, "spaced: %sbad --s3-region %s (1 to %u of a-z, 0-9, '-')\n",
+                                        config_origin(cfg, optind - 1), optarg, REPL_REGION_MAX);
+                                return 2;
+                        }
+                        rcfg.region = optarg;
+                        break;
+                case OPT_REPL_JOBS:
+                        if (parse_count(optarg, REPL_JOBS_MAX, &repl_jobs) < 0 || repl_jobs < 1) {
+                                fprintf(stderr, "spaced: %sbad --replicate-jobs %s (a whole number from 1 to %u)\n",
+                                        config_origin(cfg, optind - 1), optarg, REPL_JOBS_MAX);
+                                return 2;
+                        }
+                        rcfg.jobs = (unsigned)repl_jobs;
+                        break;
                 case 'h': usage(stdout); return 0;
                 case OPT_VERSION: printf("spaced %s\n", SPACED_VERSION); return 0;
                 default: usage(stderr); return 2;
@@ -552,6 +602,25 @@ int main(int argc, char **argv) {
                 return 2;
         }
         ncfg.op.egress_enabled = ncfg.egress;
+        if (rcfg.endpoint) {
+                if (!rcfg.bucket) {
+                        fprintf(stderr, "spaced: --s3-endpoint needs --s3-bucket\n");
+                        return 2;
+                }
+                rcfg.access_key = getenv(REPL_ENV_ACCESS);
+                rcfg.secret_key = getenv(REPL_ENV_SECRET);
+                if (!rcfg.access_key || !*rcfg.access_key || !rcfg.secret_key || !*rcfg.secret_key ||
+                    strlen(rcfg.access_key) > REPL_KEY_MAX || strlen(rcfg.secret_key) > REPL_KEY_MAX) {
+                        fprintf(stderr, "spaced: --s3-endpoint needs the bucket's keys in $" REPL_ENV_ACCESS
+                                        " and $" REPL_ENV_SECRET " (1 to %u bytes each; never on the command line)\n",
+                                REPL_KEY_MAX);
+                        return 2;
+                }
+#ifndef SPACE_HAVE_S3
+                fprintf(stderr, "spaced: --s3-endpoint: this spaced was built without libcurl (no S3 client)\n");
+                return 2;
+#endif
+        }
         if (limits_check(&limits, why, sizeof why) < 0) {
                 fprintf(stderr, "spaced: bad --limit: %s\n", why);
                 return 2;
@@ -687,6 +756,13 @@ int main(int argc, char **argv) {
                 log_error("warm pool: %s", strerror(-r));
                 return 1;
         }
+        if (rcfg.endpoint) {
+                if ((r = repl_new(d, &rcfg, &d->repl)) < 0) {
+                        log_error("replication to %s: %s", rcfg.endpoint, strerror(-r));
+                        return 1;
+                }
+                log_info("replicating snapshots to %s, bucket %s (%u at once)", rcfg.endpoint, rcfg.bucket, rcfg.jobs);
+        }
         for (size_t i = 0; i < n_pool; i++)
                 if ((r = wpool_set_arg(d->pool, pool_args[i])) < 0)
                         log_warn("--pool %s: %s", pool_args[i],
@@ -749,6 +825,8 @@ int main(int argc, char **argv) {
         d->ingress = ingress_free(d->ingress);
         d->pool = wpool_free(d->pool);
         dur_shutdown(d);
+        /* before the stores close: a push under way finishes, the rest waits in meta */
+        d->repl = repl_free(d->repl);
         while (d->sessions)
                 ses_free(d->sessions);
         loop_run_once(d->loop, 0);

@@ -23,6 +23,7 @@
 #include "daemon/disk.h"
 #include "daemon/net/net.h"
 #include "daemon/routes.h"
+#include "daemon/replicate.h"
 #include "daemon/session.h"
 #include "daemon/session_rules.h"
 #include "daemon/spaced.h"
@@ -511,6 +512,16 @@ int metrics_write_exposition(struct daemon *d, struct buf *b) {
         }
         metrics_w_family(b, "space_store_bytes", "gauge", "Bytes of the snapshot store's pack files.");
         metrics_w_sample(b, "space_store_bytes", "", (double)(m ? m->store_bytes : store_bytes(d->data_dir)));
+        if (d->repl) { /* spaced --s3-endpoint (replicate.h) */
+                struct repl_status rs;
+                repl_status(d->repl, &rs);
+                metrics_w_family(b, "space_replication_pending", "gauge", "Snapshots not yet whole in the replication bucket.");
+                metrics_w_sample(b, "space_replication_pending", "", (double)rs.pending);
+                metrics_w_family(b, "space_replication_failed", "gauge", "Of those, the ones whose last push failed.");
+                metrics_w_sample(b, "space_replication_failed", "", (double)rs.failed);
+                metrics_w_family(b, "space_replication_pushed_total", "counter", "Snapshots replicated.");
+                metrics_w_sample(b, "space_replication_pushed_total", "", (double)rs.pushed);
+        }
         static const char *const pool_fams[][2] = {
                 { "space_pool_ready", "Warm pool sandboxes ready, by template." },
                 { "space_pool_target", "Warm pool size asked, by template." },

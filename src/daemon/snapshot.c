@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "daemon/durable-internal.h"
+#include "daemon/replicate.h"
 #include "daemon/metrics.h"
 
 /* Which snapshot layer sandbox sbx's writable layer lies on. -EBADMSG: unknown, so the
@@ -270,6 +271,7 @@ int dur_snapshot_commit(struct session *s, struct job *j, enum meta_snapshot_rea
         if (j->frozen_at_ns)
                 s->clean_since_ns = j->frozen_at_ns;
         (void)meta_snapshot_get(d->meta, m.id, &m); /* the stored time */
+        repl_kick(d->repl);
         if (ret)
                 *ret = m;
 out:

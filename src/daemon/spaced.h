@@ -66,6 +66,7 @@ struct job;
 struct wpool;
 struct metrics;
 struct e2b;
+struct repl;
 
 struct daemon {
         struct loop *loop;
@@ -137,6 +138,8 @@ struct daemon {
         /* Usage metrics (metrics.h): the sampler and the daemon's counters; NULL: none
          * (unit tests), and every count call does nothing. */
         struct metrics *metrics;
+        /* Replication of snapshots to S3 (replicate.h): NULL without --s3-endpoint. */
+        struct repl *repl;
 };
 
 

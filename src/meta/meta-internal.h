@@ -66,6 +66,9 @@ struct meta_backend_ops {
         int (*snapshot_delete)(struct meta *m, const char *id);
         int (*snapshot_expired)(struct meta *m, const char *session_id, struct meta_id **ret, size_t *ret_n);
         int (*snapshot_live_hashes)(struct meta *m, struct meta_hash **ret, size_t *ret_n);
+        int (*snapshot_set_replicated)(struct meta *m, const char *id, bool replicated);
+        int (*snapshot_unreplicated)(struct meta *m, unsigned limit, struct meta_snapshot **ret, size_t *ret_n);
+        int (*snapshot_count_unreplicated)(struct meta *m, uint64_t *ret);
 
         /* agent: a posted event; both kinds within m->ev_bounds. */
         int (*event_append)(struct meta *m, const char *session_id, const char *kind, const char *payload,

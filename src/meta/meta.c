@@ -643,6 +643,31 @@ int meta_snapshot_live_hashes(struct meta *m, struct meta_hash **ret, size_t *re
         return OUT_LIST(ret, ret_n, snapshot_live_hashes);
 }
 
+int meta_snapshot_set_replicated(struct meta *m, const char *id, bool replicated) {
+        m->err[0] = 0;
+        if (!id)
+                return -EINVAL;
+        return m->ops->snapshot_set_replicated(m, id, replicated);
+}
+
+int meta_snapshot_unreplicated(struct meta *m, unsigned limit, struct meta_snapshot **ret, size_t *ret_n) {
+        m->err[0] = 0;
+        if (!ret || !ret_n || limit == 0 || limit > META_UNREPLICATED_MAX)
+                return -EINVAL;
+        return OUT_LIST(ret, ret_n, snapshot_unreplicated, limit);
+}
+
+int meta_snapshot_count_unreplicated(struct meta *m, uint64_t *ret) {
+        m->err[0] = 0;
+        if (!ret)
+                return -EINVAL;
+        uint64_t n = 0;
+        int r = m->ops->snapshot_count_unreplicated(m, &n);
+        if (r >= 0)
+                *ret = n;
+        return MIN(r, 0);
+}
+
 /* ---- events ---- */
 
 void meta_events_free(struct meta_event *v, size_t n) {

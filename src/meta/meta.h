@@ -17,6 +17,7 @@
 #define META_KIND_MAX 32u               /* event kind: [a-z0-9_.-] */
 #define META_ADDRESS_MAX 255u           /* a host's address */
 #define META_LABEL_MAX 256u             /* snapshot label; longer is -E2BIG */
+#define META_UNREPLICATED_MAX 4096u     /* rows of one meta_snapshot_unreplicated */
 #define META_JSON_MAX (64u << 10)       /* env JSON, event payload; longer is -E2BIG */
 #define META_TEXT_MAX 1024u             /* session error, death reason: longer is cut */
 #define META_PAGE_MAX 1000u             /* events (and paged lists) per call */
@@ -123,6 +124,7 @@ struct meta_snapshot {
         uint64_t bytes_added;
         uint64_t logical_size;
         bool pinned;                         /* retention never removes it */
+        bool replicated;                     /* whole in the replication bucket (ignored at add) */
 };
 
 struct meta_event {
@@ -293,6 +295,14 @@ int meta_snapshot_expired(struct meta *m, const char *session_id, struct meta_id
 /* Every distinct store_hash and memory_hash (a store record of its own: the driver's
  * checkpoint directory) of every snapshot: the live set for store_gc. Free *ret. */
 int meta_snapshot_live_hashes(struct meta *m, struct meta_hash **ret, size_t *ret_n);
+/* Replication (spaced --s3-endpoint, docs/daemon.md "Replication"): a snapshot is added
+ * unreplicated; set_replicated records that it is whole in the bucket (-ENOENT unknown). */
+int meta_snapshot_set_replicated(struct meta *m, const char *id, bool replicated);
+/* At most limit (1..META_UNREPLICATED_MAX) snapshots not replicated, of every session,
+ * oldest first. Free *ret. */
+int meta_snapshot_unreplicated(struct meta *m, unsigned limit, struct meta_snapshot **ret, size_t *ret_n);
+/* How many snapshots are not replicated. */
+int meta_snapshot_count_unreplicated(struct meta *m, uint64_t *ret);
 
 /* ---- events ---- */
 

@@ -123,6 +123,10 @@ static const char *const migrations[] = {
         /* 6: a session's metadata (string keys and values its client gave at create:
          * docs/api.md "metadata"), a JSON object text; NULL = none */
         "ALTER TABLE sessions ADD COLUMN metadata TEXT;",
+        /* 7: whether the snapshot is whole in the replication bucket (spaced --s3-*,
+         * docs/daemon.md "Replication"); the partial index finds the ones still to push */
+        "ALTER TABLE snapshots ADD COLUMN replicated INTEGER NOT NULL DEFAULT 0;"
+        "CREATE INDEX snapshots_unreplicated ON snapshots(time_ms) WHERE replicated = 0;",
 };
 #define SCHEMA_VERSION ((int)ELEMENTSOF(migrations))
 
@@ -133,7 +137,7 @@ static const char *const migrations[] = {
 #define SBX_COLS "id, session_id, host_id, runtime, state, init_pid, created_ms, ended_ms, death_reason"
 #define SNAP_COLS                                                                                     \
         "id, session_id, parent_id, store_hash, root_hash, memory_hash, time_ms, reason, label, "  \
-        "bytes_added, logical_size, pinned"
+        "bytes_added, logical_size, pinned, replicated"
 #define HOST_COLS "id, address, lease_expires_ms, updated_ms"
 #define TOK_COLS "hash, tenant, name, created_ms, revoked_ms"
 
@@ -147,7 +151,7 @@ enum st_id {
         ST_SES_NEXT_SEQ, ST_SES_LAST_SEQ,
         ST_SBX_INSERT, ST_SBX_GET, ST_SBX_SET_STATE, ST_SBX_SET_PID, ST_SBX_LIST_SES, ST_SBX_LIST_LIVE,
         ST_SNAP_INSERT, ST_SNAP_GET, ST_SNAP_SESSION, ST_SNAP_LIST, ST_SNAP_PIN, ST_SNAP_IS_HEAD,
-        ST_SNAP_DELETE, ST_SNAP_EXPIRED, ST_SNAP_HASHES,
+        ST_SNAP_DELETE, ST_SNAP_EXPIRED, ST_SNAP_HASHES, ST_SNAP_SET_REPL, ST_SNAP_UNREPL, ST_SNAP_UNREPL_COUNT,
         ST_EV_INSERT, ST_EV_LIST, ST_EV_COUNT, ST_EV_OLDEST, ST_EV_DELETE, ST_EV_TENANT_BYTES,
         ST_HOST_UPSERT, ST_HOST_GET, ST_HOST_EXPIRED, ST_HOST_DELETE,
         ST_TOK_INSERT, ST_TOK_GET, ST_TOK_REVOKE, ST_TOK_LIST,
@@ -220,6 +224,9 @@ static const char *const st_sql[_ST_MAX] = {
                             "ORDER BY x.time_ms, x.r",
         [ST_SNAP_HASHES] = "SELECT store_hash FROM snapshots UNION SELECT memory_hash FROM snapshots "
                            "WHERE memory_hash IS NOT NULL AND memory_hash != '' ORDER BY 1",
+        [ST_SNAP_SET_REPL] = "UPDATE snapshots SET replicated = ?2 WHERE id = ?1",
+        [ST_SNAP_UNREPL] = "SELECT " SNAP_COLS " FROM snapshots WHERE replicated = 0 ORDER BY time_ms, rowid LIMIT ?1",
+        [ST_SNAP_UNREPL_COUNT] = "SELECT count(*) FROM snapshots WHERE replicated = 0",
 
         [ST_EV_INSERT] = "INSERT INTO events (session_id, seq, time_ms, kind, payload, agent) "
                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -1030,6 +1037,7 @@ static const struct column snapshot_cols[] = {
         COLUMN(COL_INT, struct meta_snapshot, bytes_added),
         COLUMN(COL_INT, struct meta_snapshot, logical_size),
         COLUMN(COL_BOOL, struct meta_snapshot, pinned),
+        COLUMN(COL_BOOL, struct meta_snapshot, replicated),
 };
 
 static int read_snapshot(struct meta *m, sqlite3_stmt *st, void *ret) {
@@ -1089,6 +1097,29 @@ static int snapshot_delete_tx(struct meta *m, const char *id) {
 
 static int sq_snapshot_delete(struct meta *m, const char *id) {
         return WRITE(m, snapshot_delete_tx(m, id));
+}
+
+static int sq_snapshot_set_replicated(struct meta *m, const char *id, bool replicated) {
+        return WRITE(m, change(m, ST_SNAP_SET_REPL, "snapshot", id, PARAMS(P_TEXT(id), P_INT(replicated))));
+}
+
+static int sq_snapshot_unreplicated(struct meta *m, unsigned limit, struct meta_snapshot **ret, size_t *ret_n) {
+        return select_rows(m, ST_SNAP_UNREPL, PARAMS(P_INT(limit)), sizeof **ret, read_snapshot, NULL, (void **)ret,
+                           ret_n);
+}
+
+static int sq_snapshot_count_unreplicated(struct meta *m, uint64_t *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prep_bind(m, ST_SNAP_UNREPL_COUNT, NULL, 0, &st);
+        if (r < 0)
+                return r;
+        r = step(m, st);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return meta_error(m, -EIO, "sqlite: count(*) gave no row");
+        *ret = (uint64_t)sqlite3_column_int64(st, 0);
+        return 0;
 }
 
 static int read_id(struct meta *m, sqlite3_stmt *st, void *ret) {
@@ -1401,6 +1432,9 @@ const struct meta_backend_ops meta_sqlite_ops = {
         .snapshot_delete = sq_snapshot_delete,
         .snapshot_expired = sq_snapshot_expired,
         .snapshot_live_hashes = sq_snapshot_live_hashes,
+        .snapshot_set_replicated = sq_snapshot_set_replicated,
+        .snapshot_unreplicated = sq_snapshot_unreplicated,
+        .snapshot_count_unreplicated = sq_snapshot_count_unreplicated,
         .event_append = sq_event_append,
         .event_list = sq_event_list,
         .event_last_seq = sq_event_last_seq,

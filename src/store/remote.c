@@ -192,8 +192,10 @@ static int known_open(struct store *s, struct store_remote *r, struct known *k) 
         k->n = u;
         if (n > 2 * u + 4096 || (uint64_t)st.st_size % KNOWN_ENTRY) {
                 /* rewrite: temp file, then rename over (an append racing with it is lost: a HEAD later) */
-                char tmp[64];
-                snprintf(tmp, sizeof tmp, ".%s.%d", name, (int)getpid());
+                /* the thread in the name too: spaced's replicator pushes on several threads,
+                 * and two rewriting at once must not share one temp file */
+                char tmp[80];
+                snprintf(tmp, sizeof tmp, ".%s.%d.%d", name, (int)getpid(), (int)gettid());
                 _cleanup_close_ int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
                 bool ok = fd >= 0;
                 for (size_t i = 0; ok && i < u; i++) {

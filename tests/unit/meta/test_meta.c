@@ -59,7 +59,7 @@ static const char H1[] = "111111111111111111111111111111111111111111111111111111
 static const char H2[] = "2222222222222222222222222222222222222222222222222222222222222222";
 static const char H3[] = "3333333333333333333333333333333333333333333333333333333333333333";
 
-#define SCHEMA_NOW 6 /* the schema this program writes */
+#define SCHEMA_NOW 7 /* the schema this program writes */
 
 static void mk_session(struct meta *m, const char *id, const char *tenant, enum meta_session_state st) {
         struct meta_session s = { .state = st, .snapshot_interval_ms = 30000, .retention_keep = 3 };
@@ -148,7 +148,7 @@ static void test_ids_and_hash(void **state) {
 
 static void test_open_migrate(void **state) {
         struct fx *f = *state;
-        printf("# a new file is created 0600 at schema version 6, WAL, and passes the checks\n");
+        printf("# a new file is created 0600 at schema version 7, WAL, and passes the checks\n");
         assert_string_equal(meta_backend_name(f->m), "sqlite");
         assert_int_equal(meta_schema_version(f->m), SCHEMA_NOW);
         assert_int_equal(meta_check(f->m), 0);
@@ -204,7 +204,7 @@ static void test_open_migrate(void **state) {
         char why[256] = "stale";
         assert_int_equal(meta_open(f->path, &(struct meta_opts){ META_OPTS_INIT, .error = why, .error_size = sizeof why }, &m2),
                          -EPROTO);
-        assert_non_null(strstr(why, "schema version 99 is newer than this program's 6"));
+        assert_non_null(strstr(why, "schema version 99 is newer than this program's 7"));
         assert_ptr_equal(m2, (struct meta *)0x1);
         printf("# a version 1 options struct (no error field) still opens\n");
         assert_int_equal(meta_open(f->path, &(struct meta_opts){ .version = 1 }, &m2), -EPROTO);
@@ -259,6 +259,8 @@ static const char *const undo[] = {
               "ALTER TABLE sessions DROP COLUMN ports;",
         [5] = "ALTER TABLE sessions DROP COLUMN timeouts;",
         [6] = "ALTER TABLE sessions DROP COLUMN metadata;",
+        [7] = "DROP INDEX snapshots_unreplicated;"
+              "ALTER TABLE snapshots DROP COLUMN replicated;",
 };
 
 static void downgrade_to(sqlite3 *db, int version) {
@@ -955,6 +957,104 @@ static void test_migrate_v5_metadata(void **state) {
         assert_int_equal(meta_check(f->m), 0);
 }
 
+/* Replication: snapshots are added unreplicated (whatever the caller's field says), the
+ * list of unreplicated ones spans sessions oldest first within its limit, set_replicated
+ * takes one off it and back, and the count follows. */
+static void test_replicated(void **state) {
+        struct fx *f = *state;
+        struct meta *m = f->m;
+        mk_session(m, "ses_1", "t1", META_SESSION_RUNNING);
+        mk_session(m, "ses_2", "t1", META_SESSION_RUNNING);
+        printf("# new snapshots are unreplicated; the list is oldest first over every session\n");
+        struct meta_snapshot s = { .reason = META_REASON_MANUAL, .time_ms = 3000, .replicated = true };
+        strcpy(s.id, "snap_r3");
+        strcpy(s.session_id, "ses_1");
+        strcpy(s.store_hash, H1);
+        strcpy(s.root_hash, H2);
+        assert_int_equal(meta_snapshot_add(m, &s), 0);
+        mk_snap(m, "snap_r1", "ses_2", META_REASON_ROLLING, 1000, H2);
+        mk_snap(m, "snap_r2", "ses_1", META_REASON_PAUSE, 2000, H3);
+        struct meta_snapshot g;
+        assert_int_equal(meta_snapshot_get(m, "snap_r3", &g), 0);
+        assert_false(g.replicated);
+        uint64_t cnt = 99;
+        assert_int_equal(meta_snapshot_count_unreplicated(m, &cnt), 0);
+        assert_int_equal(cnt, 3);
+        struct meta_snapshot *v = NULL;
+        size_t n = 0;
+        assert_int_equal(meta_snapshot_unreplicated(m, 10, &v, &n), 0);
+        assert_int_equal(n, 3);
+        assert_string_equal(v[0].id, "snap_r1");
+        assert_string_equal(v[1].id, "snap_r2");
+        assert_string_equal(v[2].id, "snap_r3");
+        assert_string_equal(v[2].store_hash, H1);
+        free(v);
+        printf("# the limit bounds the list; 0 or past META_UNREPLICATED_MAX is -EINVAL\n");
+        assert_int_equal(meta_snapshot_unreplicated(m, 2, &v, &n), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(v[1].id, "snap_r2");
+        free(v);
+        v = (void *)&g;
+        n = 77;
+        assert_int_equal(meta_snapshot_unreplicated(m, 0, &v, &n), -EINVAL);
+        assert_int_equal(meta_snapshot_unreplicated(m, META_UNREPLICATED_MAX + 1, &v, &n), -EINVAL);
+        assert_ptr_equal(v, &g);
+        assert_int_equal(n, 77);
+        printf("# set_replicated takes one off the list, and back; unknown -ENOENT\n");
+        assert_int_equal(meta_snapshot_set_replicated(m, "snap_r2", true), 0);
+        assert_int_equal(meta_snapshot_get(m, "snap_r2", &g), 0);
+        assert_true(g.replicated);
+        assert_int_equal(meta_snapshot_unreplicated(m, 10, &v, &n), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(v[0].id, "snap_r1");
+        assert_string_equal(v[1].id, "snap_r3");
+        free(v);
+        assert_int_equal(meta_snapshot_count_unreplicated(m, &cnt), 0);
+        assert_int_equal(cnt, 2);
+        assert_int_equal(meta_snapshot_list(m, "ses_1", &v, &n), 0);
+        assert_int_equal(n, 2);
+        assert_true(v[0].replicated);  /* snap_r2 at 2000 */
+        assert_false(v[1].replicated); /* snap_r3 */
+        free(v);
+        assert_int_equal(meta_snapshot_set_replicated(m, "snap_nope", true), -ENOENT);
+        assert_int_equal(meta_snapshot_set_replicated(m, "snap_r2", false), 0);
+        assert_int_equal(meta_snapshot_count_unreplicated(m, &cnt), 0);
+        assert_int_equal(cnt, 3);
+        printf("# a deleted snapshot leaves the list\n");
+        assert_int_equal(meta_snapshot_delete(m, "snap_r1"), 0);
+        assert_int_equal(meta_snapshot_unreplicated(m, 10, &v, &n), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(v[0].id, "snap_r2");
+        free(v);
+        assert_int_equal(meta_check(f->m), 0);
+}
+
+/* A schema 6 file (before replication): its snapshots read as unreplicated, and the list
+ * of unreplicated ones has them all. */
+static void test_migrate_v6_replicated(void **state) {
+        struct fx *f = *state;
+        printf("# a schema 6 file migrates to 7; its snapshots are unreplicated\n");
+        mk_session(f->m, "ses_g1", "t1", META_SESSION_RUNNING);
+        mk_snap(f->m, "snap_g1", "ses_g1", META_REASON_ROLLING, 1000, H1);
+        f->m = meta_free(f->m);
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+        downgrade_to(db, 6);
+        sqlite3_close(db);
+        assert_int_equal(meta_open(f->path, NULL, &f->m), 0);
+        assert_int_equal(meta_schema_version(f->m), SCHEMA_NOW);
+        struct meta_snapshot g;
+        assert_int_equal(meta_snapshot_get(f->m, "snap_g1", &g), 0);
+        assert_false(g.replicated);
+        struct meta_snapshot *v = NULL;
+        size_t n = 0;
+        assert_int_equal(meta_snapshot_unreplicated(f->m, 5, &v, &n), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(v[0].id, "snap_g1");
+        free(v);
+        assert_int_equal(meta_check(f->m), 0);
+}
+
 /* Schema 2 (before the event bounds): the events already there are counted, the posted
  * kinds as posted, and the bounds apply to them from the first post on. */
 static void test_migrate_v2(void **state) {
@@ -1339,6 +1439,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_relaxed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_two_handles, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_replicated, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_migrate_v6_replicated, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
