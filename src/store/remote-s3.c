@@ -13,8 +13,6 @@
 struct remote_s3 {
         struct store_remote base; /* first: the store sees only this */
         struct s3 *s3;
-        struct s3_config cfg;     /* strings owned below, for clones */
-        char *endpoint, *region, *access, *secret, *bucket;
 };
 
 static struct s3 *S(struct store_remote *r) { return ((struct remote_s3 *)r)->s3; }
@@ -52,14 +50,6 @@ static int rs3_del(struct store_remote *r, const char *key) { return s3_delete(S
 static void rs3_free(struct store_remote *r) {
         struct remote_s3 *x = (struct remote_s3 *)r;
         s3_free(x->s3);
-        free(x->endpoint);
-        free(x->region);
-        free(x->access);
-        if (x->secret) {
-                explicit_bzero(x->secret, strlen(x->secret));
-                free(x->secret);
-        }
-        free(x->bucket);
         free(x);
 }
 
@@ -68,7 +58,17 @@ static const char *rs3_last_error(const struct store_remote *r) {
 }
 
 static int rs3_clone(struct store_remote *r, struct store_remote **ret) {
-        return store_remote_s3_new(&((struct remote_s3 *)r)->cfg, ret);
+        struct remote_s3 *x = calloc(1, sizeof *x);
+        if (!x)
+                return -ENOMEM;
+        x->base = *r; /* its ops and name */
+        int e = s3_clone(S(r), &x->s3);
+        if (e < 0) {
+                free(x);
+                return e;
+        }
+        *ret = &x->base;
+        return 0;
 }
 
 static const struct store_remote_ops rs3_ops = {
@@ -83,18 +83,6 @@ int store_remote_s3_new(const struct s3_config *c, struct store_remote **ret) {
         if (!x)
                 return -ENOMEM;
         x->base.ops = &rs3_ops;
-        x->endpoint = strdup(c->endpoint);
-        x->region = strdup(c->region);
-        x->access = strdup(c->access_key);
-        x->secret = strdup(c->secret_key);
-        x->bucket = strdup(c->bucket);
-        if (!x->endpoint || !x->region || !x->access || !x->secret || !x->bucket) {
-                rs3_free(&x->base);
-                return -ENOMEM;
-        }
-        x->cfg = (struct s3_config){ .endpoint = x->endpoint, .region = x->region, .access_key = x->access,
-                                     .secret_key = x->secret, .bucket = x->bucket, .timeout_ms = c->timeout_ms,
-                                     .retries = c->retries };
         /* the name keys the known list: the same bucket whatever the endpoint's spelling ends with */
         size_t el = strlen(c->endpoint), bl = strlen(c->bucket);
         while (el > 0 && c->endpoint[el - 1] == '/')
@@ -106,7 +94,7 @@ int store_remote_s3_new(const struct s3_config *c, struct store_remote **ret) {
         memcpy(x->base.name, c->endpoint, el);
         x->base.name[el] = '/';
         memcpy(x->base.name + el + 1, c->bucket, bl + 1);
-        int r = s3_new(&x->cfg, &x->s3);
+        int r = s3_new(c, &x->s3);
         if (r < 0) {
                 rs3_free(&x->base);
                 return r;

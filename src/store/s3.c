@@ -108,6 +108,26 @@ int s3_new(const struct s3_config *c, struct s3 **ret) {
         return 0;
 }
 
+int s3_clone(const struct s3 *o, struct s3 **ret) {
+        struct s3 *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->endpoint = strdup(o->endpoint);
+        s->access = strdup(o->access);
+        s->secret = strdup(o->secret);
+        s->bucket = strdup(o->bucket);
+        s->h = curl_easy_init();
+        if (!s->endpoint || !s->access || !s->secret || !s->bucket || !s->h) {
+                s3_free(s);
+                return -ENOMEM;
+        }
+        memcpy(s->sigv4, o->sigv4, sizeof s->sigv4);
+        s->timeout_ms = o->timeout_ms;
+        s->retries = o->retries;
+        *ret = s;
+        return 0;
+}
+
 struct s3 *s3_free(struct s3 *s) {
         if (!s)
                 return NULL;

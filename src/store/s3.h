@@ -39,6 +39,9 @@ struct s3;
 
 int s3_new(const struct s3_config *c, struct s3 **ret);
 struct s3 *s3_free(struct s3 *s);
+/* A handle of its own (a libcurl handle of its own) with s's configuration: for another
+ * thread. */
+int s3_clone(const struct s3 *s, struct s3 **ret);
 const char *s3_last_error(const struct s3 *s);
 
 /* Creates the bucket; one that exists and is ours is fine. */
